@@ -1,0 +1,103 @@
+# walc build. Sources are discovered: internal/<concern>/*.c form the library, cmd/walc the
+# binary, test/unit/test_*.c one cmocka program each, test/fuzz/fuzz_*.c one libFuzzer target each.
+
+CC       ?= cc
+BUILD    ?= build
+PKGS     := libzstd liblz4 libbrotlienc libbrotlidec liblzma libsodium libcurl openssl libpq jansson expat
+WARN     := -Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -Wvla \
+            -Wwrite-strings -Wcast-qual -Werror
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 $(WARN) -pthread -I. $(EXTRA_CFLAGS)
+CPPFLAGS += -D_GNU_SOURCE
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -pthread
+LDFLAGS  += $(EXTRA_LDFLAGS)
+
+LIB_SRC   := $(sort $(wildcard internal/*/*.c))
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CMD_SRC   := $(sort $(wildcard cmd/walc/*.c))
+CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC  := $(sort $(wildcard test/unit/test_*.c))
+UNIT_BIN  := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
+FUZZ_SRC  := $(sort $(wildcard test/fuzz/fuzz_*.c))
+VERSION   := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+GIT_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+
+.PHONY: all deps test unit integration demo asan tsan fuzz fuzz-smoke clean format lint check-deps
+
+all: walc
+
+deps:
+	@deploy/deps.sh
+
+walc: $(BUILD)/walc
+	@cp $< $@
+
+$(BUILD)/walc: $(CMD_OBJ) $(BUILD)/libwalc.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libwalc.a $(LDLIBS)
+
+$(BUILD)/libwalc.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/cmd/walc/version.o: CPPFLAGS += -DWALC_VERSION='"$(VERSION)"' -DWALC_GIT_REV='"$(GIT_REV)"'
+
+$(BUILD)/%.o: %.c $(wildcard internal/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/test/%: test/unit/%.c $(BUILD)/libwalc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libwalc.a -lcmocka $(LDLIBS)
+
+# make test: set up (idempotent), build, unit tests, then integration tests with real servers.
+test: deps walc $(UNIT_BIN)
+	@test/run-unit.sh $(UNIT_BIN)
+	@test/integration/run.sh
+
+unit: walc $(UNIT_BIN)
+	@test/run-unit.sh $(UNIT_BIN)
+
+integration: walc
+	@test/integration/run.sh
+
+demo: deps walc
+	@test/demo.sh
+
+# Sanitizer builds live in their own build directories and rerun the same tests.
+asan:
+	$(MAKE) BUILD=build-asan CC=clang \
+	  EXTRA_CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  EXTRA_LDFLAGS="-fsanitize=address,undefined" walc-asan
+walc-asan: $(BUILD)/walc $(UNIT_BIN)
+	@cp $(BUILD)/walc walc-asan
+	@ASAN_OPTIONS=detect_leaks=1 test/run-unit.sh $(UNIT_BIN)
+	@WALC=$(CURDIR)/walc-asan test/integration/run.sh
+
+tsan:
+	$(MAKE) BUILD=build-tsan CC=clang \
+	  EXTRA_CFLAGS="-O1 -g -fsanitize=thread" EXTRA_LDFLAGS="-fsanitize=thread" tsan-run
+tsan-run: $(UNIT_BIN)
+	@test/run-unit.sh $(filter %test_pipe,$(UNIT_BIN))
+
+FUZZ_TIME ?= 600
+fuzz-build:
+	$(MAKE) BUILD=build-fuzz CC=clang \
+	  EXTRA_CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" fuzz-bins
+fuzz-bins: $(BUILD)/libwalc.a $(FUZZ_SRC:test/fuzz/%.c=$(BUILD)/fuzz/%)
+$(BUILD)/fuzz/%: test/fuzz/%.c $(BUILD)/libwalc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(BUILD)/libwalc.a $(LDLIBS)
+
+fuzz: fuzz-build
+	@test/fuzz/run.sh build-fuzz/fuzz $(FUZZ_TIME)
+fuzz-smoke: fuzz-build
+	@test/fuzz/run.sh build-fuzz/fuzz 20
+
+format:
+	clang-format -i $(LIB_SRC) $(CMD_SRC) $(wildcard internal/*/*.h) $(UNIT_SRC) $(FUZZ_SRC)
+
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability -I. internal cmd
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz walc walc-asan

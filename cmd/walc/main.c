@@ -1,0 +1,92 @@
+/* walc: PostgreSQL backup and WAL archiving, configured by environment variables. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/walc/commands.h"
+
+static const command cmd_table[] = {
+	{ "wal-push", "wal-push WAL_FILE_PATH", "archive one WAL file (archive_command = 'walc wal-push %p')",
+	  "Compresses (WALG_COMPRESSION_METHOD) and, with a libsodium key, encrypts the file, then\n"
+	  "stores it as wal_005/<name>.<ext>. With WALG_PREVENT_WAL_OVERWRITE=true, and always for\n"
+	  ".history files, an archived copy with different content is an error and stays as it was;\n"
+	  "an identical copy is success without upload.",
+	  true, cmd_wal_push },
+	{ "wal-fetch", "wal-fetch WAL_NAME DESTINATION",
+	  "restore one WAL file (restore_command = 'walc wal-fetch %f %p')",
+	  "Finds wal_005/<name> whatever compression it was stored with, decrypts, decompresses and\n"
+	  "writes DESTINATION atomically. Exit 74 when the archive has no such file, 1 on any other\n"
+	  "failure (DESTINATION is then not created).",
+	  true, cmd_wal_fetch },
+	{ "env", "env", "list every environment variable walc reads",
+	  "Prints each variable with its current value (secrets masked), default and meaning.",
+	  false, cmd_env },
+	{ "help", "help [COMMAND]", "show help", "Shows the commands, or one command's help.",
+	  false, cmd_help },
+	{ "version", "version", "print the version", "Same as --version.", false, cmd_version },
+};
+
+#define NCMDS (sizeof(cmd_table) / sizeof(cmd_table[0]))
+
+const command *command_find(const char *name)
+{
+	for (size_t i = 0; i < NCMDS; i++)
+		if (strcmp(cmd_table[i].name, name) == 0)
+			return &cmd_table[i];
+	return NULL;
+}
+
+const command *const *command_all(void)
+{
+	static const command *all[NCMDS + 1];
+	for (size_t i = 0; i < NCMDS; i++)
+		all[i] = &cmd_table[i];
+	all[NCMDS] = NULL;
+	return all;
+}
+
+int command_fail(err_code rc)
+{
+	if (rc == E_OK)
+		return 0;
+	log_error("%s", err_msg());
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	config cfg;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 2) {
+		fprintf(stderr, "usage: walc COMMAND [ARGS]; see walc help\n");
+		return 1;
+	}
+	const char *name = argv[1];
+	if (strcmp(name, "--version") == 0 || strcmp(name, "-v") == 0)
+		name = "version";
+	else if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
+		name = "help";
+	const command *cmd = command_find(name);
+	if (cmd == NULL) {
+		log_error("unknown command \"%s\"; see walc help", argv[1]);
+		return 1;
+	}
+
+	/* Default logging until the configuration says otherwise, so config errors print too. */
+	log_setup(LOG_INFO, false, cmd->name);
+	err_code rc = config_load(&cfg, cmd->needs_storage);
+	if (rc != E_OK) {
+		/* A bad WALG_LOG_FORMAT must not hide the error, so keep the default shape. */
+		int code = command_fail(rc);
+		config_free(&cfg);
+		return code;
+	}
+	log_setup(cfg.log_level, cfg.log_json, cmd->name);
+	config_warn_unknown();
+
+	int code = cmd->run(&cfg, argc - 1, argv + 1);
+	config_free(&cfg);
+	return code;
+}

@@ -1,0 +1,258 @@
+/*
+ * Configuration from the environment: one table of every variable (name, default, secret?,
+ * meaning) drives loading, validation, `walc env` and the unknown-variable warning.
+ */
+#include "internal/core/core.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+extern char **environ;
+
+typedef struct config_var {
+	const char *name;
+	const char *def; /* shown by `walc env`; NULL = unset */
+	bool secret;
+	const char *help;
+} config_var;
+
+static const config_var config_vars[] = {
+	{ "WALG_FILE_PREFIX", NULL, false,
+	  "file-system repository: an absolute path or file://localhost/abs/path" },
+	{ "WALG_S3_PREFIX", NULL, false, "S3 repository: s3://bucket/path" },
+	{ "WALG_STORAGE_PREFIX", NULL, false, "extra folder below the repository prefix" },
+	{ "WALG_COMPRESSION_METHOD", "lz4", false, "lz4, zstd, brotli, lzma or none" },
+	{ "WALG_COMPRESSION_LEVEL", "0", false,
+	  "walc extension: codec level, 0 = WAL-G's default (lz4 1-12, zstd 1-22, brotli 0-11, "
+	  "lzma 0-9)" },
+	{ "WALG_LIBSODIUM_KEY", NULL, true, "libsodium encryption key material" },
+	{ "WALG_LIBSODIUM_KEY_PATH", NULL, false, "file holding the libsodium key" },
+	{ "WALG_LIBSODIUM_KEY_TRANSFORM", "none", false,
+	  "how the key material becomes 32 bytes: none, hex or base64" },
+	{ "WALG_PREVENT_WAL_OVERWRITE", "false", false,
+	  "refuse to overwrite an archived WAL file with different content" },
+	{ "WALG_UPLOAD_CONCURRENCY", "16", false, "parallel uploads" },
+	{ "WALG_DOWNLOAD_CONCURRENCY", "10", false, "parallel downloads" },
+	{ "WALG_PG_WAL_SIZE", "16", false, "WAL segment size in MiB" },
+	{ "WALG_LOG_LEVEL", "NORMAL", false, "NORMAL, DEVEL (adds debug lines) or ERROR" },
+	{ "WALG_LOG_FORMAT", "text", false, "walc extension: text or json (one object per line)" },
+	{ "PGDATA", NULL, false, "PostgreSQL data directory" },
+};
+
+#define NVARS (sizeof(config_vars) / sizeof(config_vars[0]))
+
+/* WAL-G's names that walc accepts without acting on them yet, so they get no warning. */
+static const char *const config_quiet[] = {
+	"WALG_DOWNLOAD_FILE_RETRIES", "WALG_UPLOAD_DISK_CONCURRENCY", "WALG_TAR_SIZE_THRESHOLD",
+	"WALG_DELTA_MAX_STEPS", "WALG_DELTA_ORIGIN", "WALG_CONFIG_PATH", NULL,
+};
+
+static const char *env(const char *name)
+{
+	const char *v = getenv(name);
+	return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* Go's strconv.ParseBool, which WAL-G uses. */
+static err_code parse_bool(const char *name, bool def, bool *out)
+{
+	const char *v = env(name);
+	static const char *const yes[] = { "1", "t", "T", "TRUE", "true", "True" };
+	static const char *const no[] = { "0", "f", "F", "FALSE", "false", "False" };
+
+	*out = def;
+	if (v == NULL)
+		return E_OK;
+	for (size_t i = 0; i < 6; i++) {
+		if (strcmp(v, yes[i]) == 0)
+			return (*out = true), E_OK;
+		if (strcmp(v, no[i]) == 0)
+			return (*out = false), E_OK;
+	}
+	return err_set(E_CONFIG, "%s: expected true or false, got \"%s\"", name, v);
+}
+
+static err_code parse_long(const char *name, long def, long min, long max, long *out)
+{
+	const char *v = env(name);
+	char *end;
+
+	*out = def;
+	if (v == NULL)
+		return E_OK;
+	errno = 0;
+	long n = strtol(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || n < min || n > max)
+		return err_set(E_CONFIG, "%s: expected a whole number from %ld to %ld, got \"%s\"", name,
+					   min, max, v);
+	*out = n;
+	return E_OK;
+}
+
+/* A value with a control character would break paths and log lines: refuse it early. */
+static err_code check_printable(const char *name)
+{
+	const char *v = getenv(name);
+	if (v == NULL)
+		return E_OK;
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return err_set(E_CONFIG, "%s: contains a control character", name);
+	return E_OK;
+}
+
+static err_code load_file_prefix(config *c)
+{
+	const char *v = env("WALG_FILE_PREFIX");
+	if (v == NULL)
+		return E_OK;
+	TRY(check_printable("WALG_FILE_PREFIX"));
+	const char *path = v;
+	if (str_has_prefix(v, "file://")) {
+		path = v + strlen("file://");
+		if (str_has_prefix(path, "localhost/"))
+			path += strlen("localhost");
+		else if (path[0] != '/')
+			return err_set(E_CONFIG,
+						   "WALG_FILE_PREFIX: expected file://localhost/abs/path, got \"%s\"", v);
+	}
+	if (path[0] != '/')
+		return err_set(E_CONFIG,
+					   "WALG_FILE_PREFIX: expected an absolute path or file://localhost/abs/path, "
+					   "got \"%s\"",
+					   v);
+	c->file_prefix = xstrdup(path);
+	size_t n = strlen(c->file_prefix);
+	while (n > 1 && c->file_prefix[n - 1] == '/')
+		c->file_prefix[--n] = '\0';
+	return E_OK;
+}
+
+static err_code load_storage(config *c, bool need_storage)
+{
+	TRY(load_file_prefix(c));
+	const char *s3 = env("WALG_S3_PREFIX");
+	if (s3 != NULL) {
+		TRY(check_printable("WALG_S3_PREFIX"));
+		if (!str_has_prefix(s3, "s3://") || s3[5] == '\0' || s3[5] == '/')
+			return err_set(E_CONFIG, "WALG_S3_PREFIX: expected s3://bucket/path, got \"%s\"", s3);
+		c->s3_prefix = xstrdup(s3);
+	}
+	const char *sp = env("WALG_STORAGE_PREFIX");
+	if (sp != NULL) {
+		TRY(check_printable("WALG_STORAGE_PREFIX"));
+		if (strstr(sp, "..") != NULL)
+			return err_set(E_CONFIG, "WALG_STORAGE_PREFIX: must not contain \"..\"");
+		c->storage_prefix = xstrdup(sp);
+	}
+	if (need_storage && c->file_prefix == NULL && c->s3_prefix == NULL)
+		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX (an absolute "
+								 "path) or WALG_S3_PREFIX (s3://bucket/path)");
+	return E_OK;
+}
+
+static err_code load_logging(config *c)
+{
+	const char *lvl = env("WALG_LOG_LEVEL");
+	c->log_level = LOG_INFO;
+	if (lvl != NULL) {
+		if (strcasecmp(lvl, "NORMAL") == 0)
+			c->log_level = LOG_INFO;
+		else if (strcasecmp(lvl, "DEVEL") == 0)
+			c->log_level = LOG_DEBUG;
+		else if (strcasecmp(lvl, "ERROR") == 0)
+			c->log_level = LOG_ERROR;
+		else
+			return err_set(E_CONFIG,
+						   "WALG_LOG_LEVEL: expected NORMAL, DEVEL or ERROR, got \"%s\"", lvl);
+	}
+	const char *fmt = env("WALG_LOG_FORMAT");
+	c->log_json = false;
+	if (fmt != NULL) {
+		if (strcasecmp(fmt, "json") == 0)
+			c->log_json = true;
+		else if (strcasecmp(fmt, "text") != 0)
+			return err_set(E_CONFIG, "WALG_LOG_FORMAT: expected text or json, got \"%s\"", fmt);
+	}
+	return E_OK;
+}
+
+err_code config_load(config *c, bool need_storage)
+{
+	long n;
+
+	memset(c, 0, sizeof(*c));
+	/* Logging first, so that later messages already have the requested shape. */
+	TRY(load_logging(c));
+	TRY(load_storage(c, need_storage));
+
+	const char *method = env("WALG_COMPRESSION_METHOD");
+	c->compression = xstrdup(method != NULL ? method : "lz4");
+	TRY(parse_long("WALG_COMPRESSION_LEVEL", 0, 0, 22, &n));
+	c->compression_level = (int)n;
+
+	TRY(parse_bool("WALG_PREVENT_WAL_OVERWRITE", false, &c->prevent_wal_overwrite));
+	TRY(parse_long("WALG_UPLOAD_CONCURRENCY", 16, 1, 1024, &n));
+	c->upload_concurrency = (int)n;
+	TRY(parse_long("WALG_DOWNLOAD_CONCURRENCY", 10, 1, 1024, &n));
+	c->download_concurrency = (int)n;
+	TRY(parse_long("WALG_PG_WAL_SIZE", 16, 1, 1024, &n));
+	if ((n & (n - 1)) != 0)
+		return err_set(E_CONFIG, "WALG_PG_WAL_SIZE: expected a power of two from 1 to 1024 "
+								 "(MiB), got %ld", n);
+	c->pg_wal_size_mb = n;
+
+	const char *pgdata = env("PGDATA");
+	if (pgdata != NULL) {
+		TRY(check_printable("PGDATA"));
+		c->pgdata = xstrdup(pgdata);
+	}
+	return E_OK;
+}
+
+void config_free(config *c)
+{
+	free(c->file_prefix);
+	free(c->s3_prefix);
+	free(c->storage_prefix);
+	free(c->compression);
+	free(c->pgdata);
+	memset(c, 0, sizeof(*c));
+}
+
+void config_print_env(FILE *out)
+{
+	for (size_t i = 0; i < NVARS; i++) {
+		const config_var *v = &config_vars[i];
+		const char *val = getenv(v->name);
+		fprintf(out, "%s=%s\n", v->name,
+				val == NULL ? "" : (v->secret ? "--HIDDEN--" : val));
+		fprintf(out, "    default: %s\n    %s\n", v->def ? v->def : "(unset)", v->help);
+	}
+}
+
+static bool config_known(const char *name, size_t len)
+{
+	for (size_t i = 0; i < NVARS; i++)
+		if (strlen(config_vars[i].name) == len && strncmp(config_vars[i].name, name, len) == 0)
+			return true;
+	for (size_t i = 0; config_quiet[i] != NULL; i++)
+		if (strlen(config_quiet[i]) == len && strncmp(config_quiet[i], name, len) == 0)
+			return true;
+	return false;
+}
+
+void config_warn_unknown(void)
+{
+	for (char **e = environ; *e != NULL; e++) {
+		if (!str_has_prefix(*e, "WALG_"))
+			continue;
+		const char *eq = strchr(*e, '=');
+		size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+		if (!config_known(*e, len))
+			log_warn("%.*s is unknown to walc and ignored", (int)len, *e);
+	}
+}

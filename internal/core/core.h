@@ -1,0 +1,179 @@
+/*
+ * core: errors, logging, the sink (stream) interface, configuration and small string helpers.
+ * Everything else in walc builds on this header; it depends on libc only.
+ */
+#ifndef WALC_INTERNAL_CORE_CORE_H
+#define WALC_INTERNAL_CORE_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Errors                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Every fallible function returns an err_code: 0 is success. The detail (a one-line message
+ * naming what failed) lives in a per-thread record, set by err_set() at the place of failure.
+ */
+typedef enum err_code {
+	E_OK = 0,
+	E_FAIL,			/* anything not covered below */
+	E_CONFIG,		/* bad configuration or arguments */
+	E_IO,			/* local or remote I/O failure */
+	E_NOTFOUND,		/* object or file does not exist */
+	E_CORRUPT,		/* data failed a format, checksum or authentication check */
+	E_EXISTS,		/* object exists with different content */
+	E_CANCELLED,	/* stopped because another worker failed or a signal came */
+} err_code;
+
+#define ERR_MSG_MAX 1024
+
+/* Sets this thread's error record and returns code, so callers write `return err_set(...)`. */
+err_code err_set(err_code code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* As err_set, appending ": strerror(errnum)". */
+err_code err_errno(err_code code, int errnum, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Prefixes the current message with more context ("reading X: <old message>"). */
+err_code err_wrap(err_code code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *err_msg(void);
+err_code err_last(void);
+void err_clear(void);
+const char *err_name(err_code code);
+
+#define TRY(expr)                                                                             \
+	do {                                                                                      \
+		err_code try_rc_ = (expr);                                                            \
+		if (try_rc_ != E_OK)                                                                  \
+			return try_rc_;                                                                   \
+	} while (0)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Logging: WAL-G's line format on stderr, or one JSON object per line.                        */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARNING, LOG_ERROR } log_level;
+
+/* level: minimum level printed; json: JSON lines; command: added to every JSON line. */
+void log_setup(log_level level, bool json, const char *command);
+bool log_enabled(log_level level);
+void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * A message with structured fields: NULL-terminated key, value string pairs. Text mode prints
+ * them as key=value after the message; JSON mode as members of the object.
+ */
+void log_fields(log_level level, const char *msg, ...) __attribute__((sentinel));
+
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARNING, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sinks: the one stream interface. A chain of filters, each pushing bytes into the next.     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct sink sink;
+
+typedef struct sink_ops {
+	/* Consume len bytes (borrowed). */
+	err_code (*write)(sink *s, const void *buf, size_t len);
+	/* End of stream: flush, verify, then finish the next sink. Called at most once. */
+	err_code (*finish)(sink *s);
+	/* Release this sink and the rest of the chain. A sink freed unfinished aborts its work. */
+	void (*free)(sink *s);
+} sink_ops;
+
+struct sink {
+	const sink_ops *ops;
+	sink *next; /* owned */
+};
+
+err_code sink_write(sink *s, const void *buf, size_t len);
+err_code sink_finish(sink *s);
+void sink_free(sink *s); /* NULL is a no-op */
+
+/* A sink that appends into a growable memory buffer capped at max bytes. */
+typedef struct membuf {
+	unsigned char *data;
+	size_t len;
+	size_t cap;
+	size_t max;
+} membuf;
+sink *membuf_sink_new(membuf *into); /* borrows into; the caller frees into->data */
+/* A sink that discards. */
+sink *null_sink_new(void);
+/* A sink that compares the stream with a file's bytes: *equal set at finish. Borrows path. */
+sink *compare_sink_new(const char *path, bool *equal);
+/*
+ * A sink that writes path atomically: a hidden temporary in the same directory, fsync (when
+ * durable), rename at finish, fsync of the directory. Freed unfinished, it leaves nothing.
+ * Refuses to replace an existing path unless replace is set.
+ */
+err_code file_sink_new(const char *path, bool durable, bool replace, sink **out);
+/* Push a whole file through a sink in chunks (does not finish the sink). */
+err_code sink_write_file(sink *s, const char *path);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Configuration: environment only, read once into an immutable struct.                      */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct config {
+	/* storage */
+	char *file_prefix;		/* WALG_FILE_PREFIX, normalised to an absolute path */
+	char *s3_prefix;		/* WALG_S3_PREFIX */
+	char *storage_prefix;	/* WALG_STORAGE_PREFIX */
+	/* compression */
+	char *compression;		/* WALG_COMPRESSION_METHOD */
+	int compression_level;	/* WALG_COMPRESSION_LEVEL (walc extension), 0 = WAL-G's default */
+	/* encryption */
+	bool have_key;
+	unsigned char key[32]; /* derived from WALG_LIBSODIUM_KEY[_PATH] + _TRANSFORM */
+	/* behaviour */
+	bool prevent_wal_overwrite;
+	int upload_concurrency;
+	int download_concurrency;
+	long pg_wal_size_mb;
+	/* logging */
+	log_level log_level;
+	bool log_json;
+	/* postgres */
+	char *pgdata;
+} config;
+
+/*
+ * Reads and validates the environment. On a bad value returns E_CONFIG with a message naming
+ * the variable and what is accepted. need_storage: fail when no storage prefix is set.
+ */
+err_code config_load(config *out, bool need_storage);
+void config_free(config *c);
+/* Prints every known variable: value (secrets masked), default, meaning. */
+void config_print_env(FILE *out);
+/* Warns about WALG_* variables walc does not know. */
+void config_warn_unknown(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Strings and small helpers                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Allocation that aborts on out-of-memory: there is nothing sensible left to do. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+bool str_has_prefix(const char *s, const char *prefix);
+bool str_has_suffix(const char *s, const char *suffix);
+
+/* Write all of buf to fd, retrying on EINTR and short writes. */
+err_code fd_write_all(int fd, const void *buf, size_t len, const char *what);
+/* fsync the directory holding path. */
+err_code fsync_parent_dir(const char *path);
+/* mkdir -p with mode. */
+err_code mkdir_p(const char *path, unsigned mode);
+
+#endif

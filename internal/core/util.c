@@ -1,0 +1,145 @@
+/* Allocation, string and file-system helpers shared by every module. */
+#include "internal/core/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void oom(void)
+{
+	static const char msg[] = "ERROR: out of memory\n";
+	ssize_t r = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)r;
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (p == NULL)
+		oom();
+	return p;
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+	void *p = calloc(n ? n : 1, m ? m : 1);
+	if (p == NULL)
+		oom();
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (q == NULL)
+		oom();
+	return q;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (p == NULL)
+		oom();
+	return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *out = NULL;
+	va_start(ap, fmt);
+	int n = vasprintf(&out, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		oom();
+	return out;
+}
+
+bool str_has_prefix(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+bool str_has_suffix(const char *s, const char *suffix)
+{
+	size_t ls = strlen(s), lx = strlen(suffix);
+	return ls >= lx && memcmp(s + ls - lx, suffix, lx) == 0;
+}
+
+err_code fd_write_all(int fd, const void *buf, size_t len, const char *what)
+{
+	const unsigned char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return err_errno(E_IO, errno, "writing %s", what);
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return E_OK;
+}
+
+err_code fsync_parent_dir(const char *path)
+{
+	char *dir = xstrdup(path);
+	char *slash = strrchr(dir, '/');
+	if (slash == NULL) {
+		free(dir);
+		dir = xstrdup(".");
+	} else if (slash == dir) {
+		slash[1] = '\0';
+	} else {
+		*slash = '\0';
+	}
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		err_code rc = err_errno(E_IO, errno, "opening directory %s", dir);
+		free(dir);
+		return rc;
+	}
+	err_code rc = E_OK;
+	if (fsync(fd) != 0 && errno != EINVAL)
+		rc = err_errno(E_IO, errno, "fsync of directory %s", dir);
+	close(fd);
+	free(dir);
+	return rc;
+}
+
+err_code mkdir_p(const char *path, unsigned mode)
+{
+	char *p = xstrdup(path);
+	size_t len = strlen(p);
+	while (len > 1 && p[len - 1] == '/')
+		p[--len] = '\0';
+	for (char *s = p + 1;; s++) {
+		if (*s == '/' || *s == '\0') {
+			char c = *s;
+			*s = '\0';
+			if (mkdir(p, (mode_t)mode) != 0 && errno != EEXIST) {
+				err_code rc = err_errno(E_IO, errno, "creating directory %s", p);
+				free(p);
+				return rc;
+			}
+			*s = c;
+			if (c == '\0')
+				break;
+		}
+	}
+	struct stat st;
+	if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		err_code rc = err_set(E_IO, "%s exists and is not a directory", p);
+		free(p);
+		return rc;
+	}
+	free(p);
+	return E_OK;
+}

@@ -1,0 +1,58 @@
+/* WAL file names: %08X%08X%08X of timeline, segno / segments-per-xlogid, segno % that. */
+#include "internal/pg/pg.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static bool all_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'A' && s[i] <= 'F')))
+			return false;
+	return true;
+}
+
+bool wal_is_segment_name(const char *name)
+{
+	return strlen(name) == WAL_NAME_LEN && all_hex(name, WAL_NAME_LEN);
+}
+
+bool wal_is_archive_name(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == WAL_NAME_LEN)
+		return all_hex(name, n);
+	if (n == 8 + strlen(".history"))
+		return all_hex(name, 8) && strcmp(name + 8, ".history") == 0;
+	if (n == WAL_NAME_LEN + strlen(".partial"))
+		return all_hex(name, WAL_NAME_LEN) && strcmp(name + WAL_NAME_LEN, ".partial") == 0;
+	if (n == WAL_NAME_LEN + 1 + 8 + strlen(".backup"))
+		return all_hex(name, WAL_NAME_LEN) && name[WAL_NAME_LEN] == '.' &&
+			all_hex(name + WAL_NAME_LEN + 1, 8) && strcmp(name + WAL_NAME_LEN + 9, ".backup") == 0;
+	return false;
+}
+
+static uint64_t segs_per_xlogid(uint64_t seg_size)
+{
+	return (UINT64_C(1) << 32) / seg_size;
+}
+
+err_code wal_name_parse(const char *name, uint64_t seg_size, uint32_t *tli, uint64_t *segno)
+{
+	unsigned int t, hi, lo;
+	if (!wal_is_segment_name(name) || sscanf(name, "%08X%08X%08X", &t, &hi, &lo) != 3)
+		return err_set(E_CONFIG, "\"%s\" is not a WAL segment name", name);
+	if (lo >= segs_per_xlogid(seg_size))
+		return err_set(E_CONFIG, "\"%s\" is not a WAL segment name for %llu-byte segments", name,
+					   (unsigned long long)seg_size);
+	*tli = t;
+	*segno = (uint64_t)hi * segs_per_xlogid(seg_size) + lo;
+	return E_OK;
+}
+
+void wal_name_format(char out[WAL_NAME_LEN + 1], uint32_t tli, uint64_t segno, uint64_t seg_size)
+{
+	uint64_t per = segs_per_xlogid(seg_size);
+	snprintf(out, WAL_NAME_LEN + 1, "%08X%08X%08X", tli, (unsigned)(segno / per),
+			 (unsigned)(segno % per));
+}

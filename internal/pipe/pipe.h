@@ -1,0 +1,55 @@
+/*
+ * pipe: the pieces of a bounded streaming pipeline. Bounded channels of pointers between
+ * threads, a fixed pool of large buffers (the only source of big buffers, so memory is bounded
+ * by count x size), and a worker group where the first error cancels the rest.
+ */
+#ifndef WALC_INTERNAL_PIPE_PIPE_H
+#define WALC_INTERNAL_PIPE_PIPE_H
+
+#include "internal/core/core.h"
+
+/* Stack size given to every thread walc starts (musl's default is only 128 KiB). */
+#define PIPE_THREAD_STACK (1u << 20)
+
+/* Channel: FIFO of void* with a fixed capacity; many senders and receivers. */
+typedef struct chan chan;
+chan *chan_new(size_t capacity);
+/* Blocks while full. false when the channel is closed or cancelled (item not taken). */
+bool chan_send(chan *c, void *item);
+/* Blocks while empty. false when closed and drained, or cancelled. */
+bool chan_recv(chan *c, void **item);
+/* No more sends; receivers drain what is queued, then get false. */
+void chan_close(chan *c);
+/* Wake every waiter; every later send and recv fails at once. */
+void chan_cancel(chan *c);
+void chan_free(chan *c);
+
+/* Buffer pool: count buffers of size bytes each, allocated up front. */
+typedef struct pool pool;
+pool *pool_new(size_t count, size_t size);
+/* Blocks until a buffer is free; NULL when cancelled. */
+void *pool_get(pool *p);
+void pool_put(pool *p, void *buf);
+size_t pool_buf_size(const pool *p);
+void pool_cancel(pool *p);
+void pool_free(pool *p);
+
+/* Worker group: run functions on threads; the first error wins and cancels the others. */
+typedef struct group group;
+typedef err_code (*group_fn)(void *arg);
+group *group_new(void);
+/* Run on cancel (first error or group_cancel), e.g. chan_cancel on the group's channels. */
+void group_on_cancel(group *g, void (*fn)(void *arg), void *arg);
+/* Start fn(arg) on a new thread. */
+err_code group_go(group *g, group_fn fn, void *arg);
+/* Record an error from outside a worker and cancel. */
+void group_fail(group *g, err_code code, const char *msg);
+bool group_cancelled(group *g);
+/*
+ * Wait for every thread. Returns the first error, with its message copied into the calling
+ * thread's error record; E_OK when all succeeded.
+ */
+err_code group_wait(group *g);
+void group_free(group *g);
+
+#endif

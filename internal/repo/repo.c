@@ -1,0 +1,118 @@
+/* Repository objects: codec and encryption chains around storage streams. */
+#include "internal/repo/repo.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sodium.h>
+
+static err_code check_codec(const config *cfg, repo *r)
+{
+	r->codec = codec_by_name(cfg->compression);
+	if (r->codec == NULL)
+		return err_set(E_CONFIG,
+					   "WALG_COMPRESSION_METHOD: unknown method \"%s\", expected lz4, zstd, "
+					   "brotli, lzma or none",
+					   cfg->compression);
+	r->level = cfg->compression_level;
+	if (r->level != 0 &&
+		(r->level < codec_level_min(r->codec) || r->level > codec_level_max(r->codec)))
+		return err_set(E_CONFIG, "WALG_COMPRESSION_LEVEL: %s accepts %d to %d, got %d",
+					   codec_name(r->codec), codec_level_min(r->codec),
+					   codec_level_max(r->codec), r->level);
+	return E_OK;
+}
+
+err_code repo_open(const config *cfg, repo *out)
+{
+	memset(out, 0, sizeof(*out));
+	TRY(check_codec(cfg, out));
+	TRY(crypt_init());
+	TRY(crypt_key_load(out->key, &out->have_key));
+	return storage_open(cfg, &out->st);
+}
+
+void repo_close(repo *r)
+{
+	storage_free(r->st);
+	sodium_memzero(r->key, sizeof(r->key));
+	memset(r, 0, sizeof(*r));
+}
+
+err_code repo_put(repo *r, const char *base_key, sink **out, char **key_out)
+{
+	const char *ext = codec_ext(r->codec);
+	char *key = ext[0] ? xasprintf("%s.%s", base_key, ext) : xstrdup(base_key);
+	sink *s = NULL;
+	err_code rc = storage_put(r->st, key, &s);
+	if (rc != E_OK) {
+		free(key);
+		return rc;
+	}
+	if (r->have_key)
+		s = crypt_encrypt_new(r->key, s);
+	*out = codec_compress_new(r->codec, r->level, s);
+	if (key_out != NULL)
+		*key_out = key;
+	else
+		free(key);
+	return E_OK;
+}
+
+const codec *repo_codec_for_key(const char *key)
+{
+	const char *slash = strrchr(key, '/');
+	const char *base = slash ? slash + 1 : key;
+	const char *dot = strrchr(base, '.');
+	if (dot != NULL) {
+		const codec *c = codec_by_ext(dot + 1);
+		if (c != NULL && codec_ext(c)[0] != '\0')
+			return c;
+	}
+	return codec_by_name("none");
+}
+
+err_code repo_get(repo *r, const char *key, sink *into)
+{
+	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
+	if (r->have_key)
+		chain = crypt_decrypt_new(r->key, chain);
+	err_code rc = storage_get(r->st, key, chain);
+	if (rc == E_OK)
+		rc = sink_finish(chain);
+	sink_free(chain);
+	if (rc != E_OK && rc != E_NOTFOUND)
+		err_wrap(rc, "object %s in %s", key, storage_describe(r->st));
+	return rc;
+}
+
+static err_code try_key(repo *r, char *key, char **key_out)
+{
+	obj_info info;
+	err_code rc = storage_stat(r->st, key, &info);
+	if (rc == E_OK) {
+		*key_out = key;
+		return E_OK;
+	}
+	free(key);
+	return rc;
+}
+
+err_code repo_find(repo *r, const char *base_key, char **key_out)
+{
+	*key_out = NULL;
+	const char *mine = codec_ext(r->codec);
+	err_code rc = try_key(r, mine[0] ? xasprintf("%s.%s", base_key, mine) : xstrdup(base_key),
+						  key_out);
+	if (rc != E_NOTFOUND)
+		return rc;
+	for (const codec *const *c = codec_all(); *c != NULL; c++) {
+		const char *ext = codec_ext(*c);
+		if (*c == r->codec)
+			continue;
+		rc = try_key(r, ext[0] ? xasprintf("%s.%s", base_key, ext) : xstrdup(base_key),
+					 key_out);
+		if (rc != E_NOTFOUND)
+			return rc;
+	}
+	return err_set(E_NOTFOUND, "no object for %s in %s", base_key, storage_describe(r->st));
+}

@@ -1,0 +1,50 @@
+/*
+ * repo: a WAL-G repository as walc reads and writes it: storage plus the codec and key that
+ * turn plain streams into stored objects (compress, then encrypt) and back (decrypt, then
+ * decompress by the object's extension).
+ */
+#ifndef WALC_INTERNAL_REPO_REPO_H
+#define WALC_INTERNAL_REPO_REPO_H
+
+#include "internal/codec/codec.h"
+#include "internal/core/core.h"
+#include "internal/crypt/crypt.h"
+#include "internal/storage/storage.h"
+
+#define REPO_WAL_DIR "wal_005/"
+#define REPO_BACKUP_DIR "basebackups_005/"
+
+typedef struct repo {
+	storage *st;
+	const codec *codec; /* for writing */
+	int level;
+	bool have_key;
+	unsigned char key[CRYPT_KEY_BYTES];
+} repo;
+
+/*
+ * Validates the codec, level and key the configuration names and opens its storage. Errors
+ * name the variable at fault.
+ */
+err_code repo_open(const config *cfg, repo *out);
+void repo_close(repo *r);
+
+/*
+ * A writer for object base_key plus the codec's extension: compress, encrypt, publish at
+ * finish. *key_out (may be NULL) receives the full key, to free.
+ */
+err_code repo_put(repo *r, const char *base_key, sink **out, char **key_out);
+/*
+ * Streams object key, decoded, into `into` and finishes it. Takes ownership of `into`, freed
+ * in every case. Failures name the object.
+ */
+err_code repo_get(repo *r, const char *key, sink *into);
+/*
+ * Finds the object stored for base_key whatever its extension: the configured codec's first,
+ * then the others. E_NOTFOUND when none exists.
+ */
+err_code repo_find(repo *r, const char *base_key, char **key_out);
+/* The codec for a key's extension (none when it has no known one). */
+const codec *repo_codec_for_key(const char *key);
+
+#endif

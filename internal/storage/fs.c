@@ -1,0 +1,262 @@
+/*
+ * File-system storage: objects are files under the root. Writes go to a hidden temporary
+ * name beside the target, are fsynced, renamed into place and the directory fsynced, so a
+ * reader sees the whole object or nothing.
+ */
+#include "internal/storage/storage.h"
+
+#include <dirent.h>
+#include <stdatomic.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FS_READ_CHUNK (1u << 20)
+#define FS_TMP_MARK ".walc-tmp."
+
+static atomic_ulong fs_tmp_seq;
+
+typedef struct fs_storage {
+	storage base;
+	char *root;
+} fs_storage;
+
+static char *fs_path(fs_storage *fs, const char *key)
+{
+	return xasprintf("%s/%s", fs->root, key);
+}
+
+/* put */
+
+typedef struct fs_put {
+	sink base;
+	int fd;
+	char *tmp;
+	char *path;
+	bool done;
+} fs_put;
+
+static err_code fs_put_write(sink *s, const void *buf, size_t len)
+{
+	fs_put *p = (fs_put *)s;
+	return fd_write_all(p->fd, buf, len, p->path);
+}
+
+static err_code fs_put_finish(sink *s)
+{
+	fs_put *p = (fs_put *)s;
+	if (fsync(p->fd) != 0)
+		return err_errno(E_IO, errno, "fsync of %s", p->tmp);
+	if (close(p->fd) != 0) {
+		p->fd = -1;
+		return err_errno(E_IO, errno, "closing %s", p->tmp);
+	}
+	p->fd = -1;
+	if (rename(p->tmp, p->path) != 0)
+		return err_errno(E_IO, errno, "renaming %s to %s", p->tmp, p->path);
+	p->done = true;
+	return fsync_parent_dir(p->path);
+}
+
+static void fs_put_free(sink *s)
+{
+	fs_put *p = (fs_put *)s;
+	if (p->fd >= 0)
+		close(p->fd);
+	if (!p->done)
+		unlink(p->tmp);
+	free(p->tmp);
+	free(p->path);
+	free(p);
+}
+
+static const sink_ops fs_put_ops = { fs_put_write, fs_put_finish, fs_put_free };
+
+static err_code fs_put_open(storage *st, const char *key, sink **out)
+{
+	fs_storage *fs = (fs_storage *)st;
+	char *path = fs_path(fs, key);
+	char *slash = strrchr(path, '/');
+	*slash = '\0';
+	err_code rc = mkdir_p(path, 0755);
+	*slash = '/';
+	if (rc != E_OK) {
+		free(path);
+		return rc;
+	}
+	/* Hidden temporary beside the target: same file system, so rename is atomic. */
+	char *tmp = xasprintf("%.*s/.%s" FS_TMP_MARK "%d.%lx", (int)(slash - path), path, slash + 1,
+						  (int)getpid(), (unsigned long)atomic_fetch_add(&fs_tmp_seq, 1));
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		rc = err_errno(E_IO, errno, "creating %s", tmp);
+		free(tmp);
+		free(path);
+		return rc;
+	}
+	fs_put *p = xcalloc(1, sizeof(*p));
+	p->base.ops = &fs_put_ops;
+	p->fd = fd;
+	p->tmp = tmp;
+	p->path = path;
+	*out = &p->base;
+	return E_OK;
+}
+
+/* get */
+
+static err_code fs_get(storage *st, const char *key, sink *into)
+{
+	fs_storage *fs = (fs_storage *)st;
+	char *path = fs_path(fs, key);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err_code rc = errno == ENOENT
+			? err_set(E_NOTFOUND, "object %s does not exist", path)
+			: err_errno(E_IO, errno, "opening %s", path);
+		free(path);
+		return rc;
+	}
+	unsigned char *buf = xmalloc(FS_READ_CHUNK);
+	err_code rc = E_OK;
+	for (;;) {
+		ssize_t n = read(fd, buf, FS_READ_CHUNK);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = err_errno(E_IO, errno, "reading %s", path);
+			break;
+		}
+		if (n == 0)
+			break;
+		rc = sink_write(into, buf, (size_t)n);
+		if (rc != E_OK)
+			break;
+	}
+	free(buf);
+	close(fd);
+	free(path);
+	return rc;
+}
+
+static err_code fs_stat(storage *st, const char *key, obj_info *info)
+{
+	fs_storage *fs = (fs_storage *)st;
+	char *path = fs_path(fs, key);
+	struct stat sb;
+	err_code rc = E_OK;
+	if (stat(path, &sb) != 0)
+		rc = errno == ENOENT || errno == ENOTDIR
+			? err_set(E_NOTFOUND, "object %s does not exist", path)
+			: err_errno(E_IO, errno, "stat of %s", path);
+	else if (!S_ISREG(sb.st_mode))
+		rc = err_set(E_NOTFOUND, "%s is not a regular file", path);
+	else {
+		info->size = (uint64_t)sb.st_size;
+		info->mtime = sb.st_mtim.tv_sec;
+		info->mtime_nsec = sb.st_mtim.tv_nsec;
+	}
+	free(path);
+	return rc;
+}
+
+/* list */
+
+static err_code fs_list_dir(fs_storage *fs, const char *rel, bool recursive, obj_list *out)
+{
+	char *dirpath = rel[0] ? xasprintf("%s/%s", fs->root, rel) : xstrdup(fs->root);
+	DIR *d = opendir(dirpath);
+	if (d == NULL) {
+		err_code rc = errno == ENOENT || errno == ENOTDIR
+			? E_OK
+			: err_errno(E_IO, errno, "listing %s", dirpath);
+		free(dirpath);
+		return rc;
+	}
+	err_code rc = E_OK;
+	struct dirent *de;
+	while (rc == E_OK && (errno = 0, de = readdir(d)) != NULL) {
+		/* Hidden names are in-flight temporaries (or not ours). */
+		if (de->d_name[0] == '.')
+			continue;
+		char *key = rel[0] ? xasprintf("%s/%s", rel, de->d_name) : xstrdup(de->d_name);
+		char *path = xasprintf("%s/%s", dirpath, de->d_name);
+		struct stat sb;
+		if (lstat(path, &sb) == 0) {
+			if (S_ISREG(sb.st_mode))
+				obj_list_add(out, key, (uint64_t)sb.st_size, sb.st_mtim.tv_sec,
+							 sb.st_mtim.tv_nsec);
+			else if (S_ISDIR(sb.st_mode) && recursive)
+				rc = fs_list_dir(fs, key, recursive, out);
+		} else if (errno != ENOENT) {
+			rc = err_errno(E_IO, errno, "stat of %s", path);
+		}
+		free(path);
+		free(key);
+	}
+	if (rc == E_OK && errno != 0)
+		rc = err_errno(E_IO, errno, "listing %s", dirpath);
+	closedir(d);
+	free(dirpath);
+	return rc;
+}
+
+static err_code fs_list(storage *st, const char *prefix, bool recursive, obj_list *out)
+{
+	fs_storage *fs = (fs_storage *)st;
+	char *rel = xstrdup(prefix);
+	size_t n = strlen(rel);
+	while (n > 0 && rel[n - 1] == '/')
+		rel[--n] = '\0';
+	err_code rc = fs_list_dir(fs, rel, recursive, out);
+	free(rel);
+	return rc;
+}
+
+static err_code fs_remove(storage *st, const char *key)
+{
+	fs_storage *fs = (fs_storage *)st;
+	char *path = fs_path(fs, key);
+	err_code rc = E_OK;
+	if (unlink(path) != 0 && errno != ENOENT)
+		rc = err_errno(E_IO, errno, "removing %s", path);
+	free(path);
+	return rc;
+}
+
+static const char *fs_describe(storage *st)
+{
+	return ((fs_storage *)st)->root;
+}
+
+static void fs_free(storage *st)
+{
+	fs_storage *fs = (fs_storage *)st;
+	free(fs->root);
+	free(fs);
+}
+
+static const storage_ops fs_ops = {
+	fs_put_open, fs_get, fs_stat, fs_list, fs_remove, fs_describe, fs_free,
+};
+
+err_code storage_fs_open(const char *root, storage **out)
+{
+	*out = NULL;
+	if (root[0] != '/')
+		return err_set(E_CONFIG, "file storage root %s is not absolute", root);
+	struct stat sb;
+	if (stat(root, &sb) == 0 && !S_ISDIR(sb.st_mode))
+		return err_set(E_IO, "repository %s is not a directory", root);
+	fs_storage *fs = xcalloc(1, sizeof(*fs));
+	fs->base.ops = &fs_ops;
+	fs->root = xstrdup(root);
+	size_t n = strlen(fs->root);
+	while (n > 1 && fs->root[n - 1] == '/')
+		fs->root[--n] = '\0';
+	*out = &fs->base;
+	return E_OK;
+}

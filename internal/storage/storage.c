@@ -1,0 +1,106 @@
+/* Backend-independent parts of storage: dispatch, key checks, listing helpers. */
+#include "internal/storage/storage.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+err_code storage_check_key(const char *key)
+{
+	if (key == NULL || key[0] == '\0')
+		return err_set(E_CONFIG, "empty object key");
+	if (key[0] == '/')
+		return err_set(E_CONFIG, "object key \"%s\" is absolute", key);
+	for (const char *p = key; *p; p++)
+		if ((unsigned char)*p < 0x20)
+			return err_set(E_CONFIG, "object key contains a control character");
+	/* Walk the components: "." and ".." would escape or alias the repository. */
+	const char *p = key;
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+			return err_set(E_CONFIG, "object key \"%s\" has a \".\" or \"..\" component", key);
+		if (slash == NULL)
+			break;
+		p = slash + 1;
+	}
+	return E_OK;
+}
+
+err_code storage_put(storage *st, const char *key, sink **out)
+{
+	*out = NULL;
+	TRY(storage_check_key(key));
+	return st->ops->put(st, key, out);
+}
+
+err_code storage_get(storage *st, const char *key, sink *into)
+{
+	TRY(storage_check_key(key));
+	return st->ops->get(st, key, into);
+}
+
+err_code storage_stat(storage *st, const char *key, obj_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	TRY(storage_check_key(key));
+	return st->ops->stat(st, key, info);
+}
+
+err_code storage_list(storage *st, const char *prefix, bool recursive, obj_list *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (prefix[0] != '\0')
+		TRY(storage_check_key(prefix));
+	return st->ops->list(st, prefix, recursive, out);
+}
+
+err_code storage_remove(storage *st, const char *key)
+{
+	TRY(storage_check_key(key));
+	return st->ops->remove(st, key);
+}
+
+const char *storage_describe(storage *st)
+{
+	return st->ops->describe(st);
+}
+
+void storage_free(storage *st)
+{
+	if (st != NULL)
+		st->ops->free(st);
+}
+
+void obj_list_add(obj_list *l, const char *key, uint64_t size, time_t mtime, long nsec)
+{
+	if (l->len == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->items = xrealloc(l->items, l->cap * sizeof(*l->items));
+	}
+	l->items[l->len++] = (obj_info){ xstrdup(key), size, mtime, nsec };
+}
+
+void obj_list_free(obj_list *l)
+{
+	for (size_t i = 0; i < l->len; i++)
+		free(l->items[i].key);
+	free(l->items);
+	memset(l, 0, sizeof(*l));
+}
+
+err_code storage_open(const config *cfg, storage **out)
+{
+	*out = NULL;
+	if (cfg->s3_prefix != NULL && cfg->file_prefix == NULL)
+		return err_set(E_CONFIG, "WALG_S3_PREFIX: S3 storage is not available in this build yet; "
+								 "use WALG_FILE_PREFIX");
+	if (cfg->file_prefix == NULL)
+		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX");
+	char *root = cfg->storage_prefix
+		? xasprintf("%s/%s", cfg->file_prefix, cfg->storage_prefix)
+		: xstrdup(cfg->file_prefix);
+	err_code rc = storage_fs_open(root, out);
+	free(root);
+	return rc;
+}

@@ -1,0 +1,72 @@
+/*
+ * storage: one interface over object stores (put a stream, get a stream, stat, list, delete),
+ * with the file-system backend here and S3 later. Keys are '/'-separated, relative to the
+ * repository root (prefix plus WALG_STORAGE_PREFIX). Every object is complete or absent.
+ */
+#ifndef WALC_INTERNAL_STORAGE_STORAGE_H
+#define WALC_INTERNAL_STORAGE_STORAGE_H
+
+#include <time.h>
+
+#include "internal/core/core.h"
+
+typedef struct storage storage;
+
+typedef struct obj_info {
+	char *key;		/* relative to the listed prefix's root (full key) */
+	uint64_t size;
+	time_t mtime;
+	long mtime_nsec;
+} obj_info;
+
+typedef struct obj_list {
+	obj_info *items;
+	size_t len;
+	size_t cap;
+} obj_list;
+
+typedef struct storage_ops {
+	err_code (*put)(storage *st, const char *key, sink **out);
+	err_code (*get)(storage *st, const char *key, sink *into);
+	err_code (*stat)(storage *st, const char *key, obj_info *info);
+	err_code (*list)(storage *st, const char *prefix, bool recursive, obj_list *out);
+	err_code (*remove)(storage *st, const char *key);
+	const char *(*describe)(storage *st); /* for messages: "/path" or "s3://bucket/path" */
+	void (*free)(storage *st);
+} storage_ops;
+
+struct storage {
+	const storage_ops *ops;
+};
+
+/* Opens the storage the configuration names (file system or S3). */
+err_code storage_open(const config *cfg, storage **out);
+/* The file-system backend rooted at root (absolute). */
+err_code storage_fs_open(const char *root, storage **out);
+
+/*
+ * Start writing key: returns a sink whose finish() publishes the object atomically and whose
+ * free() without finish discards it. Nothing is visible under key before finish succeeds.
+ */
+err_code storage_put(storage *st, const char *key, sink **out);
+/* Stream the object into `into` (not finished by this call). E_NOTFOUND when absent. */
+err_code storage_get(storage *st, const char *key, sink *into);
+/* E_NOTFOUND when absent. info->key is left NULL. */
+err_code storage_stat(storage *st, const char *key, obj_info *info);
+/*
+ * Objects whose key starts with prefix. prefix names a folder ("wal_005/"): recursive lists
+ * everything below it, otherwise only its direct objects. A missing folder is an empty list.
+ */
+err_code storage_list(storage *st, const char *prefix, bool recursive, obj_list *out);
+/* Deleting an absent object succeeds. */
+err_code storage_remove(storage *st, const char *key);
+const char *storage_describe(storage *st);
+void storage_free(storage *st);
+
+void obj_list_add(obj_list *l, const char *key, uint64_t size, time_t mtime, long nsec);
+void obj_list_free(obj_list *l);
+
+/* Refuses keys that could leave the repository: empty, absolute, "..", NUL-free by type. */
+err_code storage_check_key(const char *key);
+
+#endif

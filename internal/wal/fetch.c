@@ -1,0 +1,33 @@
+/* wal-fetch: one WAL file from the repository into the path PostgreSQL gave. */
+#include "internal/wal/wal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal/pg/pg.h"
+
+err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest)
+{
+	(void)cfg;
+	if (!wal_is_archive_name(name))
+		return err_set(E_CONFIG, "wal-fetch: \"%s\" is not a WAL file name", name);
+
+	char *base = xasprintf(REPO_WAL_DIR "%s", name);
+	char *key = NULL;
+	err_code rc = repo_find(r, base, &key);
+	free(base);
+	if (rc == E_NOTFOUND)
+		return err_set(E_NOTFOUND, "Archive '%s' does not exist.", name);
+	if (rc != E_OK)
+		return rc;
+
+	sink *out = NULL;
+	rc = file_sink_new(dest, true, true, &out);
+	if (rc == E_OK)
+		rc = repo_get(r, key, out);
+	if (rc == E_OK)
+		log_fields(LOG_DEBUG, "restored WAL file", "file", name, "object", key, "dest", dest,
+				   NULL);
+	free(key);
+	return rc;
+}

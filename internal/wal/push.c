@@ -1,0 +1,98 @@
+/* wal-push: one WAL file to the repository, compressed then encrypted. */
+#include "internal/wal/wal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "internal/pg/pg.h"
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* E_OK + *done when an identical copy is stored; E_EXISTS when a different one is. */
+static err_code check_overwrite(repo *r, const char *name, const char *path, bool *done)
+{
+	char *base = xasprintf(REPO_WAL_DIR "%s", name);
+	char *key = NULL;
+	err_code rc = repo_find(r, base, &key);
+	free(base);
+	*done = false;
+	if (rc == E_NOTFOUND) {
+		err_clear();
+		return E_OK;
+	}
+	if (rc != E_OK)
+		return rc;
+	bool equal = false;
+	rc = repo_get(r, key, compare_sink_new(path, &equal));
+	if (rc == E_OK) {
+		if (equal) {
+			log_info("%s is already archived as %s with identical content; nothing to do",
+					 name, key);
+			*done = true;
+		} else {
+			rc = err_set(E_EXISTS,
+						 "%s is already archived as %s in %s with different content; refusing "
+						 "to overwrite it",
+						 name, key, storage_describe(r->st));
+		}
+	}
+	free(key);
+	return rc;
+}
+
+err_code wal_push(repo *r, const config *cfg, const char *path)
+{
+	const char *name = base_name(path);
+	struct stat sb;
+
+	if (!wal_is_archive_name(name))
+		return err_set(E_CONFIG, "wal-push: %s is not a WAL file name", path);
+	if (stat(path, &sb) != 0)
+		return err_errno(errno == ENOENT ? E_NOTFOUND : E_IO, errno, "wal-push: %s", path);
+	if (!S_ISREG(sb.st_mode))
+		return err_set(E_IO, "wal-push: %s is not a regular file", path);
+
+	double t0 = now_ms();
+	if (cfg->prevent_wal_overwrite || str_has_suffix(name, ".history")) {
+		bool done;
+		TRY(check_overwrite(r, name, path, &done));
+		if (done)
+			return E_OK;
+	}
+
+	char *base = xasprintf(REPO_WAL_DIR "%s", name);
+	char *key = NULL;
+	sink *s = NULL;
+	err_code rc = repo_put(r, base, &s, &key);
+	if (rc == E_OK)
+		rc = sink_write_file(s, path);
+	if (rc == E_OK)
+		rc = sink_finish(s);
+	sink_free(s);
+	if (rc == E_OK) {
+		char ms[32], size[32];
+		snprintf(ms, sizeof(ms), "%.1f", now_ms() - t0);
+		snprintf(size, sizeof(size), "%lld", (long long)sb.st_size);
+		log_fields(LOG_INFO, "archived WAL file", "file", name, "object", key, "bytes", size,
+				   "ms", ms, NULL);
+	} else {
+		err_wrap(rc, "wal-push %s to %s", name, storage_describe(r->st));
+	}
+	free(key);
+	free(base);
+	return rc;
+}

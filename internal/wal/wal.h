@@ -1,0 +1,24 @@
+/*
+ * wal: archiving and restoring WAL files (segments, .history, .partial, .backup) as
+ * PostgreSQL's archive_command and restore_command call them.
+ */
+#ifndef WALC_INTERNAL_WAL_WAL_H
+#define WALC_INTERNAL_WAL_WAL_H
+
+#include "internal/core/core.h"
+#include "internal/repo/repo.h"
+
+/*
+ * Stores the file at path as wal_005/<name>.<ext>. With overwrite protection (the setting,
+ * or always for .history) an existing object with identical content is success without an
+ * upload and different content is E_EXISTS, leaving the stored object as it was.
+ */
+err_code wal_push(repo *r, const config *cfg, const char *path);
+/*
+ * Restores WAL file name into dest atomically, whatever extension it was stored with.
+ * E_NOTFOUND with "Archive '<name>' does not exist." when there is none; on any failure dest
+ * is not created.
+ */
+err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest);
+
+#endif

@@ -1,0 +1,190 @@
+/* Unit tests for core: errors, configuration, sinks, atomic file writing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal/core/core.h"
+
+static const char *const walg_vars[] = {
+	"WALG_FILE_PREFIX", "WALG_S3_PREFIX", "WALG_STORAGE_PREFIX", "WALG_COMPRESSION_METHOD",
+	"WALG_COMPRESSION_LEVEL", "WALG_PREVENT_WAL_OVERWRITE", "WALG_UPLOAD_CONCURRENCY",
+	"WALG_DOWNLOAD_CONCURRENCY", "WALG_PG_WAL_SIZE", "WALG_LOG_LEVEL", "WALG_LOG_FORMAT",
+	"PGDATA", NULL,
+};
+
+static int clear_env(void **state)
+{
+	(void)state;
+	for (size_t i = 0; walg_vars[i]; i++)
+		unsetenv(walg_vars[i]);
+	err_clear();
+	return 0;
+}
+
+static void test_err_wrap(void **state)
+{
+	(void)state;
+	assert_int_equal(err_set(E_IO, "reading %s", "x"), E_IO);
+	assert_int_equal(err_wrap(E_CORRUPT, "object %s", "k"), E_CORRUPT);
+	assert_string_equal(err_msg(), "object k: reading x");
+	assert_int_equal(err_last(), E_CORRUPT);
+}
+
+static void test_config_defaults(void **state)
+{
+	(void)state;
+	config c;
+	setenv("WALG_FILE_PREFIX", "/tmp/repo/", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_string_equal(c.file_prefix, "/tmp/repo");
+	assert_string_equal(c.compression, "lz4");
+	assert_int_equal(c.upload_concurrency, 16);
+	assert_int_equal(c.download_concurrency, 10);
+	assert_int_equal(c.pg_wal_size_mb, 16);
+	assert_false(c.prevent_wal_overwrite);
+	assert_int_equal(c.log_level, LOG_INFO);
+	config_free(&c);
+}
+
+static void test_config_file_url(void **state)
+{
+	(void)state;
+	config c;
+	setenv("WALG_FILE_PREFIX", "file://localhost/srv/walc", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_string_equal(c.file_prefix, "/srv/walc");
+	config_free(&c);
+}
+
+static void expect_config_error(const char *var, const char *value, const char *needle)
+{
+	config c;
+	setenv("WALG_FILE_PREFIX", "/tmp/repo", 1);
+	setenv(var, value, 1);
+	assert_int_equal(config_load(&c, true), E_CONFIG);
+	assert_non_null(strstr(err_msg(), needle));
+	config_free(&c);
+	unsetenv(var);
+}
+
+static void test_config_errors(void **state)
+{
+	(void)state;
+	expect_config_error("WALG_FILE_PREFIX", "rel/path", "WALG_FILE_PREFIX");
+	expect_config_error("WALG_PREVENT_WAL_OVERWRITE", "yes", "WALG_PREVENT_WAL_OVERWRITE");
+	expect_config_error("WALG_UPLOAD_CONCURRENCY", "99999999999999999999", "WALG_UPLOAD_CONCURRENCY");
+	expect_config_error("WALG_UPLOAD_CONCURRENCY", "4x", "WALG_UPLOAD_CONCURRENCY");
+	expect_config_error("WALG_PG_WAL_SIZE", "3", "WALG_PG_WAL_SIZE");
+	expect_config_error("WALG_LOG_LEVEL", "LOUD", "WALG_LOG_LEVEL");
+	expect_config_error("WALG_FILE_PREFIX", "/tmp/a\nb", "control character");
+	expect_config_error("WALG_S3_PREFIX", "bucket/path", "WALG_S3_PREFIX");
+}
+
+static void test_config_no_storage(void **state)
+{
+	(void)state;
+	config c;
+	assert_int_equal(config_load(&c, true), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "WALG_FILE_PREFIX"));
+	config_free(&c);
+	assert_int_equal(config_load(&c, false), E_OK);
+	config_free(&c);
+}
+
+static void test_config_bools(void **state)
+{
+	(void)state;
+	static const char *const yes[] = { "1", "t", "T", "TRUE", "true", "True", NULL };
+	config c;
+	setenv("WALG_FILE_PREFIX", "/tmp/repo", 1);
+	for (size_t i = 0; yes[i]; i++) {
+		setenv("WALG_PREVENT_WAL_OVERWRITE", yes[i], 1);
+		assert_int_equal(config_load(&c, true), E_OK);
+		assert_true(c.prevent_wal_overwrite);
+		config_free(&c);
+	}
+}
+
+static void test_membuf_cap(void **state)
+{
+	(void)state;
+	membuf mb = { .max = 10 };
+	sink *s = membuf_sink_new(&mb);
+	assert_int_equal(sink_write(s, "12345", 5), E_OK);
+	assert_int_equal(sink_write(s, "123456", 6), E_CORRUPT);
+	assert_int_equal(mb.len, 5);
+	sink_free(s);
+	free(mb.data);
+}
+
+static char *tmpdir(void)
+{
+	char tmpl[] = "/tmp/walc-unit-XXXXXX";
+	assert_non_null(mkdtemp(tmpl));
+	return xstrdup(tmpl);
+}
+
+static void test_file_sink_atomic(void **state)
+{
+	(void)state;
+	char *dir = tmpdir();
+	char *path = xasprintf("%s/out", dir);
+	sink *s;
+
+	/* Freed unfinished: nothing at all is left. */
+	assert_int_equal(file_sink_new(path, true, true, &s), E_OK);
+	assert_int_equal(sink_write(s, "abc", 3), E_OK);
+	sink_free(s);
+	assert_int_not_equal(access(path, F_OK), 0);
+	char *cmd = xasprintf("test -z \"$(ls -A %s)\"", dir);
+	assert_int_equal(system(cmd), 0);
+
+	/* Finished: the whole content, and compare_sink agrees. */
+	assert_int_equal(file_sink_new(path, true, true, &s), E_OK);
+	assert_int_equal(sink_write(s, "abc", 3), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	bool equal = false;
+	s = compare_sink_new(path, &equal);
+	assert_int_equal(sink_write(s, "abc", 3), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	assert_true(equal);
+	sink_free(s);
+	s = compare_sink_new(path, &equal);
+	assert_int_equal(sink_write(s, "ab", 2), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	assert_false(equal);
+	sink_free(s);
+
+	/* Without replace, an existing file is refused. */
+	assert_int_equal(file_sink_new(path, false, false, &s), E_EXISTS);
+
+	free(cmd);
+	cmd = xasprintf("rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	free(cmd);
+	free(path);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_err_wrap, clear_env),
+		cmocka_unit_test_setup(test_config_defaults, clear_env),
+		cmocka_unit_test_setup(test_config_file_url, clear_env),
+		cmocka_unit_test_setup(test_config_errors, clear_env),
+		cmocka_unit_test_setup(test_config_no_storage, clear_env),
+		cmocka_unit_test_setup(test_config_bools, clear_env),
+		cmocka_unit_test_setup(test_membuf_cap, clear_env),
+		cmocka_unit_test_setup(test_file_sink_atomic, clear_env),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
