@@ -8,7 +8,7 @@ WARN     := -Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -W
             -Wwrite-strings -Wcast-qual -Werror
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) -pthread -I. $(EXTRA_CFLAGS)
-CPPFLAGS += -D_GNU_SOURCE
+CPPFLAGS += -D_GNU_SOURCE $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -pthread
 LDFLAGS  += $(EXTRA_LDFLAGS)
 

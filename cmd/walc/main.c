@@ -85,6 +85,7 @@ int main(int argc, char **argv)
 	}
 	log_setup(cfg.log_level, cfg.log_json, cmd->name);
 	config_warn_unknown();
+	config_log_env();
 
 	int code = cmd->run(&cfg, argc - 1, argv + 1);
 	config_free(&cfg);

@@ -234,6 +234,17 @@ void config_print_env(FILE *out)
 	}
 }
 
+void config_log_env(void)
+{
+	if (!log_enabled(LOG_DEBUG))
+		return;
+	for (size_t i = 0; i < NVARS; i++) {
+		const char *val = getenv(config_vars[i].name);
+		if (val != NULL)
+			log_debug("%s=%s", config_vars[i].name, config_vars[i].secret ? "--HIDDEN--" : val);
+	}
+}
+
 static bool config_known(const char *name, size_t len)
 {
 	for (size_t i = 0; i < NVARS; i++)

@@ -152,6 +152,8 @@ err_code config_load(config *out, bool need_storage);
 void config_free(config *c);
 /* Prints every known variable: value (secrets masked), default, meaning. */
 void config_print_env(FILE *out);
+/* At DEVEL level, logs each variable that is set (secrets masked). */
+void config_log_env(void);
 /* Warns about WALG_* variables walc does not know. */
 void config_warn_unknown(void);
 

@@ -7,6 +7,7 @@
 static _Thread_local err_code err_code_cur;
 static _Thread_local char err_buf[ERR_MSG_MAX];
 
+__attribute__((format(printf, 2, 0)))
 static err_code err_vset(err_code code, const char *fmt, va_list ap)
 {
 	vsnprintf(err_buf, sizeof(err_buf), fmt, ap);

@@ -19,4 +19,26 @@ bool wal_is_archive_name(const char *name);
 err_code wal_name_parse(const char *name, uint64_t seg_size, uint32_t *tli, uint64_t *segno);
 void wal_name_format(char out[WAL_NAME_LEN + 1], uint32_t tli, uint64_t segno, uint64_t seg_size);
 
+
+/* LSNs: "X/Y" text as PostgreSQL prints them. */
+err_code pg_lsn_parse(const char *text, uint64_t *lsn);
+void pg_lsn_format(uint64_t lsn, char out[32]);
+
+/*
+ * A libpq session configured by the PG* environment. replication opens a physical
+ * replication connection (BASE_BACKUP). Errors name the server and libpq's message.
+ */
+typedef struct pg_session pg_session;
+err_code pg_connect(bool replication, pg_session **out);
+void pg_disconnect(pg_session *s);
+/* One row, one column; *out is a new string ("" for NULL). */
+err_code pg_query_value(pg_session *s, const char *sql, char **out);
+/* A statement whose result is not needed. */
+err_code pg_exec(pg_session *s, const char *sql);
+/* SELECT 1, for alive checks. */
+err_code pg_ping(pg_session *s);
+int pg_server_version(pg_session *s);
+/* The libpq connection, for modules that speak the replication protocol. */
+void *pg_session_conn(pg_session *s);
+
 #endif

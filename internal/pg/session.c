@@ -1,0 +1,115 @@
+/* libpq sessions from the PG* environment, with errors that name the server. */
+#include "internal/pg/pg.h"
+
+#include <libpq-fe.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pg_session {
+	PGconn *conn;
+};
+
+static void chomp(char *s)
+{
+	size_t n = strlen(s);
+	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' '))
+		s[--n] = '\0';
+}
+
+static err_code conn_error(PGconn *conn, const char *what)
+{
+	char *msg = xstrdup(PQerrorMessage(conn));
+	chomp(msg);
+	/* The message names host and port; never the password, which libpq does not echo. */
+	err_code rc = err_set(E_IO, "%s: %s", what, msg);
+	free(msg);
+	return rc;
+}
+
+err_code pg_connect(bool replication, pg_session **out)
+{
+	const char *keys[] = { "replication", "application_name", "dbname", NULL };
+	const char *vals[] = { replication ? "true" : NULL, "walc", NULL, NULL };
+	const char *app = getenv("PGAPPNAME");
+	if (app != NULL && app[0] != '\0')
+		vals[1] = app;
+	if (!replication) {
+		keys[0] = "application_name";
+		vals[0] = vals[1];
+		keys[1] = NULL;
+	}
+	*out = NULL;
+	PGconn *conn = PQconnectdbParams(keys, vals, 1);
+	if (conn == NULL)
+		return err_set(E_IO, "connecting to PostgreSQL: out of memory");
+	if (PQstatus(conn) != CONNECTION_OK) {
+		err_code rc = conn_error(conn, "connecting to PostgreSQL (PGHOST, PGPORT, PGUSER)");
+		PQfinish(conn);
+		return rc;
+	}
+	pg_session *s = xcalloc(1, sizeof(*s));
+	s->conn = conn;
+	*out = s;
+	return E_OK;
+}
+
+void pg_disconnect(pg_session *s)
+{
+	if (s == NULL)
+		return;
+	PQfinish(s->conn);
+	free(s);
+}
+
+static err_code result_error(PGconn *conn, PGresult *res, const char *sql)
+{
+	char *msg = xstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+	chomp(msg);
+	err_code rc = err_set(E_IO, "query \"%.60s\" failed: %s", sql, msg);
+	free(msg);
+	return rc;
+}
+
+err_code pg_query_value(pg_session *s, const char *sql, char **out)
+{
+	*out = NULL;
+	PGresult *res = PQexec(s->conn, sql);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		err_code rc = result_error(s->conn, res, sql);
+		PQclear(res);
+		return rc;
+	}
+	if (PQntuples(res) != 1 || PQnfields(res) < 1) {
+		PQclear(res);
+		return err_set(E_IO, "query \"%.60s\" returned %d rows", sql, PQntuples(res));
+	}
+	*out = xstrdup(PQgetisnull(res, 0, 0) ? "" : PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return E_OK;
+}
+
+err_code pg_exec(pg_session *s, const char *sql)
+{
+	PGresult *res = PQexec(s->conn, sql);
+	ExecStatusType st = PQresultStatus(res);
+	err_code rc = E_OK;
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+		rc = result_error(s->conn, res, sql);
+	PQclear(res);
+	return rc;
+}
+
+err_code pg_ping(pg_session *s)
+{
+	return pg_exec(s, "SELECT 1");
+}
+
+int pg_server_version(pg_session *s)
+{
+	return PQserverVersion(s->conn);
+}
+
+void *pg_session_conn(pg_session *s)
+{
+	return s->conn;
+}
