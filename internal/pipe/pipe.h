@@ -38,7 +38,7 @@ void pool_free(pool *p);
 typedef struct group group;
 typedef err_code (*group_fn)(void *arg);
 group *group_new(void);
-/* Run on cancel (first error or group_cancel), e.g. chan_cancel on the group's channels. */
+/* Run on cancel (first error or group_fail), e.g. chan_cancel on the group's channels. */
 void group_on_cancel(group *g, void (*fn)(void *arg), void *arg);
 /* Start fn(arg) on a new thread. */
 err_code group_go(group *g, group_fn fn, void *arg);
