@@ -19,6 +19,18 @@ static const command cmd_table[] = {
 	  "writes DESTINATION atomically. Exit 74 when the archive has no such file, 1 on any other\n"
 	  "failure (DESTINATION is then not created).",
 	  true, cmd_wal_fetch },
+	{ "backup-fetch", "backup-fetch DESTINATION NAME|LATEST [--restore-spec FILE]",
+	  "restore a base backup into an empty directory",
+	  "Restores backup NAME (or the newest, LATEST) into DESTINATION, which must be empty or\n"
+	  "absent. A delta backup is applied forward: its full backup first, then each delta.\n"
+	  "Tablespaces go where the backup's spec says, or where --restore-spec FILE (WAL-G's spec\n"
+	  "JSON) puts them. pg_control is written last; WALG_DOWNLOAD_CONCURRENCY streams run at\n"
+	  "once. Then add restore_command = 'walc wal-fetch %f %p' and recovery.signal.",
+	  true, cmd_backup_fetch },
+	{ "backup-list", "backup-list [--pretty] [--json] [--detail]", "list base backups",
+	  "Lists backups with a sentinel, oldest first (by the sentinel's time), in WAL-G's columns.\n"
+	  "--detail adds metadata.json fields; --json prints a JSON array; --pretty a framed table.",
+	  true, cmd_backup_list },
 	{ "env", "env", "list every environment variable walc reads",
 	  "Prints each variable with its current value (secrets masked), default and meaning.",
 	  false, cmd_env },

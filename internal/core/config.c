@@ -36,6 +36,8 @@ static const config_var config_vars[] = {
 	  "refuse to overwrite an archived WAL file with different content" },
 	{ "WALG_UPLOAD_CONCURRENCY", "16", false, "parallel uploads" },
 	{ "WALG_DOWNLOAD_CONCURRENCY", "10", false, "parallel downloads" },
+	{ "WALG_TAR_DISABLE_FSYNC", "false", false,
+	  "backup-fetch: skip syncing restored files to disk" },
 	{ "WALG_PG_WAL_SIZE", "16", false, "WAL segment size in MiB" },
 	{ "WALG_LOG_LEVEL", "NORMAL", false, "NORMAL, DEVEL (adds debug lines) or ERROR" },
 	{ "WALG_LOG_FORMAT", "text", false, "walc extension: text or json (one object per line)" },
@@ -199,6 +201,7 @@ err_code config_load(config *c, bool need_storage)
 	c->upload_concurrency = (int)n;
 	TRY(parse_long("WALG_DOWNLOAD_CONCURRENCY", 10, 1, 1024, &n));
 	c->download_concurrency = (int)n;
+	TRY(parse_bool("WALG_TAR_DISABLE_FSYNC", false, &c->tar_disable_fsync));
 	TRY(parse_long("WALG_PG_WAL_SIZE", 16, 1, 1024, &n));
 	if ((n & (n - 1)) != 0)
 		return err_set(E_CONFIG, "WALG_PG_WAL_SIZE: expected a power of two from 1 to 1024 "

@@ -136,6 +136,7 @@ typedef struct config {
 	bool prevent_wal_overwrite;
 	int upload_concurrency;
 	int download_concurrency;
+	bool tar_disable_fsync;	/* WALG_TAR_DISABLE_FSYNC */
 	long pg_wal_size_mb;
 	/* logging */
 	log_level log_level;

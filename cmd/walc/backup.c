@@ -1,0 +1,63 @@
+/* The backup verbs: backup-fetch, backup-list. */
+#include <string.h>
+
+#include "cmd/walc/commands.h"
+#include "internal/backup/backup.h"
+
+static int usage(const char *verb)
+{
+	log_error("usage: walc %s", command_find(verb)->usage);
+	return 1;
+}
+
+int cmd_backup_fetch(const config *cfg, int argc, char **argv)
+{
+	fetch_options opt = { .fsync = !cfg->tar_disable_fsync,
+						  .concurrency = cfg->download_concurrency };
+	const char *pos[2] = { NULL, NULL };
+	int npos = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--restore-spec") == 0 && i + 1 < argc)
+			opt.restore_spec = argv[++i];
+		else if (str_has_prefix(argv[i], "--restore-spec="))
+			opt.restore_spec = argv[i] + strlen("--restore-spec=");
+		else if (argv[i][0] == '-' && argv[i][1] != '\0')
+			return usage("backup-fetch");
+		else if (npos < 2)
+			pos[npos++] = argv[i];
+		else
+			return usage("backup-fetch");
+	}
+	if (npos != 2)
+		return usage("backup-fetch");
+	opt.dest = pos[0];
+	opt.name = pos[1];
+
+	repo r;
+	err_code rc = repo_open(cfg, &r);
+	if (rc == E_OK)
+		rc = backup_fetch(&r, &opt);
+	repo_close(&r);
+	return command_fail(rc);
+}
+
+int cmd_backup_list(const config *cfg, int argc, char **argv)
+{
+	list_options opt = { 0 };
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--pretty") == 0)
+			opt.pretty = true;
+		else if (strcmp(argv[i], "--json") == 0)
+			opt.json = true;
+		else if (strcmp(argv[i], "--detail") == 0)
+			opt.detail = true;
+		else
+			return usage("backup-list");
+	}
+	repo r;
+	err_code rc = repo_open(cfg, &r);
+	if (rc == E_OK)
+		rc = backup_list(&r, &opt, stdout);
+	repo_close(&r);
+	return command_fail(rc);
+}

@@ -1,0 +1,241 @@
+/*
+ * backup-list: WAL-G's columns and order. The plain table pads columns with spaces the way
+ * Go's tabwriter does, so `backup-list | tail -n 1 | cut -f 1 -d " "` keeps working.
+ */
+#include "internal/backup/backup.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal/pg/pg.h"
+
+#define META_MAX (16u << 20)
+#define NCOLS_MAX 12
+
+typedef struct row {
+	const backup_ref *ref;
+	json_t *meta; /* metadata.json or NULL */
+	char *cells[NCOLS_MAX];
+} row;
+
+static char *fmt_time(time_t t, long nsec, bool nano)
+{
+	struct tm tm;
+	char buf[64];
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!nano || nsec == 0)
+		return xasprintf("%sZ", buf);
+	char frac[16];
+	snprintf(frac, sizeof(frac), "%09ld", nsec);
+	for (int i = 8; i > 0 && frac[i] == '0'; i--)
+		frac[i] = '\0';
+	return xasprintf("%s.%sZ", buf, frac);
+}
+
+/* The first 24-hex run of a name: the backup's start segment. */
+static char *wal_file_of(const char *name)
+{
+	for (const char *p = name; *p; p++) {
+		size_t n = 0;
+		while (p[n] && ((p[n] >= '0' && p[n] <= '9') || (p[n] >= 'A' && p[n] <= 'F')))
+			n++;
+		if (n >= 24)
+			return xasprintf("%.24s", p);
+		if (n > 0)
+			p += n - 1;
+	}
+	return xstrdup("");
+}
+
+/* "2026-11-29T23:42:29.586708Z" -> "2026-11-29T23:42:29Z", as WAL-G's table prints it. */
+static char *short_time(const char *rfc)
+{
+	if (rfc == NULL)
+		return xstrdup("");
+	const char *dot = strchr(rfc, '.');
+	if (dot == NULL)
+		return xstrdup(rfc);
+	const char *z = dot;
+	while (*z && *z != 'Z' && *z != '+' && *z != '-')
+		z++;
+	return xasprintf("%.*s%s", (int)(dot - rfc), rfc, z);
+}
+
+static const char *meta_str(const json_t *m, const char *k)
+{
+	const char *s = json_string_value(json_get_ci(m, k));
+	return s ? s : "";
+}
+
+static char *meta_lsn(const json_t *m, const char *k)
+{
+	char buf[32];
+	json_t *v = json_get_ci(m, k);
+	pg_lsn_format(json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0, buf);
+	return xstrdup(buf);
+}
+
+static int by_start_time(const void *a, const void *b)
+{
+	const row *x = a, *y = b;
+	return strcmp(meta_str(x->meta, "start_time"), meta_str(y->meta, "start_time"));
+}
+
+static void print_table(FILE *out, row *rows, size_t n, const char *const *hdr, int ncols)
+{
+	size_t width[NCOLS_MAX] = { 0 };
+	for (int c = 0; c < ncols; c++) {
+		width[c] = strlen(hdr[c]);
+		for (size_t i = 0; i < n; i++)
+			if (strlen(rows[i].cells[c]) > width[c])
+				width[c] = strlen(rows[i].cells[c]);
+	}
+	for (size_t i = 0; i <= n; i++)
+		for (int c = 0; c < ncols; c++) {
+			const char *cell = i == 0 ? hdr[c] : rows[i - 1].cells[c];
+			if (c + 1 < ncols)
+				fprintf(out, "%-*s ", (int)width[c], cell);
+			else
+				fprintf(out, "%s\n", cell);
+		}
+}
+
+static void print_pretty(FILE *out, row *rows, size_t n, const char *const *hdr, int ncols)
+{
+	size_t width[NCOLS_MAX + 1] = { 0 };
+	char idx[32];
+	width[0] = 1;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(idx, sizeof(idx), "%zu", i);
+		if (strlen(idx) > width[0])
+			width[0] = strlen(idx);
+	}
+	for (int c = 0; c < ncols; c++) {
+		width[c + 1] = strlen(hdr[c]);
+		for (size_t i = 0; i < n; i++)
+			if (strlen(rows[i].cells[c]) > width[c + 1])
+				width[c + 1] = strlen(rows[i].cells[c]);
+	}
+	for (int pass = 0; pass < 2 + (int)n + 2; pass++) {
+		bool rule = pass == 0 || pass == 2 || pass == 3 + (int)n;
+		if (pass == 3 + (int)n + 1)
+			break;
+		for (int c = 0; c <= ncols; c++) {
+			if (rule) {
+				fputc('+', out);
+				for (size_t k = 0; k < width[c] + 2; k++)
+					fputc('-', out);
+			} else {
+				const char *cell;
+				if (pass == 1)
+					cell = c == 0 ? "#" : hdr[c - 1];
+				else {
+					snprintf(idx, sizeof(idx), "%d", pass - 3);
+					cell = c == 0 ? idx : rows[pass - 3].cells[c - 1];
+				}
+				fprintf(out, "| %-*s ", (int)width[c], cell);
+			}
+		}
+		fputs(rule ? "+\n" : "|\n", out);
+	}
+}
+
+static void print_json(FILE *out, row *rows, size_t n, bool detail, bool pretty)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = json_object();
+		json_object_set_new(o, "backup_name", json_string(rows[i].ref->name));
+		char *t = fmt_time(rows[i].ref->mtime, rows[i].ref->mtime_nsec, true);
+		json_object_set_new(o, "time", json_string(t));
+		free(t);
+		char *w = wal_file_of(rows[i].ref->name);
+		json_object_set_new(o, "wal_file_name", json_string(w));
+		free(w);
+		json_object_set_new(o, "storage_name", json_string("default"));
+		if (detail && rows[i].meta != NULL)
+			json_object_update(o, rows[i].meta);
+		json_array_append_new(arr, o);
+	}
+	char *s = json_dumps(arr, JSON_PRESERVE_ORDER | (pretty ? JSON_INDENT(4) : JSON_COMPACT));
+	fprintf(out, "%s\n", s);
+	free(s);
+	json_decref(arr);
+}
+
+err_code backup_list(repo *r, const list_options *opt, FILE *out)
+{
+	static const char *const hdr[] = { "backup_name", "modified",	 "wal_file_name",
+									   "storage_name", "start_time", "finish_time",
+									   "hostname",	  "data_dir",	 "pg_version",
+									   "start_lsn",	  "finish_lsn",	 "is_permanent" };
+	backup_refs refs;
+	TRY(backup_list_refs(r, &refs));
+	if (refs.len == 0) {
+		if (opt->json)
+			fprintf(out, "[]\n");
+		else
+			log_info("No backups found");
+		backup_refs_free(&refs);
+		return E_OK;
+	}
+	row *rows = xcalloc(refs.len, sizeof(*rows));
+	bool all_meta = true;
+	err_code rc = E_OK;
+	for (size_t i = 0; i < refs.len; i++) {
+		rows[i].ref = &refs.items[i];
+		if (opt->detail) {
+			char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", refs.items[i].name);
+			rc = backup_read_json(r, key, META_MAX, &rows[i].meta);
+			free(key);
+			if (rc == E_NOTFOUND) {
+				log_warn("%s", err_msg());
+				rc = E_OK;
+			}
+			if (rc != E_OK)
+				break;
+			if (json_string_value(json_get_ci(rows[i].meta, "start_time")) == NULL)
+				all_meta = false;
+		}
+	}
+	if (rc == E_OK && opt->detail && all_meta)
+		qsort(rows, refs.len, sizeof(*rows), by_start_time);
+	int ncols = opt->detail ? 12 : 4;
+	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
+		char **c = rows[i].cells;
+		const json_t *m = rows[i].meta;
+		c[0] = xstrdup(rows[i].ref->name);
+		c[1] = fmt_time(rows[i].ref->mtime, 0, false);
+		c[2] = wal_file_of(rows[i].ref->name);
+		c[3] = xstrdup("default");
+		if (opt->detail) {
+			c[4] = short_time(json_string_value(json_get_ci(m, "start_time")));
+			c[5] = short_time(json_string_value(json_get_ci(m, "finish_time")));
+			c[6] = xstrdup(meta_str(m, "hostname"));
+			c[7] = xstrdup(meta_str(m, "data_dir"));
+			json_t *v = json_get_ci(m, "pg_version");
+			c[8] = xasprintf("%lld", json_is_integer(v) ? (long long)json_integer_value(v) : 0);
+			c[9] = meta_lsn(m, "start_lsn");
+			c[10] = meta_lsn(m, "finish_lsn");
+			c[11] = xstrdup(json_is_true(json_get_ci(m, "is_permanent")) ? "true" : "false");
+		}
+	}
+	if (rc == E_OK) {
+		if (opt->json)
+			print_json(out, rows, refs.len, opt->detail, opt->pretty);
+		else if (opt->pretty)
+			print_pretty(out, rows, refs.len, hdr, ncols);
+		else
+			print_table(out, rows, refs.len, hdr, ncols);
+	}
+	for (size_t i = 0; i < refs.len; i++) {
+		for (int c = 0; c < NCOLS_MAX; c++)
+			free(rows[i].cells[c]);
+		json_decref(rows[i].meta);
+	}
+	free(rows);
+	backup_refs_free(&refs);
+	return rc;
+}

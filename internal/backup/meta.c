@@ -1,0 +1,289 @@
+/* Sentinels and backup discovery: WAL-G's JSON, read case-insensitively, written in its order. */
+#include "internal/backup/backup.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define SENTINEL_MAX (16u << 20)
+
+json_t *json_get_ci(const json_t *obj, const char *key)
+{
+	if (!json_is_object(obj))
+		return NULL;
+	json_t *v = json_object_get(obj, key);
+	if (v != NULL)
+		return v;
+	const char *k;
+	json_t *val;
+	void *iter = json_object_iter((json_t *)(uintptr_t)obj);
+	while (iter != NULL) {
+		k = json_object_iter_key(iter);
+		val = json_object_iter_value(iter);
+		if (strcasecmp(k, key) == 0)
+			return val;
+		iter = json_object_iter_next((json_t *)(uintptr_t)obj, iter);
+	}
+	return NULL;
+}
+
+err_code backup_read_json(repo *r, const char *key, size_t max, json_t **out)
+{
+	membuf mb = { .max = max };
+	*out = NULL;
+	sink *m = membuf_sink_new(&mb);
+	err_code rc = storage_get(r->st, key, m);
+	sink_free(m);
+	if (rc != E_OK) {
+		free(mb.data);
+		if (rc == E_NOTFOUND)
+			return err_set(E_NOTFOUND, "%s does not exist in %s", key, storage_describe(r->st));
+		return err_wrap(rc, "reading %s", key);
+	}
+	json_error_t jerr;
+	*out = json_loadb((const char *)mb.data, mb.len, 0, &jerr);
+	free(mb.data);
+	if (*out == NULL)
+		return err_set(E_CORRUPT, "%s: invalid JSON at line %d: %s", key, jerr.line, jerr.text);
+	if (!json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		return err_set(E_CORRUPT, "%s: expected a JSON object", key);
+	}
+	return E_OK;
+}
+
+/* Typed getters: a present member of the wrong type is corrupt; absent is the default. */
+
+static err_code get_u64(const json_t *o, const char *k, const char *what, bool required,
+						uint64_t *out, bool *present)
+{
+	json_t *v = json_get_ci(o, k);
+	if (present != NULL)
+		*present = false;
+	if (v == NULL || json_is_null(v)) {
+		if (required)
+			return err_set(E_CORRUPT, "%s: missing %s", what, k);
+		return E_OK;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return err_set(E_CORRUPT, "%s: %s is not a non-negative integer", what, k);
+	*out = (uint64_t)json_integer_value(v);
+	if (present != NULL)
+		*present = true;
+	return E_OK;
+}
+
+static err_code get_str(const json_t *o, const char *k, const char *what, char **out)
+{
+	json_t *v = json_get_ci(o, k);
+	if (v == NULL || json_is_null(v))
+		return E_OK;
+	if (!json_is_string(v))
+		return err_set(E_CORRUPT, "%s: %s is not a string", what, k);
+	*out = xstrdup(json_string_value(v));
+	return E_OK;
+}
+
+static err_code get_bool(const json_t *o, const char *k, const char *what, bool *out)
+{
+	json_t *v = json_get_ci(o, k);
+	if (v == NULL || json_is_null(v))
+		return E_OK;
+	if (!json_is_boolean(v))
+		return err_set(E_CORRUPT, "%s: %s is not true or false", what, k);
+	*out = json_is_true(v);
+	return E_OK;
+}
+
+static err_code parse_fields(const json_t *root, const char *what, backup_sentinel *s)
+{
+	uint64_t n = 0;
+	bool present;
+
+	TRY(get_u64(root, "LSN", what, true, &s->lsn, NULL));
+	TRY(get_u64(root, "FinishLSN", what, false, &s->finish_lsn, NULL));
+	TRY(get_str(root, "DeltaFrom", what, &s->delta_from));
+	s->is_delta = s->delta_from != NULL;
+	if (s->is_delta) {
+		TRY(get_u64(root, "DeltaLSN", what, false, &s->delta_lsn, &present));
+		if (!present) /* older WAL-G wrote DeltaFromLSN */
+			TRY(get_u64(root, "DeltaFromLSN", what, true, &s->delta_lsn, NULL));
+		TRY(get_str(root, "DeltaFullName", what, &s->delta_full_name));
+		if (s->delta_full_name == NULL)
+			return err_set(E_CORRUPT, "%s: delta without DeltaFullName", what);
+		TRY(get_u64(root, "DeltaCount", what, true, &n, NULL));
+		s->delta_count = (int)n;
+	}
+	TRY(get_u64(root, "PgVersion", what, false, &n, NULL));
+	s->pg_version = (int)n;
+	TRY(get_u64(root, "SystemIdentifier", what, false, &s->system_id, &s->have_system_id));
+	TRY(get_u64(root, "UncompressedSize", what, false, &s->uncompressed_size, NULL));
+	TRY(get_u64(root, "CompressedSize", what, false, &s->compressed_size, NULL));
+	TRY(get_u64(root, "DataCatalogSize", what, false, &s->data_catalog_size, NULL));
+	n = 0;
+	TRY(get_u64(root, "Version", what, false, &n, NULL));
+	s->version = (int)n;
+	TRY(get_bool(root, "FilesMetadataDisabled", what, &s->files_metadata_disabled));
+	TRY(get_bool(root, "IsPermanent", what, &s->is_permanent));
+	TRY(get_str(root, "StartTime", what, &s->start_time));
+	TRY(get_str(root, "FinishTime", what, &s->finish_time));
+	TRY(get_str(root, "Hostname", what, &s->hostname));
+	TRY(get_str(root, "DataDir", what, &s->data_dir));
+	json_t *spec = json_get_ci(root, "Spec");
+	if (spec != NULL && !json_is_null(spec)) {
+		if (!json_is_object(spec))
+			return err_set(E_CORRUPT, "%s: Spec is not an object", what);
+		s->spec = json_incref(spec);
+	}
+	json_t *ud = json_get_ci(root, "UserData");
+	if (ud != NULL && !json_is_null(ud))
+		s->user_data = json_incref(ud);
+	return E_OK;
+}
+
+err_code backup_sentinel_parse(const json_t *root, const char *name, backup_sentinel *s)
+{
+	char what[512];
+	memset(s, 0, sizeof(*s));
+	snprintf(what, sizeof(what), "sentinel of %s", name);
+	err_code rc = parse_fields(root, what, s);
+	if (rc != E_OK)
+		backup_sentinel_free(s);
+	return rc;
+}
+
+err_code backup_sentinel_read(repo *r, const char *name, backup_sentinel *out)
+{
+	char *key = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, name);
+	json_t *root;
+	memset(out, 0, sizeof(*out));
+	err_code rc = backup_read_json(r, key, SENTINEL_MAX, &root);
+	free(key);
+	if (rc != E_OK)
+		return rc;
+	rc = backup_sentinel_parse(root, name, out);
+	json_decref(root);
+	return rc;
+}
+
+void backup_sentinel_free(backup_sentinel *s)
+{
+	free(s->delta_from);
+	free(s->delta_full_name);
+	free(s->start_time);
+	free(s->finish_time);
+	free(s->hostname);
+	free(s->data_dir);
+	json_decref(s->spec);
+	json_decref(s->user_data);
+	memset(s, 0, sizeof(*s));
+}
+
+/* WAL-G's key order (§5.4), so a diff against WAL-G's output is quiet. */
+json_t *backup_sentinel_json(const backup_sentinel *s)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "LSN", json_integer((json_int_t)s->lsn));
+	if (s->is_delta) {
+		json_object_set_new(o, "DeltaLSN", json_integer((json_int_t)s->delta_lsn));
+		json_object_set_new(o, "DeltaFrom", json_string(s->delta_from));
+		json_object_set_new(o, "DeltaFullName", json_string(s->delta_full_name));
+		json_object_set_new(o, "DeltaCount", json_integer(s->delta_count));
+	}
+	json_object_set_new(o, "PgVersion", json_integer(s->pg_version));
+	json_object_set_new(o, "FinishLSN", json_integer((json_int_t)s->finish_lsn));
+	if (s->have_system_id)
+		json_object_set_new(o, "SystemIdentifier", json_integer((json_int_t)s->system_id));
+	json_object_set_new(o, "UncompressedSize", json_integer((json_int_t)s->uncompressed_size));
+	json_object_set_new(o, "CompressedSize", json_integer((json_int_t)s->compressed_size));
+	if (s->data_catalog_size != 0)
+		json_object_set_new(o, "DataCatalogSize",
+							json_integer((json_int_t)s->data_catalog_size));
+	if (s->spec != NULL)
+		json_object_set(o, "Spec", s->spec);
+	if (s->user_data != NULL)
+		json_object_set(o, "UserData", s->user_data);
+	if (s->files_metadata_disabled)
+		json_object_set_new(o, "FilesMetadataDisabled", json_true());
+	json_object_set_new(o, "ChkpNum", json_null());
+	json_object_set_new(o, "Version", json_integer(2));
+	json_object_set_new(o, "StartTime", json_string(s->start_time ? s->start_time : ""));
+	json_object_set_new(o, "FinishTime", json_string(s->finish_time ? s->finish_time : ""));
+	json_object_set_new(o, "DateFmt", json_string("%Y-%m-%dT%H:%M:%S.%fZ"));
+	json_object_set_new(o, "Hostname", json_string(s->hostname ? s->hostname : ""));
+	json_object_set_new(o, "DataDir", json_string(s->data_dir ? s->data_dir : ""));
+	json_object_set_new(o, "IsPermanent", json_boolean(s->is_permanent));
+	return o;
+}
+
+/* Listing */
+
+static int ref_cmp(const void *a, const void *b)
+{
+	const backup_ref *x = a, *y = b;
+	if (x->mtime != y->mtime)
+		return x->mtime < y->mtime ? -1 : 1;
+	if (x->mtime_nsec != y->mtime_nsec)
+		return x->mtime_nsec < y->mtime_nsec ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+err_code backup_list_refs(repo *r, backup_refs *out)
+{
+	obj_list l;
+	memset(out, 0, sizeof(*out));
+	TRY(storage_list(r->st, REPO_BACKUP_DIR, false, &l));
+	out->items = xcalloc(l.len ? l.len : 1, sizeof(*out->items));
+	for (size_t i = 0; i < l.len; i++) {
+		const char *base = l.items[i].key + strlen(REPO_BACKUP_DIR);
+		if (!str_has_suffix(base, SENTINEL_SUFFIX))
+			continue;
+		size_t n = strlen(base) - strlen(SENTINEL_SUFFIX);
+		if (n == 0)
+			continue;
+		backup_ref *ref = &out->items[out->len++];
+		ref->name = xasprintf("%.*s", (int)n, base);
+		ref->mtime = l.items[i].mtime;
+		ref->mtime_nsec = l.items[i].mtime_nsec;
+	}
+	obj_list_free(&l);
+	qsort(out->items, out->len, sizeof(*out->items), ref_cmp);
+	return E_OK;
+}
+
+void backup_refs_free(backup_refs *l)
+{
+	for (size_t i = 0; i < l->len; i++)
+		free(l->items[i].name);
+	free(l->items);
+	memset(l, 0, sizeof(*l));
+}
+
+err_code backup_resolve(repo *r, const char *name, char **out)
+{
+	*out = NULL;
+	if (strcmp(name, "LATEST") == 0) {
+		backup_refs refs;
+		TRY(backup_list_refs(r, &refs));
+		if (refs.len == 0) {
+			backup_refs_free(&refs);
+			return err_set(E_NOTFOUND, "no backups found in %s", storage_describe(r->st));
+		}
+		*out = xstrdup(refs.items[refs.len - 1].name);
+		backup_refs_free(&refs);
+		return E_OK;
+	}
+	if (strchr(name, '/') != NULL || strstr(name, "..") != NULL)
+		return err_set(E_CONFIG, "\"%s\" is not a backup name", name);
+	char *key = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, name);
+	obj_info info;
+	err_code rc = storage_stat(r->st, key, &info);
+	free(key);
+	if (rc == E_NOTFOUND)
+		return err_set(E_NOTFOUND, "backup %s does not exist in %s (no sentinel)", name,
+					   storage_describe(r->st));
+	TRY(rc);
+	*out = xstrdup(name);
+	return E_OK;
+}
