@@ -10,6 +10,31 @@ static int usage(const char *verb)
 	return 1;
 }
 
+int cmd_backup_push(const config *cfg, int argc, char **argv)
+{
+	push_options opt = { 0 };
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--full") == 0 || strcmp(argv[i], "-f") == 0)
+			opt.full = true;
+		else if (strcmp(argv[i], "--permanent") == 0 || strcmp(argv[i], "-p") == 0)
+			opt.permanent = true;
+		else if (strcmp(argv[i], "--add-user-data") == 0 && i + 1 < argc)
+			opt.user_data = argv[++i];
+		else if (str_has_prefix(argv[i], "--add-user-data="))
+			opt.user_data = argv[i] + strlen("--add-user-data=");
+		else if (argv[i][0] == '-' || opt.pgdata != NULL)
+			return usage("backup-push");
+		else
+			opt.pgdata = argv[i];
+	}
+	repo r;
+	err_code rc = repo_open(cfg, &r);
+	if (rc == E_OK)
+		rc = backup_push(&r, cfg, &opt);
+	repo_close(&r);
+	return command_fail(rc);
+}
+
 int cmd_backup_fetch(const config *cfg, int argc, char **argv)
 {
 	fetch_options opt = { .fsync = !cfg->tar_disable_fsync,

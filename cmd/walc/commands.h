@@ -22,6 +22,7 @@ const command *const *command_all(void);
 
 int cmd_wal_push(const config *cfg, int argc, char **argv);
 int cmd_wal_fetch(const config *cfg, int argc, char **argv);
+int cmd_backup_push(const config *cfg, int argc, char **argv);
 int cmd_backup_fetch(const config *cfg, int argc, char **argv);
 int cmd_backup_list(const config *cfg, int argc, char **argv);
 int cmd_env(const config *cfg, int argc, char **argv);

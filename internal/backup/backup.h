@@ -65,6 +65,15 @@ void backup_sentinel_free(backup_sentinel *s);
 /* Case-insensitive member lookup, as Go's encoding/json does when WAL-G reads. */
 json_t *json_get_ci(const json_t *obj, const char *key);
 
+/* backup-push */
+typedef struct push_options {
+	const char *pgdata;	   /* data directory; NULL = remote mode */
+	bool full;
+	bool permanent;
+	const char *user_data; /* JSON text, or NULL */
+} push_options;
+err_code backup_push(repo *r, const config *cfg, const push_options *opt);
+
 /* backup-fetch */
 typedef struct fetch_options {
 	const char *dest;

@@ -38,6 +38,15 @@ static const config_var config_vars[] = {
 	{ "WALG_DOWNLOAD_CONCURRENCY", "10", false, "parallel downloads" },
 	{ "WALG_TAR_DISABLE_FSYNC", "false", false,
 	  "backup-fetch: skip syncing restored files to disk" },
+	{ "WALG_UPLOAD_DISK_CONCURRENCY", "1", false,
+	  "backup-push: files read and packed in parallel" },
+	{ "WALG_TAR_SIZE_THRESHOLD", "1073741823", false,
+	  "backup-push: start a new tar partition past this many bytes of file content" },
+	{ "WALG_ALIVE_CHECK_INTERVAL", "1m", false,
+	  "backup-push: how often the PostgreSQL session is checked (0 = never)" },
+	{ "WALG_STOP_BACKUP_TIMEOUT", "0", false,
+	  "backup-push: how long pg_backup_stop may wait for WAL archiving (0 = no limit)" },
+	{ "WALG_SENTINEL_USER_DATA", NULL, false, "backup-push: JSON stored as the backup's user data" },
 	{ "WALG_PG_WAL_SIZE", "16", false, "WAL segment size in MiB" },
 	{ "WALG_LOG_LEVEL", "NORMAL", false, "NORMAL, DEVEL (adds debug lines) or ERROR" },
 	{ "WALG_LOG_FORMAT", "text", false, "walc extension: text or json (one object per line)" },
@@ -48,8 +57,7 @@ static const config_var config_vars[] = {
 
 /* WAL-G's names that walc accepts without acting on them yet, so they get no warning. */
 static const char *const config_quiet[] = {
-	"WALG_DOWNLOAD_FILE_RETRIES", "WALG_UPLOAD_DISK_CONCURRENCY", "WALG_TAR_SIZE_THRESHOLD",
-	"WALG_DELTA_MAX_STEPS", "WALG_DELTA_ORIGIN", "WALG_CONFIG_PATH", NULL,
+	"WALG_DOWNLOAD_FILE_RETRIES", "WALG_DELTA_MAX_STEPS", "WALG_DELTA_ORIGIN", "WALG_CONFIG_PATH", NULL,
 };
 
 static const char *env(const char *name)
@@ -75,6 +83,45 @@ static err_code parse_bool(const char *name, bool def, bool *out)
 			return (*out = false), E_OK;
 	}
 	return err_set(E_CONFIG, "%s: expected true or false, got \"%s\"", name, v);
+}
+
+/* Go durations ("1m", "30s", "1h30m", "500ms"); a bare number is seconds. */
+static err_code parse_duration(const char *name, long def_ms, long *out)
+{
+	const char *v = env(name);
+	*out = def_ms;
+	if (v == NULL)
+		return E_OK;
+	double total = 0;
+	const char *p = v;
+	char *end;
+	errno = 0;
+	double n = strtod(p, &end);
+	if (end != p && *end == '\0' && errno == 0 && n >= 0 && n < 1e9) {
+		*out = (long)(n * 1000);
+		return E_OK;
+	}
+	while (*p) {
+		n = strtod(p, &end);
+		if (end == p || n < 0)
+			goto bad;
+		p = end;
+		double unit;
+		if (str_has_prefix(p, "ms")) unit = 1, p += 2;
+		else if (str_has_prefix(p, "us")) unit = 1e-3, p += 2;
+		else if (str_has_prefix(p, "ns")) unit = 1e-6, p += 2;
+		else if (*p == 's') unit = 1e3, p++;
+		else if (*p == 'm') unit = 60e3, p++;
+		else if (*p == 'h') unit = 3600e3, p++;
+		else goto bad;
+		total += n * unit;
+	}
+	if (total > 1e12)
+		goto bad;
+	*out = (long)total;
+	return E_OK;
+bad:
+	return err_set(E_CONFIG, "%s: expected a duration like 30s, 5m or 1h, got \"%s\"", name, v);
 }
 
 static err_code parse_long(const char *name, long def, long min, long max, long *out)
@@ -202,6 +249,15 @@ err_code config_load(config *c, bool need_storage)
 	TRY(parse_long("WALG_DOWNLOAD_CONCURRENCY", 10, 1, 1024, &n));
 	c->download_concurrency = (int)n;
 	TRY(parse_bool("WALG_TAR_DISABLE_FSYNC", false, &c->tar_disable_fsync));
+	TRY(parse_long("WALG_UPLOAD_DISK_CONCURRENCY", 1, 1, 256, &n));
+	c->upload_disk_concurrency = (int)n;
+	TRY(parse_long("WALG_TAR_SIZE_THRESHOLD", 1073741823L, 1, LONG_MAX, &n));
+	c->tar_size_threshold = (uint64_t)n;
+	TRY(parse_duration("WALG_ALIVE_CHECK_INTERVAL", 60000, &c->alive_check_ms));
+	TRY(parse_duration("WALG_STOP_BACKUP_TIMEOUT", 0, &c->stop_backup_timeout_ms));
+	const char *ud = env("WALG_SENTINEL_USER_DATA");
+	if (ud != NULL)
+		c->sentinel_user_data = xstrdup(ud);
 	TRY(parse_long("WALG_PG_WAL_SIZE", 16, 1, 1024, &n));
 	if ((n & (n - 1)) != 0)
 		return err_set(E_CONFIG, "WALG_PG_WAL_SIZE: expected a power of two from 1 to 1024 "
@@ -223,6 +279,7 @@ void config_free(config *c)
 	free(c->storage_prefix);
 	free(c->compression);
 	free(c->pgdata);
+	free(c->sentinel_user_data);
 	memset(c, 0, sizeof(*c));
 }
 

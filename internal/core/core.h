@@ -104,6 +104,8 @@ typedef struct membuf {
 	size_t max;
 } membuf;
 sink *membuf_sink_new(membuf *into); /* borrows into; the caller frees into->data */
+/* A sink that adds the bytes passing through to *counter (atomically) and forwards them. */
+sink *count_sink_new(uint64_t *counter, sink *next);
 /* A sink that discards. */
 sink *null_sink_new(void);
 /* A sink that compares the stream with a file's bytes: *equal set at finish. Borrows path. */
@@ -137,6 +139,11 @@ typedef struct config {
 	int upload_concurrency;
 	int download_concurrency;
 	bool tar_disable_fsync;	/* WALG_TAR_DISABLE_FSYNC */
+	int upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
+	uint64_t tar_size_threshold;	/* WALG_TAR_SIZE_THRESHOLD, bytes */
+	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */
+	long stop_backup_timeout_ms;	/* WALG_STOP_BACKUP_TIMEOUT, 0 = wait */
+	char *sentinel_user_data;		/* WALG_SENTINEL_USER_DATA, JSON text */
 	long pg_wal_size_mb;
 	/* logging */
 	log_level log_level;

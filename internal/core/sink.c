@@ -76,6 +76,41 @@ sink *membuf_sink_new(membuf *into)
 	return &s->base;
 }
 
+/* count */
+
+typedef struct count_sink {
+	sink base;
+	uint64_t *counter;
+} count_sink;
+
+static err_code count_write(sink *s, const void *buf, size_t len)
+{
+	__atomic_add_fetch(((count_sink *)s)->counter, len, __ATOMIC_RELAXED);
+	return sink_write(s->next, buf, len);
+}
+
+static err_code count_finish(sink *s)
+{
+	return sink_finish(s->next);
+}
+
+static void count_free(sink *s)
+{
+	sink_free(s->next);
+	free(s);
+}
+
+static const sink_ops count_ops = { count_write, count_finish, count_free };
+
+sink *count_sink_new(uint64_t *counter, sink *next)
+{
+	count_sink *c = xcalloc(1, sizeof(*c));
+	c->base.ops = &count_ops;
+	c->base.next = next;
+	c->counter = counter;
+	return &c->base;
+}
+
 /* null */
 
 static err_code null_write(sink *s, const void *buf, size_t len)

@@ -38,6 +38,21 @@ err_code pg_exec(pg_session *s, const char *sql);
 /* SELECT 1, for alive checks. */
 err_code pg_ping(pg_session *s);
 int pg_server_version(pg_session *s);
+/* Parameterised query returning the first row's columns as new strings. */
+err_code pg_query_row(pg_session *s, const char *sql, int nparams, const char *const *params,
+					  int ncols, char **cols);
+
+/* Non-exclusive base backup on this session (PG 15+: pg_backup_start / pg_backup_stop). */
+typedef struct pg_backup_start_info {
+	uint64_t lsn;
+	char walfile[WAL_NAME_LEN + 1]; /* segment of the start, "" on a standby */
+	bool in_recovery;
+} pg_backup_start_info;
+err_code pg_backup_begin(pg_session *s, const char *label, pg_backup_start_info *out);
+/* stop_timeout_ms 0 waits for WAL archiving as long as it takes. */
+err_code pg_backup_end(pg_session *s, long stop_timeout_ms, char **labelfile, char **spcmap,
+					   uint64_t *lsn);
+
 /* The libpq connection, for modules that speak the replication protocol. */
 void *pg_session_conn(pg_session *s);
 

@@ -26,6 +26,16 @@ static err_code conn_error(PGconn *conn, const char *what)
 	return rc;
 }
 
+/* Server notices ("all required WAL segments have been archived") belong in our log. */
+static void on_notice(void *arg, const char *message)
+{
+	(void)arg;
+	char *m = xstrdup(message);
+	chomp(m);
+	log_debug("server: %s", m);
+	free(m);
+}
+
 err_code pg_connect(bool replication, pg_session **out)
 {
 	const char *keys[] = { "replication", "application_name", "dbname", NULL };
@@ -47,6 +57,7 @@ err_code pg_connect(bool replication, pg_session **out)
 		PQfinish(conn);
 		return rc;
 	}
+	PQsetNoticeProcessor(conn, on_notice, NULL);
 	pg_session *s = xcalloc(1, sizeof(*s));
 	s->conn = conn;
 	*out = s;

@@ -38,7 +38,7 @@ void repo_close(repo *r)
 	memset(r, 0, sizeof(*r));
 }
 
-err_code repo_put(repo *r, const char *base_key, sink **out, char **key_out)
+err_code repo_put(repo *r, const char *base_key, uint64_t *stored, sink **out, char **key_out)
 {
 	const char *ext = codec_ext(r->codec);
 	char *key = ext[0] ? xasprintf("%s.%s", base_key, ext) : xstrdup(base_key);
@@ -48,6 +48,8 @@ err_code repo_put(repo *r, const char *base_key, sink **out, char **key_out)
 		free(key);
 		return rc;
 	}
+	if (stored != NULL)
+		s = count_sink_new(stored, s);
 	if (r->have_key)
 		s = crypt_encrypt_new(r->key, s);
 	*out = codec_compress_new(r->codec, r->level, s);

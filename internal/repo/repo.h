@@ -31,9 +31,10 @@ void repo_close(repo *r);
 
 /*
  * A writer for object base_key plus the codec's extension: compress, encrypt, publish at
- * finish. *key_out (may be NULL) receives the full key, to free.
+ * finish. *key_out (may be NULL) receives the full key, to free. stored (may be NULL) counts
+ * the bytes that reach storage.
  */
-err_code repo_put(repo *r, const char *base_key, sink **out, char **key_out);
+err_code repo_put(repo *r, const char *base_key, uint64_t *stored, sink **out, char **key_out);
 /*
  * Streams object key, decoded, into `into` and finishes it. Takes ownership of `into`, freed
  * in every case. Failures name the object.

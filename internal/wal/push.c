@@ -77,7 +77,7 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 	char *base = xasprintf(REPO_WAL_DIR "%s", name);
 	char *key = NULL;
 	sink *s = NULL;
-	err_code rc = repo_put(r, base, &s, &key);
+	err_code rc = repo_put(r, base, NULL, &s, &key);
 	if (rc == E_OK)
 		rc = sink_write_file(s, path);
 	if (rc == E_OK)

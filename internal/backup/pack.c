@@ -1,0 +1,221 @@
+/*
+ * Packers: each takes entries from the walker and streams them into its own tar partition
+ * (read -> tar -> compress -> encrypt -> storage), rolling over to a new part once the
+ * partition holds more than WALG_TAR_SIZE_THRESHOLD bytes of content, as WAL-G does.
+ */
+#include "internal/backup/push_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal/tar/tar.h"
+
+#define READ_CHUNK (1u << 20)
+
+typedef struct part {
+	tar_writer *tw;
+	char *key;
+	json_t *members;
+	uint64_t content;
+} part;
+
+/* MTime as WAL-G writes it: RFC 3339 with nanoseconds in the local zone. */
+static char *mtime_text(const struct stat *sb)
+{
+	struct tm tm;
+	char date[64], zone[8];
+	localtime_r(&sb->st_mtim.tv_sec, &tm);
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+	strftime(zone, sizeof(zone), "%z", &tm);
+	char frac[16] = "";
+	if (sb->st_mtim.tv_nsec != 0) {
+		snprintf(frac, sizeof(frac), ".%09ld", sb->st_mtim.tv_nsec);
+		for (int i = 9; i > 1 && frac[i] == '0'; i--)
+			frac[i] = '\0';
+	}
+	if (strcmp(zone, "+0000") == 0)
+		return xasprintf("%s%sZ", date, frac);
+	return xasprintf("%s%s%.3s:%s", date, frac, zone, zone + 3);
+}
+
+json_t *file_record(const struct stat *sb)
+{
+	json_t *o = json_object();
+	char *mt = mtime_text(sb);
+	json_object_set_new(o, "IsIncremented", json_false());
+	json_object_set_new(o, "IsSkipped", json_false());
+	json_object_set_new(o, "MTime", json_string(mt));
+	json_object_set_new(o, "UpdatesCount", json_integer(0));
+	free(mt);
+	return o;
+}
+
+static const char *base_of(const char *key)
+{
+	const char *slash = strrchr(key, '/');
+	return slash ? slash + 1 : key;
+}
+
+static err_code part_open(push_state *st, part *p)
+{
+	int n = __atomic_add_fetch(&st->part_seq, 1, __ATOMIC_RELAXED);
+	char *base = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/part_%03d.tar", st->name, n);
+	sink *s = NULL;
+	err_code rc = repo_put(st->r, base, &st->compressed, &s, &p->key);
+	free(base);
+	TRY(rc);
+	p->tw = tar_writer_new(s);
+	p->members = json_array();
+	p->content = 0;
+	return E_OK;
+}
+
+static void part_discard(part *p)
+{
+	tar_writer_free(p->tw);
+	json_decref(p->members);
+	free(p->key);
+	memset(p, 0, sizeof(*p));
+}
+
+static err_code part_close(push_state *st, part *p)
+{
+	err_code rc = tar_writer_finish(p->tw);
+	if (rc == E_OK) {
+		pthread_mutex_lock(&st->lock);
+		json_object_set(st->tar_sets, base_of(p->key), p->members);
+		pthread_mutex_unlock(&st->lock);
+		log_debug("stored %s", p->key);
+	}
+	part_discard(p);
+	return rc;
+}
+
+/* File content as of the walk: a file that shrank is zero-filled, one that grew is cut. */
+static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned char *buf,
+						  bool *vanished)
+{
+	*vanished = false;
+	int fd = open(e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT) {
+			*vanished = true;
+			log_warn("%s vanished during the backup; skipped", e->path);
+			return E_OK;
+		}
+		return err_errno(E_IO, errno, "opening %s", e->path);
+	}
+	uint64_t size = (uint64_t)e->st.st_size, done = 0;
+	tar_entry te = { .name = e->member, .type = TAR_FILE, .size = size,
+					 .mode = e->st.st_mode & 07777, .mtime = e->st.st_mtim.tv_sec,
+					 .uid = e->st.st_uid, .gid = e->st.st_gid };
+	err_code rc = tar_writer_begin(p->tw, &te);
+	while (rc == E_OK && done < size) {
+		size_t want = size - done < READ_CHUNK ? (size_t)(size - done) : READ_CHUNK;
+		ssize_t n = read(fd, buf, want);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = err_errno(E_IO, errno, "reading %s", e->path);
+			break;
+		}
+		if (n == 0) {
+			memset(buf, 0, want);
+			n = (ssize_t)want;
+		}
+		rc = tar_writer_write(p->tw, buf, (size_t)n);
+		done += (uint64_t)n;
+		__atomic_add_fetch(&st->read_bytes, (uint64_t)n, __ATOMIC_RELAXED);
+	}
+	close(fd);
+	if (rc == E_OK)
+		rc = tar_writer_end(p->tw);
+	if (rc == E_OK) {
+		p->content += size;
+		__atomic_add_fetch(&st->uncompressed, size, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&st->nfiles, 1, __ATOMIC_RELAXED);
+	}
+	return rc;
+}
+
+static err_code pack_one(push_state *st, part *p, const walk_entry *e, unsigned char *buf)
+{
+	if (p->tw == NULL)
+		TRY(part_open(st, p));
+	bool vanished = false;
+	if (S_ISDIR(e->st.st_mode)) {
+		tar_entry te = { .name = e->member, .type = TAR_DIR, .mode = e->st.st_mode & 07777,
+						 .mtime = e->st.st_mtim.tv_sec, .uid = e->st.st_uid,
+						 .gid = e->st.st_gid };
+		TRY(tar_writer_begin(p->tw, &te));
+		TRY(tar_writer_end(p->tw));
+	} else {
+		TRY(pack_file(st, p, e, buf, &vanished));
+	}
+	if (vanished)
+		return E_OK;
+	json_array_append_new(p->members, json_string(e->member));
+	if (strcmp(e->member, "/") != 0) {
+		json_t *rec = file_record(&e->st);
+		pthread_mutex_lock(&st->lock);
+		json_object_set_new(st->files, e->member, rec);
+		pthread_mutex_unlock(&st->lock);
+	}
+	if (p->content > st->cfg->tar_size_threshold)
+		return part_close(st, p);
+	return E_OK;
+}
+
+err_code pack_entries(void *arg)
+{
+	push_state *st = arg;
+	unsigned char *buf = xmalloc(READ_CHUNK);
+	part p = { 0 };
+	err_code rc = E_OK;
+	void *item;
+
+	while (chan_recv(st->entries, &item)) {
+		walk_entry *e = item;
+		rc = pack_one(st, &p, e, buf);
+		walk_entry_free(e);
+		if (rc != E_OK)
+			break;
+	}
+	if (rc == E_OK && group_cancelled(st->g))
+		rc = err_set(E_CANCELLED, "backup cancelled");
+	if (rc == E_OK && p.tw != NULL)
+		rc = part_close(st, &p);
+	part_discard(&p);
+	free(buf);
+	return rc;
+}
+
+err_code pack_small_tar(push_state *st, const char *base, const char *const *names,
+						const char *const *data, const size_t *lens, int n, uint32_t mode,
+						char **key_out)
+{
+	char *full = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/%s", st->name, base);
+	sink *s = NULL;
+	err_code rc = repo_put(st->r, full, &st->compressed, &s, key_out);
+	free(full);
+	TRY(rc);
+	tar_writer *tw = tar_writer_new(s);
+	for (int i = 0; rc == E_OK && i < n; i++) {
+		tar_entry te = { .name = names[i], .type = TAR_FILE, .size = lens[i], .mode = mode,
+						 .mtime = time(NULL) };
+		rc = tar_writer_begin(tw, &te);
+		if (rc == E_OK)
+			rc = tar_writer_write(tw, data[i], lens[i]);
+		if (rc == E_OK)
+			rc = tar_writer_end(tw);
+		__atomic_add_fetch(&st->uncompressed, lens[i], __ATOMIC_RELAXED);
+	}
+	if (rc == E_OK)
+		rc = tar_writer_finish(tw);
+	tar_writer_free(tw);
+	return rc;
+}

@@ -1,0 +1,402 @@
+/*
+ * backup-push (local mode): one libpq session holds a non-exclusive backup while a walker and
+ * WALG_UPLOAD_DISK_CONCURRENCY packers stream the data directory into tar partitions; then
+ * pg_control, stop, backup_label, metadata, files metadata, and the sentinel last.
+ */
+#include "internal/backup/push_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal/pg/pg.h"
+
+#define PROGRESS_EVERY_MS 10000
+#define POLL_MS 100
+
+static volatile sig_atomic_t push_signal;
+
+static void on_signal(int sig)
+{
+	push_signal = sig;
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* Backup times as WAL-G writes them: UTC, microseconds. */
+static char *utc_now(void)
+{
+	struct timeval tv;
+	struct tm tm;
+	char buf[64];
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	return xasprintf("%s.%06ldZ", buf, (long)tv.tv_usec);
+}
+
+static err_code put_json(repo *r, const char *key, json_t *doc)
+{
+	char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	sink *s = NULL;
+	err_code rc = storage_put(r->st, key, &s);
+	if (rc == E_OK)
+		rc = sink_write(s, text, strlen(text));
+	if (rc == E_OK)
+		rc = sink_finish(s);
+	sink_free(s);
+	free(text);
+	return rc == E_OK ? E_OK : err_wrap(rc, "storing %s", key);
+}
+
+static err_code query_u64(pg_session *s, const char *sql, uint64_t *out)
+{
+	char *v;
+	TRY(pg_query_value(s, sql, &v));
+	char *end;
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	err_code rc = errno == 0 && end != v && *end == '\0'
+		? E_OK
+		: err_set(E_IO, "query \"%s\" returned \"%s\", not a number", sql, v);
+	free(v);
+	return rc;
+}
+
+/* The server must be running on the very directory we read. */
+static err_code check_server(pg_session *s, push_state *st, uint64_t *sysid)
+{
+	char *dir, *real;
+	uint64_t segsize;
+	TRY(pg_query_value(s, "SHOW data_directory", &dir));
+	real = realpath(dir, NULL);
+	err_code rc = E_OK;
+	if (real == NULL || strcmp(real, st->pgdata) != 0)
+		rc = err_set(E_CONFIG,
+					 "backup-push: %s is not the server's data directory (the server uses %s)",
+					 st->pgdata, dir);
+	free(real);
+	free(dir);
+	TRY(rc);
+	TRY(query_u64(s, "SELECT system_identifier FROM pg_control_system()", sysid));
+	TRY(query_u64(s, "SELECT bytes_per_wal_segment FROM pg_control_init()", &segsize));
+	if (segsize != (uint64_t)st->cfg->pg_wal_size_mb << 20)
+		return err_set(E_CONFIG,
+					   "WALG_PG_WAL_SIZE: the server's WAL segments are %llu MiB, the setting says "
+					   "%ld",
+					   (unsigned long long)(segsize >> 20), st->cfg->pg_wal_size_mb);
+	return E_OK;
+}
+
+static void warn_archiving(pg_session *s)
+{
+	char *mode = NULL, *cmd = NULL, *lib = NULL;
+	if (pg_query_value(s, "SHOW archive_mode", &mode) == E_OK && strcmp(mode, "off") == 0)
+		log_warn("archive_mode is off: the backup can only be restored with WAL from elsewhere, "
+				 "and pg_backup_stop will not wait for archiving");
+	else if (pg_query_value(s, "SHOW archive_command", &cmd) == E_OK &&
+			 pg_query_value(s, "SHOW archive_library", &lib) == E_OK && cmd[0] == '\0' &&
+			 lib[0] == '\0')
+		log_warn("archive_command is empty: pg_backup_stop will wait for WAL archiving that "
+				 "never happens (set WALG_STOP_BACKUP_TIMEOUT to bound the wait)");
+	err_clear();
+	free(mode);
+	free(cmd);
+	free(lib);
+}
+
+static err_code backup_name_for(pg_session *s, const push_state *st,
+								const pg_backup_start_info *bs, char **name)
+{
+	if (!bs->in_recovery) {
+		*name = xasprintf("base_%s", bs->walfile);
+		return E_OK;
+	}
+	/* On a standby the server cannot name the segment: WAL-G uses lsn - 1 on its timeline. */
+	uint64_t tli;
+	TRY(query_u64(s, "SELECT timeline_id FROM pg_control_checkpoint()", &tli));
+	char seg[WAL_NAME_LEN + 1];
+	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
+	wal_name_format(seg, (uint32_t)tli, (bs->lsn - 1) / segsize, segsize);
+	*name = xasprintf("base_%s", seg);
+	return E_OK;
+}
+
+typedef struct worker {
+	push_state *st;
+	err_code (*fn)(void *);
+	int *finished;
+} worker;
+
+static err_code run_worker(void *arg)
+{
+	worker *w = arg;
+	err_code rc = w->fn(w->st);
+	__atomic_add_fetch(w->finished, 1, __ATOMIC_RELEASE);
+	return rc;
+}
+
+static void cancel_entries(void *arg)
+{
+	chan_cancel(arg);
+}
+
+static void log_progress(push_state *st, long started)
+{
+	double secs = (double)(now_ms() - started) / 1000.0;
+	uint64_t rd = __atomic_load_n(&st->read_bytes, __ATOMIC_RELAXED);
+	uint64_t cat = __atomic_load_n(&st->catalog, __ATOMIC_RELAXED);
+	uint64_t cmp = __atomic_load_n(&st->compressed, __ATOMIC_RELAXED);
+	double rate = secs > 0 ? (double)rd / secs : 0;
+	log_info("backup %s: read %.1f of %.1f MiB found so far, %.1f MiB/s, stored %.1f MiB%s",
+			 st->name, (double)rd / 1048576, (double)cat / 1048576, rate / 1048576,
+			 (double)cmp / 1048576, "");
+}
+
+/* Walk and pack while watching the session and signals; the first failure stops everything. */
+static err_code pack_data(pg_session *s, push_state *st)
+{
+	int nworkers = 1 + st->cfg->upload_disk_concurrency, finished = 0;
+	worker *ws = xcalloc((size_t)nworkers, sizeof(*ws));
+	st->entries = chan_new(256);
+	st->g = group_new();
+	group_on_cancel(st->g, cancel_entries, st->entries);
+	for (int i = 0; i < nworkers; i++) {
+		ws[i] = (worker){ st, i == 0 ? walk_pgdata : pack_entries, &finished };
+		if (group_go(st->g, run_worker, &ws[i]) != E_OK) {
+			nworkers = i;
+			break;
+		}
+	}
+	long started = now_ms(), last_ping = started, last_log = started;
+	while (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) < nworkers) {
+		struct timespec ts = { 0, POLL_MS * 1000000L };
+		nanosleep(&ts, NULL);
+		long t = now_ms();
+		if (push_signal != 0 && !group_cancelled(st->g))
+			group_fail(st->g, E_CANCELLED, push_signal == SIGINT ? "interrupted (SIGINT)"
+																 : "stopped by a signal");
+		if (st->cfg->alive_check_ms > 0 && t - last_ping >= st->cfg->alive_check_ms) {
+			last_ping = t;
+			if (pg_ping(s) != E_OK)
+				group_fail(st->g, E_IO, "lost the PostgreSQL session during the backup");
+		}
+		if (t - last_log >= PROGRESS_EVERY_MS) {
+			last_log = t;
+			log_progress(st, started);
+		}
+	}
+	err_code rc = group_wait(st->g);
+	group_free(st->g);
+	st->g = NULL;
+	/* Entries still queued after a failure belong to nobody else. */
+	void *item;
+	chan_close(st->entries);
+	while (chan_recv(st->entries, &item))
+		walk_entry_free(item);
+	chan_free(st->entries);
+	free(ws);
+	if (rc == E_OK)
+		log_progress(st, started);
+	return rc;
+}
+
+static err_code read_pg_control(const char *pgdata, char **buf, size_t *len)
+{
+	char *path = xasprintf("%s/global/pg_control", pgdata);
+	membuf mb = { .max = 65536 };
+	sink *m = membuf_sink_new(&mb);
+	err_code rc = sink_write_file(m, path);
+	sink_free(m);
+	free(path);
+	*buf = (char *)mb.data;
+	*len = mb.len;
+	return rc;
+}
+
+static json_t *metadata_json(const backup_sentinel *s)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "start_time", json_string(s->start_time));
+	json_object_set_new(o, "finish_time", json_string(s->finish_time));
+	json_object_set_new(o, "date_fmt", json_string("%Y-%m-%dT%H:%M:%S.%fZ"));
+	json_object_set_new(o, "hostname", json_string(s->hostname));
+	json_object_set_new(o, "data_dir", json_string(s->data_dir));
+	json_object_set_new(o, "pg_version", json_integer(s->pg_version));
+	json_object_set_new(o, "start_lsn", json_integer((json_int_t)s->lsn));
+	json_object_set_new(o, "finish_lsn", json_integer((json_int_t)s->finish_lsn));
+	json_object_set_new(o, "is_permanent", json_boolean(s->is_permanent));
+	json_object_set_new(o, "system_identifier", json_integer((json_int_t)s->system_id));
+	json_object_set_new(o, "uncompressed_size", json_integer((json_int_t)s->uncompressed_size));
+	json_object_set_new(o, "compressed_size", json_integer((json_int_t)s->compressed_size));
+	if (s->user_data != NULL)
+		json_object_set(o, "user_data", s->user_data);
+	return o;
+}
+
+/* After the data: pg_control, stop, backup_label, then the JSON with the sentinel last. */
+static err_code finish_backup(pg_session *s, push_state *st, backup_sentinel *sen)
+{
+	char *control, *label = NULL, *spcmap = NULL, *key = NULL;
+	size_t control_len;
+	TRY(read_pg_control(st->pgdata, &control, &control_len));
+	const char *cname[] = { "/global/pg_control" };
+	const char *cdata[] = { control };
+	err_code rc = pack_small_tar(st, "pg_control.tar", cname, cdata, &control_len, 1, 0600, NULL);
+	free(control);
+	TRY(rc);
+
+	log_info("calling pg_backup_stop (it waits until the backup's WAL is archived)");
+	TRY(pg_backup_end(s, st->cfg->stop_backup_timeout_ms, &label, &spcmap, &sen->finish_lsn));
+	const char *lname[] = { "backup_label", "tablespace_map" };
+	const char *ldata[] = { label, spcmap };
+	size_t llen[] = { strlen(label), strlen(spcmap) };
+	rc = pack_small_tar(st, "backup_label.tar", lname, ldata, llen, 2, 0600, &key);
+	if (rc == E_OK) {
+		json_t *members = json_array();
+		json_array_append_new(members, json_string("backup_label"));
+		json_array_append_new(members, json_string("tablespace_map"));
+		json_object_set_new(st->tar_sets, strrchr(key, '/') + 1, members);
+	}
+	free(label);
+	free(spcmap);
+	free(key);
+	TRY(rc);
+
+	sen->finish_time = utc_now();
+	sen->uncompressed_size = st->uncompressed;
+	sen->compressed_size = st->compressed;
+	sen->data_catalog_size = st->catalog;
+	if (st->spec != NULL)
+		sen->spec = json_incref(st->spec);
+
+	char *mkey = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", st->name);
+	json_t *meta = metadata_json(sen);
+	rc = put_json(st->r, mkey, meta);
+	json_decref(meta);
+	free(mkey);
+	TRY(rc);
+
+	json_t *fm = json_object();
+	json_object_set(fm, "Files", st->files);
+	json_object_set(fm, "TarFileSets", st->tar_sets);
+	char *fkey = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", st->name);
+	rc = put_json(st->r, fkey, fm);
+	json_decref(fm);
+	free(fkey);
+	TRY(rc);
+
+	char *skey = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, st->name);
+	json_t *sj = backup_sentinel_json(sen);
+	rc = put_json(st->r, skey, sj);
+	json_decref(sj);
+	free(skey);
+	return rc;
+}
+
+static err_code parse_user_data(const char *text, json_t **out)
+{
+	json_error_t jerr;
+	*out = NULL;
+	if (text == NULL)
+		return E_OK;
+	*out = json_loads(text, JSON_DECODE_ANY, &jerr);
+	if (*out == NULL)
+		return err_set(E_CONFIG, "user data (--add-user-data or WALG_SENTINEL_USER_DATA) is not "
+								 "valid JSON: %s",
+					   jerr.text);
+	return E_OK;
+}
+
+static err_code push_local(const config *cfg, const push_options *opt,
+						   push_state *st, backup_sentinel *sen, pg_session **sp)
+{
+	char *probe;
+	st->pgdata = realpath(opt->pgdata, NULL);
+	if (st->pgdata == NULL)
+		return err_errno(E_CONFIG, errno, "backup-push: %s", opt->pgdata);
+	probe = xasprintf("%s/PG_VERSION", st->pgdata);
+	bool ok = access(probe, R_OK) == 0;
+	free(probe);
+	probe = xasprintf("%s/global/pg_control", st->pgdata);
+	ok = ok && access(probe, R_OK) == 0;
+	free(probe);
+	if (!ok)
+		return err_set(E_CONFIG, "backup-push: %s is not a PostgreSQL data directory "
+								 "(no PG_VERSION or global/pg_control)",
+					   st->pgdata);
+	TRY(parse_user_data(opt->user_data ? opt->user_data : cfg->sentinel_user_data,
+						&sen->user_data));
+
+	sen->data_dir = xstrdup(st->pgdata);
+	TRY(pg_connect(false, sp));
+	pg_session *s = *sp;
+	TRY(check_server(s, st, &sen->system_id));
+	sen->have_system_id = true;
+	sen->pg_version = pg_server_version(s);
+	warn_archiving(s);
+
+	sen->start_time = utc_now();
+	pg_backup_start_info bs;
+	TRY(pg_backup_begin(s, sen->start_time, &bs));
+	sen->lsn = bs.lsn;
+	TRY(backup_name_for(s, st, &bs, &st->name));
+	char lsn[32];
+	pg_lsn_format(bs.lsn, lsn);
+	log_info("backup %s started at LSN %s", st->name, lsn);
+
+	TRY(pack_data(s, st));
+	return finish_backup(s, st, sen);
+}
+
+err_code backup_push(repo *r, const config *cfg, const push_options *opt)
+{
+	if (opt->pgdata == NULL)
+		return err_set(E_CONFIG, "backup-push without a data directory (remote mode over the "
+								 "replication protocol) is not available yet: pass PGDATA");
+	push_state st = { .r = r, .cfg = cfg };
+	backup_sentinel sen = { 0 };
+	pg_session *s = NULL;
+	char host[256] = "";
+	struct sigaction sa = { 0 }, old_int, old_term;
+
+	pthread_mutex_init(&st.lock, NULL);
+	st.files = json_object();
+	st.tar_sets = json_object();
+	gethostname(host, sizeof(host) - 1);
+	sen.hostname = xstrdup(host);
+	sen.is_permanent = opt->permanent;
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+
+	err_code rc = push_local(cfg, opt, &st, &sen, &s);
+	if (rc == E_OK) {
+		log_info("wrote backup %s to %s: %llu files, %.1f MiB read, %.1f MiB stored", st.name,
+				 storage_describe(r->st), (unsigned long long)st.nfiles,
+				 (double)st.uncompressed / 1048576, (double)st.compressed / 1048576);
+	} else if (st.name != NULL) {
+		err_wrap(rc, "backup %s failed (no sentinel written, so it does not exist)", st.name);
+	}
+	/* Closing the session ends a backup still running on the server. */
+	pg_disconnect(s);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	backup_sentinel_free(&sen);
+	json_decref(st.files);
+	json_decref(st.tar_sets);
+	json_decref(st.spec);
+	free(st.pgdata);
+	free(st.name);
+	pthread_mutex_destroy(&st.lock);
+	return rc;
+}
