@@ -29,8 +29,10 @@ int cmd_backup_push(const config *cfg, int argc, char **argv)
 	}
 	repo r;
 	err_code rc = repo_open(cfg, &r);
-	if (rc == E_OK)
+	if (rc == E_OK) {
+		repo_limit_network(&r, cfg->network_rate_limit);
 		rc = backup_push(&r, cfg, &opt);
+	}
 	repo_close(&r);
 	return command_fail(rc);
 }
@@ -60,8 +62,10 @@ int cmd_backup_fetch(const config *cfg, int argc, char **argv)
 
 	repo r;
 	err_code rc = repo_open(cfg, &r);
-	if (rc == E_OK)
+	if (rc == E_OK) {
+		repo_limit_network(&r, cfg->network_rate_limit);
 		rc = backup_fetch(&r, &opt);
+	}
 	repo_close(&r);
 	return command_fail(rc);
 }

@@ -126,6 +126,8 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 		if (n == 0) {
 			memset(buf, 0, want);
 			n = (ssize_t)want;
+		} else {
+			rate_take(st->disk, (size_t)n);
 		}
 		rc = tar_writer_write(p->tw, buf, (size_t)n);
 		done += (uint64_t)n;

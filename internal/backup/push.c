@@ -370,6 +370,7 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	struct sigaction sa = { 0 }, old_int, old_term;
 
 	pthread_mutex_init(&st.lock, NULL);
+	st.disk = cfg->disk_rate_limit ? rate_new(cfg->disk_rate_limit) : NULL;
 	st.files = json_object();
 	st.tar_sets = json_object();
 	gethostname(host, sizeof(host) - 1);
@@ -398,5 +399,6 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	free(st.pgdata);
 	free(st.name);
 	pthread_mutex_destroy(&st.lock);
+	rate_free(st.disk);
 	return rc;
 }

@@ -23,6 +23,7 @@ typedef struct push_state {
 	char *name;	  /* backup name */
 	chan *entries;
 	group *g;
+	rate *disk;	   /* WALG_DISK_RATE_LIMIT, or NULL */
 	int part_seq; /* atomic: last part number used */
 	pthread_mutex_t lock; /* guards the JSON below */
 	json_t *files;		  /* Files of files_metadata.json */

@@ -47,6 +47,9 @@ static const config_var config_vars[] = {
 	{ "WALG_STOP_BACKUP_TIMEOUT", "0", false,
 	  "backup-push: how long pg_backup_stop may wait for WAL archiving (0 = no limit)" },
 	{ "WALG_SENTINEL_USER_DATA", NULL, false, "backup-push: JSON stored as the backup's user data" },
+	{ "WALG_DISK_RATE_LIMIT", NULL, false, "backup-push: bytes per second read from disk" },
+	{ "WALG_NETWORK_RATE_LIMIT", NULL, false,
+	  "backup-push and backup-fetch: bytes per second to or from storage" },
 	{ "WALG_PG_WAL_SIZE", "16", false, "WAL segment size in MiB" },
 	{ "WALG_LOG_LEVEL", "NORMAL", false, "NORMAL, DEVEL (adds debug lines) or ERROR" },
 	{ "WALG_LOG_FORMAT", "text", false, "walc extension: text or json (one object per line)" },
@@ -255,6 +258,10 @@ err_code config_load(config *c, bool need_storage)
 	c->tar_size_threshold = (uint64_t)n;
 	TRY(parse_duration("WALG_ALIVE_CHECK_INTERVAL", 60000, &c->alive_check_ms));
 	TRY(parse_duration("WALG_STOP_BACKUP_TIMEOUT", 0, &c->stop_backup_timeout_ms));
+	TRY(parse_long("WALG_DISK_RATE_LIMIT", 0, 0, LONG_MAX, &n));
+	c->disk_rate_limit = (uint64_t)n;
+	TRY(parse_long("WALG_NETWORK_RATE_LIMIT", 0, 0, LONG_MAX, &n));
+	c->network_rate_limit = (uint64_t)n;
 	const char *ud = env("WALG_SENTINEL_USER_DATA");
 	if (ud != NULL)
 		c->sentinel_user_data = xstrdup(ud);

@@ -144,6 +144,8 @@ typedef struct config {
 	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */
 	long stop_backup_timeout_ms;	/* WALG_STOP_BACKUP_TIMEOUT, 0 = wait */
 	char *sentinel_user_data;		/* WALG_SENTINEL_USER_DATA, JSON text */
+	uint64_t disk_rate_limit;		/* WALG_DISK_RATE_LIMIT, bytes/s, 0 = none */
+	uint64_t network_rate_limit;	/* WALG_NETWORK_RATE_LIMIT, bytes/s, 0 = none */
 	long pg_wal_size_mb;
 	/* logging */
 	log_level log_level;

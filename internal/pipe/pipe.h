@@ -52,4 +52,16 @@ bool group_cancelled(group *g);
 err_code group_wait(group *g);
 void group_free(group *g);
 
+/*
+ * Rate limiter shared by threads: a token bucket of bytes per second with a burst of one
+ * second's worth plus 64 KiB, as WAL-G's. rate_new(0) never waits.
+ */
+typedef struct rate rate;
+rate *rate_new(uint64_t bytes_per_sec);
+/* Sleeps until n bytes may pass. */
+void rate_take(rate *r, size_t n);
+void rate_free(rate *r);
+/* A sink that paces the bytes passing through (borrows r, owns next). */
+sink *rate_sink_new(rate *r, sink *next);
+
 #endif

@@ -31,9 +31,16 @@ err_code repo_open(const config *cfg, repo *out)
 	return storage_open(cfg, &out->st);
 }
 
+void repo_limit_network(repo *r, uint64_t bytes_per_sec)
+{
+	if (bytes_per_sec > 0 && r->net == NULL)
+		r->net = rate_new(bytes_per_sec);
+}
+
 void repo_close(repo *r)
 {
 	storage_free(r->st);
+	rate_free(r->net);
 	sodium_memzero(r->key, sizeof(r->key));
 	memset(r, 0, sizeof(*r));
 }
@@ -48,6 +55,8 @@ err_code repo_put(repo *r, const char *base_key, uint64_t *stored, sink **out, c
 		free(key);
 		return rc;
 	}
+	if (r->net != NULL)
+		s = rate_sink_new(r->net, s);
 	if (stored != NULL)
 		s = count_sink_new(stored, s);
 	if (r->have_key)
@@ -78,6 +87,8 @@ err_code repo_get(repo *r, const char *key, sink *into)
 	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
 	if (r->have_key)
 		chain = crypt_decrypt_new(r->key, chain);
+	if (r->net != NULL)
+		chain = rate_sink_new(r->net, chain);
 	err_code rc = storage_get(r->st, key, chain);
 	if (rc == E_OK)
 		rc = sink_finish(chain);

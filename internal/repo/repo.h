@@ -9,6 +9,7 @@
 #include "internal/codec/codec.h"
 #include "internal/core/core.h"
 #include "internal/crypt/crypt.h"
+#include "internal/pipe/pipe.h"
 #include "internal/storage/storage.h"
 
 #define REPO_WAL_DIR "wal_005/"
@@ -20,6 +21,7 @@ typedef struct repo {
 	int level;
 	bool have_key;
 	unsigned char key[CRYPT_KEY_BYTES];
+	rate *net; /* paces bytes to and from storage (WALG_NETWORK_RATE_LIMIT), or NULL */
 } repo;
 
 /*
@@ -28,6 +30,8 @@ typedef struct repo {
  */
 err_code repo_open(const config *cfg, repo *out);
 void repo_close(repo *r);
+/* Backup commands pace storage traffic; WAL commands never do (WAL-G's rule). */
+void repo_limit_network(repo *r, uint64_t bytes_per_sec);
 
 /*
  * A writer for object base_key plus the codec's extension: compress, encrypt, publish at

@@ -1,0 +1,547 @@
+/*
+ * HTTP for the S3 backend: one libcurl easy handle per request in flight, taken from a small
+ * stack of idle handles so connections are reused across requests and threads; every request
+ * has a connect timeout and a low-speed timeout, and is retried with exponential backoff and
+ * full jitter on connection errors, timeouts, 5xx, 429 and SlowDown. A GET that streams into a
+ * sink resumes with a Range request where a broken connection left it.
+ */
+#include "internal/storage/s3.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define S3_DEFAULT_CA "/etc/ssl/certs/ca-certificates.crt"
+#define S3_MAX_IDLE_HANDLES 64
+
+void s3_http_init(s3_http *h, const char *ca_file, const s3_retry *retry)
+{
+	memset(h, 0, sizeof(*h));
+	h->ca_file = xstrdup(ca_file != NULL ? ca_file : S3_DEFAULT_CA);
+	h->retry = *retry;
+	pthread_mutex_init(&h->mu, NULL);
+}
+
+void s3_http_free(s3_http *h)
+{
+	if (h->ca_file == NULL)
+		return;
+	for (size_t i = 0; i < h->nidle; i++)
+		curl_easy_cleanup(h->idle[i]);
+	free(h->idle);
+	free(h->ca_file);
+	pthread_mutex_destroy(&h->mu);
+	memset(h, 0, sizeof(*h));
+}
+
+static CURL *handle_get(s3_http *h)
+{
+	CURL *c = NULL;
+	pthread_mutex_lock(&h->mu);
+	if (h->nidle > 0)
+		c = h->idle[--h->nidle];
+	pthread_mutex_unlock(&h->mu);
+	if (c == NULL)
+		c = curl_easy_init();
+	else
+		curl_easy_reset(c); /* keeps the connection cache */
+	if (c == NULL) {
+		log_error("out of memory creating a libcurl handle");
+		abort();
+	}
+	return c;
+}
+
+static void handle_put(s3_http *h, CURL *c)
+{
+	pthread_mutex_lock(&h->mu);
+	if (h->nidle < S3_MAX_IDLE_HANDLES) {
+		if (h->nidle == h->cap) {
+			h->cap = h->cap ? h->cap * 2 : 8;
+			h->idle = xrealloc(h->idle, h->cap * sizeof(*h->idle));
+		}
+		h->idle[h->nidle++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&h->mu);
+	if (c != NULL)
+		curl_easy_cleanup(c);
+}
+
+void s3_response_free(s3_response *r)
+{
+	free(r->body.data);
+	memset(r, 0, sizeof(*r));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Backoff                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+static uint64_t rng_next(void)
+{
+	static __thread uint64_t s;
+	if (s == 0) {
+		if (getrandom(&s, sizeof(s), 0) != (ssize_t)sizeof(s) || s == 0)
+			s = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull | 1;
+	}
+	s ^= s << 13;
+	s ^= s >> 7;
+	s ^= s << 17;
+	return s;
+}
+
+static long backoff_cap_ms(const s3_retry *r, int attempt)
+{
+	long cap = r->base_ms;
+	for (int i = 0; i < attempt && cap < r->cap_ms; i++)
+		cap *= 2;
+	return cap < r->cap_ms ? cap : r->cap_ms;
+}
+
+long s3_retry_budget_ms(const s3_retry *r)
+{
+	long total = 0;
+	for (int i = 0; i < r->max_retries; i++)
+		total += backoff_cap_ms(r, i);
+	return total;
+}
+
+/* Sleeps ms, waking early when cancelled. false when cancelled. */
+static bool sleep_ms(long ms, const atomic_bool *cancel)
+{
+	while (ms > 0) {
+		if (cancel != NULL && atomic_load(cancel))
+			return false;
+		long step = ms < 50 ? ms : 50;
+		struct timespec ts = { step / 1000, (step % 1000) * 1000000L };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+		ms -= step;
+	}
+	return cancel == NULL || !atomic_load(cancel);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* One transfer                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct xfer {
+	s3_request *req;
+	s3_response *resp;
+	size_t up_off;			/* request body bytes sent */
+	uint64_t delivered;		/* response bytes pushed into req->into, over all attempts */
+	uint64_t skip;			/* bytes to drop (a server that ignored our Range) */
+	uint64_t range_from;	/* this attempt asked for bytes range_from- */
+	bool ranged;
+	bool to_sink;			/* this answer's body goes to req->into */
+	bool checked;			/* to_sink decided for this answer */
+	err_code sink_rc;		/* error of req->into, which stops the transfer */
+	bool too_big;
+	bool bad_range;
+	uint64_t cr_start;		/* Content-Range of this answer */
+	bool have_cr;
+} xfer;
+
+static size_t read_cb(char *buf, size_t size, size_t n, void *ud)
+{
+	xfer *x = ud;
+	size_t want = size * n, left = x->req->body_len - x->up_off;
+	if (want > left)
+		want = left;
+	memcpy(buf, (const char *)x->req->body + x->up_off, want);
+	x->up_off += want;
+	return want;
+}
+
+static void set_str(char *dst, size_t sz, const char *v, size_t n)
+{
+	while (n > 0 && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+		n--;
+	while (n > 0 && (*v == ' ' || *v == '\t'))
+		v++, n--;
+	if (n >= sz)
+		n = sz - 1;
+	memcpy(dst, v, n);
+	dst[n] = '\0';
+}
+
+static size_t header_cb(char *buf, size_t size, size_t n, void *ud)
+{
+	xfer *x = ud;
+	size_t len = size * n;
+	s3_response *r = x->resp;
+	if (len > 5 && strncmp(buf, "HTTP/", 5) == 0) {
+		/* A new answer (after a 100 Continue, or the first): forget the previous one's. */
+		const char *sp = memchr(buf, ' ', len);
+		r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+		r->etag[0] = r->request_id[0] = r->bucket_region[0] = '\0';
+		r->have_length = false;
+		r->content_length = 0;
+		r->last_modified = 0;
+		x->have_cr = false;
+		x->checked = false;
+		return len;
+	}
+	const char *colon = memchr(buf, ':', len);
+	if (colon == NULL)
+		return len;
+	size_t nl = (size_t)(colon - buf);
+	const char *v = colon + 1;
+	size_t vl = len - nl - 1;
+	char val[256];
+	set_str(val, sizeof(val), v, vl);
+	if (nl == 4 && strncasecmp(buf, "etag", 4) == 0)
+		set_str(r->etag, sizeof(r->etag), v, vl);
+	else if (nl == 16 && strncasecmp(buf, "x-amz-request-id", 16) == 0)
+		set_str(r->request_id, sizeof(r->request_id), v, vl);
+	else if (nl == 19 && strncasecmp(buf, "x-amz-bucket-region", 19) == 0)
+		set_str(r->bucket_region, sizeof(r->bucket_region), v, vl);
+	else if (nl == 14 && strncasecmp(buf, "content-length", 14) == 0) {
+		char *end;
+		r->content_length = strtoull(val, &end, 10);
+		r->have_length = end != val;
+	} else if (nl == 13 && strncasecmp(buf, "last-modified", 13) == 0) {
+		if (!s3_parse_http_date(val, &r->last_modified))
+			r->last_modified = 0;
+	} else if (nl == 13 && strncasecmp(buf, "content-range", 13) == 0) {
+		unsigned long long a;
+		if (sscanf(val, "bytes %llu-", &a) == 1) {
+			x->cr_start = a;
+			x->have_cr = true;
+		}
+	}
+	return len;
+}
+
+static size_t write_cb(char *buf, size_t size, size_t n, void *ud)
+{
+	xfer *x = ud;
+	size_t len = size * n;
+	s3_response *r = x->resp;
+	if (!x->checked) {
+		x->checked = true;
+		x->to_sink = x->req->into != NULL && r->status >= 200 && r->status < 300;
+		if (x->to_sink && x->ranged) {
+			if (r->status == 200) {
+				x->skip = x->range_from; /* Range ignored: the whole object again */
+			} else if (r->status != 206 || !x->have_cr || x->cr_start != x->range_from) {
+				x->bad_range = true;
+				return 0;
+			}
+		}
+	}
+	if (x->to_sink) {
+		size_t off = 0;
+		if (x->skip > 0) {
+			off = x->skip < len ? (size_t)x->skip : len;
+			x->skip -= off;
+		}
+		if (off < len) {
+			err_code rc = sink_write(x->req->into, buf + off, len - off);
+			if (rc != E_OK) {
+				x->sink_rc = rc;
+				return 0;
+			}
+			x->delivered += len - off;
+		}
+		return len;
+	}
+	if (len > S3_XML_MAX - r->body.len) {
+		x->too_big = true;
+		return 0;
+	}
+	membuf *mb = &r->body;
+	if (mb->len + len + 1 > mb->cap) {
+		size_t cap = mb->cap ? mb->cap : 4096;
+		while (cap < mb->len + len + 1)
+			cap *= 2;
+		mb->data = xrealloc(mb->data, cap);
+		mb->cap = cap;
+	}
+	memcpy(mb->data + mb->len, buf, len);
+	mb->len += len;
+	mb->data[mb->len] = '\0';
+	return len;
+}
+
+static int progress_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	(void)dt, (void)dn, (void)ut, (void)un;
+	const xfer *x = ud;
+	return x->req->cancel != NULL && atomic_load(x->req->cancel) ? 1 : 0;
+}
+
+static bool curl_retryable(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_GOT_NOTHING:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+	case CURLE_WEIRD_SERVER_REPLY:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool status_retryable(const s3_response *r)
+{
+	if (r->status >= 500 || r->status == 429)
+		return true;
+	/* Throttling and request timeouts are sometimes sent as 400/503 with these codes. */
+	return strcmp(r->code, "SlowDown") == 0 || strcmp(r->code, "RequestTimeout") == 0 ||
+		   strcmp(r->code, "Throttling") == 0 || strcmp(r->code, "ThrottlingException") == 0 ||
+		   strcmp(r->code, "RequestThrottled") == 0 || strcmp(r->code, "InternalError") == 0;
+}
+
+static bool status_expired(const s3_response *r)
+{
+	return (r->status == 400 || r->status == 403) &&
+		   (strcmp(r->code, "ExpiredToken") == 0 || strcmp(r->code, "TokenRefreshRequired") == 0);
+}
+
+static void log_request(const s3_request *req, const s3_kvs *hdrs, int attempt)
+{
+	if (!log_enabled(LOG_DEBUG))
+		return;
+	char line[2048];
+	size_t at = 0;
+	for (size_t i = 0; i < hdrs->n && at < sizeof(line) - 1; i++) {
+		int w = snprintf(line + at, sizeof(line) - at, "%s%s: %s", i ? ", " : "",
+						 hdrs->v[i].name,
+						 s3_header_is_secret(hdrs->v[i].name) ? "--HIDDEN--" : hdrs->v[i].value);
+		if (w < 0)
+			break;
+		at += (size_t)w;
+	}
+	if (at >= sizeof(line))
+		at = sizeof(line) - 1;
+	line[at] = '\0';
+	log_debug("s3 request: %s %s (attempt %d, %zu-byte body) headers: %s", req->method, req->url,
+			  attempt + 1, req->body_len, line);
+}
+
+/*
+ * One attempt. Returns the curl code; the answer is in resp (status, headers, body when not
+ * streamed to the sink).
+ */
+static CURLcode attempt_once(s3_http *h, xfer *x, const s3_kvs *hdrs, char *errbuf)
+{
+	s3_request *req = x->req;
+	CURL *c = handle_get(h);
+	struct curl_slist *list = NULL;
+	for (size_t i = 0; i < hdrs->n; i++) {
+		char *line = xasprintf("%s: %s", hdrs->v[i].name, hdrs->v[i].value);
+		list = curl_slist_append(list, line);
+		free(line);
+	}
+	list = curl_slist_append(list, "Expect:");
+	list = curl_slist_append(list, "Accept:");
+	list = curl_slist_append(list, "User-Agent: walc");
+
+	curl_easy_setopt(c, CURLOPT_URL, req->url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, h->retry.connect_timeout);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->retry.low_speed_time);
+	curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024);
+	curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_cb);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, progress_cb);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
+
+	x->up_off = 0;
+	if (strcmp(req->method, "GET") == 0) {
+		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+	} else if (strcmp(req->method, "HEAD") == 0) {
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	} else if (strcmp(req->method, "PUT") == 0) {
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
+		curl_easy_setopt(c, CURLOPT_READDATA, x);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
+	} else if (strcmp(req->method, "POST") == 0) {
+		curl_easy_setopt(c, CURLOPT_POST, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
+		curl_easy_setopt(c, CURLOPT_READDATA, x);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+	} else {
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
+		if (req->body_len > 0) {
+			curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+			curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
+			curl_easy_setopt(c, CURLOPT_READDATA, x);
+			curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
+		}
+	}
+	errbuf[0] = '\0';
+	CURLcode cc = curl_easy_perform(c);
+	if (cc == CURLE_OK && x->resp->status == 0) {
+		long st = 0;
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+		x->resp->status = st;
+	}
+	/* A broken or timed-out connection must not be reused: curl closes those itself. */
+	handle_put(h, c);
+	curl_slist_free_all(list);
+	return cc;
+}
+
+err_code s3_http_do(s3_http *h, const s3_signer *sg, s3_request *req, s3_response *resp)
+{
+	memset(resp, 0, sizeof(*resp));
+	xfer x = { 0 };
+	x.req = req;
+	x.resp = resp;
+	char errbuf[CURL_ERROR_SIZE];
+	char last[512] = "";
+	char etag[128] = "";
+	uint64_t total = 0;
+	bool have_total = false, refreshed = false;
+	const s3_retry *rt = &h->retry;
+
+	for (int attempt = 0;; attempt++) {
+		if (req->cancel != NULL && atomic_load(req->cancel))
+			return err_set(E_CANCELLED, "%s: cancelled", req->what);
+		if (req->into != NULL && have_total && x.delivered == total && x.delivered > 0)
+			return E_OK; /* the connection broke after the last byte */
+
+		s3_kvs hdrs = { 0 };
+		if (req->host != NULL)
+			s3_kvs_add(&hdrs, "host", req->host);
+		for (size_t i = 0; i < req->headers.n; i++)
+			s3_kvs_add(&hdrs, req->headers.v[i].name, req->headers.v[i].value);
+		x.ranged = req->into != NULL && x.delivered > 0;
+		x.range_from = x.delivered;
+		x.skip = 0;
+		if (x.ranged) {
+			char range[64];
+			snprintf(range, sizeof(range), "bytes=%llu-", (unsigned long long)x.delivered);
+			s3_kvs_add(&hdrs, "range", range);
+			if (etag[0] != '\0')
+				s3_kvs_add(&hdrs, "if-match", etag);
+		}
+		if (sg != NULL && req->sign) {
+			s3_creds cr;
+			err_code rc = s3_credprov_get(sg->creds, false, &cr);
+			if (rc != E_OK) {
+				s3_kvs_free(&hdrs);
+				return err_wrap(rc, "%s", req->what);
+			}
+			char hash[65];
+			if (req->body_len > 0)
+				s3_sha256_hex(req->body, req->body_len, hash);
+			else
+				memcpy(hash, S3_EMPTY_SHA256, sizeof(hash));
+			s3_sign(&cr, sg->region, "s3", time(NULL), req->method, req->canonical_uri,
+					req->query, &hdrs, hash, NULL);
+			s3_creds_free(&cr);
+		}
+		log_request(req, &hdrs, attempt);
+
+		/* Fresh answer record for this attempt. */
+		free(resp->body.data);
+		memset(resp, 0, sizeof(*resp));
+		x.checked = x.to_sink = x.too_big = x.bad_range = false;
+		x.sink_rc = E_OK;
+		uint64_t before = x.delivered;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		CURLcode cc = attempt_once(h, &x, &hdrs, errbuf);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		s3_kvs_free(&hdrs);
+		long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+
+		if (x.sink_rc != E_OK)
+			return x.sink_rc; /* the consumer failed: its message stands */
+		if (cc == CURLE_ABORTED_BY_CALLBACK)
+			return err_set(E_CANCELLED, "%s: cancelled", req->what);
+		if (x.too_big)
+			return err_set(E_CORRUPT, "%s: answer larger than %u bytes", req->what,
+						   S3_XML_MAX);
+		if (x.bad_range)
+			return err_set(E_IO, "%s: resuming at byte %llu got HTTP %ld without the "
+								 "requested range",
+						   req->what, (unsigned long long)x.range_from, resp->status);
+		if (x.to_sink && !x.ranged && resp->status == 200) {
+			if (resp->etag[0] != '\0')
+				snprintf(etag, sizeof(etag), "%s", resp->etag);
+			if (resp->have_length) {
+				total = resp->content_length;
+				have_total = true;
+			}
+		}
+		if (cc == CURLE_OK && resp->body.len > 0 && resp->status >= 300)
+			s3_xml_error((const char *)resp->body.data, resp->body.len, resp->code,
+						 sizeof(resp->code), resp->message, sizeof(resp->message));
+		log_debug("s3 answer: %s %s: %s%ld%s%s (%ld ms)", req->method, req->url,
+				  cc == CURLE_OK ? "HTTP " : "", cc == CURLE_OK ? resp->status : (long)cc,
+				  resp->code[0] ? " " : "", resp->code, ms);
+
+		bool retry;
+		if (cc != CURLE_OK) {
+			if (!curl_retryable(cc))
+				return err_set(E_IO, "%s: %s", req->what,
+							   errbuf[0] ? errbuf : curl_easy_strerror(cc));
+			snprintf(last, sizeof(last), "%s", errbuf[0] ? errbuf : curl_easy_strerror(cc));
+			retry = true;
+		} else if (resp->status == 412 && x.ranged) {
+			return err_set(E_IO, "%s: the object changed while it was being read (ETag %s)",
+						   req->what, etag);
+		} else if (status_expired(resp) && !refreshed && sg != NULL) {
+			refreshed = true;
+			s3_creds cr;
+			TRY(s3_credprov_get(sg->creds, true, &cr));
+			s3_creds_free(&cr);
+			snprintf(last, sizeof(last), "HTTP %ld %s", resp->status, resp->code);
+			log_info("%s: credentials expired (%s); refreshed them", req->what, resp->code);
+			attempt--; /* a refresh is not a failure */
+			continue;
+		} else if (status_retryable(resp)) {
+			snprintf(last, sizeof(last), "HTTP %ld%s%s", resp->status,
+					 resp->code[0] ? " " : "", resp->code);
+			retry = true;
+		} else {
+			retry = false;
+		}
+		if (!retry)
+			return E_OK;
+		/* A GET that made progress starts a fresh budget: it resumes, it does not repeat. */
+		if (x.delivered > before)
+			attempt = 0;
+		if (attempt >= rt->max_retries)
+			return err_set(E_IO, "%s: gave up after %d attempts; last error: %s", req->what,
+						   attempt + 1, last);
+		long wait = (long)(rng_next() % (uint64_t)(backoff_cap_ms(rt, attempt) + 1));
+		log_warn("%s: %s; retry %d of %d in %ld ms%s", req->what, last, attempt + 1,
+				 rt->max_retries, wait,
+				 x.delivered > 0 && req->into ? " (resuming with a Range request)" : "");
+		if (!sleep_ms(wait, req->cancel))
+			return err_set(E_CANCELLED, "%s: cancelled", req->what);
+	}
+}
