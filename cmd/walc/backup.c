@@ -22,6 +22,14 @@ int cmd_backup_push(const config *cfg, int argc, char **argv)
 			opt.user_data = argv[++i];
 		else if (str_has_prefix(argv[i], "--add-user-data="))
 			opt.user_data = argv[i] + strlen("--add-user-data=");
+		else if (strcmp(argv[i], "--delta-from-name") == 0 && i + 1 < argc)
+			opt.delta_from_name = argv[++i];
+		else if (strcmp(argv[i], "--delta-from-user-data") == 0 && i + 1 < argc)
+			opt.delta_from_user_data = argv[++i];
+		else if (strcmp(argv[i], "--verify") == 0 || strcmp(argv[i], "-v") == 0)
+			opt.verify = true;
+		else if (strcmp(argv[i], "--store-all-corrupt") == 0 || strcmp(argv[i], "-s") == 0)
+			opt.store_all_corrupt = true;
 		else if (argv[i][0] == '-' || opt.pgdata != NULL)
 			return usage("backup-push");
 		else

@@ -19,13 +19,19 @@ static const command cmd_table[] = {
 	  "writes DESTINATION atomically. Exit 74 when the archive has no such file, 1 on any other\n"
 	  "failure (DESTINATION is then not created).",
 	  true, cmd_wal_fetch },
-	{ "backup-push", "backup-push PGDATA [--full] [--permanent] [--add-user-data JSON]",
+	{ "backup-push",
+	  "backup-push PGDATA [--full] [--permanent] [--verify] [--add-user-data JSON]"
+	  " [--delta-from-name NAME] [--delta-from-user-data JSON]",
 	  "take a base backup of a running cluster",
 	  "Starts a non-exclusive backup over a libpq session (PG* variables), streams PGDATA and\n"
 	  "its tablespaces as tar partitions (WALG_TAR_SIZE_THRESHOLD, WALG_UPLOAD_DISK_CONCURRENCY\n"
 	  "packers; compressed, then encrypted), stops the backup, and writes metadata and the\n"
 	  "sentinel last: a backup exists only once its sentinel does. SIGINT or SIGTERM stop it\n"
-	  "with no sentinel. PGDATA must be the server's data_directory.",
+	  "with no sentinel. PGDATA must be the server's data_directory.\n\n"
+	  "With WALG_DELTA_MAX_STEPS > 0 the backup is a delta of the latest one (or of the latest\n"
+	  "full with WALG_DELTA_ORIGIN=LATEST_FULL, or of --delta-from-name): relation files hold\n"
+	  "only pages changed since the base started; files unchanged since well before the base\n"
+	  "are not stored at all. --verify checks every page's checksum and records corrupt blocks.",
 	  true, cmd_backup_push },
 	{ "backup-fetch", "backup-fetch DESTINATION NAME|LATEST [--restore-spec FILE]",
 	  "restore a base backup into an empty directory",

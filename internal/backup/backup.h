@@ -71,6 +71,10 @@ typedef struct push_options {
 	bool full;
 	bool permanent;
 	const char *user_data; /* JSON text, or NULL */
+	const char *delta_from_name;	  /* --delta-from-name */
+	const char *delta_from_user_data; /* --delta-from-user-data */
+	bool verify;					  /* --verify */
+	bool store_all_corrupt;			  /* --store-all-corrupt */
 } push_options;
 err_code backup_push(repo *r, const config *cfg, const push_options *opt);
 

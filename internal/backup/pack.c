@@ -5,6 +5,7 @@
  */
 #include "internal/backup/push_impl.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "internal/pg/pg.h"
 #include "internal/tar/tar.h"
 
 #define READ_CHUNK (1u << 20)
@@ -42,12 +44,12 @@ static char *mtime_text(const struct stat *sb)
 	return xasprintf("%s%s%.3s:%s", date, frac, zone, zone + 3);
 }
 
-json_t *file_record(const struct stat *sb)
+json_t *file_record(const struct stat *sb, delta_kind kind)
 {
 	json_t *o = json_object();
 	char *mt = mtime_text(sb);
-	json_object_set_new(o, "IsIncremented", json_false());
-	json_object_set_new(o, "IsSkipped", json_false());
+	json_object_set_new(o, "IsIncremented", json_boolean(kind == DELTA_INCREMENT));
+	json_object_set_new(o, "IsSkipped", json_boolean(kind == DELTA_SKIP));
 	json_object_set_new(o, "MTime", json_string(mt));
 	json_object_set_new(o, "UpdatesCount", json_integer(0));
 	free(mt);
@@ -95,21 +97,120 @@ static err_code part_close(push_state *st, part *p)
 	return rc;
 }
 
+/* Corrupt pages of one file, for files_metadata.json and the log. */
+typedef struct corrupt {
+	uint32_t count;
+	json_t *some;
+} corrupt;
+
+/* The relation block number of a file's first page: segment N of "16384.N" starts at N GiB. */
+static uint32_t first_block(const char *member)
+{
+	const char *base = strrchr(member, '/');
+	const char *dot = strchr(base ? base : member, '.');
+	return dot ? (uint32_t)strtoul(dot + 1, NULL, 10) * PG_SEGMENT_PAGES : 0;
+}
+
+static void verify_pages(push_state *st, const walk_entry *e, const unsigned char *buf,
+						 size_t len, uint64_t offset, corrupt *c)
+{
+	uint32_t base = first_block(e->member);
+	for (size_t off = 0; off + PG_PAGE_SIZE <= len; off += PG_PAGE_SIZE) {
+		const unsigned char *page = buf + off;
+		uint32_t blk = (uint32_t)((offset + off) / PG_PAGE_SIZE);
+		/* New pages and pages without a checksum are not checked, as PostgreSQL does. */
+		if (pg_page_is_new(page) || pg_page_stored_checksum(page) == 0)
+			continue;
+		if (pg_page_checksum(page, base + blk) == pg_page_stored_checksum(page))
+			continue;
+		if (c->some == NULL)
+			c->some = json_array();
+		if (c->count < 10 || st->store_all)
+			json_array_append_new(c->some, json_integer(blk));
+		c->count++;
+		log_warn("corrupt page: %s block %u (checksum mismatch)", e->path, blk);
+	}
+}
+
+static bool verifying(const push_state *st, const walk_entry *e)
+{
+	return st->verify && delta_is_paged(e->member, (uint64_t)e->st.st_size) &&
+		!str_has_suffix(e->member, "pg_internal.init");
+}
+
+/* An increment (reference §8.3): header, block numbers, then those pages as they are now. */
+static err_code pack_increment(push_state *st, part *p, const walk_entry *e, int fd,
+							   const uint32_t *blocks, uint32_t n, unsigned char *buf)
+{
+	uint64_t size = (uint64_t)e->st.st_size;
+	uint64_t member_size = 16 + (uint64_t)n * (4 + PG_PAGE_SIZE);
+	tar_entry te = { .name = e->member, .type = TAR_FILE, .size = member_size,
+					 .mode = e->st.st_mode & 07777, .mtime = e->st.st_mtim.tv_sec,
+					 .uid = e->st.st_uid, .gid = e->st.st_gid };
+	unsigned char head[16] = { 'w', 'i', '1', 0x55 };
+	uint64_t size_le = htole64(size);
+	uint32_t n_le = htole32(n);
+	memcpy(head + 4, &size_le, 8);
+	memcpy(head + 12, &n_le, 4);
+	TRY(tar_writer_begin(p->tw, &te));
+	TRY(tar_writer_write(p->tw, head, sizeof(head)));
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t le = htole32(blocks[i]);
+		TRY(tar_writer_write(p->tw, &le, 4));
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		ssize_t got = pread(fd, buf, PG_PAGE_SIZE, (off_t)blocks[i] * PG_PAGE_SIZE);
+		if (got < 0)
+			return err_errno(E_IO, errno, "reading %s", e->path);
+		/* A page truncated away since the scan: WAL replay recreates what matters. */
+		if (got < PG_PAGE_SIZE)
+			memset(buf + got, 0, PG_PAGE_SIZE - (size_t)got);
+		rate_take(st->disk, PG_PAGE_SIZE);
+		__atomic_add_fetch(&st->read_bytes, PG_PAGE_SIZE, __ATOMIC_RELAXED);
+		TRY(tar_writer_write(p->tw, buf, PG_PAGE_SIZE));
+	}
+	TRY(tar_writer_end(p->tw));
+	p->content += member_size;
+	__atomic_add_fetch(&st->uncompressed, member_size, __ATOMIC_RELAXED);
+	return E_OK;
+}
+
 /* File content as of the walk: a file that shrank is zero-filled, one that grew is cut. */
 static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned char *buf,
-						  bool *vanished)
+						  delta_kind *kind, corrupt *c)
 {
-	*vanished = false;
 	int fd = open(e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT) {
-			*vanished = true;
+			*kind = DELTA_SKIP;
 			log_warn("%s vanished during the backup; skipped", e->path);
 			return E_OK;
 		}
 		return err_errno(E_IO, errno, "opening %s", e->path);
 	}
 	uint64_t size = (uint64_t)e->st.st_size, done = 0;
+	if (*kind == DELTA_INCREMENT) {
+		uint32_t *blocks, n;
+		bool usable;
+		err_code rc = delta_scan(fd, e->path, size, st->delta.lsn, &blocks, &n, &usable);
+		if (rc == E_OK && usable) {
+			if (verifying(st, e))
+				for (uint32_t i = 0; i < n; i++)
+					if (pread(fd, buf, PG_PAGE_SIZE, (off_t)blocks[i] * PG_PAGE_SIZE) ==
+						PG_PAGE_SIZE)
+						verify_pages(st, e, buf, PG_PAGE_SIZE,
+									 (uint64_t)blocks[i] * PG_PAGE_SIZE, c);
+			rc = pack_increment(st, p, e, fd, blocks, n, buf);
+		}
+		free(blocks);
+		if (rc != E_OK || usable) {
+			close(fd);
+			if (rc == E_OK)
+				__atomic_add_fetch(&st->nfiles, 1, __ATOMIC_RELAXED);
+			return rc;
+		}
+		*kind = DELTA_WHOLE;
+	}
 	tar_entry te = { .name = e->member, .type = TAR_FILE, .size = size,
 					 .mode = e->st.st_mode & 07777, .mtime = e->st.st_mtim.tv_sec,
 					 .uid = e->st.st_uid, .gid = e->st.st_gid };
@@ -129,6 +230,8 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 		} else {
 			rate_take(st->disk, (size_t)n);
 		}
+		if (verifying(st, e))
+			verify_pages(st, e, buf, (size_t)n, done, c);
 		rc = tar_writer_write(p->tw, buf, (size_t)n);
 		done += (uint64_t)n;
 		__atomic_add_fetch(&st->read_bytes, (uint64_t)n, __ATOMIC_RELAXED);
@@ -144,11 +247,33 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 	return rc;
 }
 
+static void record(push_state *st, const walk_entry *e, delta_kind kind, corrupt *c)
+{
+	json_t *rec = file_record(&e->st, kind);
+	if (c->count > 0) {
+		json_t *cb = json_object();
+		json_object_set_new(cb, "CorruptBlocksCount", json_integer(c->count));
+		json_object_set_new(cb, "SomeCorruptBlocks", c->some);
+		c->some = NULL;
+		json_object_set_new(rec, "CorruptBlocks", cb);
+		__atomic_add_fetch(&st->corrupt_blocks, c->count, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_lock(&st->lock);
+	json_object_set_new(st->files, e->member, rec);
+	pthread_mutex_unlock(&st->lock);
+}
+
 static err_code pack_one(push_state *st, part *p, const walk_entry *e, unsigned char *buf)
 {
+	delta_kind kind = S_ISDIR(e->st.st_mode) ? DELTA_WHOLE
+											 : delta_classify(&st->delta, e->member, &e->st);
+	corrupt c = { 0, NULL };
+	if (kind == DELTA_SKIP) {
+		record(st, e, kind, &c);
+		return E_OK;
+	}
 	if (p->tw == NULL)
 		TRY(part_open(st, p));
-	bool vanished = false;
 	if (S_ISDIR(e->st.st_mode)) {
 		tar_entry te = { .name = e->member, .type = TAR_DIR, .mode = e->st.st_mode & 07777,
 						 .mtime = e->st.st_mtim.tv_sec, .uid = e->st.st_uid,
@@ -156,17 +281,17 @@ static err_code pack_one(push_state *st, part *p, const walk_entry *e, unsigned 
 		TRY(tar_writer_begin(p->tw, &te));
 		TRY(tar_writer_end(p->tw));
 	} else {
-		TRY(pack_file(st, p, e, buf, &vanished));
+		err_code rc = pack_file(st, p, e, buf, &kind, &c);
+		if (rc != E_OK) {
+			json_decref(c.some);
+			return rc;
+		}
+		if (kind == DELTA_SKIP) /* vanished */
+			return E_OK;
 	}
-	if (vanished)
-		return E_OK;
 	json_array_append_new(p->members, json_string(e->member));
-	if (strcmp(e->member, "/") != 0) {
-		json_t *rec = file_record(&e->st);
-		pthread_mutex_lock(&st->lock);
-		json_object_set_new(st->files, e->member, rec);
-		pthread_mutex_unlock(&st->lock);
-	}
+	if (strcmp(e->member, "/") != 0)
+		record(st, e, kind, &c);
 	if (p->content > st->cfg->tar_size_threshold)
 		return part_close(st, p);
 	return E_OK;

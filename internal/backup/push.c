@@ -338,6 +338,7 @@ static err_code push_local(const config *cfg, const push_options *opt,
 						&sen->user_data));
 
 	sen->data_dir = xstrdup(st->pgdata);
+	TRY(delta_choose(st->r, cfg, opt, &st->delta));
 	TRY(pg_connect(false, sp));
 	pg_session *s = *sp;
 	TRY(check_server(s, st, &sen->system_id));
@@ -349,7 +350,29 @@ static err_code push_local(const config *cfg, const push_options *opt,
 	pg_backup_start_info bs;
 	TRY(pg_backup_begin(s, sen->start_time, &bs));
 	sen->lsn = bs.lsn;
+	TRY(delta_check(&st->delta, sen->system_id, bs.lsn));
 	TRY(backup_name_for(s, st, &bs, &st->name));
+	if (st->delta.active) {
+		char *full = st->name;
+		const char *seg = st->delta.name + strlen("base_");
+		st->name = xasprintf("%s_D_%.24s", full, seg);
+		free(full);
+		sen->is_delta = true;
+		sen->delta_from = xstrdup(st->delta.name);
+		sen->delta_full_name = xstrdup(st->delta.full_name);
+		sen->delta_count = st->delta.count;
+		sen->delta_lsn = st->delta.lsn;
+	}
+	st->verify = opt->verify || cfg->verify_page_checksums;
+	st->store_all = opt->store_all_corrupt || cfg->store_all_corrupt_blocks;
+	if (st->verify) {
+		char *on = NULL;
+		if (pg_query_value(s, "SHOW data_checksums", &on) == E_OK && strcmp(on, "on") != 0) {
+			log_warn("data_checksums is off on this cluster: page checksums are not verified");
+			st->verify = false;
+		}
+		free(on);
+	}
 	char lsn[32];
 	pg_lsn_format(bs.lsn, lsn);
 	log_info("backup %s started at LSN %s", st->name, lsn);
@@ -385,6 +408,9 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 		log_info("wrote backup %s to %s: %llu files, %.1f MiB read, %.1f MiB stored", st.name,
 				 storage_describe(r->st), (unsigned long long)st.nfiles,
 				 (double)st.uncompressed / 1048576, (double)st.compressed / 1048576);
+		if (st.corrupt_blocks > 0)
+			log_warn("backup %s: %llu corrupt pages found (recorded in files_metadata.json)",
+					 st.name, (unsigned long long)st.corrupt_blocks);
 	} else if (st.name != NULL) {
 		err_wrap(rc, "backup %s failed (no sentinel written, so it does not exist)", st.name);
 	}
@@ -396,6 +422,7 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	json_decref(st.files);
 	json_decref(st.tar_sets);
 	json_decref(st.spec);
+	delta_free(&st.delta);
 	free(st.pgdata);
 	free(st.name);
 	pthread_mutex_destroy(&st.lock);

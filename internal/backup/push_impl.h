@@ -9,6 +9,40 @@
 #include "internal/backup/backup.h"
 #include "internal/pipe/pipe.h"
 
+/* The base of a delta backup, chosen before the backup starts. */
+typedef struct delta_base {
+	bool active;
+	char *name;		 /* DeltaFrom */
+	char *full_name; /* DeltaFullName */
+	int count;		 /* DeltaCount of the new backup */
+	uint64_t lsn;	 /* the base's start LSN: pages at or past it changed since */
+	uint64_t finish_lsn;
+	bool have_system_id;
+	uint64_t system_id;
+	time_t start; /* the base's start time, 0 when unknown */
+	long start_nsec;
+	json_t *meta;		 /* the base's files_metadata.json */
+	const json_t *files; /* its Files */
+} delta_base;
+
+typedef enum delta_kind { DELTA_WHOLE, DELTA_INCREMENT, DELTA_SKIP } delta_kind;
+
+/* Seconds a file must predate its base backup's start before an equal mtime skips it. */
+#define DELTA_MTIME_MARGIN 10
+
+err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d);
+err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn);
+void delta_free(delta_base *d);
+bool delta_is_paged(const char *member, uint64_t size);
+delta_kind delta_classify(const delta_base *d, const char *member, const struct stat *sb);
+/*
+ * Pages of a paged file to store: new ones and those whose LSN is at or past since_lsn.
+ * *usable is false when a page has an invalid header (store the file whole).
+ */
+err_code delta_scan(int fd, const char *path, uint64_t size, uint64_t since_lsn,
+					uint32_t **blocks, uint32_t *n, bool *usable);
+bool rfc3339_parse(const char *s, time_t *sec, long *nsec);
+
 /* One file or directory found by the walker, sent to a packer. */
 typedef struct walk_entry {
 	char *path;	  /* absolute path to read */
@@ -24,6 +58,7 @@ typedef struct push_state {
 	chan *entries;
 	group *g;
 	rate *disk;	   /* WALG_DISK_RATE_LIMIT, or NULL */
+	delta_base delta;
 	int part_seq; /* atomic: last part number used */
 	pthread_mutex_t lock; /* guards the JSON below */
 	json_t *files;		  /* Files of files_metadata.json */
@@ -35,6 +70,9 @@ typedef struct push_state {
 	uint64_t catalog;	   /* stat sizes of everything walked */
 	uint64_t read_bytes;
 	uint64_t nfiles;
+	uint64_t corrupt_blocks;
+	bool verify;	 /* check page checksums */
+	bool store_all; /* record every corrupt block, not just 10 per file */
 } push_state;
 
 void walk_entry_free(walk_entry *e);
@@ -43,7 +81,7 @@ err_code walk_pgdata(void *arg);
 /* Takes entries and packs them into tar partitions until the channel is drained. */
 err_code pack_entries(void *arg);
 /* The Files record of one entry, in WAL-G's shape. */
-json_t *file_record(const struct stat *st);
+json_t *file_record(const struct stat *st, delta_kind kind);
 /* Stores one small tar object (pg_control, backup_label) with the given members. */
 err_code pack_small_tar(push_state *st, const char *base, const char *const *names,
 						const char *const *data, const size_t *lens, int n, uint32_t mode,

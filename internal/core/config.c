@@ -50,6 +50,17 @@ static const config_var config_vars[] = {
 	{ "WALG_DISK_RATE_LIMIT", NULL, false, "backup-push: bytes per second read from disk" },
 	{ "WALG_NETWORK_RATE_LIMIT", NULL, false,
 	  "backup-push and backup-fetch: bytes per second to or from storage" },
+	{ "WALG_DELTA_MAX_STEPS", "0", false,
+	  "backup-push: deltas allowed between full backups (0 = always full)" },
+	{ "WALG_DELTA_ORIGIN", "LATEST", false,
+	  "backup-push: base of a delta: LATEST backup or the LATEST_FULL one" },
+	{ "WALG_DELTA_FROM_NAME", NULL, false, "backup-push: base a delta on this backup" },
+	{ "WALG_DELTA_FROM_USER_DATA", NULL, false,
+	  "backup-push: base a delta on the backup with this user data" },
+	{ "WALG_VERIFY_PAGE_CHECKSUMS", "false", false,
+	  "backup-push: check every data page's checksum and record corrupt blocks" },
+	{ "WALG_STORE_ALL_CORRUPT_BLOCKS", "false", false,
+	  "backup-push: record every corrupt block number, not just the first 10 per file" },
 	{ "WALG_PG_WAL_SIZE", "16", false, "WAL segment size in MiB" },
 	{ "WALG_LOG_LEVEL", "NORMAL", false, "NORMAL, DEVEL (adds debug lines) or ERROR" },
 	{ "WALG_LOG_FORMAT", "text", false, "walc extension: text or json (one object per line)" },
@@ -60,7 +71,7 @@ static const config_var config_vars[] = {
 
 /* WAL-G's names that walc accepts without acting on them yet, so they get no warning. */
 static const char *const config_quiet[] = {
-	"WALG_DOWNLOAD_FILE_RETRIES", "WALG_DELTA_MAX_STEPS", "WALG_DELTA_ORIGIN", "WALG_CONFIG_PATH", NULL,
+	"WALG_DOWNLOAD_FILE_RETRIES", "WALG_CONFIG_PATH", NULL,
 };
 
 static const char *env(const char *name)
@@ -262,6 +273,20 @@ err_code config_load(config *c, bool need_storage)
 	c->disk_rate_limit = (uint64_t)n;
 	TRY(parse_long("WALG_NETWORK_RATE_LIMIT", 0, 0, LONG_MAX, &n));
 	c->network_rate_limit = (uint64_t)n;
+	TRY(parse_long("WALG_DELTA_MAX_STEPS", 0, 0, 1000, &n));
+	c->delta_max_steps = (int)n;
+	const char *origin = env("WALG_DELTA_ORIGIN");
+	if (origin != NULL && strcmp(origin, "LATEST_FULL") == 0)
+		c->delta_origin_full = true;
+	else if (origin != NULL && strcmp(origin, "LATEST") != 0)
+		return err_set(E_CONFIG, "WALG_DELTA_ORIGIN: expected LATEST or LATEST_FULL, got \"%s\"",
+					   origin);
+	if (env("WALG_DELTA_FROM_NAME") != NULL)
+		c->delta_from_name = xstrdup(env("WALG_DELTA_FROM_NAME"));
+	if (env("WALG_DELTA_FROM_USER_DATA") != NULL)
+		c->delta_from_user_data = xstrdup(env("WALG_DELTA_FROM_USER_DATA"));
+	TRY(parse_bool("WALG_VERIFY_PAGE_CHECKSUMS", false, &c->verify_page_checksums));
+	TRY(parse_bool("WALG_STORE_ALL_CORRUPT_BLOCKS", false, &c->store_all_corrupt_blocks));
 	const char *ud = env("WALG_SENTINEL_USER_DATA");
 	if (ud != NULL)
 		c->sentinel_user_data = xstrdup(ud);
@@ -287,6 +312,8 @@ void config_free(config *c)
 	free(c->compression);
 	free(c->pgdata);
 	free(c->sentinel_user_data);
+	free(c->delta_from_name);
+	free(c->delta_from_user_data);
 	memset(c, 0, sizeof(*c));
 }
 

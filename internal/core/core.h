@@ -144,6 +144,12 @@ typedef struct config {
 	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */
 	long stop_backup_timeout_ms;	/* WALG_STOP_BACKUP_TIMEOUT, 0 = wait */
 	char *sentinel_user_data;		/* WALG_SENTINEL_USER_DATA, JSON text */
+	int delta_max_steps;			/* WALG_DELTA_MAX_STEPS, 0 = full backups only */
+	bool delta_origin_full;			/* WALG_DELTA_ORIGIN=LATEST_FULL */
+	char *delta_from_name;			/* WALG_DELTA_FROM_NAME */
+	char *delta_from_user_data;		/* WALG_DELTA_FROM_USER_DATA */
+	bool verify_page_checksums;		/* WALG_VERIFY_PAGE_CHECKSUMS */
+	bool store_all_corrupt_blocks;	/* WALG_STORE_ALL_CORRUPT_BLOCKS */
 	uint64_t disk_rate_limit;		/* WALG_DISK_RATE_LIMIT, bytes/s, 0 = none */
 	uint64_t network_rate_limit;	/* WALG_NETWORK_RATE_LIMIT, bytes/s, 0 = none */
 	long pg_wal_size_mb;

@@ -20,6 +20,21 @@ err_code wal_name_parse(const char *name, uint64_t seg_size, uint32_t *tli, uint
 void wal_name_format(char out[WAL_NAME_LEN + 1], uint32_t tli, uint64_t segno, uint64_t seg_size);
 
 
+/* Data pages (BLCKSZ 8192): WAL-G's validity rule (reference §8.2) on the page header. */
+#define PG_PAGE_SIZE 8192
+#define PG_SEGMENT_PAGES ((1u << 30) / PG_PAGE_SIZE) /* pages in a 1 GiB relation segment */
+/* A page never initialised: pd_upper is 0 (all zeros, or just extended). */
+bool pg_page_is_new(const unsigned char *page);
+/* Header fields consistent: flags, lower <= upper <= special <= size, LSN set, version. */
+bool pg_page_header_valid(const unsigned char *page);
+uint64_t pg_page_lsn(const unsigned char *page);
+/*
+ * PostgreSQL's page checksum (pg_checksum_page) for block number blkno counted from the start
+ * of the relation fork (segment number x PG_SEGMENT_PAGES + page index).
+ */
+uint16_t pg_page_checksum(const unsigned char *page, uint32_t blkno);
+uint16_t pg_page_stored_checksum(const unsigned char *page);
+
 /* LSNs: "X/Y" text as PostgreSQL prints them. */
 err_code pg_lsn_parse(const char *text, uint64_t *lsn);
 void pg_lsn_format(uint64_t lsn, char out[32]);

@@ -225,6 +225,15 @@ typedef struct s3_signer {
  */
 err_code s3_http_do(s3_http *h, const s3_signer *sg, s3_request *req, s3_response *resp);
 
+/*
+ * Test hook: when set, s3_http_do hands each signed request to hook instead of the network
+ * (the hook fills resp, and writes 2xx bodies into req->into itself), and signs with the clock
+ * at fixed_now when that is not 0. For unit tests and the signature cross-check only.
+ */
+typedef err_code (*s3_http_hook)(void *arg, const s3_request *req, const s3_kvs *headers,
+								 s3_response *resp);
+void s3_http_set_test_hook(s3_http_hook hook, void *arg, time_t fixed_now);
+
 /* Milliseconds of the worst-case total backoff for a retry configuration. */
 long s3_retry_budget_ms(const s3_retry *r);
 

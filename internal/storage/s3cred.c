@@ -468,8 +468,11 @@ err_code s3_credprov_init(s3_credprov *p, const char *region, s3_http *http)
 		}
 		/* A file or profile asked for by name must be there. */
 		if (file != NULL || profile != NULL || rc != E_NOTFOUND) {
+			bool no_profile = rc == E_NOTFOUND && profile != NULL && access(path, R_OK) == 0;
+			rc = err_wrap(E_CONFIG, "%s",
+						  no_profile || file == NULL ? "AWS_PROFILE" : "AWS_SHARED_CREDENTIALS_FILE");
 			free(path);
-			return err_wrap(E_CONFIG, "%s", file ? "AWS_SHARED_CREDENTIALS_FILE" : "AWS_PROFILE");
+			return rc;
 		}
 		err_clear();
 		free(path);

@@ -18,6 +18,17 @@
 #define S3_DEFAULT_CA "/etc/ssl/certs/ca-certificates.crt"
 #define S3_MAX_IDLE_HANDLES 64
 
+static s3_http_hook test_hook;
+static void *test_hook_arg;
+static time_t test_now;
+
+void s3_http_set_test_hook(s3_http_hook hook, void *arg, time_t fixed_now)
+{
+	test_hook = hook;
+	test_hook_arg = arg;
+	test_now = fixed_now;
+}
+
 void s3_http_init(s3_http *h, const char *ca_file, const s3_retry *retry)
 {
 	memset(h, 0, sizeof(*h));
@@ -458,7 +469,7 @@ err_code s3_http_do(s3_http *h, const s3_signer *sg, s3_request *req, s3_respons
 				s3_sha256_hex(req->body, req->body_len, hash);
 			else
 				memcpy(hash, S3_EMPTY_SHA256, sizeof(hash));
-			s3_sign(&cr, sg->region, "s3", time(NULL), req->method, req->canonical_uri,
+			s3_sign(&cr, sg->region, "s3", test_now ? test_now : time(NULL), req->method, req->canonical_uri,
 					req->query, &hdrs, hash, NULL);
 			s3_creds_free(&cr);
 		}
@@ -472,7 +483,20 @@ err_code s3_http_do(s3_http *h, const s3_signer *sg, s3_request *req, s3_respons
 		uint64_t before = x.delivered;
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
-		CURLcode cc = attempt_once(h, &x, &hdrs, errbuf);
+		CURLcode cc;
+		if (test_hook != NULL) {
+			err_code hrc = test_hook(test_hook_arg, req, &hdrs, resp);
+			s3_kvs_free(&hdrs);
+			if (hrc != E_OK)
+				return hrc;
+			if (resp->status >= 300 && resp->body.len > 0)
+				s3_xml_error((const char *)resp->body.data, resp->body.len, resp->code,
+							 sizeof(resp->code), resp->message, sizeof(resp->message));
+			if (!status_retryable(resp) || attempt >= rt->max_retries)
+				return E_OK;
+			continue;
+		}
+		cc = attempt_once(h, &x, &hdrs, errbuf);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		s3_kvs_free(&hdrs);
 		long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;

@@ -1,5 +1,6 @@
 /* Backend-independent parts of storage: dispatch, key checks, listing helpers. */
 #include "internal/storage/storage.h"
+#include "internal/storage/s3.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -92,9 +93,9 @@ void obj_list_free(obj_list *l)
 err_code storage_open(const config *cfg, storage **out)
 {
 	*out = NULL;
-	if (cfg->s3_prefix != NULL && cfg->file_prefix == NULL)
-		return err_set(E_CONFIG, "WALG_S3_PREFIX: S3 storage is not available in this build yet; "
-								 "use WALG_FILE_PREFIX");
+	/* WAL-G's order: an S3 prefix wins over a file prefix. */
+	if (cfg->s3_prefix != NULL)
+		return storage_s3_open(cfg, out);
 	if (cfg->file_prefix == NULL)
 		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX");
 	char *root = cfg->storage_prefix

@@ -1,0 +1,304 @@
+/*
+ * Delta backups: choosing the base (reference §8.1), deciding per file whether it is skipped,
+ * stored as an increment of changed pages, or stored whole (§8.2, §8.3).
+ */
+#include "internal/backup/push_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal/pg/pg.h"
+
+#define META_MAX (16u << 20)
+#define FILES_META_MAX ((size_t)1 << 30)
+#define SCAN_CHUNK (128u * PG_PAGE_SIZE)
+
+/* RFC 3339 with optional fraction and zone -> seconds and nanoseconds since the epoch. */
+bool rfc3339_parse(const char *s, time_t *sec, long *nsec)
+{
+	struct tm tm = { 0 };
+	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (p == NULL)
+		return false;
+	long frac = 0;
+	if (*p == '.') {
+		int digits = 0;
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			if (digits++ < 9)
+				frac = frac * 10 + (*p - '0');
+		for (; digits < 9; digits++)
+			frac *= 10;
+	}
+	long off = 0;
+	if (*p == '+' || *p == '-') {
+		int h, m;
+		if (sscanf(p + 1, "%2d:%2d", &h, &m) != 2)
+			return false;
+		off = (h * 3600L + m * 60L) * (*p == '-' ? -1 : 1);
+	} else if (*p != 'Z') {
+		return false;
+	}
+	*sec = timegm(&tm) - off;
+	*nsec = frac;
+	return true;
+}
+
+static err_code find_by_user_data(repo *r, const char *json_text, char **name)
+{
+	json_error_t jerr;
+	json_t *want = json_loads(json_text, JSON_DECODE_ANY, &jerr);
+	if (want == NULL)
+		return err_set(E_CONFIG, "delta-from user data is not valid JSON: %s", jerr.text);
+	backup_refs refs;
+	err_code rc = backup_list_refs(r, &refs);
+	*name = NULL;
+	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
+		char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", refs.items[i].name);
+		json_t *meta = NULL;
+		if (backup_read_json(r, key, META_MAX, &meta) == E_OK &&
+			json_equal(json_get_ci(meta, "user_data"), want)) {
+			if (*name != NULL) {
+				rc = err_set(E_CONFIG, "more than one backup has that user data");
+			} else
+				*name = xstrdup(refs.items[i].name);
+		}
+		err_clear();
+		json_decref(meta);
+		free(key);
+	}
+	backup_refs_free(&refs);
+	json_decref(want);
+	if (rc == E_OK && *name == NULL)
+		rc = err_set(E_NOTFOUND, "no backup has that user data");
+	return rc;
+}
+
+static bool is_permanent(repo *r, const char *name, const backup_sentinel *s)
+{
+	char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", name);
+	json_t *meta = NULL;
+	bool perm = s->is_permanent;
+	/* metadata.json is authoritative: backup-mark edits it (reference §4.5). */
+	if (backup_read_json(r, key, META_MAX, &meta) == E_OK)
+		perm = json_is_true(json_get_ci(meta, "is_permanent"));
+	err_clear();
+	json_decref(meta);
+	free(key);
+	return perm;
+}
+
+static err_code full_because(const char *why)
+{
+	log_info("taking a full backup: %s", why);
+	return E_OK;
+}
+
+err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d)
+{
+	char *cand = NULL;
+	backup_sentinel cs = { 0 };
+	err_code rc = E_OK;
+	const char *from_name = opt->delta_from_name ? opt->delta_from_name : cfg->delta_from_name;
+	const char *from_ud =
+		opt->delta_from_user_data ? opt->delta_from_user_data : cfg->delta_from_user_data;
+	bool explicit_base = from_name != NULL || from_ud != NULL;
+
+	memset(d, 0, sizeof(*d));
+	if (opt->full)
+		return full_because("--full");
+	if (cfg->delta_max_steps <= 0 && !explicit_base)
+		return E_OK;
+	if (from_name != NULL)
+		rc = backup_resolve(r, from_name, &cand);
+	else if (from_ud != NULL)
+		rc = find_by_user_data(r, from_ud, &cand);
+	else {
+		rc = backup_resolve(r, "LATEST", &cand);
+		if (rc == E_NOTFOUND) {
+			err_clear();
+			return full_because("no earlier backup to base a delta on");
+		}
+	}
+	if (rc == E_OK)
+		rc = backup_sentinel_read(r, cand, &cs);
+	if (rc != E_OK)
+		goto out;
+	int count = cs.is_delta ? cs.delta_count + 1 : 1;
+	if (!explicit_base && count > cfg->delta_max_steps) {
+		full_because("the chain reached WALG_DELTA_MAX_STEPS");
+		goto out;
+	}
+	if (!explicit_base && !opt->permanent && is_permanent(r, cand, &cs)) {
+		full_because("the latest backup is permanent (a delta would pin it)");
+		goto out;
+	}
+	if (cfg->delta_origin_full && cs.is_delta) {
+		char *full = xstrdup(cs.delta_full_name);
+		backup_sentinel_free(&cs);
+		free(cand);
+		cand = full;
+		if ((rc = backup_sentinel_read(r, cand, &cs)) != E_OK)
+			goto out;
+	}
+	if (cs.files_metadata_disabled || cs.version < 2) {
+		full_because("the base backup has no files metadata");
+		goto out;
+	}
+	char *key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", cand);
+	rc = backup_read_json(r, key, FILES_META_MAX, &d->meta);
+	free(key);
+	if (rc != E_OK)
+		goto out;
+	d->files = json_get_ci(d->meta, "Files");
+	if (!json_is_object(d->files)) {
+		rc = err_set(E_CORRUPT, "files_metadata.json of %s has no Files", cand);
+		goto out;
+	}
+	d->active = true;
+	d->name = cand;
+	cand = NULL;
+	d->full_name = xstrdup(cs.is_delta ? cs.delta_full_name : d->name);
+	d->count = count;
+	d->lsn = cs.lsn;
+	d->finish_lsn = cs.finish_lsn;
+	d->have_system_id = cs.have_system_id;
+	d->system_id = cs.system_id;
+	if (cs.start_time == NULL || !rfc3339_parse(cs.start_time, &d->start, &d->start_nsec))
+		d->start = 0; /* unknown: never skip by mtime */
+	log_info("taking delta %d of %d from %s (full backup %s)", count, cfg->delta_max_steps,
+			 d->name, d->full_name);
+out:
+	free(cand);
+	backup_sentinel_free(&cs);
+	return rc;
+}
+
+err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn)
+{
+	char a[32], b[32];
+	if (!d->active)
+		return E_OK;
+	if (d->have_system_id && d->system_id != system_id)
+		return err_set(E_CONFIG,
+					   "cannot take a delta from %s: it belongs to another cluster (system "
+					   "identifier %llu, this cluster's is %llu); use --full",
+					   d->name, (unsigned long long)d->system_id,
+					   (unsigned long long)system_id);
+	if (d->finish_lsn > start_lsn) {
+		pg_lsn_format(d->finish_lsn, a);
+		pg_lsn_format(start_lsn, b);
+		return err_set(E_CONFIG,
+					   "cannot take a delta from %s: its finish LSN %s is ahead of this "
+					   "backup's start %s (a restored or rewound cluster?); use --full",
+					   d->name, a, b);
+	}
+	return E_OK;
+}
+
+void delta_free(delta_base *d)
+{
+	json_decref(d->meta);
+	free(d->name);
+	free(d->full_name);
+	memset(d, 0, sizeof(*d));
+}
+
+static bool all_digits_dot(const char *s)
+{
+	/* ^\d+(\.\d+)?$ */
+	const char *p = s;
+	if (!(*p >= '0' && *p <= '9'))
+		return false;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (*p == '.') {
+		p++;
+		if (!(*p >= '0' && *p <= '9'))
+			return false;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	return *p == '\0';
+}
+
+bool delta_is_paged(const char *member, uint64_t size)
+{
+	const char *base = strrchr(member, '/');
+	base = base ? base + 1 : member;
+	return size > 0 && size % PG_PAGE_SIZE == 0 &&
+		(str_has_prefix(member, "/base/") || str_has_prefix(member, "/global/") ||
+		 str_has_prefix(member, "/pg_tblspc/")) &&
+		strstr(member, "pg_xact") == NULL && strstr(member, "pg_clog") == NULL &&
+		strstr(member, "pg_multixact") == NULL && all_digits_dot(base);
+}
+
+/*
+ * WAL-G skips a file whose mtime equals the base's record of it. A write in the same clock
+ * tick as the base's read would keep the mtime and be lost, so walc also requires the file to
+ * be older than the base backup's start by DELTA_MTIME_MARGIN: anything touched near or after
+ * that moment is scanned page by page instead.
+ */
+delta_kind delta_classify(const delta_base *d, const char *member, const struct stat *sb)
+{
+	if (!d->active)
+		return DELTA_WHOLE;
+	const json_t *rec = json_object_get(d->files, member);
+	if (rec == NULL)
+		return DELTA_WHOLE;
+	const char *mt = json_string_value(json_get_ci(rec, "MTime"));
+	time_t sec;
+	long nsec;
+	if (d->start != 0 && mt != NULL && rfc3339_parse(mt, &sec, &nsec) &&
+		sec == sb->st_mtim.tv_sec && nsec == sb->st_mtim.tv_nsec &&
+		sec + DELTA_MTIME_MARGIN < d->start)
+		return DELTA_SKIP;
+	return delta_is_paged(member, (uint64_t)sb->st_size) ? DELTA_INCREMENT : DELTA_WHOLE;
+}
+
+err_code delta_scan(int fd, const char *path, uint64_t size, uint64_t since_lsn, uint32_t **blocks,
+					uint32_t *n, bool *usable)
+{
+	unsigned char *buf = xmalloc(SCAN_CHUNK);
+	uint64_t npages = size / PG_PAGE_SIZE;
+	uint32_t *list = xmalloc((npages ? npages : 1) * sizeof(uint32_t));
+	uint32_t count = 0;
+	err_code rc = E_OK;
+
+	*usable = true;
+	for (uint64_t blk = 0; blk < npages && *usable;) {
+		size_t want = (npages - blk) * PG_PAGE_SIZE < SCAN_CHUNK
+			? (size_t)((npages - blk) * PG_PAGE_SIZE)
+			: SCAN_CHUNK;
+		ssize_t got = pread(fd, buf, want, (off_t)(blk * PG_PAGE_SIZE));
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = err_errno(E_IO, errno, "reading %s", path);
+			break;
+		}
+		if (got < PG_PAGE_SIZE)
+			break; /* the file shrank: WAL replay restores what is gone */
+		for (size_t off = 0; off + PG_PAGE_SIZE <= (size_t)got; off += PG_PAGE_SIZE, blk++) {
+			const unsigned char *page = buf + off;
+			if (pg_page_is_new(page) ||
+				(pg_page_header_valid(page) && pg_page_lsn(page) >= since_lsn))
+				list[count++] = (uint32_t)blk;
+			else if (!pg_page_header_valid(page)) {
+				*usable = false; /* a page we cannot judge: store the whole file */
+				break;
+			}
+		}
+	}
+	free(buf);
+	if (rc != E_OK || !*usable) {
+		free(list);
+		list = NULL;
+		count = 0;
+	}
+	*blocks = list;
+	*n = count;
+	return rc;
+}

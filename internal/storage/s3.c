@@ -1,0 +1,1037 @@
+/*
+ * S3 storage: WAL-G's WALG_S3_PREFIX repository on AWS S3 or any S3-compatible server. Small
+ * objects go up in one PUT; a stream larger than one part becomes a multipart upload whose
+ * parts are uploaded in parallel from a fixed buffer pool, completed only when every part
+ * succeeded and aborted otherwise, so an object is complete or absent.
+ */
+#include "internal/storage/s3.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "internal/pipe/pipe.h"
+
+#define MIB (1024ull * 1024)
+#define S3_MIN_PART (5 * MIB)
+#define S3_MAX_PART (5 * 1024 * MIB)
+#define S3_DEFAULT_PART (20 * MIB)
+#define S3_MAX_PARTS 10000
+#define S3_DELETE_BATCH 1000
+
+typedef struct s3_storage {
+	storage base;
+	char *bucket;
+	char *root;		  /* key prefix, "" or ending in '/' */
+	char *describe;	  /* s3://bucket/root */
+	char *scheme;	  /* http or https */
+	char *hostport;	  /* endpoint host[:port] */
+	bool path_style;
+	char *region;
+	char *sse;		  /* AES256 / aws:kms or NULL */
+	char *sse_kms_id;
+	char *storage_class;
+	size_t part_size;
+	int concurrency;
+	s3_http http;
+	s3_credprov creds;
+	s3_signer signer;
+} s3_storage;
+
+static const storage_ops s3_ops;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Configuration                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_ALL);
+}
+
+/* A storage setting: NAME, then WALG_NAME, then WALE_NAME (WAL-G's aliasing). *used names it. */
+static const char *setting(const char *name, const char **used)
+{
+	static __thread char buf[128];
+	const char *v = getenv(name);
+	*used = name;
+	if (v != NULL && v[0] != '\0')
+		return v;
+	static const char *const pre[] = { "WALG_", "WALE_" };
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(buf, sizeof(buf), "%s%s", pre[i], name);
+		v = getenv(buf);
+		if (v != NULL && v[0] != '\0') {
+			*used = buf;
+			return v;
+		}
+	}
+	return NULL;
+}
+
+static err_code setting_long(const char *name, long def, long min, long max, long *out)
+{
+	const char *used;
+	const char *v = setting(name, &used);
+	*out = def;
+	if (v == NULL)
+		return E_OK;
+	char *end;
+	errno = 0;
+	long n = strtol(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || n < min || n > max)
+		return err_set(E_CONFIG, "%s: expected a whole number from %ld to %ld, got \"%s\"", used,
+					   min, max, v);
+	*out = n;
+	return E_OK;
+}
+
+static err_code setting_bool(const char *name, bool def, bool *out)
+{
+	const char *used;
+	const char *v = setting(name, &used);
+	static const char *const yes[] = { "1", "t", "T", "TRUE", "true", "True" };
+	static const char *const no[] = { "0", "f", "F", "FALSE", "false", "False" };
+	*out = def;
+	if (v == NULL)
+		return E_OK;
+	for (size_t i = 0; i < 6; i++) {
+		if (strcmp(v, yes[i]) == 0)
+			return (*out = true), E_OK;
+		if (strcmp(v, no[i]) == 0)
+			return (*out = false), E_OK;
+	}
+	return err_set(E_CONFIG, "%s: expected true or false, got \"%s\"", used, v);
+}
+
+static char *trim_slashes(const char *s)
+{
+	while (*s == '/')
+		s++;
+	size_t n = strlen(s);
+	while (n > 0 && s[n - 1] == '/')
+		n--;
+	char *out = xmalloc(n + 1);
+	memcpy(out, s, n);
+	out[n] = '\0';
+	return out;
+}
+
+static bool is_ip_literal(const char *host)
+{
+	if (host[0] == '[')
+		return true;
+	for (const char *p = host; *p && *p != ':'; p++)
+		if (!isdigit((unsigned char)*p) && *p != '.')
+			return false;
+	return true;
+}
+
+static err_code parse_endpoint(s3_storage *s, const char *ep, const char *used)
+{
+	const char *rest = ep;
+	if (str_has_prefix(ep, "https://")) {
+		s->scheme = xstrdup("https");
+		rest = ep + 8;
+	} else if (str_has_prefix(ep, "http://")) {
+		s->scheme = xstrdup("http");
+		rest = ep + 7;
+	} else if (strstr(ep, "://") != NULL) {
+		return err_set(E_CONFIG, "%s: expected http://host[:port] or https://host[:port], got "
+								 "\"%s\"",
+					   used, ep);
+	} else {
+		s->scheme = xstrdup("https");
+	}
+	size_t n = strcspn(rest, "/?#");
+	if (n == 0 || (rest[n] != '\0' && strspn(rest + n, "/") != strlen(rest + n)))
+		return err_set(E_CONFIG, "%s: expected http://host[:port] or https://host[:port] "
+								 "without a path, got \"%s\"",
+					   used, ep);
+	s->hostport = xmalloc(n + 1);
+	memcpy(s->hostport, rest, n);
+	s->hostport[n] = '\0';
+	for (const char *p = s->hostport; *p; p++)
+		if (!isalnum((unsigned char)*p) && strchr(".-_:[]", *p) == NULL)
+			return err_set(E_CONFIG, "%s: bad host \"%s\"", used, s->hostport);
+	const char *colon = strrchr(s->hostport, ':');
+	if (colon != NULL && s->hostport[0] != '[') {
+		char *end;
+		long port = strtol(colon + 1, &end, 10);
+		if (*end != '\0' || port < 1 || port > 65535)
+			return err_set(E_CONFIG, "%s: bad port in \"%s\"", used, ep);
+	}
+	return E_OK;
+}
+
+static bool valid_bucket(const char *b)
+{
+	size_t n = strlen(b);
+	if (n < 1 || n > 255)
+		return false;
+	for (const char *p = b; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != '_')
+			return false;
+	return true;
+}
+
+static err_code s3_configure(s3_storage *s, const config *cfg)
+{
+	const char *pfx = cfg->s3_prefix;
+	if (!str_has_prefix(pfx, "s3://"))
+		return err_set(E_CONFIG, "WALG_S3_PREFIX: expected s3://bucket/path, got \"%s\"", pfx);
+	const char *b = pfx + 5;
+	size_t bl = strcspn(b, "/");
+	s->bucket = xmalloc(bl + 1);
+	memcpy(s->bucket, b, bl);
+	s->bucket[bl] = '\0';
+	if (!valid_bucket(s->bucket))
+		return err_set(E_CONFIG, "WALG_S3_PREFIX: bad bucket name \"%s\" (letters, digits, '.', "
+								 "'-' and '_')",
+					   s->bucket);
+	char *path = trim_slashes(b + bl);
+	char *sp = cfg->storage_prefix ? trim_slashes(cfg->storage_prefix) : xstrdup("");
+	if (path[0] && sp[0])
+		s->root = xasprintf("%s/%s/", path, sp);
+	else if (path[0] || sp[0])
+		s->root = xasprintf("%s/", path[0] ? path : sp);
+	else
+		s->root = xstrdup("");
+	free(path);
+	free(sp);
+	size_t rl = strlen(s->root);
+	s->describe = xasprintf("s3://%s/%.*s", s->bucket, (int)(rl ? rl - 1 : 0), s->root);
+
+	const char *used;
+	const char *region = setting("AWS_REGION", &used);
+	if (region != NULL) {
+		for (const char *p = region; *p; p++)
+			if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_')
+				return err_set(E_CONFIG, "%s: expected a region name like us-east-1, got "
+										 "\"%s\"",
+							   used, region);
+		s->region = xstrdup(region);
+	} else {
+		s->region = xstrdup("us-east-1");
+	}
+
+	const char *ep = setting("AWS_ENDPOINT", &used);
+	if (ep != NULL)
+		TRY(parse_endpoint(s, ep, used));
+	else {
+		s->scheme = xstrdup("https");
+		s->hostport = xasprintf("s3.%s.amazonaws.com", s->region);
+	}
+	TRY(setting_bool("AWS_S3_FORCE_PATH_STYLE", false, &s->path_style));
+	/* Virtual-hosted names cannot work on an IP address, nor over TLS with a dotted bucket. */
+	if (!s->path_style && is_ip_literal(s->hostport)) {
+		log_debug("s3: endpoint %s is an IP address: using path-style requests", s->hostport);
+		s->path_style = true;
+	}
+	if (!s->path_style && strchr(s->bucket, '.') && strcmp(s->scheme, "https") == 0) {
+		log_debug("s3: bucket %s has a dot: using path-style requests", s->bucket);
+		s->path_style = true;
+	}
+	if (!s->path_style && (strchr(s->bucket, '_') || strpbrk(s->bucket, "ABCDEFGHIJKLMNOPQRSTUVWXYZ")))
+		s->path_style = true;
+
+	const char *sse = setting("S3_SSE", &used);
+	const char *kms = setting("S3_SSE_KMS_ID", &used);
+	if (sse != NULL) {
+		if (strcmp(sse, "AES256") != 0 && strcmp(sse, "aws:kms") != 0)
+			return err_set(E_CONFIG, "S3_SSE: expected AES256 or aws:kms, got \"%s\"", sse);
+		if (strcmp(sse, "aws:kms") == 0 && kms == NULL)
+			return err_set(E_CONFIG, "S3_SSE=aws:kms needs S3_SSE_KMS_ID (the KMS key id)");
+		if (strcmp(sse, "AES256") == 0 && kms != NULL)
+			return err_set(E_CONFIG, "S3_SSE_KMS_ID is set but S3_SSE is AES256: set "
+									 "S3_SSE=aws:kms or unset S3_SSE_KMS_ID");
+		s->sse = xstrdup(sse);
+	} else if (kms != NULL) {
+		return err_set(E_CONFIG, "S3_SSE_KMS_ID is set but S3_SSE is not: set S3_SSE=aws:kms");
+	}
+	if (kms != NULL) {
+		for (const char *p = kms; *p; p++)
+			if ((unsigned char)*p < 0x21 || *p == 0x7f)
+				return err_set(E_CONFIG, "S3_SSE_KMS_ID: contains a blank or control character");
+		s->sse_kms_id = xstrdup(kms);
+	}
+
+	const char *sc = setting("S3_STORAGE_CLASS", &used);
+	if (sc != NULL) {
+		for (const char *p = sc; *p; p++)
+			if (!isupper((unsigned char)*p) && !isdigit((unsigned char)*p) && *p != '_')
+				return err_set(E_CONFIG, "%s: expected a storage class like STANDARD or "
+										 "STANDARD_IA, got \"%s\"",
+							   used, sc);
+		s->storage_class = xstrdup(sc);
+	}
+
+	long part;
+	TRY(setting_long("S3_MAX_PART_SIZE", (long)S3_DEFAULT_PART, (long)S3_MIN_PART,
+					 (long)S3_MAX_PART, &part));
+	s->part_size = (size_t)part;
+	s->concurrency = cfg->upload_concurrency > 0 ? cfg->upload_concurrency : 16;
+
+	s3_retry rt = { 0 };
+	long n;
+	TRY(setting_long("S3_MAX_RETRIES", 15, 0, 100, &n));
+	rt.max_retries = (int)n;
+	TRY(setting_long("S3_CONNECT_TIMEOUT", 10, 1, 600, &rt.connect_timeout));
+	TRY(setting_long("S3_LOW_SPEED_TIMEOUT", 30, 1, 3600, &rt.low_speed_time));
+	rt.base_ms = 100;
+	rt.cap_ms = 5000;
+
+	const char *ca = setting("S3_CA_CERT_FILE", &used);
+	if (ca != NULL && access(ca, R_OK) != 0)
+		return err_errno(E_CONFIG, errno, "%s: cannot read %s", used, ca);
+	s3_http_init(&s->http, ca, &rt);
+	TRY(s3_credprov_init(&s->creds, s->region, &s->http));
+	s->signer.creds = &s->creds;
+	s->signer.region = s->region;
+	return E_OK;
+}
+
+static void s3_free(storage *st)
+{
+	s3_storage *s = (s3_storage *)st;
+	if (s->signer.creds != NULL || s->creds.http != NULL)
+		s3_credprov_free(&s->creds);
+	s3_http_free(&s->http);
+	free(s->bucket);
+	free(s->root);
+	free(s->describe);
+	free(s->scheme);
+	free(s->hostport);
+	free(s->region);
+	free(s->sse);
+	free(s->sse_kms_id);
+	free(s->storage_class);
+	free(s);
+}
+
+err_code storage_s3_open(const config *cfg, storage **out)
+{
+	*out = NULL;
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return err_set(E_FAIL, "curl_global_init failed: %s", curl_easy_strerror(curl_init_rc));
+	s3_storage *s = xcalloc(1, sizeof(*s));
+	s->base.ops = &s3_ops;
+	err_code rc = s3_configure(s, cfg);
+	if (rc != E_OK) {
+		s3_free(&s->base);
+		return rc;
+	}
+	log_debug("s3: %s via %s://%s (%s, region %s), part size %zu, upload concurrency %d, "
+			  "%d retries (backoff budget %ld ms)",
+			  s->describe, s->scheme, s->hostport, s->path_style ? "path style" : "virtual host",
+			  s->region, s->part_size, s->concurrency, s->http.retry.max_retries,
+			  s3_retry_budget_ms(&s->http.retry));
+	*out = &s->base;
+	return E_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Requests                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Where a request goes: URL, Host header and canonical URI for an object (or the bucket). */
+typedef struct s3_target {
+	char *url;
+	char *host;
+	char *curi;
+	char *what;
+} s3_target;
+
+static void target_init(s3_storage *s, s3_target *t, const char *method, const char *s3key,
+						const s3_kvs *query)
+{
+	char *ekey = s3key ? s3_uri_encode(s3key, true) : xstrdup("");
+	if (s->path_style) {
+		t->host = xstrdup(s->hostport);
+		t->curi = s3key ? xasprintf("/%s/%s", s->bucket, ekey) : xasprintf("/%s", s->bucket);
+	} else {
+		t->host = xasprintf("%s.%s", s->bucket, s->hostport);
+		t->curi = xasprintf("/%s", ekey);
+	}
+	free(ekey);
+	char *q = s3_canonical_query(query);
+	t->url = xasprintf("%s://%s%s%s%s", s->scheme, t->host, t->curi, q[0] ? "?" : "", q);
+	free(q);
+	t->what = xasprintf("%s s3://%s/%s", method, s->bucket, s3key ? s3key : "");
+}
+
+static void target_free(s3_target *t)
+{
+	free(t->url);
+	free(t->host);
+	free(t->curi);
+	free(t->what);
+}
+
+static void request_init(s3_request *r, const s3_target *t, const char *method,
+						 const s3_kvs *query)
+{
+	memset(r, 0, sizeof(*r));
+	r->method = method;
+	r->url = t->url;
+	r->host = t->host;
+	r->canonical_uri = t->curi;
+	r->query = query;
+	r->sign = true;
+	r->what = t->what;
+}
+
+/* The error for an unexpected answer, naming the bucket and the S3 error code. */
+static err_code answer_error(s3_storage *s, const char *what, const s3_response *r)
+{
+	const char *hint = "";
+	if (strcmp(r->code, "SignatureDoesNotMatch") == 0)
+		hint = " (check AWS_SECRET_ACCESS_KEY)";
+	else if (strcmp(r->code, "InvalidAccessKeyId") == 0)
+		hint = " (check AWS_ACCESS_KEY_ID)";
+	else if (strcmp(r->code, "NoSuchBucket") == 0)
+		hint = " (the bucket does not exist)";
+	else if (strcmp(r->code, "AccessDenied") == 0)
+		hint = " (the credentials lack permission for this bucket)";
+	else if (strcmp(r->code, "RequestTimeTooSkewed") == 0)
+		hint = " (the system clock is off)";
+	char region[128] = "";
+	if (r->bucket_region[0] && strcmp(r->bucket_region, s->region) != 0)
+		snprintf(region, sizeof(region), " (bucket is in region %s: set AWS_REGION=%s)",
+				 r->bucket_region, r->bucket_region);
+	return err_set(r->status == 404 ? E_NOTFOUND : E_IO, "%s: bucket %s: HTTP %ld %s%s%s%s%s%s%s",
+				   what, s->bucket, r->status, r->code[0] ? r->code : "(no S3 error code)",
+				   r->message[0] ? ": " : "", r->message, hint, region,
+				   r->request_id[0] ? ", request id " : "", r->request_id);
+}
+
+static char *full_key(s3_storage *s, const char *key)
+{
+	return xasprintf("%s%s", s->root, key);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* put: single PUT or parallel multipart upload                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct s3_part {
+	int num;
+	unsigned char *buf;
+	size_t len;
+	pool *from;
+	char *etag;
+	struct s3_put *put;
+} s3_part;
+
+typedef struct s3_put {
+	sink base;
+	s3_storage *s;
+	char *key; /* full S3 key */
+	pool *first;	/* one buffer: enough for an object that fits in one part */
+	pool *rest;		/* concurrency buffers for the parts after the first */
+	unsigned char *buf;
+	pool *buf_from;
+	size_t len;
+	/* multipart */
+	char *upload_id;
+	s3_part **parts;
+	int nparts;
+	chan *ch;
+	group *g;
+	int nworkers;
+	atomic_bool cancel;
+	bool done;
+	bool aborted;
+} s3_put;
+
+static void add_upload_headers(s3_storage *s, s3_kvs *h)
+{
+	if (s->sse != NULL)
+		s3_kvs_add(h, "x-amz-server-side-encryption", s->sse);
+	if (s->sse_kms_id != NULL)
+		s3_kvs_add(h, "x-amz-server-side-encryption-aws-kms-key-id", s->sse_kms_id);
+	if (s->storage_class != NULL)
+		s3_kvs_add(h, "x-amz-storage-class", s->storage_class);
+}
+
+static err_code put_single(s3_put *p)
+{
+	s3_storage *s = p->s;
+	s3_target t;
+	target_init(s, &t, "PUT", p->key, NULL);
+	s3_request req;
+	request_init(&req, &t, "PUT", NULL);
+	req.body = p->buf;
+	req.body_len = p->len;
+	s3_kvs_add(&req.headers, "content-type", "application/octet-stream");
+	add_upload_headers(s, &req.headers);
+	s3_response resp;
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	if (rc == E_OK && resp.status != 200)
+		rc = answer_error(s, t.what, &resp);
+	if (rc == E_OK)
+		log_debug("s3: stored %s (%zu bytes, ETag %s)", p->key, p->len, resp.etag);
+	s3_response_free(&resp);
+	s3_kvs_free(&req.headers);
+	target_free(&t);
+	return rc;
+}
+
+static err_code mp_create(s3_put *p)
+{
+	s3_storage *s = p->s;
+	s3_kvs q = { 0 };
+	s3_kvs_add(&q, "uploads", "");
+	s3_target t;
+	target_init(s, &t, "POST", p->key, &q);
+	s3_request req;
+	request_init(&req, &t, "POST", &q);
+	s3_kvs_add(&req.headers, "content-type", "application/octet-stream");
+	add_upload_headers(s, &req.headers);
+	s3_response resp;
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	if (rc == E_OK && resp.status != 200)
+		rc = answer_error(s, "CreateMultipartUpload", &resp);
+	else if (rc == E_OK) {
+		rc = s3_xml_upload_id((const char *)resp.body.data, resp.body.len, &p->upload_id);
+		if (rc != E_OK)
+			err_wrap(rc, "%s", t.what);
+	}
+	if (rc == E_OK)
+		log_debug("s3: multipart upload of %s started", p->key);
+	s3_response_free(&resp);
+	s3_kvs_free(&req.headers);
+	s3_kvs_free(&q);
+	target_free(&t);
+	return rc;
+}
+
+static err_code mp_upload_part(s3_put *p, s3_part *part)
+{
+	s3_storage *s = p->s;
+	char num[16];
+	snprintf(num, sizeof(num), "%d", part->num);
+	s3_kvs q = { 0 };
+	s3_kvs_add(&q, "partNumber", num);
+	s3_kvs_add(&q, "uploadId", p->upload_id);
+	s3_target t;
+	target_init(s, &t, "PUT", p->key, &q);
+	char *what = xasprintf("%s part %d", t.what, part->num);
+	s3_request req;
+	request_init(&req, &t, "PUT", &q);
+	req.what = what;
+	req.body = part->buf;
+	req.body_len = part->len;
+	req.cancel = &p->cancel;
+	s3_response resp;
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	if (rc == E_OK && resp.status != 200)
+		rc = answer_error(s, what, &resp);
+	else if (rc == E_OK && resp.etag[0] == '\0')
+		rc = err_set(E_IO, "%s: answer has no ETag", what);
+	if (rc == E_OK)
+		part->etag = xstrdup(resp.etag);
+	s3_response_free(&resp);
+	s3_kvs_free(&q);
+	free(what);
+	target_free(&t);
+	return rc;
+}
+
+static err_code mp_worker(void *arg)
+{
+	s3_put *p = arg;
+	void *item;
+	while (chan_recv(p->ch, &item)) {
+		s3_part *part = item;
+		err_code rc = mp_upload_part(p, part);
+		pool_put(part->from, part->buf);
+		part->buf = NULL;
+		if (rc != E_OK)
+			return rc;
+	}
+	return group_cancelled(p->g) ? err_set(E_CANCELLED, "upload cancelled") : E_OK;
+}
+
+static void mp_on_cancel(void *arg)
+{
+	s3_put *p = arg;
+	atomic_store(&p->cancel, true);
+	chan_cancel(p->ch);
+	if (p->rest != NULL)
+		pool_cancel(p->rest);
+}
+
+static void xml_escape_into(char **out, const char *s)
+{
+	size_t n = 0;
+	for (const char *c = s; *c; c++)
+		n += *c == '&' ? 5 : (*c == '<' || *c == '>') ? 4 : (*c == '"' || *c == '\'') ? 6 : 1;
+	char *o = xmalloc(n + 1), *w = o;
+	for (const char *c = s; *c; c++) {
+		const char *rep = *c == '&' ? "&amp;" : *c == '<' ? "&lt;" : *c == '>' ? "&gt;" :
+			*c == '"' ? "&quot;" : *c == '\'' ? "&apos;" : NULL;
+		if (rep) {
+			size_t l = strlen(rep);
+			memcpy(w, rep, l);
+			w += l;
+		} else {
+			*w++ = *c;
+		}
+	}
+	*w = '\0';
+	*out = o;
+}
+
+static err_code mp_complete(s3_put *p)
+{
+	s3_storage *s = p->s;
+	size_t cap = 64 + (size_t)p->nparts * 200, len = 0;
+	char *body = xmalloc(cap);
+	len += (size_t)snprintf(body, cap, "<CompleteMultipartUpload>");
+	for (int i = 0; i < p->nparts; i++) {
+		char *etag;
+		xml_escape_into(&etag, p->parts[i]->etag);
+		size_t need = strlen(etag) + 96;
+		if (len + need >= cap) {
+			cap = (len + need) * 2;
+			body = xrealloc(body, cap);
+		}
+		len += (size_t)snprintf(body + len, cap - len,
+								"<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>",
+								p->parts[i]->num, etag);
+		free(etag);
+	}
+	if (len + 32 >= cap)
+		body = xrealloc(body, cap = len + 32);
+	len += (size_t)snprintf(body + len, cap - len, "</CompleteMultipartUpload>");
+
+	s3_kvs q = { 0 };
+	s3_kvs_add(&q, "uploadId", p->upload_id);
+	s3_target t;
+	target_init(s, &t, "POST", p->key, &q);
+	s3_request req;
+	request_init(&req, &t, "POST", &q);
+	req.body = body;
+	req.body_len = len;
+	s3_kvs_add(&req.headers, "content-type", "application/xml");
+	s3_response resp;
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	if (rc == E_OK && resp.status != 200)
+		rc = answer_error(s, "CompleteMultipartUpload", &resp);
+	/* S3 may answer 200 and still report an error in the body. */
+	else if (rc == E_OK && s3_xml_error((const char *)resp.body.data, resp.body.len, resp.code,
+										sizeof(resp.code), resp.message, sizeof(resp.message)))
+		rc = answer_error(s, "CompleteMultipartUpload", &resp);
+	if (rc == E_OK)
+		log_debug("s3: stored %s in %d parts", p->key, p->nparts);
+	s3_response_free(&resp);
+	s3_kvs_free(&req.headers);
+	s3_kvs_free(&q);
+	target_free(&t);
+	free(body);
+	return rc;
+}
+
+static void mp_abort(s3_put *p)
+{
+	s3_storage *s = p->s;
+	if (p->aborted)
+		return;
+	p->aborted = true;
+	s3_kvs q = { 0 };
+	s3_kvs_add(&q, "uploadId", p->upload_id);
+	s3_target t;
+	target_init(s, &t, "DELETE", p->key, &q);
+	s3_request req;
+	request_init(&req, &t, "DELETE", &q);
+	s3_response resp;
+	/* Keep the error that made us abort: the abort's own outcome is only logged. */
+	char saved[ERR_MSG_MAX];
+	err_code last = err_last();
+	snprintf(saved, sizeof(saved), "%s", err_msg());
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	if (rc == E_OK && resp.status != 204 && resp.status != 200 && resp.status != 404)
+		rc = answer_error(s, "AbortMultipartUpload", &resp);
+	if (rc != E_OK)
+		log_warn("s3: could not abort the multipart upload of %s (upload id %s), it stays "
+				 "pending until a lifecycle rule removes it: %s",
+				 p->key, p->upload_id, err_msg());
+	else
+		log_debug("s3: aborted the multipart upload of %s", p->key);
+	if (last != E_OK)
+		err_set(last, "%s", saved);
+	else
+		err_clear();
+	s3_response_free(&resp);
+	s3_kvs_free(&q);
+	target_free(&t);
+}
+
+/* Hands the full buffer to the uploaders, starting the multipart upload on the first call. */
+static err_code mp_send(s3_put *p)
+{
+	if (p->upload_id == NULL) {
+		TRY(mp_create(p));
+		p->ch = chan_new((size_t)p->s->concurrency);
+		p->g = group_new();
+		p->rest = pool_new((size_t)p->s->concurrency, p->s->part_size);
+		group_on_cancel(p->g, mp_on_cancel, p);
+	}
+	if (p->nparts >= S3_MAX_PARTS)
+		return err_set(E_IO, "s3://%s/%s: more than %d parts of %zu bytes: raise "
+							 "S3_MAX_PART_SIZE",
+					   p->s->bucket, p->key, S3_MAX_PARTS, p->s->part_size);
+	s3_part *part = xcalloc(1, sizeof(*part));
+	part->num = p->nparts + 1;
+	part->buf = p->buf;
+	part->len = p->len;
+	part->from = p->buf_from;
+	part->put = p;
+	p->parts = xrealloc(p->parts, (size_t)(p->nparts + 1) * sizeof(*p->parts));
+	p->parts[p->nparts++] = part;
+	p->buf = NULL;
+	p->len = 0;
+	if (p->nworkers < p->s->concurrency) {
+		err_code rc = group_go(p->g, mp_worker, p);
+		if (rc != E_OK) {
+			pool_put(part->from, part->buf);
+			part->buf = NULL;
+			return rc;
+		}
+		p->nworkers++;
+	}
+	if (!chan_send(p->ch, part)) {
+		/* Cancelled: the part never reached a worker. */
+		pool_put(part->from, part->buf);
+		part->buf = NULL;
+		err_code rc = group_wait(p->g);
+		return rc != E_OK ? rc : err_set(E_CANCELLED, "upload of %s cancelled", p->key);
+	}
+	return E_OK;
+}
+
+static err_code put_write(sink *sk, const void *data, size_t len)
+{
+	s3_put *p = (s3_put *)sk;
+	const unsigned char *d = data;
+	while (len > 0) {
+		if (p->buf == NULL) {
+			pool *from = p->upload_id == NULL && p->nparts == 0 ? p->first : p->rest;
+			if (from == p->first && p->first == NULL)
+				from = p->first = pool_new(1, p->s->part_size);
+			p->buf = pool_get(from);
+			p->buf_from = from;
+			if (p->buf == NULL) {
+				err_code rc = p->g ? group_wait(p->g) : E_OK;
+				return rc != E_OK ? rc : err_set(E_CANCELLED, "upload of %s cancelled", p->key);
+			}
+			p->len = 0;
+		}
+		size_t n = p->s->part_size - p->len;
+		if (n > len)
+			n = len;
+		memcpy(p->buf + p->len, d, n);
+		p->len += n;
+		d += n;
+		len -= n;
+		if (p->len == p->s->part_size && len > 0)
+			TRY(mp_send(p));
+	}
+	return E_OK;
+}
+
+static err_code put_finish(sink *sk)
+{
+	s3_put *p = (s3_put *)sk;
+	err_code rc;
+	if (p->upload_id == NULL) {
+		rc = put_single(p);
+	} else {
+		/* The last part (a full buffer is kept back until now so it is never empty). */
+		rc = p->buf != NULL && p->len > 0 ? mp_send(p) : E_OK;
+		if (p->ch != NULL)
+			chan_close(p->ch);
+		err_code wrc = group_wait(p->g);
+		if (rc == E_OK)
+			rc = wrc;
+		if (rc == E_OK)
+			rc = mp_complete(p);
+		if (rc != E_OK)
+			mp_abort(p);
+	}
+	if (rc == E_OK)
+		p->done = true;
+	return rc;
+}
+
+static void put_free(sink *sk)
+{
+	s3_put *p = (s3_put *)sk;
+	if (p->g != NULL) {
+		if (!p->done) {
+			group_fail(p->g, E_CANCELLED, "upload abandoned");
+			group_wait(p->g);
+			if (p->upload_id != NULL && !p->done)
+				mp_abort(p);
+		}
+		group_free(p->g);
+	}
+	chan_free(p->ch);
+	for (int i = 0; i < p->nparts; i++) {
+		free(p->parts[i]->etag);
+		free(p->parts[i]);
+	}
+	free(p->parts);
+	pool_free(p->first);
+	pool_free(p->rest);
+	free(p->upload_id);
+	free(p->key);
+	free(p);
+}
+
+static const sink_ops put_ops = { put_write, put_finish, put_free };
+
+static err_code s3_put_open(storage *st, const char *key, sink **out)
+{
+	s3_storage *s = (s3_storage *)st;
+	s3_put *p = xcalloc(1, sizeof(*p));
+	p->base.ops = &put_ops;
+	p->s = s;
+	p->key = full_key(s, key);
+	atomic_init(&p->cancel, false);
+	*out = &p->base;
+	return E_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* get, stat, list, remove                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+static err_code s3_get(storage *st, const char *key, sink *into)
+{
+	s3_storage *s = (s3_storage *)st;
+	char *k = full_key(s, key);
+	s3_target t;
+	target_init(s, &t, "GET", k, NULL);
+	s3_request req;
+	request_init(&req, &t, "GET", NULL);
+	req.into = into;
+	s3_response resp;
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	if (rc == E_OK && resp.status == 404 && strcmp(resp.code, "NoSuchBucket") != 0)
+		rc = err_set(E_NOTFOUND, "object s3://%s/%s does not exist", s->bucket, k);
+	else if (rc == E_OK && (resp.status < 200 || resp.status >= 300))
+		rc = answer_error(s, t.what, &resp);
+	s3_response_free(&resp);
+	target_free(&t);
+	free(k);
+	return rc;
+}
+
+static err_code s3_stat(storage *st, const char *key, obj_info *info)
+{
+	s3_storage *s = (s3_storage *)st;
+	char *k = full_key(s, key);
+	s3_target t;
+	target_init(s, &t, "HEAD", k, NULL);
+	s3_request req;
+	request_init(&req, &t, "HEAD", NULL);
+	s3_response resp;
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	if (rc == E_OK && resp.status == 200) {
+		info->size = resp.content_length;
+		info->mtime = resp.last_modified;
+		info->mtime_nsec = 0;
+	} else if (rc == E_OK && resp.status == 404) {
+		rc = err_set(E_NOTFOUND, "object s3://%s/%s does not exist", s->bucket, k);
+	} else if (rc == E_OK) {
+		/* HEAD answers carry no body: ask for one byte to learn the S3 error code. */
+		s3_response r2;
+		s3_request req2;
+		s3_target t2;
+		target_init(s, &t2, "GET", k, NULL);
+		request_init(&req2, &t2, "GET", NULL);
+		s3_kvs_add(&req2.headers, "range", "bytes=0-0");
+		if (s3_http_do(&s->http, &s->signer, &req2, &r2) == E_OK && r2.code[0] != '\0')
+			rc = answer_error(s, t.what, &r2);
+		else
+			rc = answer_error(s, t.what, &resp);
+		s3_response_free(&r2);
+		s3_kvs_free(&req2.headers);
+		target_free(&t2);
+	}
+	s3_response_free(&resp);
+	target_free(&t);
+	free(k);
+	return rc;
+}
+
+static err_code s3_list(storage *st, const char *prefix, bool recursive, obj_list *out)
+{
+	s3_storage *s = (s3_storage *)st;
+	size_t pl = strlen(prefix);
+	char *p = pl == 0 || prefix[pl - 1] == '/' ? xasprintf("%s%s", s->root, prefix)
+											   : xasprintf("%s%s/", s->root, prefix);
+	size_t rootlen = strlen(s->root);
+	char *token = NULL;
+	err_code rc = E_OK;
+	for (int page = 0; rc == E_OK; page++) {
+		s3_kvs q = { 0 };
+		s3_kvs_add(&q, "list-type", "2");
+		s3_kvs_add(&q, "prefix", p);
+		s3_kvs_add(&q, "encoding-type", "url");
+		if (!recursive)
+			s3_kvs_add(&q, "delimiter", "/");
+		if (token != NULL)
+			s3_kvs_add(&q, "continuation-token", token);
+		s3_target t;
+		target_init(s, &t, "GET", NULL, &q);
+		char *what = xasprintf("ListObjectsV2 s3://%s/%s (page %d)", s->bucket, p, page + 1);
+		s3_request req;
+		request_init(&req, &t, "GET", &q);
+		req.what = what;
+		s3_response resp;
+		rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+		if (rc == E_OK && resp.status != 200)
+			rc = answer_error(s, what, &resp);
+		s3_list_page pg = { 0 };
+		if (rc == E_OK) {
+			rc = s3_xml_list((const char *)resp.body.data, resp.body.len, &pg);
+			if (rc != E_OK)
+				err_wrap(rc, "%s", what);
+		}
+		if (rc == E_OK) {
+			for (size_t i = 0; i < pg.items.len; i++) {
+				const obj_info *o = &pg.items.items[i];
+				size_t kl = strlen(o->key);
+				/* Keys outside our root, or "folder" markers, are not objects of ours. */
+				if (kl <= rootlen || strncmp(o->key, s->root, rootlen) != 0 ||
+					o->key[kl - 1] == '/')
+					continue;
+				obj_list_add(out, o->key + rootlen, o->size, o->mtime, o->mtime_nsec);
+			}
+			free(token);
+			token = pg.truncated ? xstrdup(pg.next_token) : NULL;
+		}
+		s3_list_page_free(&pg);
+		s3_response_free(&resp);
+		s3_kvs_free(&q);
+		target_free(&t);
+		free(what);
+		if (token == NULL)
+			break;
+	}
+	free(token);
+	free(p);
+	if (rc != E_OK)
+		obj_list_free(out);
+	return rc;
+}
+
+static err_code s3_remove(storage *st, const char *key)
+{
+	s3_storage *s = (s3_storage *)st;
+	char *k = full_key(s, key);
+	s3_target t;
+	target_init(s, &t, "DELETE", k, NULL);
+	s3_request req;
+	request_init(&req, &t, "DELETE", NULL);
+	s3_response resp;
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	if (rc == E_OK && resp.status != 204 && resp.status != 200 &&
+		!(resp.status == 404 && strcmp(resp.code, "NoSuchBucket") != 0))
+		rc = answer_error(s, t.what, &resp);
+	s3_response_free(&resp);
+	target_free(&t);
+	free(k);
+	return rc;
+}
+
+static err_code delete_batch(s3_storage *s, const char *const *keys, size_t n)
+{
+	size_t cap = 64, len = 0;
+	char *body = xmalloc(cap);
+	len = (size_t)snprintf(body, cap, "<Delete><Quiet>true</Quiet>");
+	for (size_t i = 0; i < n; i++) {
+		char *k = full_key(s, keys[i]), *e;
+		xml_escape_into(&e, k);
+		size_t need = strlen(e) + 40;
+		if (len + need >= cap) {
+			cap = (len + need) * 2;
+			body = xrealloc(body, cap);
+		}
+		len += (size_t)snprintf(body + len, cap - len, "<Object><Key>%s</Key></Object>", e);
+		free(e);
+		free(k);
+	}
+	if (len + 16 >= cap)
+		body = xrealloc(body, cap = len + 16);
+	len += (size_t)snprintf(body + len, cap - len, "</Delete>");
+
+	char md5[25];
+	s3_md5_base64(body, len, md5);
+	s3_kvs q = { 0 };
+	s3_kvs_add(&q, "delete", "");
+	s3_target t;
+	target_init(s, &t, "POST", NULL, &q);
+	char *what = xasprintf("DeleteObjects s3://%s (%zu keys)", s->bucket, n);
+	s3_request req;
+	request_init(&req, &t, "POST", &q);
+	req.what = what;
+	req.body = body;
+	req.body_len = len;
+	s3_kvs_add(&req.headers, "content-type", "application/xml");
+	s3_kvs_add(&req.headers, "content-md5", md5);
+	s3_response resp;
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	if (rc == E_OK && resp.status != 200)
+		rc = answer_error(s, what, &resp);
+	if (rc == E_OK) {
+		size_t nerr;
+		char *first = NULL;
+		rc = s3_xml_delete_errors((const char *)resp.body.data, resp.body.len, &nerr, &first);
+		if (rc == E_OK && nerr > 0)
+			rc = err_set(E_IO, "%s: %zu keys not deleted, first %s", what, nerr, first);
+		else if (rc != E_OK)
+			err_wrap(rc, "%s", what);
+		free(first);
+	}
+	s3_response_free(&resp);
+	s3_kvs_free(&req.headers);
+	s3_kvs_free(&q);
+	target_free(&t);
+	free(what);
+	free(body);
+	return rc;
+}
+
+err_code s3_remove_many(storage *st, const char *const *keys, size_t n)
+{
+	if (st->ops != &s3_ops)
+		return err_set(E_CONFIG, "s3_remove_many: not an S3 storage");
+	for (size_t i = 0; i < n; i++)
+		TRY(storage_check_key(keys[i]));
+	for (size_t at = 0; at < n; at += S3_DELETE_BATCH) {
+		size_t m = n - at < S3_DELETE_BATCH ? n - at : S3_DELETE_BATCH;
+		TRY(delete_batch((s3_storage *)st, keys + at, m));
+	}
+	return E_OK;
+}
+
+static const char *s3_describe(storage *st)
+{
+	return ((s3_storage *)st)->describe;
+}
+
+static const storage_ops s3_ops = {
+	s3_put_open, s3_get, s3_stat, s3_list, s3_remove, s3_describe, s3_free,
+};
