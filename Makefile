@@ -29,8 +29,9 @@ all: walc
 deps:
 	@deploy/deps.sh
 
+# Replace by rename: tests may be running the old binary.
 walc: $(BUILD)/walc
-	@cp $< $@
+	@cp $< $@.tmp && mv -f $@.tmp $@
 
 $(BUILD)/walc: $(CMD_OBJ) $(BUILD)/libwalc.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libwalc.a $(LDLIBS)
@@ -69,7 +70,7 @@ asan:
 	  EXTRA_CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  EXTRA_LDFLAGS="-fsanitize=address,undefined" walc-asan
 walc-asan: $(BUILD)/walc $(UNIT_BIN)
-	@cp $(BUILD)/walc walc-asan
+	@cp $(BUILD)/walc walc-asan.tmp && mv -f walc-asan.tmp walc-asan
 	@ASAN_OPTIONS=detect_leaks=1 test/run-unit.sh $(UNIT_BIN)
 	@WALC=$(CURDIR)/walc-asan test/integration/run.sh
 

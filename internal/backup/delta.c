@@ -4,6 +4,7 @@
  */
 #include "internal/backup/push_impl.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "internal/pg/pg.h"
+#include "internal/tar/tar.h"
 
 #define META_MAX (16u << 20)
 #define FILES_META_MAX ((size_t)1 << 30)
@@ -301,4 +303,38 @@ err_code delta_scan(int fd, const char *path, uint64_t size, uint64_t since_lsn,
 	*blocks = list;
 	*n = count;
 	return rc;
+}
+
+uint64_t delta_increment_size(uint32_t n)
+{
+	return 16 + (uint64_t)n * (4 + PG_PAGE_SIZE);
+}
+
+err_code delta_write_increment(tar_writer *tw, tar_entry *te, int fd, const char *path,
+							   uint64_t file_size, const uint32_t *blocks, uint32_t n,
+							   unsigned char *buf)
+{
+	unsigned char head[16] = { 'w', 'i', '1', 0x55 };
+	uint64_t size_le = htole64(file_size);
+	uint32_t n_le = htole32(n);
+	memcpy(head + 4, &size_le, 8);
+	memcpy(head + 12, &n_le, 4);
+	te->type = TAR_FILE;
+	te->size = delta_increment_size(n);
+	TRY(tar_writer_begin(tw, te));
+	TRY(tar_writer_write(tw, head, sizeof(head)));
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t le = htole32(blocks[i]);
+		TRY(tar_writer_write(tw, &le, 4));
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		ssize_t got = pread(fd, buf, PG_PAGE_SIZE, (off_t)blocks[i] * PG_PAGE_SIZE);
+		if (got < 0)
+			return err_errno(E_IO, errno, "reading %s", path);
+		/* A page truncated away since the scan: WAL replay recreates what matters. */
+		if (got < PG_PAGE_SIZE)
+			memset(buf + got, 0, PG_PAGE_SIZE - (size_t)got);
+		TRY(tar_writer_write(tw, buf, PG_PAGE_SIZE));
+	}
+	return tar_writer_end(tw);
 }

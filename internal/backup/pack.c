@@ -5,7 +5,6 @@
  */
 #include "internal/backup/push_impl.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -138,39 +137,17 @@ static bool verifying(const push_state *st, const walk_entry *e)
 		!str_has_suffix(e->member, "pg_internal.init");
 }
 
-/* An increment (reference §8.3): header, block numbers, then those pages as they are now. */
+/* An increment member, counted and paced like any file content. */
 static err_code pack_increment(push_state *st, part *p, const walk_entry *e, int fd,
 							   const uint32_t *blocks, uint32_t n, unsigned char *buf)
 {
-	uint64_t size = (uint64_t)e->st.st_size;
-	uint64_t member_size = 16 + (uint64_t)n * (4 + PG_PAGE_SIZE);
-	tar_entry te = { .name = e->member, .type = TAR_FILE, .size = member_size,
-					 .mode = e->st.st_mode & 07777, .mtime = e->st.st_mtim.tv_sec,
-					 .uid = e->st.st_uid, .gid = e->st.st_gid };
-	unsigned char head[16] = { 'w', 'i', '1', 0x55 };
-	uint64_t size_le = htole64(size);
-	uint32_t n_le = htole32(n);
-	memcpy(head + 4, &size_le, 8);
-	memcpy(head + 12, &n_le, 4);
-	TRY(tar_writer_begin(p->tw, &te));
-	TRY(tar_writer_write(p->tw, head, sizeof(head)));
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t le = htole32(blocks[i]);
-		TRY(tar_writer_write(p->tw, &le, 4));
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		ssize_t got = pread(fd, buf, PG_PAGE_SIZE, (off_t)blocks[i] * PG_PAGE_SIZE);
-		if (got < 0)
-			return err_errno(E_IO, errno, "reading %s", e->path);
-		/* A page truncated away since the scan: WAL replay recreates what matters. */
-		if (got < PG_PAGE_SIZE)
-			memset(buf + got, 0, PG_PAGE_SIZE - (size_t)got);
-		rate_take(st->disk, PG_PAGE_SIZE);
-		__atomic_add_fetch(&st->read_bytes, PG_PAGE_SIZE, __ATOMIC_RELAXED);
-		TRY(tar_writer_write(p->tw, buf, PG_PAGE_SIZE));
-	}
-	TRY(tar_writer_end(p->tw));
+	tar_entry te = { .name = e->member, .type = TAR_FILE, .mode = e->st.st_mode & 07777,
+					 .mtime = e->st.st_mtim.tv_sec, .uid = e->st.st_uid, .gid = e->st.st_gid };
+	uint64_t member_size = delta_increment_size(n);
+	rate_take(st->disk, (size_t)n * PG_PAGE_SIZE);
+	TRY(delta_write_increment(p->tw, &te, fd, e->path, (uint64_t)e->st.st_size, blocks, n, buf));
 	p->content += member_size;
+	__atomic_add_fetch(&st->read_bytes, (uint64_t)n * PG_PAGE_SIZE, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&st->uncompressed, member_size, __ATOMIC_RELAXED);
 	return E_OK;
 }

@@ -8,6 +8,7 @@
 
 #include "internal/backup/backup.h"
 #include "internal/pipe/pipe.h"
+#include "internal/tar/tar.h"
 
 /* The base of a delta backup, chosen before the backup starts. */
 typedef struct delta_base {
@@ -42,6 +43,15 @@ delta_kind delta_classify(const delta_base *d, const char *member, const struct 
 err_code delta_scan(int fd, const char *path, uint64_t size, uint64_t since_lsn,
 					uint32_t **blocks, uint32_t *n, bool *usable);
 bool rfc3339_parse(const char *s, time_t *sec, long *nsec);
+/* Bytes of an increment member holding n pages. */
+uint64_t delta_increment_size(uint32_t n);
+/*
+ * Writes one increment member (reference §8.3) for the pages `blocks` of fd: te gives the
+ * name, mode and times; its type and size are set here. buf holds at least one page.
+ */
+err_code delta_write_increment(tar_writer *tw, tar_entry *te, int fd, const char *path,
+							   uint64_t file_size, const uint32_t *blocks, uint32_t n,
+							   unsigned char *buf);
 
 /* One file or directory found by the walker, sent to a packer. */
 typedef struct walk_entry {
