@@ -11,7 +11,7 @@
 #include "internal/pg/pg.h"
 
 #define META_MAX (16u << 20)
-#define NCOLS_MAX 12
+#define NCOLS_MAX 13
 
 typedef struct row {
 	const backup_ref *ref;
@@ -170,7 +170,8 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 	static const char *const hdr[] = { "backup_name", "modified",	 "wal_file_name",
 									   "storage_name", "start_time", "finish_time",
 									   "hostname",	  "data_dir",	 "pg_version",
-									   "start_lsn",	  "finish_lsn",	 "is_permanent" };
+									   "start_lsn",	  "finish_lsn",	 "is_permanent",
+									   "corrupt_blocks" };
 	backup_refs refs;
 	TRY(backup_list_refs(r, &refs));
 	if (refs.len == 0) {
@@ -202,7 +203,7 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 	}
 	if (rc == E_OK && opt->detail && all_meta)
 		qsort(rows, refs.len, sizeof(*rows), by_start_time);
-	int ncols = opt->detail ? 12 : 4;
+	int ncols = opt->detail ? 13 : 4;
 	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
 		char **c = rows[i].cells;
 		const json_t *m = rows[i].meta;
@@ -220,6 +221,10 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 			c[9] = meta_lsn(m, "start_lsn");
 			c[10] = meta_lsn(m, "finish_lsn");
 			c[11] = xstrdup(json_is_true(json_get_ci(m, "is_permanent")) ? "true" : "false");
+			/* walc's extra column: pages that failed --verify ("-" when not verified). */
+			json_t *cb = json_get_ci(m, "corrupt_blocks");
+			c[12] = json_is_integer(cb) ? xasprintf("%lld", (long long)json_integer_value(cb))
+										: xstrdup("-");
 		}
 	}
 	if (rc == E_OK) {

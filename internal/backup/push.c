@@ -223,7 +223,7 @@ static err_code read_pg_control(const char *pgdata, char **buf, size_t *len)
 	return rc;
 }
 
-static json_t *metadata_json(const backup_sentinel *s)
+static json_t *metadata_json(const backup_sentinel *s, const push_state *st)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "start_time", json_string(s->start_time));
@@ -240,6 +240,9 @@ static json_t *metadata_json(const backup_sentinel *s)
 	json_object_set_new(o, "compressed_size", json_integer((json_int_t)s->compressed_size));
 	if (s->user_data != NULL)
 		json_object_set(o, "user_data", s->user_data);
+	/* walc extension, present when pages were verified; WAL-G ignores unknown keys. */
+	if (st->verify)
+		json_object_set_new(o, "corrupt_blocks", json_integer((json_int_t)st->corrupt_blocks));
 	return o;
 }
 
@@ -280,7 +283,7 @@ static err_code finish_backup(pg_session *s, push_state *st, backup_sentinel *se
 		sen->spec = json_incref(st->spec);
 
 	char *mkey = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", st->name);
-	json_t *meta = metadata_json(sen);
+	json_t *meta = metadata_json(sen, st);
 	rc = put_json(st->r, mkey, meta);
 	json_decref(meta);
 	free(mkey);
