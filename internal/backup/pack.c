@@ -17,12 +17,6 @@
 
 #define READ_CHUNK (1u << 20)
 
-typedef struct part {
-	tar_writer *tw;
-	char *key;
-	json_t *members;
-	uint64_t content;
-} part;
 
 /* MTime as WAL-G writes it: RFC 3339 with nanoseconds in the local zone. */
 static char *mtime_text(const struct stat *sb)
@@ -61,7 +55,7 @@ static const char *base_of(const char *key)
 	return slash ? slash + 1 : key;
 }
 
-static err_code part_open(push_state *st, part *p)
+err_code part_open(push_state *st, part *p)
 {
 	int n = __atomic_add_fetch(&st->part_seq, 1, __ATOMIC_RELAXED);
 	char *base = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/part_%03d.tar", st->name, n);
@@ -75,7 +69,7 @@ static err_code part_open(push_state *st, part *p)
 	return E_OK;
 }
 
-static void part_discard(part *p)
+void part_discard(part *p)
 {
 	tar_writer_free(p->tw);
 	json_decref(p->members);
@@ -83,7 +77,7 @@ static void part_discard(part *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static err_code part_close(push_state *st, part *p)
+err_code part_close(push_state *st, part *p)
 {
 	err_code rc = tar_writer_finish(p->tw);
 	if (rc == E_OK) {

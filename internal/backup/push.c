@@ -246,32 +246,43 @@ static json_t *metadata_json(const backup_sentinel *s, const push_state *st)
 	return o;
 }
 
-/* After the data: pg_control, stop, backup_label, then the JSON with the sentinel last. */
-static err_code finish_backup(pg_session *s, push_state *st, backup_sentinel *sen)
+static err_code parse_user_data(const char *text, json_t **out)
 {
-	char *control, *label = NULL, *spcmap = NULL, *key = NULL;
-	size_t control_len;
-	TRY(read_pg_control(st->pgdata, &control, &control_len));
+	json_error_t jerr;
+	*out = NULL;
+	if (text == NULL)
+		return E_OK;
+	*out = json_loads(text, JSON_DECODE_ANY, &jerr);
+	if (*out == NULL)
+		return err_set(E_CONFIG, "user data (--add-user-data or WALG_SENTINEL_USER_DATA) is not "
+								 "valid JSON: %s",
+					   jerr.text);
+	return E_OK;
+}
+
+/* pg_control's own tar, written after the data. */
+static err_code store_control(push_state *st, const char *control, size_t len)
+{
 	const char *cname[] = { "/global/pg_control" };
 	const char *cdata[] = { control };
-	err_code rc = pack_small_tar(st, "pg_control.tar", cname, cdata, &control_len, 1, 0600, NULL);
-	free(control);
-	TRY(rc);
+	return pack_small_tar(st, "pg_control.tar", cname, cdata, &len, 1, 0600, NULL);
+}
 
-	log_info("calling pg_backup_stop (it waits until the backup's WAL is archived)");
-	TRY(pg_backup_end(s, st->cfg->stop_backup_timeout_ms, &label, &spcmap, &sen->finish_lsn));
+/* After the stop: backup_label, then the JSON with the sentinel last. */
+static err_code store_tail(push_state *st, backup_sentinel *sen, const char *label,
+						   const char *spcmap)
+{
+	char *key = NULL;
 	const char *lname[] = { "backup_label", "tablespace_map" };
 	const char *ldata[] = { label, spcmap };
 	size_t llen[] = { strlen(label), strlen(spcmap) };
-	rc = pack_small_tar(st, "backup_label.tar", lname, ldata, llen, 2, 0600, &key);
+	err_code rc = pack_small_tar(st, "backup_label.tar", lname, ldata, llen, 2, 0600, &key);
 	if (rc == E_OK) {
 		json_t *members = json_array();
 		json_array_append_new(members, json_string("backup_label"));
 		json_array_append_new(members, json_string("tablespace_map"));
 		json_object_set_new(st->tar_sets, strrchr(key, '/') + 1, members);
 	}
-	free(label);
-	free(spcmap);
 	free(key);
 	TRY(rc);
 
@@ -306,19 +317,51 @@ static err_code finish_backup(pg_session *s, push_state *st, backup_sentinel *se
 	return rc;
 }
 
-static err_code parse_user_data(const char *text, json_t **out)
+static err_code finish_local(pg_session *s, push_state *st, backup_sentinel *sen)
 {
-	json_error_t jerr;
-	*out = NULL;
-	if (text == NULL)
-		return E_OK;
-	*out = json_loads(text, JSON_DECODE_ANY, &jerr);
-	if (*out == NULL)
-		return err_set(E_CONFIG, "user data (--add-user-data or WALG_SENTINEL_USER_DATA) is not "
-								 "valid JSON: %s",
-					   jerr.text);
-	return E_OK;
+	char *control, *label = NULL, *spcmap = NULL;
+	size_t control_len;
+	TRY(read_pg_control(st->pgdata, &control, &control_len));
+	err_code rc = store_control(st, control, control_len);
+	free(control);
+	TRY(rc);
+	log_info("calling pg_backup_stop (it waits until the backup's WAL is archived)");
+	TRY(pg_backup_end(s, st->cfg->stop_backup_timeout_ms, &label, &spcmap, &sen->finish_lsn));
+	rc = store_tail(st, sen, label, spcmap);
+	free(label);
+	free(spcmap);
+	return rc;
 }
+
+/* Remote mode: BASE_BACKUP handed over pg_control, backup_label and tablespace_map. */
+static err_code push_remote_all(const config *cfg, const push_options *opt, push_state *st,
+								backup_sentinel *sen)
+{
+	membuf control = { 0 }, label = { 0 }, spcmap = { 0 };
+	err_code rc = parse_user_data(opt->user_data ? opt->user_data : cfg->sentinel_user_data,
+								  &sen->user_data);
+	if (rc == E_OK && (opt->delta_from_name || opt->delta_from_user_data))
+		rc = err_set(E_CONFIG, "delta backups need the data directory (remote mode takes full "
+							   "backups only)");
+	if (rc == E_OK) {
+		sen->start_time = utc_now();
+		rc = push_remote(st, sen, &control, &label, &spcmap);
+	}
+	if (rc == E_OK)
+		rc = store_control(st, (const char *)control.data, control.len);
+	if (rc == E_OK) {
+		char *l = xasprintf("%.*s", (int)label.len, (const char *)label.data);
+		char *m = xasprintf("%.*s", (int)spcmap.len, spcmap.data ? (const char *)spcmap.data : "");
+		rc = store_tail(st, sen, l, m);
+		free(l);
+		free(m);
+	}
+	free(control.data);
+	free(label.data);
+	free(spcmap.data);
+	return rc;
+}
+
 
 static err_code push_local(const config *cfg, const push_options *opt,
 						   push_state *st, backup_sentinel *sen, pg_session **sp)
@@ -381,14 +424,11 @@ static err_code push_local(const config *cfg, const push_options *opt,
 	log_info("backup %s started at LSN %s", st->name, lsn);
 
 	TRY(pack_data(s, st));
-	return finish_backup(s, st, sen);
+	return finish_local(s, st, sen);
 }
 
 err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 {
-	if (opt->pgdata == NULL)
-		return err_set(E_CONFIG, "backup-push without a data directory (remote mode over the "
-								 "replication protocol) is not available yet: pass PGDATA");
 	push_state st = { .r = r, .cfg = cfg };
 	backup_sentinel sen = { 0 };
 	pg_session *s = NULL;
@@ -406,7 +446,8 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 
-	err_code rc = push_local(cfg, opt, &st, &sen, &s);
+	err_code rc = opt->pgdata != NULL ? push_local(cfg, opt, &st, &sen, &s)
+									  : push_remote_all(cfg, opt, &st, &sen);
 	if (rc == E_OK) {
 		log_info("wrote backup %s to %s: %llu files, %.1f MiB read, %.1f MiB stored", st.name,
 				 storage_describe(r->st), (unsigned long long)st.nfiles,

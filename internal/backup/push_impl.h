@@ -65,6 +65,7 @@ typedef struct push_state {
 	const config *cfg;
 	char *pgdata; /* absolute, symlinks resolved */
 	char *name;	  /* backup name */
+	const char *remote_data_dir; /* the server's, in remote mode (borrowed) */
 	chan *entries;
 	group *g;
 	rate *disk;	   /* WALG_DISK_RATE_LIMIT, or NULL */
@@ -85,6 +86,21 @@ typedef struct push_state {
 	bool store_all; /* record every corrupt block, not just 10 per file */
 } push_state;
 
+typedef struct push_state push_state;
+
+/* One tar partition being written by one thread. */
+typedef struct part {
+	tar_writer *tw;
+	char *key;
+	json_t *members; /* TarFileSets entry */
+	uint64_t content;
+} part;
+err_code part_open(push_state *st, part *p);
+/* Finishes (publishes) the part and records its members. */
+err_code part_close(push_state *st, part *p);
+/* Drops an unfinished part: nothing of it becomes visible. */
+void part_discard(part *p);
+
 void walk_entry_free(walk_entry *e);
 /* Walks PGDATA and its tablespaces, sending walk_entry* to st->entries, then closes it. */
 err_code walk_pgdata(void *arg);
@@ -93,6 +109,9 @@ err_code pack_entries(void *arg);
 /* The Files record of one entry, in WAL-G's shape. */
 json_t *file_record(const struct stat *st, delta_kind kind);
 /* Stores one small tar object (pg_control, backup_label) with the given members. */
+/* backup-push over a replication connection (BASE_BACKUP), into the same layout. */
+err_code push_remote(push_state *st, backup_sentinel *sen, membuf *control, membuf *label,
+					 membuf *spcmap);
 err_code pack_small_tar(push_state *st, const char *base, const char *const *names,
 						const char *const *data, const size_t *lens, int n, uint32_t mode,
 						char **key_out);

@@ -169,6 +169,16 @@ static size_t read_cb(char *buf, size_t size, size_t n, void *ud)
 	return want;
 }
 
+/* curl rewinds the body when it must send it again (a reused connection that was closed). */
+static int seek_cb(void *ud, curl_off_t offset, int origin)
+{
+	xfer *x = ud;
+	if (origin != SEEK_SET || offset < 0 || (size_t)offset > x->req->body_len)
+		return CURL_SEEKFUNC_CANTSEEK;
+	x->up_off = (size_t)offset;
+	return CURL_SEEKFUNC_OK;
+}
+
 static void set_str(char *dst, size_t sz, const char *v, size_t n)
 {
 	while (n > 0 && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
@@ -301,6 +311,7 @@ static bool curl_retryable(CURLcode cc)
 	case CURLE_HTTP2:
 	case CURLE_HTTP2_STREAM:
 	case CURLE_WEIRD_SERVER_REPLY:
+	case CURLE_SEND_FAIL_REWIND:
 		return true;
 	default:
 		return false;
@@ -387,6 +398,8 @@ static CURLcode attempt_once(s3_http *h, xfer *x, const s3_kvs *hdrs, char *errb
 	curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
 
 	x->up_off = 0;
+	curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, seek_cb);
+	curl_easy_setopt(c, CURLOPT_SEEKDATA, x);
 	if (strcmp(req->method, "GET") == 0) {
 		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
 	} else if (strcmp(req->method, "HEAD") == 0) {

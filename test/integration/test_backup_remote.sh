@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# backup-push without a data directory (remote mode, the Kubernetes CronJob's way): BASE_BACKUP
+# over a replication connection, run as an OS user that cannot read PGDATA, re-packed into
+# WAL-G's layout (several partitions, a tablespace); it restores (tablespace relocated) to the
+# same dump as the quiet source, exactly like a local backup of the same state does.
+. "$(dirname "$0")/lib.sh"
+it_setup remote
+
+mkdir -p "$T/repo" "$T/ts"
+pg_own "$T"
+ENVS=(WALG_FILE_PREFIX="$T/repo" WALG_COMPRESSION_METHOD=zstd)
+pg_init "$T/src"
+chmod 700 "$T/src"
+PORT=$(free_port)
+pg_conf "$T/src" "wal_level = replica" "archive_mode = on" \
+	"archive_command = 'env ${ENVS[*]} $WALC_PG wal-push %p'"
+pg_start "$T/src" "$PORT"
+as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -i -s 3 -q postgres >/dev/null 2>&1
+psqlc "$PORT" "CREATE TABLESPACE ts LOCATION '$T/ts'"
+psqlc "$PORT" "CREATE TABLE in_ts TABLESPACE ts AS SELECT g, md5(g::text) h FROM generate_series(1, 20000) g"
+psqlc "$PORT" "CREATE INDEX in_ts_g ON in_ts (g) TABLESPACE ts"
+OID=$(psqlc "$PORT" "SELECT oid FROM pg_tablespace WHERE spcname = 'ts'")
+psqlc "$PORT" "CHECKPOINT"
+dump_norm "$PORT" >"$T/src.dump"
+
+# As "nobody": no access to PGDATA at all, only the socket.
+chmod 777 "$T" # the socket directory
+wrun_as_nobody() {
+	set +e
+	runuser -u nobody -- env HOME=/tmp "${ENVS[@]}" PGHOST="$T" PGPORT="$PORT" PGUSER=postgres \
+		WALG_TAR_SIZE_THRESHOLD=10000000 "$WALC_PG" backup-push >"$T/.out" 2>"$T/.err"
+	W_RC=$?
+	set -e
+	W_ERR=$(cat "$T/.err")
+}
+runuser -u nobody -- test -r "$T/src/PG_VERSION" && fail "test set-up: nobody can read PGDATA"
+chmod 777 "$T/repo"
+wrun_as_nobody
+expect_rc 0 "remote backup-push"
+assert_contains "$W_ERR" "BASE_BACKUP" "remote mode log"
+name=$(printf '%s\n' "$W_ERR" | sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p')
+[[ $name =~ ^base_[0-9A-F]{24}$ ]] || fail "remote backup name: '$name'"
+parts=$(ls "$T/repo/basebackups_005/$name/tar_partitions" | grep -c '^part_')
+[ "$parts" -ge 2 ] || fail "expected several partitions, got $parts"
+for f in pg_control.tar.zst backup_label.tar.zst; do
+	[ -f "$T/repo/basebackups_005/$name/tar_partitions/$f" ] || fail "missing $f"
+done
+
+pg_stop "$T/src"
+printf '{"base_prefix": "%s", "tablespaces": ["%s"], "%s": {"loc": "%s", "link": "pg_tblspc/%s"}}\n' \
+	"$T/dst" "$OID" "$OID" "$T/ts2" "$OID" >"$T/spec.json"
+wrun "${ENVS[@]}" -- backup-fetch --restore-spec "$T/spec.json" "$T/dst" LATEST
+expect_rc 0 "backup-fetch of the remote backup"
+[ "$(readlink "$T/dst/pg_tblspc/$OID")" = "$T/ts2" ] || fail "tablespace not relocated"
+sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d' "$T/dst/postgresql.conf"
+printf "archive_mode = off\nrestore_command = 'env %s %s wal-fetch %%f %%p'\nrecovery_target = 'immediate'\nrecovery_target_action = 'promote'\n" \
+	"${ENVS[*]}" "$WALC_PG" >>"$T/dst/postgresql.conf"
+touch "$T/dst/recovery.signal"
+pg_own "$T/dst" "$T/ts2"
+P2=$(free_port)
+pg_start "$T/dst" "$P2"
+wait_not_in_recovery "$P2"
+dump_norm "$P2" >"$T/dst.dump"
+cmp -s "$T/src.dump" "$T/dst.dump" || fail "remote backup restores to a different dump"
+psqlc "$P2" "CREATE EXTENSION amcheck"
+psqlc "$P2" "SELECT count(bt_index_check(c.oid)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree'" >/dev/null ||
+	fail "amcheck on the restored remote backup"
+log "remote backup $name restores to the source's dump"
