@@ -126,9 +126,6 @@ static err_code derive_from_file(const char *path, const char *transform, unsign
 		rc = err_errno(E_CONFIG, errno, "%s: cannot read %s", var, path);
 		goto out;
 	}
-	if (S_ISREG(st.st_mode) && (st.st_mode & (S_IRGRP | S_IROTH)) != 0)
-		log_warn("%s: %s is readable by group or others", var, path);
-
 	buf = xmalloc(KEY_FILE_MAX + 1);
 	for (;;) {
 		ssize_t n = read(fd, buf + len, KEY_FILE_MAX + 1 - len);
@@ -153,6 +150,9 @@ static err_code derive_from_file(const char *path, const char *transform, unsign
 	while (len > start && is_space(buf[len - 1]))
 		len--;
 	rc = crypt_key_derive((const char *)buf + start, len - start, transform, key, var);
+	/* Warned only for a usable key, so a bad configuration still prints one line. */
+	if (rc == E_OK && S_ISREG(st.st_mode) && (st.st_mode & (S_IRGRP | S_IROTH)) != 0)
+		log_warn("%s: %s is readable by group or others", var, path);
 out:
 	if (buf != NULL) {
 		sodium_memzero(buf, KEY_FILE_MAX + 1);

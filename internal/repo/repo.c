@@ -45,12 +45,13 @@ void repo_close(repo *r)
 	memset(r, 0, sizeof(*r));
 }
 
-err_code repo_put(repo *r, const char *base_key, uint64_t *stored, sink **out, char **key_out)
+static err_code put_chain(repo *r, const char *base_key, bool exclusive, uint64_t *stored,
+						  sink **out, char **key_out)
 {
 	const char *ext = codec_ext(r->codec);
 	char *key = ext[0] ? xasprintf("%s.%s", base_key, ext) : xstrdup(base_key);
 	sink *s = NULL;
-	err_code rc = storage_put(r->st, key, &s);
+	err_code rc = exclusive ? storage_put_new(r->st, key, &s) : storage_put(r->st, key, &s);
 	if (rc != E_OK) {
 		free(key);
 		return rc;
@@ -67,6 +68,16 @@ err_code repo_put(repo *r, const char *base_key, uint64_t *stored, sink **out, c
 	else
 		free(key);
 	return E_OK;
+}
+
+err_code repo_put(repo *r, const char *base_key, uint64_t *stored, sink **out, char **key_out)
+{
+	return put_chain(r, base_key, false, stored, out, key_out);
+}
+
+err_code repo_put_new(repo *r, const char *base_key, sink **out, char **key_out)
+{
+	return put_chain(r, base_key, true, NULL, out, key_out);
 }
 
 const codec *repo_codec_for_key(const char *key)

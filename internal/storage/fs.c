@@ -37,6 +37,7 @@ typedef struct fs_put {
 	char *tmp;
 	char *path;
 	bool done;
+	bool exclusive; /* publish with link(): never replace */
 } fs_put;
 
 static err_code fs_put_write(sink *s, const void *buf, size_t len)
@@ -55,8 +56,14 @@ static err_code fs_put_finish(sink *s)
 		return err_errno(E_IO, errno, "closing %s", p->tmp);
 	}
 	p->fd = -1;
-	if (rename(p->tmp, p->path) != 0)
+	if (p->exclusive) {
+		if (link(p->tmp, p->path) != 0)
+			return errno == EEXIST ? err_set(E_EXISTS, "%s already exists", p->path)
+								   : err_errno(E_IO, errno, "creating %s", p->path);
+		unlink(p->tmp);
+	} else if (rename(p->tmp, p->path) != 0) {
 		return err_errno(E_IO, errno, "renaming %s to %s", p->tmp, p->path);
+	}
 	p->done = true;
 	return fsync_parent_dir(p->path);
 }
@@ -75,7 +82,7 @@ static void fs_put_free(sink *s)
 
 static const sink_ops fs_put_ops = { fs_put_write, fs_put_finish, fs_put_free };
 
-static err_code fs_put_open(storage *st, const char *key, sink **out)
+static err_code fs_put_start(storage *st, const char *key, bool exclusive, sink **out)
 {
 	fs_storage *fs = (fs_storage *)st;
 	char *path = fs_path(fs, key);
@@ -102,8 +109,31 @@ static err_code fs_put_open(storage *st, const char *key, sink **out)
 	p->fd = fd;
 	p->tmp = tmp;
 	p->path = path;
+	p->exclusive = exclusive;
 	*out = &p->base;
 	return E_OK;
+}
+
+static err_code fs_put_open(storage *st, const char *key, sink **out)
+{
+	return fs_put_start(st, key, false, out);
+}
+
+static err_code fs_put_new(storage *st, const char *key, sink **out)
+{
+	return fs_put_start(st, key, true, out);
+}
+
+/*
+ * An absent object in an absent repository is a configuration mistake, not the end of the
+ * archive: wal-fetch must not answer "does not exist" (exit 74) for a mistyped prefix.
+ */
+static err_code fs_absent(fs_storage *fs, const char *path)
+{
+	struct stat sb;
+	if (stat(fs->root, &sb) != 0)
+		return err_errno(E_IO, errno, "repository %s", fs->root);
+	return err_set(E_NOTFOUND, "object %s does not exist", path);
 }
 
 /* get */
@@ -114,9 +144,8 @@ static err_code fs_get(storage *st, const char *key, sink *into)
 	char *path = fs_path(fs, key);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		err_code rc = errno == ENOENT
-			? err_set(E_NOTFOUND, "object %s does not exist", path)
-			: err_errno(E_IO, errno, "opening %s", path);
+		err_code rc = errno == ENOENT ? fs_absent(fs, path)
+									  : err_errno(E_IO, errno, "opening %s", path);
 		free(path);
 		return rc;
 	}
@@ -149,9 +178,8 @@ static err_code fs_stat(storage *st, const char *key, obj_info *info)
 	struct stat sb;
 	err_code rc = E_OK;
 	if (stat(path, &sb) != 0)
-		rc = errno == ENOENT || errno == ENOTDIR
-			? err_set(E_NOTFOUND, "object %s does not exist", path)
-			: err_errno(E_IO, errno, "stat of %s", path);
+		/* ENOTDIR: a path component is a file, so the repository itself is broken. */
+		rc = errno == ENOENT ? fs_absent(fs, path) : err_errno(E_IO, errno, "stat of %s", path);
 	else if (!S_ISREG(sb.st_mode))
 		rc = err_set(E_NOTFOUND, "%s is not a regular file", path);
 	else {
@@ -170,7 +198,7 @@ static err_code fs_list_dir(fs_storage *fs, const char *rel, bool recursive, obj
 	char *dirpath = rel[0] ? xasprintf("%s/%s", fs->root, rel) : xstrdup(fs->root);
 	DIR *d = opendir(dirpath);
 	if (d == NULL) {
-		err_code rc = errno == ENOENT || errno == ENOTDIR
+		err_code rc = errno == ENOENT
 			? E_OK
 			: err_errno(E_IO, errno, "listing %s", dirpath);
 		free(dirpath);
@@ -240,7 +268,7 @@ static void fs_free(storage *st)
 }
 
 static const storage_ops fs_ops = {
-	fs_put_open, fs_get, fs_stat, fs_list, fs_remove, fs_describe, fs_free,
+	fs_put_open, fs_get, fs_stat, fs_list, fs_remove, fs_describe, fs_free, fs_put_new,
 };
 
 err_code storage_fs_open(const char *root, storage **out)

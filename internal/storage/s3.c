@@ -1033,5 +1033,5 @@ static const char *s3_describe(storage *st)
 }
 
 static const storage_ops s3_ops = {
-	s3_put_open, s3_get, s3_stat, s3_list, s3_remove, s3_describe, s3_free,
+	s3_put_open, s3_get, s3_stat, s3_list, s3_remove, s3_describe, s3_free, NULL,
 };

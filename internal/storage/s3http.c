@@ -156,6 +156,11 @@ typedef struct xfer {
 	bool bad_range;
 	uint64_t cr_start;		/* Content-Range of this answer */
 	bool have_cr;
+	/* stall detection: no byte moved either way for low_speed_time seconds */
+	curl_off_t moved;
+	struct timespec last_move;
+	long stall_limit;
+	bool stalled;
 } xfer;
 
 static size_t read_cb(char *buf, size_t size, size_t n, void *ud)
@@ -290,11 +295,26 @@ static size_t write_cb(char *buf, size_t size, size_t n, void *ud)
 	return len;
 }
 
+/*
+ * Called about once a second even when nothing moves: cancellation, and the stall timeout
+ * (curl's own low-speed check averages over a window, so it fires seconds late).
+ */
 static int progress_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
-	(void)dt, (void)dn, (void)ut, (void)un;
-	const xfer *x = ud;
-	return x->req->cancel != NULL && atomic_load(x->req->cancel) ? 1 : 0;
+	(void)dt, (void)ut;
+	xfer *x = ud;
+	if (x->req->cancel != NULL && atomic_load(x->req->cancel))
+		return 1;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (dn + un != x->moved) {
+		x->moved = dn + un;
+		x->last_move = now;
+	} else if (now.tv_sec - x->last_move.tv_sec >= x->stall_limit) {
+		x->stalled = true;
+		return 1;
+	}
+	return 0;
 }
 
 static bool curl_retryable(CURLcode cc)
@@ -380,8 +400,13 @@ static CURLcode attempt_once(s3_http *h, xfer *x, const s3_kvs *hdrs, char *errb
 	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, h->retry.connect_timeout);
+	/* The progress callback enforces low_speed_time; curl's check is the backstop. */
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->retry.low_speed_time);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->retry.low_speed_time * 2);
+	x->moved = 0;
+	x->stalled = false;
+	x->stall_limit = h->retry.low_speed_time;
+	clock_gettime(CLOCK_MONOTONIC, &x->last_move);
 	curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
@@ -516,8 +541,13 @@ err_code s3_http_do(s3_http *h, const s3_signer *sg, s3_request *req, s3_respons
 
 		if (x.sink_rc != E_OK)
 			return x.sink_rc; /* the consumer failed: its message stands */
-		if (cc == CURLE_ABORTED_BY_CALLBACK)
+		if (cc == CURLE_ABORTED_BY_CALLBACK && x.stalled) {
+			cc = CURLE_OPERATION_TIMEDOUT;
+			snprintf(errbuf, CURL_ERROR_SIZE, "no data moved for %ld s (S3_LOW_SPEED_TIMEOUT)",
+					 h->retry.low_speed_time);
+		} else if (cc == CURLE_ABORTED_BY_CALLBACK) {
 			return err_set(E_CANCELLED, "%s: cancelled", req->what);
+		}
 		if (x.too_big)
 			return err_set(E_CORRUPT, "%s: answer larger than %u bytes", req->what,
 						   S3_XML_MAX);

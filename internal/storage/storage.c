@@ -35,6 +35,22 @@ err_code storage_put(storage *st, const char *key, sink **out)
 	return st->ops->put(st, key, out);
 }
 
+err_code storage_put_new(storage *st, const char *key, sink **out)
+{
+	*out = NULL;
+	TRY(storage_check_key(key));
+	if (st->ops->put_new != NULL)
+		return st->ops->put_new(st, key, out);
+	obj_info info;
+	err_code rc = st->ops->stat(st, key, &info);
+	if (rc == E_OK)
+		return err_set(E_EXISTS, "%s already exists in %s", key, storage_describe(st));
+	if (rc != E_NOTFOUND)
+		return rc;
+	err_clear();
+	return st->ops->put(st, key, out);
+}
+
 err_code storage_get(storage *st, const char *key, sink *into)
 {
 	TRY(storage_check_key(key));

@@ -33,6 +33,8 @@ typedef struct storage_ops {
 	err_code (*remove)(storage *st, const char *key);
 	const char *(*describe)(storage *st); /* for messages: "/path" or "s3://bucket/path" */
 	void (*free)(storage *st);
+	/* Optional: as put, but finish fails with E_EXISTS if key appeared meanwhile. */
+	err_code (*put_new)(storage *st, const char *key, sink **out);
 } storage_ops;
 
 struct storage {
@@ -49,6 +51,12 @@ err_code storage_fs_open(const char *root, storage **out);
  * free() without finish discards it. Nothing is visible under key before finish succeeds.
  */
 err_code storage_put(storage *st, const char *key, sink **out);
+/*
+ * As storage_put, for keys that must never be replaced (WAL-G's protected WAL names): finish
+ * fails with E_EXISTS when another writer published key first. Backends without an atomic
+ * create check before writing, which narrows the race but cannot close it.
+ */
+err_code storage_put_new(storage *st, const char *key, sink **out);
 /* Stream the object into `into` (not finished by this call). E_NOTFOUND when absent. */
 err_code storage_get(storage *st, const char *key, sink *into);
 /* E_NOTFOUND when absent. info->key is left NULL. */

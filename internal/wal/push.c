@@ -67,7 +67,8 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 		return err_set(E_IO, "wal-push: %s is not a regular file", path);
 
 	double t0 = now_ms();
-	if (cfg->prevent_wal_overwrite || str_has_suffix(name, ".history")) {
+	bool protect = cfg->prevent_wal_overwrite || str_has_suffix(name, ".history");
+	if (protect) {
 		bool done;
 		TRY(check_overwrite(r, name, path, &done));
 		if (done)
@@ -77,12 +78,27 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 	char *base = xasprintf(REPO_WAL_DIR "%s", name);
 	char *key = NULL;
 	sink *s = NULL;
-	err_code rc = repo_put(r, base, NULL, &s, &key);
+	/* A protected name is created, never replaced: two pushers racing cannot both win. */
+	err_code rc = protect ? repo_put_new(r, base, &s, &key) : repo_put(r, base, NULL, &s, &key);
 	if (rc == E_OK)
 		rc = sink_write_file(s, path);
 	if (rc == E_OK)
 		rc = sink_finish(s);
 	sink_free(s);
+	if (rc == E_EXISTS) {
+		/* Someone published it first: fine if it is the same file, refused otherwise. */
+		bool done;
+		err_clear();
+		rc = check_overwrite(r, name, path, &done);
+		if (rc == E_OK && !done)
+			rc = err_set(E_EXISTS, "%s appeared in %s while it was being archived", name,
+						 storage_describe(r->st));
+		if (rc == E_OK) {
+			free(key);
+			free(base);
+			return E_OK;
+		}
+	}
 	if (rc == E_OK) {
 		char ms[32], size[32];
 		snprintf(ms, sizeof(ms), "%.1f", now_ms() - t0);

@@ -37,5 +37,5 @@ if [ $ran -eq 0 ]; then
 	echo "fuzz: no fuzz_* binaries in $dir" >&2
 	exit 1
 fi
-echo "fuzz: $ran targets, $failed failed"
+echo "fuzz: $((ran - failed)) passed, $failed failed"
 [ $failed -eq 0 ]

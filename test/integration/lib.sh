@@ -1,0 +1,356 @@
+# shellcheck shell=bash
+# Shared helpers for walc's integration tests (sourced by test_*.sh and test/demo.sh).
+#
+# Conventions:
+#   - it_setup creates the test's own directory $T under /tmp (owned by postgres, since the
+#     servers and their archive/restore commands run as postgres), its own HOME and PGDATA for
+#     walc runs, and an EXIT trap that stops every server started here and removes $T
+#     (KEEP=1 keeps it).
+#   - PostgreSQL programs run as the postgres OS user (we are root); client sockets live in $T.
+#   - walc's configuration comes from the environment only: inherited WALG_* variables are
+#     dropped here so a developer's shell cannot leak into a test.
+#   - Any sanitizer report in walc output fails the test (make asan reruns these tests with
+#     WALC pointing at an ASan/UBSan build).
+
+set -euo pipefail
+
+IT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$IT_DIR/../.." && pwd)
+WALC=${WALC:-$ROOT/walc}
+case $WALC in /*) ;; *) WALC=$PWD/$WALC ;; esac
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3 || echo python3)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+export LC_ALL=C
+export PGUSER=postgres
+unset PGHOST PGPORT PGDATABASE PGPASSWORD PGSERVICE PGOPTIONS
+while read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(WALG_|WALE_|AWS_|GOOGLE_|AZURE_)' || true)
+
+SANITIZER_RE='(Address|Leak|Memory|Thread|Undefined(Behavior)?)Sanitizer|runtime error:'
+
+T=""              # the test's directory
+WALC_PG=""        # walc path usable by the postgres user
+PG_RUNNING=()     # data directories of servers started by pg_start
+BG_PIDS=()        # background jobs to kill on exit
+# set by wrun/wrun_pg: walc's exit status, stdout and stderr
+W_RC=0
+# shellcheck disable=SC2034 # read by the tests that source this file
+W_OUT=""
+W_ERR=""
+
+# ------------------------------------------------------------------------------------------
+# Messages and assertions
+# ------------------------------------------------------------------------------------------
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+IT_FAILURES=0
+# fail MSG: the test fails here. With IT_KEEP_GOING=1 (diagnosis) it is counted, the test goes
+# on, and exits 1 at the end.
+fail() {
+	printf 'FAIL: %s\n' "$*" >&2
+	if [ "${IT_KEEP_GOING:-0}" = 1 ]; then
+		IT_FAILURES=$((IT_FAILURES + 1))
+		return 0
+	fi
+	exit 1
+}
+# ok MSG: end of a group of checks: "PASS MSG", or "FAILED MSG" when a check in it failed
+# (only possible with IT_KEEP_GOING=1)
+IT_LAST_FAILURES=0
+ok() {
+	if [ "$IT_FAILURES" -eq "$IT_LAST_FAILURES" ]; then log "PASS $*"; else log "FAILED $*"; fi
+	IT_LAST_FAILURES=$IT_FAILURES
+}
+assert_eq() { # EXPECTED ACTUAL WHAT
+	[ "$1" = "$2" ] || fail "$3: expected '$1', got '$2'"
+}
+assert_contains() { # HAYSTACK NEEDLE WHAT
+	case $1 in *"$2"*) ;; *) fail "$3: expected to contain '$2', got: $1" ;; esac
+}
+assert_not_contains() { # HAYSTACK NEEDLE WHAT
+	case $1 in *"$2"*) fail "$3: must not contain '$2', got: $1" ;; *) ;; esac
+}
+assert_match() { # HAYSTACK ERE WHAT
+	printf '%s\n' "$1" | grep -Eq -- "$2" || fail "$3: expected to match /$2/, got: $1"
+}
+assert_absent() { # PATH WHAT
+	if [ -e "$1" ] || [ -L "$1" ]; then fail "$2: $1 must not exist"; fi
+}
+assert_same_file() { # EXPECTED ACTUAL WHAT
+	[ -f "$2" ] || fail "$3: $2 does not exist"
+	cmp -s "$1" "$2" || fail "$3: $2 differs from $1 ($(cmp "$1" "$2" 2>&1 | head -n1))"
+}
+assert_no_sanitizer_reports() { # FILE...
+	local f
+	for f in "$@"; do
+		[ -f "$f" ] || continue
+		if grep -Eq "$SANITIZER_RE" "$f"; then
+			grep -En -B2 -A20 "$SANITIZER_RE" "$f" | head -n 60 >&2
+			fail "sanitizer report in $f"
+		fi
+	done
+}
+nlines() { # number of lines in a string ("" has 0)
+	if [ -z "$1" ]; then echo 0; else printf '%s\n' "$1" | wc -l | tr -d ' '; fi
+}
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+# identity of a stored object: content hash, inode and mtime (a rewrite changes one of them)
+obj_id() { echo "$(sha "$1") $(stat -c '%i %y' "$1")"; }
+flip_byte() { # FILE OFFSET: xor one byte with 1
+	"$PY" -c 'import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 1]))' "$1" "$2"
+}
+count_files() { find "$1" -type f 2>/dev/null | wc -l | tr -d ' '; }
+
+# ------------------------------------------------------------------------------------------
+# Setup, cleanup, running as postgres
+# ------------------------------------------------------------------------------------------
+
+as_pg() { # run a command as the postgres OS user (directly when we already are not root)
+	if [ "$(id -u)" = 0 ]; then
+		runuser -u postgres -- env HOME="$T/home" "$@"
+	else
+		env HOME="$T/home" "$@"
+	fi
+}
+
+it_cleanup() {
+	local rc=$? d p
+	set +e
+	if [ "$rc" = 0 ] && [ "$IT_FAILURES" -gt 0 ]; then
+		echo "$IT_FAILURES failure(s)" >&2
+		rc=1
+	fi
+	for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for d in "${PG_RUNNING[@]}"; do
+		[ -f "$d/postmaster.pid" ] && as_pg "$PGBIN/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1
+	done
+	if [ -n "$T" ] && [ -d "$T" ]; then
+		if [ "${KEEP:-0}" = 1 ] || { [ "$rc" != 0 ] && [ "${KEEP_FAILED:-0}" = 1 ]; }; then
+			echo "kept $T" >&2
+		else
+			rm -rf "$T"
+		fi
+	fi
+	exit "$rc"
+}
+
+# it_setup NAME: make $T, HOME, PGDATA, the walc copy for postgres; install the cleanup trap.
+it_setup() {
+	[ -x "$WALC" ] || fail "walc binary not found or not executable: $WALC (run 'make walc', or set WALC)"
+	[ -x "$PGBIN/initdb" ] || fail "PostgreSQL 15 binaries not found in $PGBIN"
+	T=$(mktemp -d "/tmp/walc-${1:-it}.XXXXXX")
+	trap it_cleanup EXIT
+	trap 'exit 143' TERM
+	trap 'exit 130' INT
+	mkdir -p "$T/home" "$T/pgdata" "$T/bin" "$T/log"
+	export HOME=$T/home PGDATA=$T/pgdata
+	# archive_command/restore_command run as postgres: use walc in place when postgres can
+	# execute it there, else a copy inside $T.
+	if [ "$(id -u)" = 0 ] && ! runuser -u postgres -- test -x "$WALC"; then
+		cp "$WALC" "$T/bin/walc"
+		WALC_PG=$T/bin/walc
+	else
+		WALC_PG=$WALC
+	fi
+	chmod 755 "$T"
+	pg_own "$T"
+}
+
+pg_own() { # chown to postgres (no-op when not root)
+	if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$@"; fi
+}
+
+# wrun [VAR=VALUE ...] -- ARGS...: run walc (as the current user) with extra environment;
+# sets W_RC, W_OUT, W_ERR. Fails the test on any sanitizer report.
+wrun() {
+	local envs=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	set +e
+	env "${envs[@]}" "$WALC" "$@" >"$T/.w_out" 2>"$T/.w_err" </dev/null
+	W_RC=$?
+	set -e
+	# shellcheck disable=SC2034
+	W_OUT=$(cat "$T/.w_out")
+	W_ERR=$(cat "$T/.w_err")
+	if printf '%s\n' "$W_ERR" | grep -Eq "$SANITIZER_RE"; then
+		printf '%s\n' "$W_ERR" >&2
+		fail "sanitizer report from: walc $*"
+	fi
+}
+# wrun_pg: as wrun, but as the postgres OS user
+wrun_pg() {
+	local envs=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	set +e
+	as_pg env PGDATA="$PGDATA" ASAN_OPTIONS="$ASAN_OPTIONS" "${envs[@]}" "$WALC_PG" "$@" \
+		>"$T/.w_out" 2>"$T/.w_err" </dev/null
+	W_RC=$?
+	set -e
+	# shellcheck disable=SC2034
+	W_OUT=$(cat "$T/.w_out")
+	W_ERR=$(cat "$T/.w_err")
+	if printf '%s\n' "$W_ERR" | grep -Eq "$SANITIZER_RE"; then
+		printf '%s\n' "$W_ERR" >&2
+		fail "sanitizer report from (as postgres): walc $*"
+	fi
+}
+# Describe the last wrun for failure messages.
+wdesc() { printf 'exit %s, stderr: %s' "$W_RC" "$W_ERR"; }
+
+# expect_rc RC WHAT: the last wrun exited with RC
+expect_rc() {
+	[ "$W_RC" = "$1" ] || fail "$2: expected exit $1, got $(wdesc)"
+}
+
+# ------------------------------------------------------------------------------------------
+# PostgreSQL
+# ------------------------------------------------------------------------------------------
+
+# free_port: a port for a server. Servers listen on a Unix socket in $T only
+# (listen_addresses = ''), so a port is free when $T has no socket for it and nothing listens
+# on it over TCP (in case a test ever enables TCP).
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		[ -e "$T/.s.PGSQL.$p" ] && continue
+		if [ -r /proc/net/tcp ] && grep -qi ":$(printf '%04X' "$p") " /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+			continue
+		fi
+		echo "$p"
+		return
+	done
+}
+
+# pg_init DIR [initdb args...]
+pg_init() {
+	local dir=$1
+	shift
+	mkdir -p "$dir"
+	chmod 700 "$dir"
+	pg_own "$dir"
+	as_pg "$PGBIN/initdb" -D "$dir" -A trust -U postgres --locale=C --encoding=UTF8 "$@" \
+		>"$dir.initdb.log" 2>&1 || { cat "$dir.initdb.log" >&2; fail "initdb $dir"; }
+}
+
+# pg_conf DIR 'line' ...: append lines to DIR/postgresql.conf
+pg_conf() {
+	local dir=$1
+	shift
+	printf '%s\n' "$@" >>"$dir/postgresql.conf"
+}
+
+# pg_start DIR PORT: start a server on a Unix socket in $T; the log is DIR.log
+pg_start() {
+	local dir=$1 port=$2
+	pg_conf "$dir" "port = $port" "listen_addresses = ''" "unix_socket_directories = '$T'"
+	pg_own "$dir"
+	touch "$dir.log"
+	pg_own "$dir.log"
+	PG_RUNNING+=("$dir")
+	if ! as_pg "$PGBIN/pg_ctl" -D "$dir" -l "$dir.log" -w -t 180 start >/dev/null; then
+		tail -n 40 "$dir.log" >&2
+		fail "pg_ctl start $dir"
+	fi
+}
+
+# pg_stop DIR: fast shutdown
+pg_stop() {
+	as_pg "$PGBIN/pg_ctl" -D "$1" -m fast -w -t 180 stop >/dev/null || {
+		tail -n 40 "$1.log" >&2
+		fail "pg_ctl stop $1"
+	}
+}
+
+# psqlc PORT SQL: one command as postgres@postgres, unaligned tuples only
+psqlc() {
+	as_pg "$PGBIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$T" -p "$1" -U postgres -d postgres -c "$2"
+}
+
+# wait_not_in_recovery PORT [TIMEOUT]
+wait_not_in_recovery() {
+	local port=$1 limit=${2:-180} i=0
+	while [ "$(psqlc "$port" 'SELECT pg_is_in_recovery()' 2>/dev/null || true)" != f ]; do
+		i=$((i + 1))
+		[ "$i" -le $((limit * 2)) ] || fail "server on port $port still in recovery after ${limit}s"
+		sleep 0.5
+	done
+}
+
+# normalize a pg_dumpall (fixtures README): drop \restrict/\unrestrict and version lines,
+# replace tablespace locations.
+normalize_dump() {
+	sed -E -e '/^\\(un)?restrict /d' \
+		-e '/^-- Dumped (from database|by pg_dump) version /d' \
+		-e "s#^(CREATE TABLESPACE [^ ]+ OWNER [^ ]+ LOCATION ')[^']*(';)\$#\1TABLESPACE_LOCATION\2#"
+}
+
+# dump_norm PORT > FILE: normalized pg_dumpall --no-role-passwords
+dump_norm() {
+	local out
+	out=$(mktemp "$T/.dump.XXXXXX")
+	as_pg "$PGBIN/pg_dumpall" -h "$T" -p "$1" -U postgres --no-role-passwords >"$out" ||
+		fail "pg_dumpall on port $1"
+	normalize_dump <"$out"
+	rm -f "$out"
+}
+
+# switch_wal PORT: pg_switch_wal(), prints the name of the segment it completed
+switch_wal() {
+	psqlc "$1" 'SELECT pg_walfile_name(pg_switch_wal())'
+}
+
+# archived DATADIR SEG: the server has archived SEG: its archive_status says .done, or the
+# segment has been removed/recycled (which only happens after archiving) with no .ready left.
+archived() {
+	local st=$1/pg_wal/archive_status/$2
+	[ -e "$st.done" ] && return 0
+	[ ! -e "$1/pg_wal/$2" ] && [ ! -e "$st.ready" ]
+}
+
+# wait_archived DATADIR SEG [TIMEOUT] [FAILFLAG]: wait until SEG is archived; fail early when
+# FAILFLAG (a file an archive wrapper creates on failure) appears.
+wait_archived() {
+	local dir=$1 seg=$2 limit=${3:-180} flag=${4:-} i=0
+	until archived "$dir" "$seg"; do
+		if [ -n "$flag" ] && [ -e "$flag" ]; then
+			cat "$flag" >&2
+			fail "archive_command failed while waiting for $seg"
+		fi
+		i=$((i + 1))
+		if [ "$i" -gt $((limit * 4)) ]; then
+			tail -n 30 "$dir.log" >&2
+			fail "segment $seg not archived after ${limit}s"
+		fi
+		sleep 0.25
+	done
+}
+
+is_segment_name() { [[ $1 =~ ^[0-9A-F]{24}$ ]]; }
+
+# ext_of CODEC: object suffix WAL-G uses
+ext_of() {
+	case $1 in
+	lz4) echo .lz4 ;; zstd) echo .zst ;; brotli) echo .br ;; lzma) echo .lzma ;; none) echo "" ;;
+	*) fail "unknown codec $1" ;;
+	esac
+}
+# decode_cli CODEC < object > plain: the Debian command-line decoder for CODEC
+decode_cli() {
+	case $1 in
+	lz4) lz4 -d -c ;;
+	zstd) zstd -d -c -q ;;
+	brotli) brotli -d -c ;;
+	lzma) xz --format=lzma -d -c ;;
+	none) cat ;;
+	*) fail "unknown codec $1" ;;
+	esac
+}
+# sodium_decrypt KEYFILE TRANSFORM < object > plain: independent secretstream decryption
+sodium_decrypt() { "$PY" "$IT_DIR/sodium.py" decrypt "$1" "$2"; }

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Runs walc's integration tests: every test_*.sh next to this file, or the subset named in
+# $INTEGRATION_TESTS (space-separated; "wal_matrix", "test_wal_matrix" and
+# "test_wal_matrix.sh" all name the same test). Each runs with a timeout
+# ($INTEGRATION_TIMEOUT, default 600 s); prints "PASS name (Ns)" or "FAIL name" followed by the
+# test's output, and as the last line "integration: N passed, N failed". Exit 1 if any failed.
+#
+# Environment: WALC (absolute path of the binary under test, default <repo>/walc), KEEP=1 keeps
+# every test's directory, KEEP_FAILED=1 those of failed tests, IT_KEEP_GOING=1 lets a test go
+# on after a failed check (diagnosis), ASAN_OPTIONS (default detect_leaks=1:abort_on_error=0).
+set -u
+DIR=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$DIR/../.." && pwd)
+cd "$ROOT" || exit 1
+TIMEOUT=${INTEGRATION_TIMEOUT:-600}
+export WALC=${WALC:-$ROOT/walc}
+case $WALC in /*) ;; *) WALC=$ROOT/$WALC ;; esac
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+
+tests=()
+if [ -n "${INTEGRATION_TESTS:-}" ]; then
+	for t in $INTEGRATION_TESTS; do
+		t=${t%.sh}
+		t=${t#test_}
+		if [ -f "$DIR/test_$t.sh" ]; then
+			tests+=("$DIR/test_$t.sh")
+		else
+			echo "no such integration test: $t"
+			tests+=("$DIR/test_$t.sh") # counted as a failure below
+		fi
+	done
+else
+	for t in "$DIR"/test_*.sh; do
+		[ -f "$t" ] && tests+=("$t")
+	done
+fi
+
+echo "integration tests with WALC=$WALC"
+if [ ! -x "$WALC" ]; then
+	echo "walc binary not found or not executable: $WALC (run 'make walc' or set WALC)"
+fi
+
+passed=0 failed=0
+out=$(mktemp /tmp/walc-it-run.XXXXXX)
+trap 'rm -f "$out"' EXIT
+for t in "${tests[@]}"; do
+	name=$(basename "$t" .sh)
+	if [ ! -f "$t" ]; then
+		echo "FAIL $name (no such test)"
+		failed=$((failed + 1))
+		continue
+	fi
+	start=$SECONDS
+	timeout -k 20 "$TIMEOUT" bash "$t" >"$out" 2>&1 </dev/null
+	rc=$?
+	took=$((SECONDS - start))
+	if [ $rc -eq 0 ]; then
+		echo "PASS $name (${took}s)"
+		passed=$((passed + 1))
+	else
+		if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+			echo "FAIL $name (timed out after ${TIMEOUT}s)"
+		else
+			echo "FAIL $name (exit $rc, ${took}s)"
+		fi
+		lines=$(wc -l <"$out")
+		if [ "$lines" -gt 400 ]; then
+			echo "--- $name: first 100 and last 300 of $lines lines of output ---"
+			head -n 100 "$out"
+			echo "[...]"
+			tail -n 300 "$out"
+		else
+			echo "--- $name output ---"
+			cat "$out"
+		fi
+		echo "--- end of $name ---"
+		failed=$((failed + 1))
+	fi
+done
+echo "integration: $passed passed, $failed failed"
+[ $failed -eq 0 ]
