@@ -14,10 +14,8 @@
 # Environment: WALC (binary, default ./walc), KEEP=1 keeps the temporary directory,
 # DEMO_SCALE (pgbench scale, default 10), DEMO_SECONDS (pgbench run after the backup, default 10).
 #
-# The base backup is taken with pg_basebackup -X none and restored by copying it, so the WAL
-# needed comes only from walc's archive. To demo walc's own base backups, change only
-# take_base_backup (walc backup-push "$SRC") and restore_base_backup
-# (walc backup-fetch "$1" LATEST).
+# The base backup is walc's own (backup-push, streamed into the repository) and is restored with
+# walc backup-fetch, so every byte the restored cluster starts from comes from the repository.
 
 # shellcheck source=integration/lib.sh
 . "$(dirname "$0")/integration/lib.sh"
@@ -43,11 +41,19 @@ echo "working directory: $T"
 
 # ---- the two steps that walc's own backups will replace ----------------------------------------
 take_base_backup() {
-	as_pg "$PGBIN/pg_basebackup" -h "$T" -p "$PORT" -U postgres -D "$T/base" -X none -c fast \
-		>"$T/log/basebackup.log" 2>&1 || { cat "$T/log/basebackup.log" >&2; fail "pg_basebackup"; }
+	# shellcheck disable=SC2086
+	as_pg env $WALC_ENV PGHOST="$T" PGPORT="$PORT" "$WALC_PG" backup-push "$SRC" \
+		>"$T/log/backup-push.log" 2>&1 || { cat "$T/log/backup-push.log" >&2; fail "walc backup-push"; }
+	BACKUP_NAME=$(sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p' "$T/log/backup-push.log")
 }
 restore_base_backup() { # DEST
-	cp -a "$T/base" "$1"
+	# shellcheck disable=SC2086
+	env $WALC_ENV "$WALC" backup-fetch "$1" LATEST >"$T/log/backup-fetch.log" 2>&1 ||
+		{ cat "$T/log/backup-fetch.log" >&2; fail "walc backup-fetch"; }
+	# A restored data directory keeps the source's settings: give it its own socket and port.
+	sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d' \
+		"$1/postgresql.conf"
+	pg_own "$1"
 }
 
 # ---- 1. source cluster ------------------------------------------------------------------------
@@ -70,7 +76,7 @@ echo "   loaded $((SCALE * 100000)) pgbench_accounts rows in $(secs "$LOAD_MS")"
 t=$(now_ms)
 take_base_backup
 BACKUP_MS=$(($(now_ms) - t))
-echo "   base backup of $(human "$(du -sb "$T/base" | cut -f1)") in $(secs "$BACKUP_MS")"
+echo "   walc backup-push: $BACKUP_NAME, $(human "$(du -sb "$REPO/basebackups_005" | cut -f1)") in the repository for $(human "$(du -sb "$SRC" | cut -f1)") of data, in $(secs "$BACKUP_MS")"
 
 # ---- 3. writes after the backup ---------------------------------------------------------------
 step "3. writes after the base backup (pgbench -T $RUN_SECONDS -c 2, a marker row)"
