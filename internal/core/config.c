@@ -36,6 +36,12 @@ static const config_var config_vars[] = {
 	  "refuse to overwrite an archived WAL file with different content" },
 	{ "WALG_UPLOAD_CONCURRENCY", "16", false, "parallel uploads" },
 	{ "WALG_DOWNLOAD_CONCURRENCY", "10", false, "parallel downloads" },
+	{ "TOTAL_BG_UPLOADED_LIMIT", "32", false,
+	  "wal-push: at most this many - 1 other .ready files uploaded by one call" },
+	{ "PG_READY_RENAME", "false", false,
+	  "wal-push: rename archive_status/X.ready to X.done after a background upload" },
+	{ "WALG_WAL_PUSH_TIMEOUT", "10m", false,
+	  "walc extension: wal-push gives up (exit 1, PostgreSQL retries) after this long" },
 	{ "WALG_TAR_DISABLE_FSYNC", "false", false,
 	  "backup-fetch: skip syncing restored files to disk" },
 	{ "WALG_UPLOAD_DISK_CONCURRENCY", "1", false,
@@ -263,6 +269,10 @@ err_code config_load(config *c, bool need_storage)
 	TRY(parse_long("WALG_DOWNLOAD_CONCURRENCY", 10, 1, 1024, &n));
 	c->download_concurrency = (int)n;
 	TRY(parse_bool("WALG_TAR_DISABLE_FSYNC", false, &c->tar_disable_fsync));
+	TRY(parse_long("TOTAL_BG_UPLOADED_LIMIT", 32, 1, 100000, &n));
+	c->total_bg_uploaded_limit = (int)n;
+	TRY(parse_bool("PG_READY_RENAME", false, &c->pg_ready_rename));
+	TRY(parse_duration("WALG_WAL_PUSH_TIMEOUT", 600000, &c->wal_push_timeout_ms));
 	TRY(parse_long("WALG_UPLOAD_DISK_CONCURRENCY", 1, 1, 256, &n));
 	c->upload_disk_concurrency = (int)n;
 	TRY(parse_long("WALG_TAR_SIZE_THRESHOLD", 1073741823L, 1, LONG_MAX, &n));

@@ -54,7 +54,7 @@ static err_code check_overwrite(repo *r, const char *name, const char *path, boo
 	return rc;
 }
 
-err_code wal_push(repo *r, const config *cfg, const char *path)
+err_code wal_push_one(repo *r, const config *cfg, const char *path)
 {
 	const char *name = base_name(path);
 	struct stat sb;

@@ -9,11 +9,18 @@
 #include "internal/repo/repo.h"
 
 /*
- * Stores the file at path as wal_005/<name>.<ext>. With overwrite protection (the setting,
+ * archive_command: stores the file at path as wal_005/<name>.<ext>, and meanwhile uploads
+ * other files PostgreSQL has marked .ready (WALG_UPLOAD_CONCURRENCY - 1 at once, at most
+ * TOTAL_BG_UPLOADED_LIMIT - 1), leaving WAL-G's markers in walg_data/walg_archive_status so
+ * PostgreSQL's later call for them returns at once.
+ *
+ * The upload itself: stores the file at path as wal_005/<name>.<ext>. With overwrite protection (the setting,
  * or always for .history) an existing object with identical content is success without an
  * upload and different content is E_EXISTS, leaving the stored object as it was.
  */
 err_code wal_push(repo *r, const config *cfg, const char *path);
+/* The upload of one file alone, without markers or background uploads. */
+err_code wal_push_one(repo *r, const config *cfg, const char *path);
 /*
  * Restores WAL file name into dest atomically, whatever extension it was stored with.
  * E_NOTFOUND with "Archive '<name>' does not exist." when there is none; on any failure dest

@@ -1,0 +1,224 @@
+/*
+ * wal-push's parallel archiving: while the requested file uploads, other files PostgreSQL has
+ * marked .ready upload too, and each success leaves WAL-G's marker
+ * (<PGDATA>/pg_wal/walg_data/walg_archive_status/<name>) so PostgreSQL's own call for that
+ * file returns at once. A background failure is only logged: without a marker PostgreSQL
+ * simply archives that file itself later.
+ */
+#include "internal/wal/wal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal/pg/pg.h"
+#include "internal/pipe/pipe.h"
+
+#define SCAN_EVERY_MS 100
+
+/* WAL-G's marker folder: shared by every configuration on one data directory. */
+static char *marker_dir(const config *cfg)
+{
+	if (cfg->pgdata != NULL)
+		return xasprintf("%s/pg_wal/walg_data/walg_archive_status", cfg->pgdata);
+	return xstrdup("/tmp/walg_data/walg_archive_status");
+}
+
+/* Markers are keyed by the name without its last extension, as WAL-G does. */
+static char *marker_path(const config *cfg, const char *name)
+{
+	char *dir = marker_dir(cfg);
+	const char *dot = strrchr(name, '.');
+	char *p = dot ? xasprintf("%s/%.*s", dir, (int)(dot - name), name)
+				  : xasprintf("%s/%s", dir, name);
+	free(dir);
+	return p;
+}
+
+typedef struct bg {
+	repo *r;
+	const config *cfg;
+	char *wal_dir;		 /* where the files are: the pushed path's directory */
+	const char *main_name;
+	chan *names;
+	int main_done;		 /* atomic */
+	int budget;
+	/* names already taken, so a rescan doesn't queue them again */
+	pthread_mutex_t lock;
+	char **taken;
+	size_t ntaken;
+} bg;
+
+static bool take(bg *b, const char *name)
+{
+	bool fresh = true;
+	pthread_mutex_lock(&b->lock);
+	for (size_t i = 0; i < b->ntaken && fresh; i++)
+		if (strcmp(b->taken[i], name) == 0)
+			fresh = false;
+	if (fresh) {
+		b->taken = xrealloc(b->taken, (b->ntaken + 1) * sizeof(char *));
+		b->taken[b->ntaken++] = xstrdup(name);
+	}
+	pthread_mutex_unlock(&b->lock);
+	return fresh;
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* .ready files, oldest name first, until the main upload ends or the budget is spent. */
+static err_code scan(void *arg)
+{
+	bg *b = arg;
+	char *status = xasprintf("%s/archive_status", b->wal_dir);
+	while (!__atomic_load_n(&b->main_done, __ATOMIC_ACQUIRE) && b->budget > 0) {
+		struct dirent **list;
+		int n = scandir(status, &list, NULL, by_name);
+		for (int i = 0; i < n; i++) {
+			char *name = list[i]->d_name;
+			size_t len = strlen(name);
+			if (b->budget > 0 && len > 6 && strcmp(name + len - 6, ".ready") == 0) {
+				name[len - 6] = '\0';
+				if (strcmp(name, b->main_name) != 0 && wal_is_archive_name(name) &&
+					take(b, name)) {
+					b->budget--;
+					if (!chan_send(b->names, xstrdup(name)))
+						b->budget = 0;
+				}
+			}
+			free(list[i]);
+		}
+		if (n >= 0)
+			free(list);
+		struct timespec ts = { 0, SCAN_EVERY_MS * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	free(status);
+	chan_close(b->names);
+	return E_OK;
+}
+
+static void mark_done(bg *b, const char *name)
+{
+	if (b->cfg->pg_ready_rename) {
+		char *ready = xasprintf("%s/archive_status/%s.ready", b->wal_dir, name);
+		char *done = xasprintf("%s/archive_status/%s.done", b->wal_dir, name);
+		if (rename(ready, done) != 0)
+			log_warn("renaming %s: %s", ready, strerror(errno));
+		free(ready);
+		free(done);
+		return;
+	}
+	char *dir = marker_dir(b->cfg);
+	char *marker = marker_path(b->cfg, name);
+	if (mkdir_p(dir, 0700) == E_OK) {
+		FILE *f = fopen(marker, "w");
+		if (f != NULL)
+			fclose(f);
+		else
+			log_warn("creating marker %s: %s", marker, strerror(errno));
+	} else {
+		log_warn("%s", err_msg());
+	}
+	free(marker);
+	free(dir);
+}
+
+static err_code upload(void *arg)
+{
+	bg *b = arg;
+	void *item;
+	while (chan_recv(b->names, &item)) {
+		char *name = item;
+		char *path = xasprintf("%s/%s", b->wal_dir, name);
+		if (wal_push_one(b->r, b->cfg, path) == E_OK)
+			mark_done(b, name);
+		else
+			log_warn("background upload of %s failed (PostgreSQL will archive it again): %s",
+					 name, err_msg());
+		free(path);
+		free(name);
+	}
+	return E_OK;
+}
+
+/* A wal-push that hangs would stop PostgreSQL's archiver: give up at the deadline. */
+static void *watchdog(void *arg)
+{
+	long ms = *(long *)arg;
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+	log_error("wal-push did not finish within WALG_WAL_PUSH_TIMEOUT (%ld ms); giving up so "
+			  "PostgreSQL retries",
+			  ms);
+	_exit(1);
+	return NULL;
+}
+
+err_code wal_push(repo *r, const config *cfg, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+
+	if (cfg->wal_push_timeout_ms > 0) {
+		static long timeout;
+		pthread_t t;
+		pthread_attr_t attr;
+		timeout = cfg->wal_push_timeout_ms;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&attr, PIPE_THREAD_STACK);
+		if (pthread_create(&t, &attr, watchdog, &timeout) != 0)
+			log_warn("could not start the wal-push watchdog");
+		pthread_attr_destroy(&attr);
+	}
+
+	/* Already uploaded by an earlier call's background work. */
+	char *marker = marker_path(cfg, name);
+	if (wal_is_archive_name(name) && unlink(marker) == 0) {
+		log_info("%s was already archived in the background", name);
+		free(marker);
+		return E_OK;
+	}
+	free(marker);
+
+	int workers = cfg->upload_concurrency - 1;
+	int budget = cfg->total_bg_uploaded_limit - 1;
+	if (workers <= 0 || budget <= 0 || !wal_is_archive_name(name))
+		return wal_push_one(r, cfg, path);
+
+	bg b = { .r = r, .cfg = cfg, .main_name = name, .budget = budget };
+	b.wal_dir = slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup(".");
+	b.names = chan_new((size_t)workers);
+	pthread_mutex_init(&b.lock, NULL);
+	group *g = group_new();
+	group_go(g, scan, &b);
+	for (int i = 0; i < workers && i < budget; i++)
+		group_go(g, upload, &b);
+
+	err_code rc = wal_push_one(r, cfg, path);
+	char *saved = rc != E_OK ? xstrdup(err_msg()) : NULL;
+	__atomic_store_n(&b.main_done, 1, __ATOMIC_RELEASE);
+	group_wait(g); /* in-flight background uploads finish; their failures were logged */
+	group_free(g);
+	chan_free(b.names);
+	for (size_t i = 0; i < b.ntaken; i++)
+		free(b.taken[i]);
+	free(b.taken);
+	pthread_mutex_destroy(&b.lock);
+	free(b.wal_dir);
+	if (saved != NULL) {
+		err_set(rc, "%s", saved);
+		free(saved);
+	}
+	return rc;
+}
