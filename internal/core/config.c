@@ -40,6 +40,8 @@ static const config_var config_vars[] = {
 	  "wal-push: at most this many - 1 other .ready files uploaded by one call" },
 	{ "PG_READY_RENAME", "false", false,
 	  "wal-push: rename archive_status/X.ready to X.done after a background upload" },
+	{ "WALG_PREFETCH_DIR", NULL, false,
+	  "wal-fetch: where prefetched segments wait (default: beside the destination)" },
 	{ "WALG_WAL_PUSH_TIMEOUT", "10m", false,
 	  "walc extension: wal-push gives up (exit 1, PostgreSQL retries) after this long" },
 	{ "WALG_TAR_DISABLE_FSYNC", "false", false,
@@ -273,6 +275,10 @@ err_code config_load(config *c, bool need_storage)
 	c->total_bg_uploaded_limit = (int)n;
 	TRY(parse_bool("PG_READY_RENAME", false, &c->pg_ready_rename));
 	TRY(parse_duration("WALG_WAL_PUSH_TIMEOUT", 600000, &c->wal_push_timeout_ms));
+	if (env("WALG_PREFETCH_DIR") != NULL) {
+		TRY(check_printable("WALG_PREFETCH_DIR"));
+		c->prefetch_dir = xstrdup(env("WALG_PREFETCH_DIR"));
+	}
 	TRY(parse_long("WALG_UPLOAD_DISK_CONCURRENCY", 1, 1, 256, &n));
 	c->upload_disk_concurrency = (int)n;
 	TRY(parse_long("WALG_TAR_SIZE_THRESHOLD", 1073741823L, 1, LONG_MAX, &n));
@@ -322,6 +328,7 @@ void config_free(config *c)
 	free(c->compression);
 	free(c->pgdata);
 	free(c->sentinel_user_data);
+	free(c->prefetch_dir);
 	free(c->delta_from_name);
 	free(c->delta_from_user_data);
 	memset(c, 0, sizeof(*c));

@@ -142,6 +142,7 @@ typedef struct config {
 	int total_bg_uploaded_limit;	/* TOTAL_BG_UPLOADED_LIMIT */
 	bool pg_ready_rename;			/* PG_READY_RENAME */
 	long wal_push_timeout_ms;		/* WALG_WAL_PUSH_TIMEOUT, 0 = none */
+	char *prefetch_dir;				/* WALG_PREFETCH_DIR */
 	int upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
 	uint64_t tar_size_threshold;	/* WALG_TAR_SIZE_THRESHOLD, bytes */
 	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */

@@ -8,9 +8,14 @@
 
 err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest)
 {
-	(void)cfg;
 	if (!wal_is_archive_name(name))
 		return err_set(E_CONFIG, "wal-fetch: \"%s\" is not a WAL file name", name);
+	bool taken;
+	TRY(prefetch_take(cfg, name, dest, &taken));
+	if (taken) {
+		prefetch_spawn(r, cfg, name, dest);
+		return E_OK;
+	}
 
 	char *base = xasprintf(REPO_WAL_DIR "%s", name);
 	char *key = NULL;
@@ -25,9 +30,11 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 	rc = file_sink_new(dest, true, true, &out);
 	if (rc == E_OK)
 		rc = repo_get(r, key, out);
-	if (rc == E_OK)
+	if (rc == E_OK) {
 		log_fields(LOG_DEBUG, "restored WAL file", "file", name, "object", key, "dest", dest,
 				   NULL);
+		prefetch_spawn(r, cfg, name, dest);
+	}
 	free(key);
 	return rc;
 }

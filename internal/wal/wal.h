@@ -28,4 +28,11 @@ err_code wal_push_one(repo *r, const config *cfg, const char *path);
  */
 err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest);
 
+/* The prefetch directory for a destination: <WALG_PREFETCH_DIR or dest's dir>/.wal-g/prefetch. */
+char *prefetch_dir(const config *cfg, const char *dest);
+/* Serves name from the prefetch directory if a complete copy is there (*taken). */
+err_code prefetch_take(const config *cfg, const char *name, const char *dest, bool *taken);
+/* Starts a detached child that prefetches the segments after name. */
+void prefetch_spawn(repo *r, const config *cfg, const char *name, const char *dest);
+
 #endif

@@ -1,0 +1,259 @@
+/*
+ * wal-fetch's prefetch: after a segment is served, a detached child (made by fork, so walc
+ * need not be on PATH) downloads the next WALG_DOWNLOAD_CONCURRENCY segments at once into
+ * <dir>/.wal-g/prefetch/. Each file appears there only complete (written under a temporary
+ * name, then renamed), and a later wal-fetch takes it by rename after checking its size and
+ * WAL page magic, so a prefetcher killed midway can never hand PostgreSQL a short file.
+ */
+#include "internal/wal/wal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal/pg/pg.h"
+#include "internal/pipe/pipe.h"
+
+#define WAIT_RUNNING_MS 2000
+#define POLL_MS 5
+/* Oldest XLOG_PAGE_MAGIC WAL-G accepts (9.x); PostgreSQL 15 writes 0xD110. */
+#define WAL_MAGIC_MIN 0xD061
+
+char *prefetch_dir(const config *cfg, const char *dest)
+{
+	if (cfg->prefetch_dir != NULL)
+		return xasprintf("%s/.wal-g/prefetch", cfg->prefetch_dir);
+	const char *slash = strrchr(dest, '/');
+	if (slash == NULL)
+		return xstrdup(".wal-g/prefetch");
+	return xasprintf("%.*s/.wal-g/prefetch", (int)(slash - dest), dest);
+}
+
+static uint64_t seg_size(const config *cfg)
+{
+	return (uint64_t)cfg->pg_wal_size_mb << 20;
+}
+
+static bool looks_complete(const config *cfg, const char *path)
+{
+	struct stat sb;
+	unsigned char magic[2];
+	if (stat(path, &sb) != 0 || (uint64_t)sb.st_size != seg_size(cfg))
+		return false;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	bool ok = read(fd, magic, 2) == 2 && (magic[0] | magic[1] << 8) >= WAL_MAGIC_MIN;
+	close(fd);
+	return ok;
+}
+
+static bool running_alive(const char *running)
+{
+	char buf[32] = "";
+	int fd = open(running, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	pid_t pid = n > 0 ? (pid_t)strtol(buf, NULL, 10) : 0;
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* Moves a prefetched copy into place; a copy across file systems when rename cannot. */
+static err_code hand_over(const char *from, const char *dest)
+{
+	if (rename(from, dest) == 0)
+		return E_OK;
+	if (errno != EXDEV)
+		return err_errno(E_IO, errno, "moving %s to %s", from, dest);
+	sink *out;
+	TRY(file_sink_new(dest, true, true, &out));
+	err_code rc = sink_write_file(out, from);
+	if (rc == E_OK)
+		rc = sink_finish(out);
+	sink_free(out);
+	unlink(from);
+	return rc;
+}
+
+err_code prefetch_take(const config *cfg, const char *name, const char *dest, bool *taken)
+{
+	*taken = false;
+	if (!wal_is_segment_name(name))
+		return E_OK;
+	char *dir = prefetch_dir(cfg, dest);
+	char *ready = xasprintf("%s/%s", dir, name);
+	char *running = xasprintf("%s/running/%s", dir, name);
+	err_code rc = E_OK;
+	/* Being downloaded by a live prefetcher: wait a little rather than fetch it twice. */
+	for (int waited = 0; waited < WAIT_RUNNING_MS && access(ready, F_OK) != 0 &&
+		 running_alive(running);
+		 waited += POLL_MS) {
+		struct timespec ts = { 0, POLL_MS * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	if (access(ready, F_OK) == 0) {
+		if (looks_complete(cfg, ready)) {
+			rc = hand_over(ready, dest);
+			*taken = rc == E_OK;
+			if (*taken)
+				log_debug("%s served from the prefetch directory", name);
+		} else {
+			log_warn("ignoring prefetched %s: wrong size or not WAL", ready);
+			unlink(ready);
+		}
+	}
+	free(running);
+	free(ready);
+	free(dir);
+	return rc;
+}
+
+/* The child's work */
+
+typedef struct job {
+	repo *r;
+	const config *cfg;
+	char *dir;
+	chan *names;
+	int missing; /* atomic: the archive ended */
+} job;
+
+static err_code fetch_one(job *j, const char *name)
+{
+	char *ready = xasprintf("%s/%s", j->dir, name);
+	char *running = xasprintf("%s/running/%s", j->dir, name);
+	char *base = xasprintf(REPO_WAL_DIR "%s", name);
+	char *key = NULL;
+	err_code rc = E_OK;
+	int fd = -1;
+
+	if (access(ready, F_OK) == 0)
+		goto out; /* already here */
+	fd = open(running, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto out; /* another prefetcher has it */
+	dprintf(fd, "%d\n", (int)getpid());
+	rc = repo_find(j->r, base, &key);
+	if (rc == E_NOTFOUND) {
+		__atomic_store_n(&j->missing, 1, __ATOMIC_RELAXED);
+		log_debug("prefetch: %s is not archived (yet)", name);
+		rc = E_OK;
+		goto out;
+	}
+	sink *s = NULL;
+	if (rc == E_OK)
+		rc = file_sink_new(ready, false, false, &s);
+	if (rc == E_OK)
+		rc = repo_get(j->r, key, s);
+	if (rc != E_OK)
+		log_debug("prefetch of %s failed: %s", name, err_msg());
+out:
+	if (fd >= 0) {
+		close(fd);
+		unlink(running);
+	}
+	free(key);
+	free(base);
+	free(running);
+	free(ready);
+	return E_OK;
+}
+
+static err_code worker(void *arg)
+{
+	job *j = arg;
+	void *item;
+	while (chan_recv(j->names, &item)) {
+		if (!__atomic_load_n(&j->missing, __ATOMIC_RELAXED))
+			fetch_one(j, item);
+		free(item);
+	}
+	return E_OK;
+}
+
+/* Files for segments before the one just requested will never be asked for again. */
+static void clean_older(const char *dir, uint32_t tli, uint64_t segno, uint64_t segsize)
+{
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		uint32_t t;
+		uint64_t s;
+		if (!wal_is_segment_name(de->d_name) ||
+			wal_name_parse(de->d_name, segsize, &t, &s) != E_OK)
+			continue;
+		if (t < tli || (t == tli && s < segno)) {
+			char *p = xasprintf("%s/%s", dir, de->d_name);
+			unlink(p);
+			free(p);
+		}
+	}
+	closedir(d);
+}
+
+static void prefetch_run(repo *r, const config *cfg, const char *name, const char *dest)
+{
+	uint32_t tli;
+	uint64_t segno, segsize = seg_size(cfg);
+	if (wal_name_parse(name, segsize, &tli, &segno) != E_OK)
+		return;
+	job j = { .r = r, .cfg = cfg, .dir = prefetch_dir(cfg, dest) };
+	char *running = xasprintf("%s/running", j.dir);
+	if (mkdir_p(running, 0700) != E_OK) {
+		free(running);
+		free(j.dir);
+		return;
+	}
+	clean_older(j.dir, tli, segno, segsize);
+	clean_older(running, tli, segno, segsize);
+	int n = cfg->download_concurrency;
+	j.names = chan_new((size_t)n);
+	group *g = group_new();
+	for (int i = 0; i < n; i++)
+		group_go(g, worker, &j);
+	for (int i = 1; i <= n; i++) {
+		char next[WAL_NAME_LEN + 1];
+		wal_name_format(next, tli, segno + (uint64_t)i, segsize);
+		if (!chan_send(j.names, xstrdup(next)))
+			break;
+	}
+	chan_close(j.names);
+	group_wait(g);
+	group_free(g);
+	chan_free(j.names);
+	free(running);
+	free(j.dir);
+}
+
+void prefetch_spawn(repo *r, const config *cfg, const char *name, const char *dest)
+{
+	if (cfg->download_concurrency <= 1 || !wal_is_segment_name(name))
+		return;
+	pid_t pid = fork();
+	if (pid != 0) {
+		if (pid < 0)
+			log_debug("prefetch not started: fork: %s", strerror(errno));
+		return;
+	}
+	/* The child: detached from PostgreSQL's restore_command and quiet unless DEVEL. */
+	setsid();
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		if (!log_enabled(LOG_DEBUG))
+			dup2(null, STDERR_FILENO);
+	}
+	prefetch_run(r, cfg, name, dest);
+	_exit(0);
+}
