@@ -25,6 +25,8 @@ int cmd_wal_fetch(const config *cfg, int argc, char **argv);
 int cmd_backup_push(const config *cfg, int argc, char **argv);
 int cmd_backup_fetch(const config *cfg, int argc, char **argv);
 int cmd_backup_list(const config *cfg, int argc, char **argv);
+int cmd_wal_show(const config *cfg, int argc, char **argv);
+int cmd_wal_verify(const config *cfg, int argc, char **argv);
 int cmd_env(const config *cfg, int argc, char **argv);
 int cmd_help(const config *cfg, int argc, char **argv);
 int cmd_version(const config *cfg, int argc, char **argv);

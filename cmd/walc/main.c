@@ -19,6 +19,20 @@ static const command cmd_table[] = {
 	  "writes DESTINATION atomically. Exit 74 when the archive has no such file, 1 on any other\n"
 	  "failure (DESTINATION is then not created).",
 	  true, cmd_wal_fetch },
+	{ "wal-show", "wal-show [--detailed-json] [--without-backups]",
+	  "show archived WAL per timeline, with gaps",
+	  "Lists wal_005/ by timeline: parent and switch point (from .history files), first and\n"
+	  "last segment, how many there are and how many the range needs (STATUS LOST_SEGMENTS\n"
+	  "when some are missing), and how many backups start on each timeline.",
+	  true, cmd_wal_show },
+	{ "wal-verify", "wal-verify integrity|timeline... [--json]",
+	  "check that the archive can restore up to now",
+	  "integrity: every segment from the oldest backup's start to the cluster's current one is\n"
+	  "archived (FOUND; MISSING_UPLOADING within WALG_UPLOAD_CONCURRENCY of now; MISSING_DELAYED\n"
+	  "within WALG_INTEGRITY_MAX_DELAYED_WALS; MISSING_LOST otherwise). timeline: the highest\n"
+	  "timeline in storage is the cluster's. Connects with the PG* variables. Unlike WAL-G, walc\n"
+	  "exits 1 when a check reports FAILURE.",
+	  true, cmd_wal_verify },
 	{ "backup-push",
 	  "backup-push PGDATA [--full] [--permanent] [--verify] [--add-user-data JSON]"
 	  " [--delta-from-name NAME] [--delta-from-user-data JSON]",

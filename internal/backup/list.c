@@ -83,63 +83,37 @@ static int by_start_time(const void *a, const void *b)
 	return strcmp(meta_str(x->meta, "start_time"), meta_str(y->meta, "start_time"));
 }
 
-static void print_table(FILE *out, row *rows, size_t n, const char *const *hdr, int ncols)
+/* The table: plain (WAL-G's default) or framed with row numbers and RFC 850 times. */
+static void print_rows(FILE *out, row *rows, size_t n, const char *const *hdr, int ncols,
+					   bool pretty)
 {
-	size_t width[NCOLS_MAX] = { 0 };
-	for (int c = 0; c < ncols; c++) {
-		width[c] = strlen(hdr[c]);
-		for (size_t i = 0; i < n; i++)
-			if (strlen(rows[i].cells[c]) > width[c])
-				width[c] = strlen(rows[i].cells[c]);
-	}
-	for (size_t i = 0; i <= n; i++)
-		for (int c = 0; c < ncols; c++) {
-			const char *cell = i == 0 ? hdr[c] : rows[i - 1].cells[c];
-			if (c + 1 < ncols)
-				fprintf(out, "%-*s ", (int)width[c], cell);
-			else
-				fprintf(out, "%s\n", cell);
-		}
-}
-
-static void print_pretty(FILE *out, row *rows, size_t n, const char *const *hdr, int ncols)
-{
-	size_t width[NCOLS_MAX + 1] = { 0 };
-	char idx[32];
-	width[0] = 1;
+	const char *phdr[NCOLS_MAX + 1] = { "#" };
+	for (int c = 0; c < ncols; c++)
+		phdr[c + 1] = hdr[c];
+	table *t = pretty ? table_new(ncols + 1, phdr, NULL) : table_new(ncols, hdr, NULL);
 	for (size_t i = 0; i < n; i++) {
+		const char *cells[NCOLS_MAX + 1];
+		char idx[32], when[64];
 		snprintf(idx, sizeof(idx), "%zu", i);
-		if (strlen(idx) > width[0])
-			width[0] = strlen(idx);
-	}
-	for (int c = 0; c < ncols; c++) {
-		width[c + 1] = strlen(hdr[c]);
-		for (size_t i = 0; i < n; i++)
-			if (strlen(rows[i].cells[c]) > width[c + 1])
-				width[c + 1] = strlen(rows[i].cells[c]);
-	}
-	for (int pass = 0; pass < 2 + (int)n + 2; pass++) {
-		bool rule = pass == 0 || pass == 2 || pass == 3 + (int)n;
-		if (pass == 3 + (int)n + 1)
-			break;
-		for (int c = 0; c <= ncols; c++) {
-			if (rule) {
-				fputc('+', out);
-				for (size_t k = 0; k < width[c] + 2; k++)
-					fputc('-', out);
-			} else {
-				const char *cell;
-				if (pass == 1)
-					cell = c == 0 ? "#" : hdr[c - 1];
-				else {
-					snprintf(idx, sizeof(idx), "%d", pass - 3);
-					cell = c == 0 ? idx : rows[pass - 3].cells[c - 1];
-				}
-				fprintf(out, "| %-*s ", (int)width[c], cell);
-			}
+		if (pretty) {
+			struct tm tm;
+			gmtime_r(&rows[i].ref->mtime, &tm);
+			char day[32], clock[16];
+			/* RFC 850 has a two-digit year, which strftime's %y would warn about. */
+			strftime(day, sizeof(day), "%A, %d-%b", &tm);
+			strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
+			snprintf(when, sizeof(when), "%s-%02d %s UTC", day, tm.tm_year % 100, clock);
+			cells[0] = idx;
+			for (int c = 0; c < ncols; c++)
+				cells[c + 1] = c == 1 ? when : rows[i].cells[c];
+		} else {
+			for (int c = 0; c < ncols; c++)
+				cells[c] = rows[i].cells[c];
 		}
-		fputs(rule ? "+\n" : "|\n", out);
+		table_add(t, cells);
 	}
+	table_print(t, out, pretty);
+	table_free(t);
 }
 
 static void print_json(FILE *out, row *rows, size_t n, bool detail, bool pretty)
@@ -230,10 +204,8 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 	if (rc == E_OK) {
 		if (opt->json)
 			print_json(out, rows, refs.len, opt->detail, opt->pretty);
-		else if (opt->pretty)
-			print_pretty(out, rows, refs.len, hdr, ncols);
 		else
-			print_table(out, rows, refs.len, hdr, ncols);
+			print_rows(out, rows, refs.len, hdr, ncols, opt->pretty);
 	}
 	for (size_t i = 0; i < refs.len; i++) {
 		for (int c = 0; c < NCOLS_MAX; c++)

@@ -42,6 +42,8 @@ static const config_var config_vars[] = {
 	  "wal-push: rename archive_status/X.ready to X.done after a background upload" },
 	{ "WALG_PREFETCH_DIR", NULL, false,
 	  "wal-fetch: where prefetched segments wait (default: beside the destination)" },
+	{ "WALG_INTEGRITY_MAX_DELAYED_WALS", "0", false,
+	  "wal-verify: missing segments this close to the current one are only delayed" },
 	{ "WALG_WAL_PUSH_TIMEOUT", "10m", false,
 	  "walc extension: wal-push gives up (exit 1, PostgreSQL retries) after this long" },
 	{ "WALG_TAR_DISABLE_FSYNC", "false", false,
@@ -275,6 +277,8 @@ err_code config_load(config *c, bool need_storage)
 	c->total_bg_uploaded_limit = (int)n;
 	TRY(parse_bool("PG_READY_RENAME", false, &c->pg_ready_rename));
 	TRY(parse_duration("WALG_WAL_PUSH_TIMEOUT", 600000, &c->wal_push_timeout_ms));
+	TRY(parse_long("WALG_INTEGRITY_MAX_DELAYED_WALS", 0, 0, 1000000, &n));
+	c->integrity_max_delayed_wals = (int)n;
 	if (env("WALG_PREFETCH_DIR") != NULL) {
 		TRY(check_printable("WALG_PREFETCH_DIR"));
 		c->prefetch_dir = xstrdup(env("WALG_PREFETCH_DIR"));

@@ -143,6 +143,7 @@ typedef struct config {
 	bool pg_ready_rename;			/* PG_READY_RENAME */
 	long wal_push_timeout_ms;		/* WALG_WAL_PUSH_TIMEOUT, 0 = none */
 	char *prefetch_dir;				/* WALG_PREFETCH_DIR */
+	int integrity_max_delayed_wals;	/* WALG_INTEGRITY_MAX_DELAYED_WALS */
 	int upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
 	uint64_t tar_size_threshold;	/* WALG_TAR_SIZE_THRESHOLD, bytes */
 	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */
@@ -176,6 +177,19 @@ void config_print_env(FILE *out);
 void config_log_env(void);
 /* Warns about WALG_* variables walc does not know. */
 void config_warn_unknown(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tables: WAL-G's two shapes, space-padded columns or a framed ASCII table                  */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct table table;
+/* right: per column, align right (numbers); NULL = all left. Borrows headers and right. */
+table *table_new(int ncols, const char *const *headers, const bool *right);
+/* Takes ncols strings (copied). */
+void table_add(table *t, const char *const *cells);
+/* framed: +---+ borders; otherwise columns padded with spaces, last column unpadded. */
+void table_print(const table *t, FILE *out, bool framed);
+void table_free(table *t);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Strings and small helpers                                                                  */

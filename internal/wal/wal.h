@@ -28,6 +28,17 @@ err_code wal_push_one(repo *r, const config *cfg, const char *path);
  */
 err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest);
 
+/* wal-show: timelines, ranges and gaps in wal_005/, as a table or detailed JSON. */
+err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_backups,
+				  FILE *out);
+/*
+ * wal-verify: integrity (every segment from the oldest backup to the cluster's current one)
+ * and/or timeline (storage's highest timeline vs the cluster's). *failed when a check says
+ * FAILURE.
+ */
+err_code wal_verify(repo *r, const config *cfg, bool check_integrity, bool check_timeline,
+					bool as_json, bool *failed, FILE *out);
+
 /* The prefetch directory for a destination: <WALG_PREFETCH_DIR or dest's dir>/.wal-g/prefetch. */
 char *prefetch_dir(const config *cfg, const char *dest);
 /* Serves name from the prefetch directory if a complete copy is there (*taken). */

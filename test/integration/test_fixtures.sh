@@ -72,6 +72,11 @@ for spec in $FIXTURES; do
 	assert_eq "$want" "$got" "backup-list --detail $fx"
 
 	names=$(printf '%s\n' "$W_OUT" | awk 'NR > 1 { print $1 }')
+
+	# wal-show: exactly WAL-G's table.
+	wrun WALG_FILE_PREFIX="$T/repo-$fx" WALG_PG_WAL_SIZE=1 -- wal-show
+	expect_rc 0 "wal-show $fx"
+	assert_eq "$(cat "$FX/$fx/expected-wal-show.txt")" "$W_OUT" "wal-show $fx"
 	for name in $names; do
 		restore_one "$fx" "$tr" "$name"
 	done

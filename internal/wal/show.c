@@ -1,0 +1,440 @@
+/*
+ * wal-show and wal-verify: what WAL the repository holds, per timeline, with gaps; and
+ * whether everything a restore of the oldest backup needs up to now is there.
+ */
+#include "internal/wal/wal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal/backup/backup.h"
+#include "internal/codec/codec.h"
+#include "internal/pg/pg.h"
+
+typedef struct timeline {
+	uint32_t id;
+	uint32_t parent;
+	uint64_t switch_lsn;
+	bool has_history;
+	uint64_t *segs; /* sorted, unique */
+	size_t nsegs;
+	size_t cap;
+	int backups;
+} timeline;
+
+typedef struct wal_index {
+	timeline *tl;
+	size_t n;
+	uint64_t segsize;
+} wal_index;
+
+static timeline *tl_get(wal_index *ix, uint32_t id)
+{
+	for (size_t i = 0; i < ix->n; i++)
+		if (ix->tl[i].id == id)
+			return &ix->tl[i];
+	ix->tl = xrealloc(ix->tl, (ix->n + 1) * sizeof(timeline));
+	timeline *t = &ix->tl[ix->n++];
+	memset(t, 0, sizeof(*t));
+	t->id = id;
+	return t;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_tl(const void *a, const void *b)
+{
+	const timeline *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The last line of <tli>.history names the parent and where this timeline branched off. */
+static err_code read_history(repo *r, const char *key, timeline *t)
+{
+	membuf mb = { .max = 1u << 20 };
+	err_code rc = repo_get(r, key, membuf_sink_new(&mb));
+	if (rc == E_OK) {
+		char *text = xasprintf("%.*s", (int)mb.len, (const char *)mb.data);
+		char *line, *save = NULL;
+		for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			unsigned parent;
+			char lsn[64];
+			if (line[0] == '#' || sscanf(line, "%u %63s", &parent, lsn) != 2)
+				continue;
+			uint64_t l;
+			if (pg_lsn_parse(lsn, &l) == E_OK) {
+				t->parent = parent;
+				t->switch_lsn = l;
+			}
+		}
+		free(text);
+		t->has_history = true;
+	}
+	free(mb.data);
+	return rc;
+}
+
+static void index_free(wal_index *ix)
+{
+	for (size_t i = 0; i < ix->n; i++)
+		free(ix->tl[i].segs);
+	free(ix->tl);
+	memset(ix, 0, sizeof(*ix));
+}
+
+static err_code index_build(repo *r, const config *cfg, bool backups, wal_index *ix)
+{
+	obj_list l;
+	memset(ix, 0, sizeof(*ix));
+	ix->segsize = (uint64_t)cfg->pg_wal_size_mb << 20;
+	TRY(storage_list(r->st, REPO_WAL_DIR, false, &l));
+	err_code rc = E_OK;
+	for (size_t i = 0; rc == E_OK && i < l.len; i++) {
+		const char *base = l.items[i].key + strlen(REPO_WAL_DIR);
+		char name[64];
+		uint32_t tli;
+		uint64_t segno;
+		snprintf(name, sizeof(name), "%.24s", base);
+		/* A segment is its name alone or with one codec extension (not .partial, .backup). */
+		const char *rest = strlen(base) >= 24 ? base + 24 : "?";
+		bool plain = rest[0] == '\0' || (rest[0] == '.' && codec_by_ext(rest + 1) != NULL);
+		if (plain && wal_is_segment_name(name) &&
+			wal_name_parse(name, ix->segsize, &tli, &segno) == E_OK) {
+			timeline *t = tl_get(ix, tli);
+			if (t->nsegs == t->cap)
+				t->segs = xrealloc(t->segs, (t->cap = t->cap ? t->cap * 2 : 256) * 8);
+			t->segs[t->nsegs++] = segno;
+		} else if (strlen(base) >= 16 && strncmp(base + 8, ".history", 8) == 0) {
+			unsigned id;
+			if (sscanf(base, "%8X", &id) == 1)
+				rc = read_history(r, l.items[i].key, tl_get(ix, id));
+		}
+	}
+	obj_list_free(&l);
+	TRY(rc);
+	for (size_t i = 0; i < ix->n; i++) {
+		timeline *t = &ix->tl[i];
+		qsort(t->segs, t->nsegs, 8, cmp_u64);
+		size_t k = 0;
+		for (size_t j = 0; j < t->nsegs; j++)
+			if (k == 0 || t->segs[k - 1] != t->segs[j])
+				t->segs[k++] = t->segs[j];
+		t->nsegs = k;
+	}
+	if (backups) {
+		backup_refs refs;
+		TRY(backup_list_refs(r, &refs));
+		for (size_t i = 0; i < refs.len; i++) {
+			unsigned id;
+			if (sscanf(refs.items[i].name, "base_%8X", &id) == 1)
+				tl_get(ix, id)->backups++;
+		}
+		backup_refs_free(&refs);
+	}
+	qsort(ix->tl, ix->n, sizeof(timeline), cmp_tl);
+	return E_OK;
+}
+
+static json_t *missing_list(const timeline *t, uint64_t segsize)
+{
+	json_t *a = json_array();
+	for (size_t j = 1; j < t->nsegs; j++)
+		for (uint64_t s = t->segs[j - 1] + 1; s < t->segs[j]; s++) {
+			char n[WAL_NAME_LEN + 1];
+			wal_name_format(n, t->id, s, segsize);
+			json_array_append_new(a, json_string(n));
+		}
+	return a;
+}
+
+err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_backups,
+				  FILE *out)
+{
+	wal_index ix;
+	TRY(index_build(r, cfg, !without_backups, &ix));
+	static const char *const hdr[] = { "TLI",			"PARENT TLI",	  "SWITCHPOINT LSN",
+									   "START SEGMENT", "END SEGMENT",	  "SEGMENT RANGE",
+									   "SEGMENTS COUNT", "STATUS",		  "BACKUPS COUNT" };
+	static const bool right[] = { true, true, true, false, false, true, true, false, true };
+	table *t = table_new(without_backups ? 8 : 9, hdr, right);
+	json_t *arr = json_array();
+	for (size_t i = 0; i < ix.n; i++) {
+		const timeline *tl = &ix.tl[i];
+		char id[16], parent[16], lsn[32], start[32] = "", end[32] = "", range[32], count[32],
+			bk[16];
+		uint64_t span = tl->nsegs ? tl->segs[tl->nsegs - 1] - tl->segs[0] + 1 : 0;
+		const char *status = span == tl->nsegs ? "OK" : "LOST_SEGMENTS";
+		snprintf(id, sizeof(id), "%u", tl->id);
+		snprintf(parent, sizeof(parent), "%u", tl->parent);
+		pg_lsn_format(tl->switch_lsn, lsn);
+		if (tl->nsegs) {
+			wal_name_format(start, tl->id, tl->segs[0], ix.segsize);
+			wal_name_format(end, tl->id, tl->segs[tl->nsegs - 1], ix.segsize);
+		}
+		snprintf(range, sizeof(range), "%llu", (unsigned long long)span);
+		snprintf(count, sizeof(count), "%zu", tl->nsegs);
+		snprintf(bk, sizeof(bk), "%d", tl->backups);
+		const char *cells[] = { id, parent, lsn, start, end, range, count, status, bk };
+		table_add(t, cells);
+		json_t *o = json_object();
+		json_object_set_new(o, "id", json_integer(tl->id));
+		json_object_set_new(o, "parent_id", json_integer(tl->parent));
+		json_object_set_new(o, "switch_point_lsn", json_integer((json_int_t)tl->switch_lsn));
+		json_object_set_new(o, "start_segment", json_string(start));
+		json_object_set_new(o, "end_segment", json_string(end));
+		json_object_set_new(o, "segments_count", json_integer((json_int_t)tl->nsegs));
+		json_object_set_new(o, "missing_segments", missing_list(tl, ix.segsize));
+		json_object_set_new(o, "segment_range_size", json_integer((json_int_t)span));
+		json_object_set_new(o, "status", json_string(status));
+		if (!without_backups)
+			json_object_set_new(o, "backups_count", json_integer(tl->backups));
+		json_array_append_new(arr, o);
+	}
+	if (detailed_json) {
+		char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		fprintf(out, "%s\n", s);
+		free(s);
+	} else {
+		table_print(t, out, true);
+	}
+	json_decref(arr);
+	table_free(t);
+	index_free(&ix);
+	return E_OK;
+}
+
+/* wal-verify */
+
+static bool has_seg(const wal_index *ix, uint32_t tli, uint64_t segno)
+{
+	for (size_t i = 0; i < ix->n; i++)
+		if (ix->tl[i].id == tli)
+			return bsearch(&segno, ix->tl[i].segs, ix->tl[i].nsegs, 8, cmp_u64) != NULL;
+	return false;
+}
+
+/* The timeline that holds segment s on the way to timeline cur, from cur's history. */
+static uint32_t tli_for(const wal_index *ix, uint32_t cur, uint64_t s)
+{
+	/* Walk from the current timeline back to its ancestors by their switch points. */
+	uint32_t t = cur;
+	for (int guard = 0; guard < 10000; guard++) {
+		const timeline *tl = NULL;
+		for (size_t i = 0; i < ix->n; i++)
+			if (ix->tl[i].id == t)
+				tl = &ix->tl[i];
+		if (tl == NULL || !tl->has_history || tl->parent == 0)
+			return t;
+		if (s >= tl->switch_lsn / ix->segsize)
+			return t;
+		t = tl->parent;
+	}
+	return t;
+}
+
+typedef struct run {
+	uint32_t tli;
+	uint64_t start, end;
+	const char *status;
+} run;
+
+static const char *seg_status(const wal_index *ix, const config *cfg, uint32_t tli, uint64_t s,
+							  uint64_t last)
+{
+	if (has_seg(ix, tli, s))
+		return "FOUND";
+	uint64_t behind = last - s;
+	if (behind < (uint64_t)cfg->upload_concurrency)
+		return "MISSING_UPLOADING";
+	if (behind < (uint64_t)cfg->integrity_max_delayed_wals)
+		return "MISSING_DELAYED";
+	return "MISSING_LOST";
+}
+
+static json_t *integrity(const wal_index *ix, const config *cfg, uint32_t cur_tli,
+						 uint64_t first, uint64_t last, const char **overall)
+{
+	json_t *details = json_array();
+	run cur = { 0 };
+	bool have = false, lost = false, missing = false;
+	for (uint64_t s = first; first <= last && s <= last; s++) {
+		uint32_t tli = tli_for(ix, cur_tli, s);
+		const char *st = seg_status(ix, cfg, tli, s, last);
+		lost |= strcmp(st, "MISSING_LOST") == 0;
+		missing |= strcmp(st, "FOUND") != 0;
+		if (have && cur.tli == tli && strcmp(cur.status, st) == 0 && cur.end + 1 == s) {
+			cur.end = s;
+			continue;
+		}
+		if (have) {
+			char a[32], b[32];
+			wal_name_format(a, cur.tli, cur.start, ix->segsize);
+			wal_name_format(b, cur.tli, cur.end, ix->segsize);
+			json_t *o = json_object();
+			json_object_set_new(o, "timeline_id", json_integer(cur.tli));
+			json_object_set_new(o, "start_segment", json_string(a));
+			json_object_set_new(o, "end_segment", json_string(b));
+			json_object_set_new(o, "segments_count",
+								json_integer((json_int_t)(cur.end - cur.start + 1)));
+			json_object_set_new(o, "status", json_string(cur.status));
+			json_array_append_new(details, o);
+		}
+		cur = (run){ tli, s, s, st };
+		have = true;
+	}
+	if (have) {
+		char a[32], b[32];
+		wal_name_format(a, cur.tli, cur.start, ix->segsize);
+		wal_name_format(b, cur.tli, cur.end, ix->segsize);
+		json_t *o = json_object();
+		json_object_set_new(o, "timeline_id", json_integer(cur.tli));
+		json_object_set_new(o, "start_segment", json_string(a));
+		json_object_set_new(o, "end_segment", json_string(b));
+		json_object_set_new(o, "segments_count",
+							json_integer((json_int_t)(cur.end - cur.start + 1)));
+		json_object_set_new(o, "status", json_string(cur.status));
+		json_array_append_new(details, o);
+	}
+	*overall = lost ? "FAILURE" : missing ? "WARNING" : "OK";
+	return details;
+}
+
+/* The last segment the cluster has finished: before its current insert or receive point. */
+static err_code current_position(uint32_t *tli, uint64_t *segno, uint64_t segsize)
+{
+	pg_session *s;
+	char *standby = NULL, *lsn = NULL, *t = NULL;
+	uint64_t l = 0;
+	TRY(pg_connect(false, &s));
+	err_code rc = pg_query_value(s, "SELECT pg_is_in_recovery()", &standby);
+	if (rc == E_OK)
+		rc = pg_query_value(s,
+							strcmp(standby, "t") == 0
+								? "SELECT COALESCE(pg_last_wal_receive_lsn(), "
+								  "pg_last_wal_replay_lsn())"
+								: "SELECT pg_current_wal_lsn()",
+							&lsn);
+	/* After a promotion pg_control_checkpoint() lags until the next checkpoint. */
+	if (rc == E_OK)
+		rc = pg_query_value(s,
+							strcmp(standby, "t") == 0
+								? "SELECT timeline_id FROM pg_control_checkpoint()"
+								: "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), "
+								  "1, 8))::bit(32)::int",
+							&t);
+	if (rc == E_OK)
+		rc = pg_lsn_parse(lsn, &l);
+	if (rc == E_OK) {
+		*tli = (uint32_t)strtoul(t, NULL, 10);
+		*segno = (l > 0 ? l - 1 : 0) / segsize;
+	}
+	free(standby);
+	free(lsn);
+	free(t);
+	pg_disconnect(s);
+	return rc;
+}
+
+err_code wal_verify(repo *r, const config *cfg, bool check_integrity, bool check_timeline,
+					bool as_json, bool *failed, FILE *out)
+{
+	wal_index ix;
+	uint32_t cur_tli = 0;
+	uint64_t cur_seg = 0;
+	*failed = false;
+	TRY(current_position(&cur_tli, &cur_seg, (uint64_t)cfg->pg_wal_size_mb << 20));
+	TRY(index_build(r, cfg, false, &ix));
+	json_t *res = json_object();
+	if (check_integrity) {
+		backup_refs refs;
+		err_code rc = backup_list_refs(r, &refs);
+		uint64_t first = cur_seg;
+		for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
+			uint32_t t;
+			uint64_t s;
+			char seg[WAL_NAME_LEN + 1];
+			snprintf(seg, sizeof(seg), "%.24s", refs.items[i].name + strlen("base_"));
+			if (wal_name_parse(seg, ix.segsize, &t, &s) == E_OK && s < first)
+				first = s;
+		}
+		backup_refs_free(&refs);
+		if (rc != E_OK) {
+			json_decref(res);
+			index_free(&ix);
+			return rc;
+		}
+		const char *overall;
+		json_t *details = integrity(&ix, cfg, cur_tli, first, cur_seg, &overall);
+		json_t *o = json_object();
+		json_object_set_new(o, "status", json_string(overall));
+		json_object_set_new(o, "details", details);
+		json_object_set_new(res, "integrity", o);
+		*failed |= strcmp(overall, "FAILURE") == 0;
+	}
+	if (check_timeline) {
+		uint32_t highest = 0;
+		for (size_t i = 0; i < ix.n; i++)
+			if (ix.tl[i].nsegs > 0 || ix.tl[i].has_history)
+				highest = ix.tl[i].id > highest ? ix.tl[i].id : highest;
+		const char *st = highest == cur_tli ? "OK" : highest < cur_tli ? "WARNING" : "FAILURE";
+		json_t *o = json_object();
+		json_object_set_new(o, "status", json_string(st));
+		json_t *d = json_object();
+		json_object_set_new(d, "current_timeline_id", json_integer(cur_tli));
+		json_object_set_new(d, "highest_storage_timeline_id", json_integer(highest));
+		json_object_set_new(o, "details", d);
+		json_object_set_new(res, "timeline", o);
+		*failed |= strcmp(st, "FAILURE") == 0;
+	}
+	if (as_json) {
+		char *s = json_dumps(res, JSON_PRESERVE_ORDER);
+		fprintf(out, "%s\n", s);
+		free(s);
+	} else {
+		json_t *in = json_object_get(res, "integrity");
+		if (in != NULL) {
+			fprintf(out, "[wal-verify] integrity check status: %s\n",
+					json_string_value(json_object_get(in, "status")));
+			static const char *const hdr[] = { "TLI", "START", "END", "SEGMENTS COUNT",
+											   "STATUS" };
+			static const bool right[] = { true, false, false, true, false };
+			table *t = table_new(5, hdr, right);
+			size_t i;
+			json_t *d;
+			json_array_foreach(json_object_get(in, "details"), i, d)
+			{
+				char tli[16], cnt[32];
+				snprintf(tli, sizeof(tli), "%lld",
+						 (long long)json_integer_value(json_object_get(d, "timeline_id")));
+				snprintf(cnt, sizeof(cnt), "%lld",
+						 (long long)json_integer_value(json_object_get(d, "segments_count")));
+				const char *cells[] = {
+					tli, json_string_value(json_object_get(d, "start_segment")),
+					json_string_value(json_object_get(d, "end_segment")), cnt,
+					json_string_value(json_object_get(d, "status"))
+				};
+				table_add(t, cells);
+			}
+			table_print(t, out, true);
+			table_free(t);
+		}
+		json_t *tl = json_object_get(res, "timeline");
+		if (tl != NULL) {
+			json_t *d = json_object_get(tl, "details");
+			fprintf(out,
+					"[wal-verify] timeline check status: %s\n  current timeline: %lld, highest "
+					"timeline in storage: %lld\n",
+					json_string_value(json_object_get(tl, "status")),
+					(long long)json_integer_value(json_object_get(d, "current_timeline_id")),
+					(long long)json_integer_value(
+						json_object_get(d, "highest_storage_timeline_id")));
+		}
+	}
+	json_decref(res);
+	index_free(&ix);
+	return E_OK;
+}
