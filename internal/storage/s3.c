@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -450,6 +451,7 @@ typedef struct s3_put {
 	atomic_bool cancel;
 	bool done;
 	bool aborted;
+	bool exclusive; /* put_new: never replace an existing object */
 } s3_put;
 
 static void add_upload_headers(s3_storage *s, s3_kvs *h)
@@ -460,6 +462,38 @@ static void add_upload_headers(s3_storage *s, s3_kvs *h)
 		s3_kvs_add(h, "x-amz-server-side-encryption-aws-kms-key-id", s->sse_kms_id);
 	if (s->storage_class != NULL)
 		s3_kvs_add(h, "x-amz-storage-class", s->storage_class);
+}
+
+/*
+ * A conditional PUT was refused because the key exists. That object may be ours: a retried
+ * PUT whose first answer was lost. Same MD5 (the ETag of a plain single PUT) means it is.
+ */
+static err_code exists_unless_ours(s3_put *p)
+{
+	s3_storage *s = p->s;
+	s3_target t;
+	target_init(s, &t, "HEAD", p->key, NULL);
+	s3_request req;
+	request_init(&req, &t, "HEAD", NULL);
+	s3_response resp;
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	bool ours = false;
+	if (rc == E_OK && resp.status == 200 && resp.content_length == p->len) {
+		unsigned char md[16];
+		unsigned int ml = 0;
+		EVP_Digest(p->buf, p->len, md, &ml, EVP_md5(), NULL);
+		char hex[35] = "\"";
+		for (int i = 0; i < 16; i++)
+			snprintf(hex + 1 + 2 * i, 3, "%02x", md[i]);
+		hex[33] = '"';
+		hex[34] = '\0';
+		ours = strcmp(resp.etag, hex) == 0;
+	}
+	s3_response_free(&resp);
+	target_free(&t);
+	if (ours)
+		return E_OK;
+	return err_set(E_EXISTS, "s3://%s/%s already exists", s->bucket, p->key);
 }
 
 static err_code put_single(s3_put *p)
@@ -473,9 +507,13 @@ static err_code put_single(s3_put *p)
 	req.body_len = p->len;
 	s3_kvs_add(&req.headers, "content-type", "application/octet-stream");
 	add_upload_headers(s, &req.headers);
+	if (p->exclusive)
+		s3_kvs_add(&req.headers, "if-none-match", "*");
 	s3_response resp;
 	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status != 200)
+	if (rc == E_OK && resp.status == 412 && p->exclusive)
+		rc = exists_unless_ours(p);
+	else if (rc == E_OK && resp.status != 200)
 		rc = answer_error(s, t.what, &resp);
 	if (rc == E_OK)
 		log_debug("s3: stored %s (%zu bytes, ETag %s)", p->key, p->len, resp.etag);
@@ -623,9 +661,13 @@ static err_code mp_complete(s3_put *p)
 	req.body = body;
 	req.body_len = len;
 	s3_kvs_add(&req.headers, "content-type", "application/xml");
+	if (p->exclusive)
+		s3_kvs_add(&req.headers, "if-none-match", "*");
 	s3_response resp;
 	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status != 200)
+	if (rc == E_OK && resp.status == 412 && p->exclusive)
+		rc = err_set(E_EXISTS, "s3://%s/%s already exists", s->bucket, p->key);
+	else if (rc == E_OK && resp.status != 200)
 		rc = answer_error(s, "CompleteMultipartUpload", &resp);
 	/* S3 may answer 200 and still report an error in the body. */
 	else if (rc == E_OK && s3_xml_error((const char *)resp.body.data, resp.body.len, resp.code,
@@ -809,6 +851,27 @@ static err_code s3_put_open(storage *st, const char *key, sink **out)
 	p->key = full_key(s, key);
 	atomic_init(&p->cancel, false);
 	*out = &p->base;
+	return E_OK;
+}
+
+static err_code s3_stat(storage *st, const char *key, obj_info *info);
+
+/*
+ * A put that never replaces: refused at once when the key exists, and the upload itself is
+ * conditional (If-None-Match: *), so a writer that published first in the meantime wins on
+ * servers that honour it (AWS S3; others get the check before writing only).
+ */
+static err_code s3_put_new(storage *st, const char *key, sink **out)
+{
+	obj_info info;
+	err_code rc = s3_stat(st, key, &info);
+	if (rc == E_OK)
+		return err_set(E_EXISTS, "%s already exists in %s", key, storage_describe(st));
+	if (rc != E_NOTFOUND)
+		return rc;
+	err_clear();
+	TRY(s3_put_open(st, key, out));
+	((s3_put *)*out)->exclusive = true;
 	return E_OK;
 }
 
@@ -1033,5 +1096,5 @@ static const char *s3_describe(storage *st)
 }
 
 static const storage_ops s3_ops = {
-	s3_put_open, s3_get, s3_stat, s3_list, s3_remove, s3_describe, s3_free, NULL,
+	s3_put_open, s3_get, s3_stat, s3_list, s3_remove, s3_describe, s3_free, s3_put_new,
 };

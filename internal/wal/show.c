@@ -303,7 +303,7 @@ static json_t *integrity(const wal_index *ix, const config *cfg, uint32_t cur_tl
 	return details;
 }
 
-/* The last segment the cluster has finished: before its current insert or receive point. */
+/* The last segment the cluster has finished: the one before its insert (or receive) point. */
 static err_code current_position(uint32_t *tli, uint64_t *segno, uint64_t segsize)
 {
 	pg_session *s;
@@ -330,7 +330,8 @@ static err_code current_position(uint32_t *tli, uint64_t *segno, uint64_t segsiz
 		rc = pg_lsn_parse(lsn, &l);
 	if (rc == E_OK) {
 		*tli = (uint32_t)strtoul(t, NULL, 10);
-		*segno = (l > 0 ? l - 1 : 0) / segsize;
+		/* The segment being written cannot be archived yet: check up to the one before. */
+		*segno = l / segsize > 0 ? l / segsize - 1 : 0;
 	}
 	free(standby);
 	free(lsn);
