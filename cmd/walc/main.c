@@ -59,6 +59,33 @@ static const command cmd_table[] = {
 	  "Lists backups with a sentinel, oldest first (by the sentinel's time), in WAL-G's columns.\n"
 	  "--detail adds metadata.json fields; --json prints a JSON array; --pretty a framed table.",
 	  true, cmd_backup_list },
+	{ "delete",
+	  "delete retain [FULL|FIND_FULL] N [--after TIME|NAME] | before [FIND_FULL] NAME|TIME |"
+	  " everything [FORCE] | target [FIND_FULL] NAME | target --target-user-data JSON |"
+	  " garbage [ARCHIVES|BACKUPS]  [--confirm]",
+	  "retention: delete old backups and WAL (a dry run without --confirm)",
+	  "retain N keeps the N newest backups (FULL: N newest fulls; FIND_FULL: back to the full\n"
+	  "of the N-th), --after also keeps everything since a time or backup; before deletes\n"
+	  "what is older than a backup or time; target deletes one backup and every delta built\n"
+	  "on it (FIND_FULL: its whole chain), never WAL; garbage deletes leftovers older than the\n"
+	  "oldest backup (failed pushes' objects, unneeded WAL); everything deletes basebackups_005/\n"
+	  "and wal_005/ (FORCE: even permanent backups). Permanent backups and the WAL they need\n"
+	  "survive every mode but everything FORCE, and every ancestor of a kept delta is kept.\n"
+	  "Unlike WAL-G, backups are ordered by their start time (metadata.json), so a timeline\n"
+	  "reset cannot make old backups look new; --use-sentinel-time is accepted and implied.",
+	  true, cmd_delete },
+	{ "backup-mark", "backup-mark NAME [-i|--impermanent]", "make a backup permanent (or not)",
+	  "Permanent backups survive delete. Marking a delta permanent marks its whole chain; a\n"
+	  "backup cannot become impermanent while a permanent delta is based on it. Updates\n"
+	  "metadata.json and (unlike WAL-G) the sentinel too.",
+	  true, cmd_backup_mark },
+	{ "st", "st ls [-r] [PREFIX] | get KEY FILE | cat KEY | put FILE KEY [-f] | rm KEY|PREFIX",
+	  "storage tools on raw repository objects",
+	  "get and cat decrypt and decompress (by extension) unless --no-decrypt/--no-decompress;\n"
+	  "put compresses and encrypts like walc's own objects, appending the codec's extension to\n"
+	  "KEY (--no-compress, --no-encrypt), and refuses to overwrite without -f; rm removes one\n"
+	  "object or everything under a folder.",
+	  true, cmd_st },
 	{ "env", "env", "list every environment variable walc reads",
 	  "Prints each variable with its current value (secrets masked), default and meaning.",
 	  false, cmd_env },

@@ -42,8 +42,9 @@ int cmd_help(const config *cfg, int argc, char **argv)
 		return 0;
 	}
 	printf("walc: PostgreSQL backup and WAL archiving in WAL-G's repository format.\n"
-		   "Configured only by environment variables (walc env lists them).\n\nCommands:\n");
+		   "Configured only by environment variables (walc env lists them).\n"
+		   "walc help COMMAND shows a command's arguments.\n\nCommands:\n");
 	for (const command *const *c = command_all(); *c != NULL; c++)
-		printf("  %-36s %s\n", (*c)->usage, (*c)->summary);
+		printf("  %-13s %s\n", (*c)->name, (*c)->summary);
 	return 0;
 }

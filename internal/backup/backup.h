@@ -58,6 +58,8 @@ err_code backup_resolve(repo *r, const char *name_or_latest, char **name_out);
 
 /* Reads and parses a small JSON object (sentinel, metadata) with a size cap. */
 err_code backup_read_json(repo *r, const char *key, size_t max, json_t **out);
+/* Stores plain JSON (sentinels and metadata are never compressed or encrypted). */
+err_code backup_put_json(repo *r, const char *key, const json_t *doc);
 err_code backup_sentinel_read(repo *r, const char *name, backup_sentinel *out);
 err_code backup_sentinel_parse(const json_t *root, const char *name, backup_sentinel *out);
 json_t *backup_sentinel_json(const backup_sentinel *s);
@@ -87,6 +89,31 @@ typedef struct fetch_options {
 	int concurrency;
 } fetch_options;
 err_code backup_fetch(repo *r, const fetch_options *opt);
+
+/* delete */
+typedef enum delete_mode {
+	DELETE_RETAIN,
+	DELETE_BEFORE,
+	DELETE_EVERYTHING,
+	DELETE_TARGET,
+	DELETE_GARBAGE,
+} delete_mode;
+typedef enum delete_modifier { MOD_NONE, MOD_FULL, MOD_FIND_FULL, MOD_ARCHIVES, MOD_BACKUPS } delete_modifier;
+typedef struct delete_options {
+	delete_mode mode;
+	delete_modifier modifier;
+	int count;			   /* retain N */
+	const char *after;	   /* retain --after NAME|TIME */
+	const char *point;	   /* before NAME|TIME; target NAME */
+	const char *user_data; /* target --target-user-data */
+	bool force;			   /* everything FORCE */
+	bool confirm;		   /* otherwise a dry run */
+} delete_options;
+/* Lists (dry run) or deletes what the mode selects; one line per object on out. */
+err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE *out);
+
+/* backup-mark: permanent (with its chain) or, with impermanent, not. */
+err_code backup_mark(repo *r, const char *name, bool impermanent);
 
 /* backup-list */
 typedef struct list_options {

@@ -18,36 +18,6 @@
 #define FILES_META_MAX ((size_t)1 << 30)
 #define SCAN_CHUNK (128u * PG_PAGE_SIZE)
 
-/* RFC 3339 with optional fraction and zone -> seconds and nanoseconds since the epoch. */
-bool rfc3339_parse(const char *s, time_t *sec, long *nsec)
-{
-	struct tm tm = { 0 };
-	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (p == NULL)
-		return false;
-	long frac = 0;
-	if (*p == '.') {
-		int digits = 0;
-		for (p++; *p >= '0' && *p <= '9'; p++)
-			if (digits++ < 9)
-				frac = frac * 10 + (*p - '0');
-		for (; digits < 9; digits++)
-			frac *= 10;
-	}
-	long off = 0;
-	if (*p == '+' || *p == '-') {
-		int h, m;
-		if (sscanf(p + 1, "%2d:%2d", &h, &m) != 2)
-			return false;
-		off = (h * 3600L + m * 60L) * (*p == '-' ? -1 : 1);
-	} else if (*p != 'Z') {
-		return false;
-	}
-	*sec = timegm(&tm) - off;
-	*nsec = frac;
-	return true;
-}
-
 static err_code find_by_user_data(repo *r, const char *json_text, char **name)
 {
 	json_error_t jerr;
@@ -168,7 +138,7 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 	d->finish_lsn = cs.finish_lsn;
 	d->have_system_id = cs.have_system_id;
 	d->system_id = cs.system_id;
-	if (cs.start_time == NULL || !rfc3339_parse(cs.start_time, &d->start, &d->start_nsec))
+	if (cs.start_time == NULL || !time_parse_rfc3339(cs.start_time, &d->start, &d->start_nsec))
 		d->start = 0; /* unknown: never skip by mtime */
 	log_info("taking delta %d of %d from %s (full backup %s)", count, cfg->delta_max_steps,
 			 d->name, d->full_name);
@@ -253,7 +223,7 @@ delta_kind delta_classify(const delta_base *d, const char *member, const struct 
 	const char *mt = json_string_value(json_get_ci(rec, "MTime"));
 	time_t sec;
 	long nsec;
-	if (d->start != 0 && mt != NULL && rfc3339_parse(mt, &sec, &nsec) &&
+	if (d->start != 0 && mt != NULL && time_parse_rfc3339(mt, &sec, &nsec) &&
 		sec == sb->st_mtim.tv_sec && nsec == sb->st_mtim.tv_nsec &&
 		sec + DELTA_MTIME_MARGIN < d->start)
 		return DELTA_SKIP;

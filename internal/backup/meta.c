@@ -287,3 +287,17 @@ err_code backup_resolve(repo *r, const char *name, char **out)
 	*out = xstrdup(name);
 	return E_OK;
 }
+
+err_code backup_put_json(repo *r, const char *key, const json_t *doc)
+{
+	char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	sink *s = NULL;
+	err_code rc = storage_put(r->st, key, &s);
+	if (rc == E_OK)
+		rc = sink_write(s, text, strlen(text));
+	if (rc == E_OK)
+		rc = sink_finish(s);
+	sink_free(s);
+	free(text);
+	return rc == E_OK ? E_OK : err_wrap(rc, "storing %s", key);
+}

@@ -44,20 +44,6 @@ static char *utc_now(void)
 	return xasprintf("%s.%06ldZ", buf, (long)tv.tv_usec);
 }
 
-static err_code put_json(repo *r, const char *key, json_t *doc)
-{
-	char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	sink *s = NULL;
-	err_code rc = storage_put(r->st, key, &s);
-	if (rc == E_OK)
-		rc = sink_write(s, text, strlen(text));
-	if (rc == E_OK)
-		rc = sink_finish(s);
-	sink_free(s);
-	free(text);
-	return rc == E_OK ? E_OK : err_wrap(rc, "storing %s", key);
-}
-
 static err_code query_u64(pg_session *s, const char *sql, uint64_t *out)
 {
 	char *v;
@@ -295,7 +281,7 @@ static err_code store_tail(push_state *st, backup_sentinel *sen, const char *lab
 
 	char *mkey = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", st->name);
 	json_t *meta = metadata_json(sen, st);
-	rc = put_json(st->r, mkey, meta);
+	rc = backup_put_json(st->r, mkey, meta);
 	json_decref(meta);
 	free(mkey);
 	TRY(rc);
@@ -304,14 +290,14 @@ static err_code store_tail(push_state *st, backup_sentinel *sen, const char *lab
 	json_object_set(fm, "Files", st->files);
 	json_object_set(fm, "TarFileSets", st->tar_sets);
 	char *fkey = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", st->name);
-	rc = put_json(st->r, fkey, fm);
+	rc = backup_put_json(st->r, fkey, fm);
 	json_decref(fm);
 	free(fkey);
 	TRY(rc);
 
 	char *skey = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, st->name);
 	json_t *sj = backup_sentinel_json(sen);
-	rc = put_json(st->r, skey, sj);
+	rc = backup_put_json(st->r, skey, sj);
 	json_decref(sj);
 	free(skey);
 	return rc;

@@ -42,7 +42,6 @@ delta_kind delta_classify(const delta_base *d, const char *member, const struct 
  */
 err_code delta_scan(int fd, const char *path, uint64_t size, uint64_t since_lsn,
 					uint32_t **blocks, uint32_t *n, bool *usable);
-bool rfc3339_parse(const char *s, time_t *sec, long *nsec);
 /* Bytes of an increment member holding n pages. */
 uint64_t delta_increment_size(uint32_t n);
 /*

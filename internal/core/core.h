@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------------------------ */
 /* Errors                                                                                     */
@@ -201,6 +202,9 @@ void *xcalloc(size_t n, size_t m);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* RFC 3339 with optional fraction and zone ("Z", "+01:00") -> seconds and nanoseconds. */
+bool time_parse_rfc3339(const char *s, time_t *sec, long *nsec);
 
 bool str_has_prefix(const char *s, const char *prefix);
 bool str_has_suffix(const char *s, const char *suffix);

@@ -1,0 +1,107 @@
+/*
+ * backup-mark: permanence lives in metadata.json (WAL-G reads it there) and, unlike WAL-G,
+ * walc updates the sentinel's IsPermanent too so the two never disagree.
+ */
+#include "internal/backup/backup.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define META_MAX (16u << 20)
+#define SENTINEL_MAX (16u << 20)
+
+static err_code set_flag(repo *r, const char *key, const char *field, bool value)
+{
+	json_t *doc;
+	TRY(backup_read_json(r, key, META_MAX, &doc));
+	/* Keep the writer's spelling of the key if it differs in case. */
+	const char *k;
+	json_t *v;
+	const char *use = field;
+	json_object_foreach(doc, k, v)
+	{
+		if (strcasecmp(k, field) == 0)
+			use = k;
+	}
+	json_object_set_new(doc, use, json_boolean(value));
+	err_code rc = backup_put_json(r, key, doc);
+	json_decref(doc);
+	return rc;
+}
+
+static err_code mark_one(repo *r, const char *name, bool permanent)
+{
+	char *meta = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", name);
+	char *sent = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, name);
+	err_code rc = set_flag(r, meta, "is_permanent", permanent);
+	if (rc == E_OK)
+		rc = set_flag(r, sent, "IsPermanent", permanent);
+	if (rc == E_OK)
+		log_info("%s is now %s", name, permanent ? "permanent" : "impermanent");
+	free(meta);
+	free(sent);
+	return rc;
+}
+
+static bool is_permanent(repo *r, const char *name)
+{
+	char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", name);
+	json_t *doc = NULL;
+	bool p = backup_read_json(r, key, META_MAX, &doc) == E_OK &&
+		json_is_true(json_get_ci(doc, "is_permanent"));
+	err_clear();
+	json_decref(doc);
+	free(key);
+	return p;
+}
+
+err_code backup_mark(repo *r, const char *name, bool impermanent)
+{
+	char *resolved;
+	TRY(backup_resolve(r, name, &resolved));
+	err_code rc = E_OK;
+	if (impermanent) {
+		/* A permanent delta built directly on it would lose its base. */
+		backup_refs refs;
+		rc = backup_list_refs(r, &refs);
+		for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
+			backup_sentinel s;
+			if (backup_sentinel_read(r, refs.items[i].name, &s) != E_OK) {
+				err_clear();
+				continue;
+			}
+			if (s.is_delta && strcmp(s.delta_from, resolved) == 0 &&
+				is_permanent(r, refs.items[i].name))
+				rc = err_set(E_CONFIG, "cannot mark %s impermanent: permanent backup %s is based "
+									   "on it",
+							 resolved, refs.items[i].name);
+			backup_sentinel_free(&s);
+		}
+		backup_refs_free(&refs);
+		if (rc == E_OK) {
+			if (!is_permanent(r, resolved))
+				log_warn("%s is already impermanent", resolved);
+			rc = mark_one(r, resolved, false);
+		}
+		free(resolved);
+		return rc;
+	}
+	/* Permanent: the backup and its whole chain down to the full. */
+	char *cur = resolved;
+	for (int guard = 0; rc == E_OK && cur != NULL && guard < 100000; guard++) {
+		backup_sentinel s;
+		rc = backup_sentinel_read(r, cur, &s);
+		if (rc != E_OK)
+			break;
+		if (is_permanent(r, cur))
+			log_warn("%s is already permanent", cur);
+		rc = mark_one(r, cur, true);
+		char *next = s.is_delta ? xstrdup(s.delta_from) : NULL;
+		backup_sentinel_free(&s);
+		free(cur);
+		cur = next;
+	}
+	free(cur);
+	return rc;
+}
