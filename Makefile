@@ -22,7 +22,8 @@ FUZZ_SRC  := $(sort $(wildcard test/fuzz/fuzz_*.c))
 VERSION   := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-.PHONY: all deps test unit integration demo asan tsan fuzz fuzz-smoke clean format lint check-deps
+.PHONY: all deps test unit integration demo asan tsan fuzz fuzz-smoke clean format lint check-deps \
+        archive-module archive-module-install
 
 all: walc
 
@@ -94,6 +95,13 @@ fuzz: fuzz-build
 fuzz-smoke: fuzz-build
 	@test/fuzz/run.sh build-fuzz/fuzz 20
 
+# The PostgreSQL archive module (PGXS; installing needs write access to PostgreSQL's libdir).
+PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_config)
+archive-module:
+	$(MAKE) -C cmd/walc_archive PG_CONFIG=$(PG_CONFIG)
+archive-module-install: archive-module
+	$(MAKE) -C cmd/walc_archive PG_CONFIG=$(PG_CONFIG) install
+
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(wildcard internal/*/*.h) $(UNIT_SRC) $(FUZZ_SRC)
 
@@ -102,3 +110,12 @@ lint:
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz walc walc-asan
+	$(MAKE) -C cmd/walc_archive PG_CONFIG=$(PG_CONFIG) clean
+
+# make bench: walc vs pgBackRest vs the tar|zstd limit on the same data (not part of make test;
+# BENCH_SCALE=10 BENCH_RUNS=1 for a quick run). See docs/PERFORMANCE.md.
+.PHONY: bench
+bench:
+	@deploy/deps.sh
+	$(MAKE) walc
+	@test/bench/run.sh

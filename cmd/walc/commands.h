@@ -30,6 +30,7 @@ int cmd_wal_verify(const config *cfg, int argc, char **argv);
 int cmd_delete(const config *cfg, int argc, char **argv);
 int cmd_backup_mark(const config *cfg, int argc, char **argv);
 int cmd_st(const config *cfg, int argc, char **argv);
+int cmd_daemon(const config *cfg, int argc, char **argv);
 int cmd_env(const config *cfg, int argc, char **argv);
 int cmd_help(const config *cfg, int argc, char **argv);
 int cmd_version(const config *cfg, int argc, char **argv);

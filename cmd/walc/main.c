@@ -86,6 +86,13 @@ static const command cmd_table[] = {
 	  "KEY (--no-compress, --no-encrypt), and refuses to overwrite without -f; rm removes one\n"
 	  "object or everything under a folder.",
 	  true, cmd_st },
+	{ "daemon", "daemon SOCKET", "serve archiving over a socket (archive_library = 'walc_archive')",
+	  "Listens on the UNIX socket SOCKET for WAL-G's daemon protocol: the walc_archive module\n"
+	  "(PostgreSQL 15+ archive_library) sends each file to archive and walc stores it as\n"
+	  "wal-push would, with no process per segment; wal-fetch requests are served too. PGDATA\n"
+	  "must be set. With WALG_METRICS_ADDRESS=host:port it also serves Prometheus /metrics\n"
+	  "and /healthz. Stops on SIGINT or SIGTERM.",
+	  true, cmd_daemon },
 	{ "env", "env", "list every environment variable walc reads",
 	  "Prints each variable with its current value (secrets masked), default and meaning.",
 	  false, cmd_env },

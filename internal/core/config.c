@@ -44,6 +44,8 @@ static const config_var config_vars[] = {
 	  "wal-fetch: where prefetched segments wait (default: beside the destination)" },
 	{ "WALG_INTEGRITY_MAX_DELAYED_WALS", "0", false,
 	  "wal-verify: missing segments this close to the current one are only delayed" },
+	{ "WALG_METRICS_ADDRESS", NULL, false,
+	  "walc extension: daemon serves /metrics and /healthz on this host:port" },
 	{ "WALG_WAL_PUSH_TIMEOUT", "10m", false,
 	  "walc extension: wal-push gives up (exit 1, PostgreSQL retries) after this long" },
 	{ "WALG_TAR_DISABLE_FSYNC", "false", false,
@@ -278,6 +280,8 @@ err_code config_load(config *c, bool need_storage)
 	TRY(parse_bool("PG_READY_RENAME", false, &c->pg_ready_rename));
 	TRY(parse_duration("WALG_WAL_PUSH_TIMEOUT", 600000, &c->wal_push_timeout_ms));
 	TRY(parse_long("WALG_INTEGRITY_MAX_DELAYED_WALS", 0, 0, 1000000, &n));
+	if (env("WALG_METRICS_ADDRESS") != NULL)
+		c->metrics_address = xstrdup(env("WALG_METRICS_ADDRESS"));
 	c->integrity_max_delayed_wals = (int)n;
 	if (env("WALG_PREFETCH_DIR") != NULL) {
 		TRY(check_printable("WALG_PREFETCH_DIR"));
@@ -333,6 +337,7 @@ void config_free(config *c)
 	free(c->pgdata);
 	free(c->sentinel_user_data);
 	free(c->prefetch_dir);
+	free(c->metrics_address);
 	free(c->delta_from_name);
 	free(c->delta_from_user_data);
 	memset(c, 0, sizeof(*c));

@@ -145,6 +145,7 @@ typedef struct config {
 	long wal_push_timeout_ms;		/* WALG_WAL_PUSH_TIMEOUT, 0 = none */
 	char *prefetch_dir;				/* WALG_PREFETCH_DIR */
 	int integrity_max_delayed_wals;	/* WALG_INTEGRITY_MAX_DELAYED_WALS */
+	char *metrics_address;			/* WALG_METRICS_ADDRESS, host:port for the daemon */
 	int upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
 	uint64_t tar_size_threshold;	/* WALG_TAR_SIZE_THRESHOLD, bytes */
 	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */

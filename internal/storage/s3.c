@@ -35,7 +35,10 @@ typedef struct s3_storage {
 	char *region;
 	char *sse;		  /* AES256 / aws:kms or NULL */
 	char *sse_kms_id;
+	char *ssec_key_b64;	 /* S3_SSE_C: customer key, base64 */
+	char *ssec_md5_b64;
 	char *storage_class;
+	bool detect_region; /* AWS without AWS_REGION: ask the bucket where it lives */
 	size_t part_size;
 	int concurrency;
 	s3_http http;
@@ -224,6 +227,7 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	}
 
 	const char *ep = setting("AWS_ENDPOINT", &used);
+	s->detect_region = region == NULL && ep == NULL;
 	if (ep != NULL)
 		TRY(parse_endpoint(s, ep, used));
 	else {
@@ -262,6 +266,19 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 			if ((unsigned char)*p < 0x21 || *p == 0x7f)
 				return err_set(E_CONFIG, "S3_SSE_KMS_ID: contains a blank or control character");
 		s->sse_kms_id = xstrdup(kms);
+	}
+
+	const char *ssec = setting("S3_SSE_C", &used);
+	if (ssec != NULL) {
+		if (strlen(ssec) != 32)
+			return err_set(E_CONFIG, "%s: expected a 32-byte AES-256 customer key, got %zu bytes",
+						   used, strlen(ssec));
+		if (s->sse != NULL)
+			return err_set(E_CONFIG, "S3_SSE_C and S3_SSE are both set: use one of them");
+		s->ssec_key_b64 = s3_base64(ssec, 32);
+		char md5[25];
+		s3_md5_base64(ssec, 32, md5);
+		s->ssec_md5_b64 = xstrdup(md5);
 	}
 
 	const char *sc = setting("S3_STORAGE_CLASS", &used);
@@ -313,9 +330,13 @@ static void s3_free(storage *st)
 	free(s->region);
 	free(s->sse);
 	free(s->sse_kms_id);
+	free(s->ssec_key_b64);
+	free(s->ssec_md5_b64);
 	free(s->storage_class);
 	free(s);
 }
+
+static void detect_region(s3_storage *s);
 
 err_code storage_s3_open(const config *cfg, storage **out)
 {
@@ -330,6 +351,8 @@ err_code storage_s3_open(const config *cfg, storage **out)
 		s3_free(&s->base);
 		return rc;
 	}
+	if (s->detect_region)
+		detect_region(s);
 	log_debug("s3: %s via %s://%s (%s, region %s), part size %zu, upload concurrency %d, "
 			  "%d retries (backoff budget %ld ms)",
 			  s->describe, s->scheme, s->hostport, s->path_style ? "path style" : "virtual host",
@@ -388,6 +411,38 @@ static void request_init(s3_request *r, const s3_target *t, const char *method,
 	r->query = query;
 	r->sign = true;
 	r->what = t->what;
+}
+
+/*
+ * AWS without AWS_REGION (WAL-G asks GetBucketLocation): a HEAD of the bucket answers with
+ * x-amz-bucket-region whatever region it was signed for (also with 301 and 403).
+ */
+static void detect_region(s3_storage *s)
+{
+	s3_target t;
+	target_init(s, &t, "HEAD", NULL, NULL);
+	s3_request req;
+	request_init(&req, &t, "HEAD", NULL);
+	s3_retry saved = s->http.retry;
+	if (s->http.retry.max_retries > 2)
+		s->http.retry.max_retries = 2;
+	s3_response resp;
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	s->http.retry = saved;
+	if (rc == E_OK && resp.bucket_region[0] != '\0' && strcmp(resp.bucket_region, s->region) != 0) {
+		log_debug("s3: bucket %s is in region %s", s->bucket, resp.bucket_region);
+		free(s->region);
+		s->region = xstrdup(resp.bucket_region);
+		free(s->hostport);
+		s->hostport = xasprintf("s3.%s.amazonaws.com", s->region);
+		s->signer.region = s->region;
+	} else if (rc != E_OK) {
+		log_debug("s3: could not ask bucket %s for its region (%s); using %s", s->bucket,
+				  err_msg(), s->region);
+		err_clear();
+	}
+	s3_response_free(&resp);
+	target_free(&t);
 }
 
 /* The error for an unexpected answer, naming the bucket and the S3 error code. */
@@ -454,8 +509,19 @@ typedef struct s3_put {
 	bool exclusive; /* put_new: never replace an existing object */
 } s3_put;
 
+/* SSE-C: the customer key goes with every write and read of the object's data. */
+static void add_ssec_headers(const s3_storage *s, s3_kvs *h)
+{
+	if (s->ssec_key_b64 == NULL)
+		return;
+	s3_kvs_add(h, "x-amz-server-side-encryption-customer-algorithm", "AES256");
+	s3_kvs_add(h, "x-amz-server-side-encryption-customer-key", s->ssec_key_b64);
+	s3_kvs_add(h, "x-amz-server-side-encryption-customer-key-md5", s->ssec_md5_b64);
+}
+
 static void add_upload_headers(s3_storage *s, s3_kvs *h)
 {
+	add_ssec_headers(s, h);
 	if (s->sse != NULL)
 		s3_kvs_add(h, "x-amz-server-side-encryption", s->sse);
 	if (s->sse_kms_id != NULL)
@@ -475,8 +541,10 @@ static err_code exists_unless_ours(s3_put *p)
 	target_init(s, &t, "HEAD", p->key, NULL);
 	s3_request req;
 	request_init(&req, &t, "HEAD", NULL);
+	add_ssec_headers(s, &req.headers);
 	s3_response resp;
 	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	s3_kvs_free(&req.headers);
 	bool ours = false;
 	if (rc == E_OK && resp.status == 200 && resp.content_length == p->len) {
 		unsigned char md[16];
@@ -569,6 +637,7 @@ static err_code mp_upload_part(s3_put *p, s3_part *part)
 	req.body = part->buf;
 	req.body_len = part->len;
 	req.cancel = &p->cancel;
+	add_ssec_headers(s, &req.headers);
 	s3_response resp;
 	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
 	if (rc == E_OK && resp.status != 200)
@@ -578,6 +647,7 @@ static err_code mp_upload_part(s3_put *p, s3_part *part)
 	if (rc == E_OK)
 		part->etag = xstrdup(resp.etag);
 	s3_response_free(&resp);
+	s3_kvs_free(&req.headers);
 	s3_kvs_free(&q);
 	free(what);
 	target_free(&t);
@@ -888,12 +958,14 @@ static err_code s3_get(storage *st, const char *key, sink *into)
 	s3_request req;
 	request_init(&req, &t, "GET", NULL);
 	req.into = into;
+	add_ssec_headers(s, &req.headers);
 	s3_response resp;
 	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
 	if (rc == E_OK && resp.status == 404 && strcmp(resp.code, "NoSuchBucket") != 0)
 		rc = err_set(E_NOTFOUND, "object s3://%s/%s does not exist", s->bucket, k);
 	else if (rc == E_OK && (resp.status < 200 || resp.status >= 300))
 		rc = answer_error(s, t.what, &resp);
+	s3_kvs_free(&req.headers);
 	s3_response_free(&resp);
 	target_free(&t);
 	free(k);
@@ -908,6 +980,7 @@ static err_code s3_stat(storage *st, const char *key, obj_info *info)
 	target_init(s, &t, "HEAD", k, NULL);
 	s3_request req;
 	request_init(&req, &t, "HEAD", NULL);
+	add_ssec_headers(s, &req.headers);
 	s3_response resp;
 	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
 	if (rc == E_OK && resp.status == 200) {
@@ -924,6 +997,7 @@ static err_code s3_stat(storage *st, const char *key, obj_info *info)
 		target_init(s, &t2, "GET", k, NULL);
 		request_init(&req2, &t2, "GET", NULL);
 		s3_kvs_add(&req2.headers, "range", "bytes=0-0");
+		add_ssec_headers(s, &req2.headers);
 		if (s3_http_do(&s->http, &s->signer, &req2, &r2) == E_OK && r2.code[0] != '\0')
 			rc = answer_error(s, t.what, &r2);
 		else
@@ -932,6 +1006,7 @@ static err_code s3_stat(storage *st, const char *key, obj_info *info)
 		s3_kvs_free(&req2.headers);
 		target_free(&t2);
 	}
+	s3_kvs_free(&req.headers);
 	s3_response_free(&resp);
 	target_free(&t);
 	free(k);

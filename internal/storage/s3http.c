@@ -169,6 +169,8 @@ static size_t read_cb(char *buf, size_t size, size_t n, void *ud)
 	size_t want = size * n, left = x->req->body_len - x->up_off;
 	if (want > left)
 		want = left;
+	if (want == 0)
+		return 0;
 	memcpy(buf, (const char *)x->req->body + x->up_off, want);
 	x->up_off += want;
 	return want;

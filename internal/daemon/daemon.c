@@ -1,0 +1,256 @@
+/*
+ * The daemon's socket side: accept, read one framed message at a time, archive or restore
+ * with the same code as wal-push and wal-fetch, answer one byte. A connection is closed after
+ * an 'F' or 'f' is answered, as WAL-G's daemon does; 'C' keeps it open.
+ */
+#include "internal/daemon/daemon.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal/pg/pg.h"
+#include "internal/pipe/pipe.h"
+#include "internal/wal/wal.h"
+
+#define MSG_MAX 65535
+#define IO_TIMEOUT_S 30
+
+#include "internal/daemon/metrics.h"
+
+static volatile sig_atomic_t daemon_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	daemon_stop = 1;
+}
+
+err_code daemon_parse(const unsigned char *buf, size_t len, daemon_request *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (len < 3)
+		return err_set(E_CORRUPT, "daemon: message shorter than its header");
+	size_t total = (size_t)buf[1] << 8 | buf[2];
+	if (total != len)
+		return err_set(E_CORRUPT, "daemon: message length %zu, header says %zu", len, total);
+	out->type = (char)buf[0];
+	const unsigned char *body = buf + 3;
+	size_t n = len - 3;
+	switch (out->type) {
+	case DAEMON_CHECK:
+		return E_OK;
+	case DAEMON_PUSH:
+		if (n == 0 || n >= sizeof(out->name))
+			return err_set(E_CORRUPT, "daemon: bad WAL file name length %zu", n);
+		if (memchr(body, '\0', n) != NULL)
+			return err_set(E_CORRUPT, "daemon: NUL in a WAL file name");
+		memcpy(out->name, body, n);
+		break;
+	case DAEMON_FETCH: {
+		/* 1 byte argument count, then per argument a u16 big-endian length and its bytes. */
+		if (n < 1 || body[0] != 2)
+			return err_set(E_CORRUPT, "daemon: wal-fetch needs 2 arguments");
+		size_t at = 1;
+		char *dst[2] = { out->name, out->dest };
+		size_t cap[2] = { sizeof(out->name), sizeof(out->dest) };
+		for (int i = 0; i < 2; i++) {
+			if (at + 2 > n)
+				return err_set(E_CORRUPT, "daemon: truncated wal-fetch arguments");
+			size_t l = (size_t)body[at] << 8 | body[at + 1];
+			at += 2;
+			if (l == 0 || l >= cap[i] || at + l > n || memchr(body + at, '\0', l) != NULL)
+				return err_set(E_CORRUPT, "daemon: bad wal-fetch argument");
+			memcpy(dst[i], body + at, l);
+			at += l;
+		}
+		if (at != n)
+			return err_set(E_CORRUPT, "daemon: trailing bytes after wal-fetch arguments");
+		break;
+	}
+	default:
+		return err_set(E_CORRUPT, "daemon: unknown message type 0x%02x", buf[0]);
+	}
+	if (!wal_is_archive_name(out->name))
+		return err_set(E_CORRUPT, "daemon: \"%s\" is not a WAL file name", out->name);
+	return E_OK;
+}
+
+static bool read_full(int fd, unsigned char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = read(fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+typedef struct conn {
+	int fd;
+	repo *r;
+	const config *cfg;
+} conn;
+
+static char answer_push(conn *c, const daemon_request *q)
+{
+	char *path = xasprintf("%s/pg_wal/%s", c->cfg->pgdata, q->name);
+	struct timespec t0, t1;
+	struct stat sb;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	err_code rc = wal_push(c->r, c->cfg, path);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rc == E_OK) {
+		metrics_archived(q->name, stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0,
+						 (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	} else {
+		metrics_failed();
+		log_error("daemon: archiving %s: %s", q->name, err_msg());
+	}
+	free(path);
+	return rc == E_OK ? DAEMON_OK : DAEMON_ERROR;
+}
+
+static char answer_fetch(conn *c, const daemon_request *q)
+{
+	/* Relative to PGDATA unless it already names it, as WAL-G's daemon does. */
+	char *dest = q->dest[0] == '/' && str_has_prefix(q->dest, c->cfg->pgdata)
+		? xstrdup(q->dest)
+		: xasprintf("%s/%s", c->cfg->pgdata, q->dest);
+	char answer = DAEMON_ERROR;
+	if (strstr(q->dest, "..") != NULL) {
+		log_error("daemon: refusing destination %s", q->dest);
+	} else {
+		err_code rc = wal_fetch(c->r, c->cfg, q->name, dest);
+		answer = rc == E_OK ? DAEMON_OK : rc == E_NOTFOUND ? DAEMON_MISSING : DAEMON_ERROR;
+		metrics_fetched(rc == E_OK);
+		if (rc != E_OK && rc != E_NOTFOUND)
+			log_error("daemon: restoring %s: %s", q->name, err_msg());
+	}
+	free(dest);
+	return answer;
+}
+
+static void *serve(void *arg)
+{
+	conn *c = arg;
+	unsigned char *buf = xmalloc(MSG_MAX);
+	for (;;) {
+		if (!read_full(c->fd, buf, 3))
+			break;
+		size_t total = (size_t)buf[1] << 8 | buf[2];
+		if (total < 3 || !read_full(c->fd, buf + 3, total - 3)) {
+			log_warn("daemon: truncated message");
+			break;
+		}
+		daemon_request q;
+		char answer;
+		if (daemon_parse(buf, total, &q) != E_OK) {
+			log_error("%s", err_msg());
+			answer = DAEMON_ERROR;
+		} else if (q.type == DAEMON_CHECK) {
+			answer = DAEMON_OK;
+		} else if (q.type == DAEMON_PUSH) {
+			answer = answer_push(c, &q);
+		} else {
+			answer = answer_fetch(c, &q);
+		}
+		if (write(c->fd, &answer, 1) != 1 || q.type != DAEMON_CHECK || answer == DAEMON_ERROR)
+			break;
+	}
+	close(c->fd);
+	free(buf);
+	free(c);
+	return NULL;
+}
+
+static err_code listen_on(const char *path, int *out)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(addr.sun_path))
+		return err_set(E_CONFIG, "daemon: socket path %s is too long", path);
+	strcpy(addr.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return err_errno(E_IO, errno, "daemon: socket");
+	struct stat sb;
+	/* A stale socket from an earlier run is in the way; anything else is not ours. */
+	if (lstat(path, &sb) == 0) {
+		if (!S_ISSOCK(sb.st_mode)) {
+			close(fd);
+			return err_set(E_CONFIG, "daemon: %s exists and is not a socket", path);
+		}
+		unlink(path);
+	}
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(fd, 64) != 0) {
+		err_code rc = err_errno(E_IO, errno, "daemon: listening on %s", path);
+		close(fd);
+		return rc;
+	}
+	*out = fd;
+	return E_OK;
+}
+
+err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
+					const char *metrics_addr)
+{
+	if (cfg->pgdata == NULL)
+		return err_set(E_CONFIG, "daemon: PGDATA must be set (the files to archive are in "
+								 "$PGDATA/pg_wal)");
+	int lfd = -1;
+	TRY(listen_on(socket_path, &lfd));
+	if (metrics_addr != NULL) {
+		err_code rc = metrics_start(r, metrics_addr);
+		if (rc != E_OK) {
+			close(lfd);
+			return rc;
+		}
+	}
+	struct sigaction sa = { 0 };
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	log_info("daemon listening on %s%s%s", socket_path, metrics_addr ? ", metrics on " : "",
+			 metrics_addr ? metrics_addr : "");
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, PIPE_THREAD_STACK);
+	while (!daemon_stop) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EINTR)
+				log_warn("daemon: accept: %s", strerror(errno));
+			continue;
+		}
+		struct timeval tv = { IO_TIMEOUT_S, 0 };
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		conn *c = xcalloc(1, sizeof(*c));
+		*c = (conn){ fd, r, cfg };
+		pthread_t t;
+		if (pthread_create(&t, &attr, serve, c) != 0) {
+			char e = DAEMON_ERROR;
+			if (write(fd, &e, 1) < 0) { /* the client sees the error either way */
+			}
+			close(fd);
+			free(c);
+		}
+	}
+	pthread_attr_destroy(&attr);
+	close(lfd);
+	unlink(socket_path);
+	metrics_stop();
+	log_info("daemon stopped");
+	return E_OK;
+}

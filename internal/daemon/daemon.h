@@ -1,0 +1,38 @@
+/*
+ * daemon: `walc daemon SOCKET` serves WAL-G's socket protocol (reference §15.1) so PostgreSQL's
+ * archive module (cmd/walc_archive) archives without a process per segment; optionally
+ * Prometheus metrics and a health check over HTTP.
+ */
+#ifndef WALC_INTERNAL_DAEMON_DAEMON_H
+#define WALC_INTERNAL_DAEMON_DAEMON_H
+
+#include "internal/core/core.h"
+#include "internal/repo/repo.h"
+
+/* Message types and answers of the socket protocol. */
+#define DAEMON_CHECK 'C'
+#define DAEMON_PUSH 'F'
+#define DAEMON_FETCH 'f'
+#define DAEMON_OK 'O'
+#define DAEMON_ERROR 'E'
+#define DAEMON_MISSING 'N'
+
+/*
+ * Runs until SIGINT or SIGTERM. metrics_addr ("host:port" or NULL) serves /metrics and
+ * /healthz. Requests are served concurrently; one failing never stops the daemon.
+ */
+err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
+					const char *metrics_addr);
+
+/*
+ * Parses one request from buf (len bytes): *type, the body, and for 'f' the two arguments.
+ * E_CORRUPT on a malformed message. Exposed for tests and fuzzing.
+ */
+typedef struct daemon_request {
+	char type;
+	char name[256];
+	char dest[4096];
+} daemon_request;
+err_code daemon_parse(const unsigned char *buf, size_t len, daemon_request *out);
+
+#endif
