@@ -48,7 +48,8 @@ int cmd_backup_push(const config *cfg, int argc, char **argv)
 int cmd_backup_fetch(const config *cfg, int argc, char **argv)
 {
 	fetch_options opt = { .fsync = !cfg->tar_disable_fsync,
-						  .concurrency = cfg->download_concurrency };
+						  .concurrency = cfg->download_concurrency,
+						  .delta = cfg->delta_restore };
 	const char *pos[2] = { NULL, NULL };
 	int npos = 0;
 	for (int i = 1; i < argc; i++) {
@@ -56,6 +57,10 @@ int cmd_backup_fetch(const config *cfg, int argc, char **argv)
 			opt.restore_spec = argv[++i];
 		else if (str_has_prefix(argv[i], "--restore-spec="))
 			opt.restore_spec = argv[i] + strlen("--restore-spec=");
+		else if (strcmp(argv[i], "--delta") == 0)
+			opt.delta = true;
+		else if (strcmp(argv[i], "--force") == 0)
+			opt.force = true;
 		else if (argv[i][0] == '-' && argv[i][1] != '\0')
 			return usage("backup-fetch");
 		else if (npos < 2)

@@ -47,13 +47,17 @@ static const command cmd_table[] = {
 	  "only pages changed since the base started; files unchanged since well before the base\n"
 	  "are not stored at all. --verify checks every page's checksum and records corrupt blocks.",
 	  true, cmd_backup_push },
-	{ "backup-fetch", "backup-fetch DESTINATION NAME|LATEST [--restore-spec FILE]",
+	{ "backup-fetch", "backup-fetch DESTINATION NAME|LATEST [--restore-spec FILE] [--delta [--force]]",
 	  "restore a base backup into an empty directory",
 	  "Restores backup NAME (or the newest, LATEST) into DESTINATION, which must be empty or\n"
 	  "absent. A delta backup is applied forward: its full backup first, then each delta.\n"
 	  "Tablespaces go where the backup's spec says, or where --restore-spec FILE (WAL-G's spec\n"
 	  "JSON) puts them. pg_control is written last; WALG_DOWNLOAD_CONCURRENCY streams run at\n"
-	  "once. Then add restore_command = 'walc wal-fetch %f %p' and recovery.signal.",
+	  "once. Then add restore_command = 'walc wal-fetch %f %p' and recovery.signal.\n\n"
+	  "--delta (or WALG_DELTA_RESTORE=true): DESTINATION holds an old copy of the cluster,\n"
+	  "stopped. Files whose size and checksum match the backup's are kept, the others are\n"
+	  "restored, files the backup does not have are removed, and tar parts holding nothing\n"
+	  "needed are not downloaded. A directory of another cluster is refused unless --force.",
 	  true, cmd_backup_fetch },
 	{ "backup-list", "backup-list [--pretty] [--json] [--detail]", "list base backups",
 	  "Lists backups with a sentinel, oldest first (by the sentinel's time), in WAL-G's columns.\n"

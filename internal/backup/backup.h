@@ -87,6 +87,8 @@ typedef struct fetch_options {
 	const char *restore_spec; /* path or NULL */
 	bool fsync;
 	int concurrency;
+	bool delta;	 /* DEST holds an old copy: fetch only what differs */
+	bool force;	 /* delta restore onto another cluster's directory */
 } fetch_options;
 err_code backup_fetch(repo *r, const fetch_options *opt);
 

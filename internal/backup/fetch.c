@@ -2,7 +2,7 @@
  * backup-fetch: resolve the chain (full, then each delta), work out which files each level
  * must supply, and extract level by level in parallel streams, pg_control last.
  */
-#include "internal/backup/extract.h"
+#include "internal/backup/fetch_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,19 +17,6 @@
 
 #define CHAIN_MAX 1000
 #define FILES_META_MAX ((size_t)1 << 30)
-
-typedef struct level {
-	char *name;
-	backup_sentinel s;
-	json_t *meta;		/* files_metadata.json root or NULL */
-	json_t *need;		/* owned set, NULL = every member */
-	extract_level ex;
-} level;
-
-typedef struct chain {
-	level *lv; /* lv[0] is the full backup */
-	size_t n;
-} chain;
 
 static void chain_free(chain *c)
 {
@@ -86,7 +73,7 @@ static err_code load_chain(repo *r, const char *name, chain *c)
 	return E_OK;
 }
 
-static const json_t *files_of(const level *l)
+const json_t *files_of(const level *l)
 {
 	return l->meta ? json_get_ci(l->meta, "Files") : NULL;
 }
@@ -121,7 +108,7 @@ static err_code compute_needs(chain *c)
 
 /* Tablespaces */
 
-static err_code link_tablespaces(const char *dest, const json_t *spec)
+err_code link_tablespaces(const char *dest, const json_t *spec)
 {
 	const json_t *list = json_get_ci(spec, "tablespaces");
 	if (list == NULL)
@@ -212,6 +199,8 @@ static void cancel_keys(void *arg)
 	chan_cancel(arg);
 }
 
+static bool part_needed(const json_t *need, const json_t *members);
+
 static bool is_last_group(const char *base, const char *what)
 {
 	size_t n = strlen(what);
@@ -228,18 +217,23 @@ static err_code extract_level_tars(repo *r, const level *l, int concurrency, boo
 
 	const char *label = NULL, *control = NULL;
 	chan *keys = chan_new(tars.len + 1);
+	size_t skipped = 0;
+	const json_t *sets = l->meta ? json_get_ci(l->meta, "TarFileSets") : NULL;
 	for (size_t i = 0; i < tars.len; i++) {
 		const char *base = strrchr(tars.items[i].key, '/') + 1;
 		if (is_last_group(base, "pg_control.tar"))
 			control = tars.items[i].key;
 		else if (is_last_group(base, "backup_label.tar"))
 			label = tars.items[i].key;
+		else if (!part_needed(l->need, json_object_get(sets, base)))
+			skipped++;
 		else
 			chan_send(keys, tars.items[i].key);
 	}
 	chan_close(keys);
-	log_info("restoring %s: %zu tar partitions%s", l->name, tars.len,
-			 top ? "" : " (files the newer backups did not store)");
+	log_info("restoring %s: %zu tar partitions%s%s", l->name, tars.len - skipped,
+			 top ? "" : " (files the newer backups did not store)",
+			 skipped ? ", the others hold nothing needed" : "");
 
 	group *g = group_new();
 	job_queue q = { r, &l->ex, keys };
@@ -290,6 +284,25 @@ static err_code read_spec_file(const char *path, json_t **out)
 	return E_OK;
 }
 
+/*
+ * A part is skipped only when its member list is known (TarFileSets) and none of them is
+ * needed; with no list, or every member needed, it is downloaded.
+ */
+static bool part_needed(const json_t *need, const json_t *members)
+{
+	if (need == NULL || !json_is_array(members))
+		return true;
+	size_t i;
+	const json_t *m;
+	json_array_foreach(members, i, m)
+	{
+		const char *name = json_string_value(m);
+		if (name == NULL || json_object_get(need, name) != NULL)
+			return true;
+	}
+	return false;
+}
+
 static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest, chain *c)
 {
 	json_t *spec = NULL;
@@ -299,6 +312,8 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest,
 	else if (top->s.spec != NULL)
 		spec = json_incref(top->s.spec);
 	err_code rc = spec ? link_tablespaces(dest, spec) : E_OK;
+	if (rc == E_OK && opt->delta)
+		rc = delta_restore_prepare(opt, dest, c, spec);
 
 	for (size_t i = 0; rc == E_OK && i < c->n; i++) {
 		level *l = &c->lv[i];
@@ -332,7 +347,9 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	char *dest = realpath(opt->dest, NULL);
-	err_code rc = check_dest(dest ? dest : opt->dest);
+	struct stat dsb;
+	bool existing = opt->delta && dest != NULL && stat(dest, &dsb) == 0 && S_ISDIR(dsb.st_mode);
+	err_code rc = existing ? E_OK : check_dest(dest ? dest : opt->dest);
 	if (rc == E_OK && dest == NULL)
 		dest = realpath(opt->dest, NULL);
 	if (rc == E_OK && dest == NULL)

@@ -94,6 +94,7 @@ err_code part_close(push_state *st, part *p)
 typedef struct corrupt {
 	uint32_t count;
 	json_t *some;
+	char checksum[HASH_TEXT_LEN + 1]; /* of the whole content stored, "" if not whole */
 } corrupt;
 
 /* The relation block number of a file's first page: segment N of "16384.N" starts at N GiB. */
@@ -160,6 +161,7 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 		return err_errno(E_IO, errno, "opening %s", e->path);
 	}
 	uint64_t size = (uint64_t)e->st.st_size, done = 0;
+	c->checksum[0] = '\0';
 	if (*kind == DELTA_INCREMENT) {
 		uint32_t *blocks, n;
 		bool usable;
@@ -186,6 +188,7 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 					 .mode = e->st.st_mode & 07777, .mtime = e->st.st_mtim.tv_sec,
 					 .uid = e->st.st_uid, .gid = e->st.st_gid };
 	err_code rc = tar_writer_begin(p->tw, &te);
+	hasher *h = hasher_new();
 	while (rc == E_OK && done < size) {
 		size_t want = size - done < READ_CHUNK ? (size_t)(size - done) : READ_CHUNK;
 		ssize_t n = read(fd, buf, want);
@@ -203,11 +206,15 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 		}
 		if (verifying(st, e))
 			verify_pages(st, e, buf, (size_t)n, done, c);
+		hasher_update(h, buf, (size_t)n);
 		rc = tar_writer_write(p->tw, buf, (size_t)n);
 		done += (uint64_t)n;
 		__atomic_add_fetch(&st->read_bytes, (uint64_t)n, __ATOMIC_RELAXED);
 	}
 	close(fd);
+	if (rc == E_OK)
+		hasher_text(h, c->checksum);
+	hasher_free(h);
 	if (rc == E_OK)
 		rc = tar_writer_end(p->tw);
 	if (rc == E_OK) {
@@ -221,6 +228,17 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 static void record(push_state *st, const walk_entry *e, delta_kind kind, corrupt *c)
 {
 	json_t *rec = file_record(&e->st, kind);
+	/* walc extension for delta restore (WAL-G ignores it): the whole content's checksum. */
+	const char *sum = c->checksum;
+	if (kind == DELTA_SKIP) {
+		/* Unchanged since the base: the base's checksum still describes it. */
+		const json_t *base = json_object_get(st->delta.files, e->member);
+		sum = json_string_value(json_object_get(base, "Checksum"));
+	}
+	if (sum != NULL && sum[0] != '\0' && S_ISREG(e->st.st_mode)) {
+		json_object_set_new(rec, "Checksum", json_string(sum));
+		json_object_set_new(rec, "Size", json_integer((json_int_t)e->st.st_size));
+	}
 	if (c->count > 0) {
 		json_t *cb = json_object();
 		json_object_set_new(cb, "CorruptBlocksCount", json_integer(c->count));
@@ -238,7 +256,7 @@ static err_code pack_one(push_state *st, part *p, const walk_entry *e, unsigned 
 {
 	delta_kind kind = S_ISDIR(e->st.st_mode) ? DELTA_WHOLE
 											 : delta_classify(&st->delta, e->member, &e->st);
-	corrupt c = { 0, NULL };
+	corrupt c = { 0, NULL, "" };
 	if (kind == DELTA_SKIP) {
 		record(st, e, kind, &c);
 		return E_OK;

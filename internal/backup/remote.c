@@ -22,6 +22,7 @@ typedef struct remote {
 	char *member;
 	bool keep;		 /* member written to the part */
 	membuf *grab;	 /* or collected: pg_control, backup_label, tablespace_map */
+	hasher *hash;	 /* of the member's content, for delta restore */
 	struct stat sb;
 	/* collected, owned by the caller */
 	membuf *control, *label, *spcmap;
@@ -73,6 +74,8 @@ static err_code rm_entry(void *ctx, const tar_entry *e)
 	te.name = rm->member;
 	TRY(tar_writer_begin(rm->p.tw, &te));
 	rm->keep = true;
+	hasher_free(rm->hash);
+	rm->hash = e->type == TAR_FILE ? hasher_new() : NULL;
 	__atomic_add_fetch(&rm->st->catalog, e->size, __ATOMIC_RELAXED);
 	return E_OK;
 }
@@ -89,6 +92,8 @@ static err_code rm_data(void *ctx, const void *buf, size_t len)
 	if (!rm->keep)
 		return E_OK;
 	__atomic_add_fetch(&rm->st->read_bytes, len, __ATOMIC_RELAXED);
+	if (rm->hash != NULL)
+		hasher_update(rm->hash, buf, len);
 	return tar_writer_write(rm->p.tw, buf, len);
 }
 
@@ -102,6 +107,12 @@ static err_code rm_entry_end(void *ctx)
 	json_array_append_new(rm->p.members, json_string(rm->member));
 	if (strcmp(rm->member, "/") != 0) {
 		json_t *rec = file_record(&rm->sb, DELTA_WHOLE);
+		if (rm->hash != NULL) {
+			char sum[HASH_TEXT_LEN + 1];
+			hasher_text(rm->hash, sum);
+			json_object_set_new(rec, "Checksum", json_string(sum));
+			json_object_set_new(rec, "Size", json_integer((json_int_t)rm->sb.st_size));
+		}
 		pthread_mutex_lock(&rm->st->lock);
 		json_object_set_new(rm->st->files, rm->member, rec);
 		pthread_mutex_unlock(&rm->st->lock);
@@ -333,6 +344,7 @@ err_code push_remote(push_state *st, backup_sentinel *sen, membuf *control, memb
 	if (rc == E_OK && label->len == 0)
 		rc = err_set(E_CORRUPT, "BASE_BACKUP sent no backup_label");
 	part_discard(&rm.p);
+	hasher_free(rm.hash);
 	sink_free(rm.reader);
 	free(rm.prefix);
 	free(rm.member);

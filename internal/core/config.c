@@ -50,6 +50,8 @@ static const config_var config_vars[] = {
 	  "walc extension: wal-push gives up (exit 1, PostgreSQL retries) after this long" },
 	{ "WALG_TAR_DISABLE_FSYNC", "false", false,
 	  "backup-fetch: skip syncing restored files to disk" },
+	{ "WALG_DELTA_RESTORE", "false", false,
+	  "walc extension: backup-fetch --delta by default (rewrite only files that differ)" },
 	{ "WALG_UPLOAD_DISK_CONCURRENCY", "1", false,
 	  "backup-push: files read and packed in parallel" },
 	{ "WALG_TAR_SIZE_THRESHOLD", "1073741823", false,
@@ -275,6 +277,7 @@ err_code config_load(config *c, bool need_storage)
 	TRY(parse_long("WALG_DOWNLOAD_CONCURRENCY", 10, 1, 1024, &n));
 	c->download_concurrency = (int)n;
 	TRY(parse_bool("WALG_TAR_DISABLE_FSYNC", false, &c->tar_disable_fsync));
+	TRY(parse_bool("WALG_DELTA_RESTORE", false, &c->delta_restore));
 	TRY(parse_long("TOTAL_BG_UPLOADED_LIMIT", 32, 1, 100000, &n));
 	c->total_bg_uploaded_limit = (int)n;
 	TRY(parse_bool("PG_READY_RENAME", false, &c->pg_ready_rename));

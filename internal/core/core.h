@@ -140,6 +140,7 @@ typedef struct config {
 	int upload_concurrency;
 	int download_concurrency;
 	bool tar_disable_fsync;	/* WALG_TAR_DISABLE_FSYNC */
+	bool delta_restore;			/* WALG_DELTA_RESTORE: backup-fetch --delta */
 	int total_bg_uploaded_limit;	/* TOTAL_BG_UPLOADED_LIMIT */
 	bool pg_ready_rename;			/* PG_READY_RENAME */
 	long wal_push_timeout_ms;		/* WALG_WAL_PUSH_TIMEOUT, 0 = none */
@@ -179,6 +180,21 @@ void config_print_env(FILE *out);
 void config_log_env(void);
 /* Warns about WALG_* variables walc does not know. */
 void config_warn_unknown(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Checksums: XXH3-128 of file content, as "xxh3-128:<32 hex digits>"                        */
+/* ------------------------------------------------------------------------------------------ */
+
+#define HASH_TEXT_LEN 41 /* "xxh3-128:" + 32 hex digits */
+
+typedef struct hasher hasher;
+hasher *hasher_new(void);
+void hasher_update(hasher *h, const void *buf, size_t len);
+/* Writes the text form; the hasher can be freed or reset after. */
+void hasher_text(hasher *h, char out[HASH_TEXT_LEN + 1]);
+void hasher_free(hasher *h);
+/* Hashes a whole file; E_NOTFOUND when it does not exist. */
+err_code hash_file(const char *path, char out[HASH_TEXT_LEN + 1], uint64_t *size);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Tables: WAL-G's two shapes, space-padded columns or a framed ASCII table                  */
