@@ -137,7 +137,7 @@ static void test_skip_needs_margin(void **state)
 	sb.st_size = 8192;
 	time_t sec;
 	long nsec;
-	assert_true(rfc3339_parse("2023-11-14T22:13:00.123456789Z", &sec, &nsec));
+	assert_true(time_parse_rfc3339("2023-11-14T22:13:00.123456789Z", &sec, &nsec));
 	sb.st_mtim.tv_sec = sec;
 	sb.st_mtim.tv_nsec = nsec;
 	/* 22:13:00 is 20 s before the base's start (22:13:20): old enough to skip. */
@@ -151,7 +151,7 @@ static void test_skip_needs_margin(void **state)
 	/* Not in the base at all: whole. */
 	assert_int_equal(delta_classify(&d, "/base/5/99999", &sb), DELTA_WHOLE);
 	/* Offsets in MTime are honoured. */
-	assert_true(rfc3339_parse("2023-11-14T23:13:00.123456789+01:00", &sec, &nsec));
+	assert_true(time_parse_rfc3339("2023-11-14T23:13:00.123456789+01:00", &sec, &nsec));
 	assert_int_equal(sec, sb.st_mtim.tv_sec);
 	json_decref(files);
 }
