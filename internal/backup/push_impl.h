@@ -101,6 +101,9 @@ err_code part_close(push_state *st, part *p);
 void part_discard(part *p);
 
 void walk_entry_free(walk_entry *e);
+/* Records tablespace oid at loc in the sentinel's Spec (thread-safe). */
+void spec_add_tablespace(push_state *st, const char *base_prefix, const char *oid,
+						 const char *loc);
 /* Walks PGDATA and its tablespaces, sending walk_entry* to st->entries, then closes it. */
 err_code walk_pgdata(void *arg);
 /* Takes entries and packs them into tar partitions until the channel is drained. */

@@ -164,21 +164,9 @@ static void record_tablespaces(push_state *st, PGresult *res)
 	for (int i = 0; i < PQntuples(res); i++) {
 		if (PQgetisnull(res, i, 0))
 			continue;
-		const char *oid = PQgetvalue(res, i, 0), *loc = PQgetvalue(res, i, 1);
-		if (st->spec == NULL) {
-			st->spec = json_object();
-			/* Like WAL-G: the server's own data directory, where links would be made. */
-			json_object_set_new(st->spec, "base_prefix",
-								json_string(st->remote_data_dir ? st->remote_data_dir : ""));
-			json_object_set_new(st->spec, "tablespaces", json_array());
-		}
-		json_array_append_new(json_object_get(st->spec, "tablespaces"), json_string(oid));
-		json_t *one = json_object();
-		json_object_set_new(one, "loc", json_string(loc));
-		char *link = xasprintf("pg_tblspc/%s", oid);
-		json_object_set_new(one, "link", json_string(link));
-		free(link);
-		json_object_set_new(st->spec, oid, one);
+		/* Like WAL-G: the base prefix is the server's data directory, where links go. */
+		spec_add_tablespace(st, st->remote_data_dir ? st->remote_data_dir : "",
+							PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
 	}
 }
 

@@ -214,6 +214,20 @@ static err_code plan_objects(repo *r, set *st, bool backups, bool wal, bool orph
 	return E_OK;
 }
 
+static err_code execute(repo *r, plan *p, bool confirm, FILE *out);
+
+/* Plans what the flags select and lists or deletes it. */
+static err_code plan_and_run(repo *r, set *st, bool backups, bool wal, bool orphans, bool every,
+							 bool confirm, FILE *out)
+{
+	plan p;
+	err_code rc = plan_objects(r, st, backups, wal, orphans, every, &p);
+	if (rc == E_OK)
+		rc = execute(r, &p, confirm, out);
+	obj_list_free(&p.del);
+	return rc;
+}
+
 static err_code execute(repo *r, plan *p, bool confirm, FILE *out)
 {
 	for (size_t i = 0; i < p->del.len; i++) {
@@ -239,12 +253,8 @@ static err_code delete_older(repo *r, set *st, size_t target, bool confirm, FILE
 	keep_ancestors(st);
 	for (size_t i = 0; i < st->n; i++)
 		st->b[i].gone = !st->b[i].keep;
-	plan p;
-	TRY(plan_objects(r, st, true, true, false, false, &p));
 	log_info("keeping %s and everything newer", st->b[target].name);
-	err_code rc = execute(r, &p, confirm, out);
-	obj_list_free(&p.del);
-	return rc;
+	return plan_and_run(r, st, true, true, false, false, confirm, out);
 }
 
 static err_code delta_target_error(const bk *b)
@@ -360,11 +370,7 @@ err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE
 			st.b[i].keep = false;
 			st.b[i].gone = true;
 		}
-		plan p;
-		rc = plan_objects(r, &st, true, true, true, true, &p);
-		if (rc == E_OK)
-			rc = execute(r, &p, o->confirm, out);
-		obj_list_free(&p.del);
+		rc = plan_and_run(r, &st, true, true, true, true, o->confirm, out);
 		break;
 	}
 	case DELETE_TARGET: {
@@ -418,11 +424,7 @@ err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE
 		}
 		if (rc != E_OK)
 			break;
-		plan p;
-		rc = plan_objects(r, &st, true, false, false, false, &p);
-		if (rc == E_OK)
-			rc = execute(r, &p, o->confirm, out);
-		obj_list_free(&p.del);
+		rc = plan_and_run(r, &st, true, false, false, false, o->confirm, out);
 		break;
 	}
 	case DELETE_GARBAGE: {
@@ -437,12 +439,8 @@ err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE
 			log_info("delete garbage: no non-permanent backup, nothing to do");
 			break;
 		}
-		plan p;
-		rc = plan_objects(r, &st, o->modifier != MOD_ARCHIVES, o->modifier != MOD_BACKUPS, true,
-						  false, &p);
-		if (rc == E_OK)
-			rc = execute(r, &p, o->confirm, out);
-		obj_list_free(&p.del);
+		rc = plan_and_run(r, &st, o->modifier != MOD_ARCHIVES, o->modifier != MOD_BACKUPS,
+						  true, false, o->confirm, out);
 		break;
 	}
 	}

@@ -59,15 +59,13 @@ static int by_name(const struct dirent **a, const struct dirent **b)
 
 static err_code walk_dir(push_state *st, const char *dir, const char *member, bool root);
 
-static err_code add_tablespace(push_state *st, const char *link, const char *oid)
+void spec_add_tablespace(push_state *st, const char *base_prefix, const char *oid,
+						 const char *loc)
 {
-	char *loc = realpath(link, NULL);
-	if (loc == NULL)
-		return err_errno(E_IO, errno, "resolving tablespace link %s", link);
 	pthread_mutex_lock(&st->lock);
 	if (st->spec == NULL) {
 		st->spec = json_object();
-		json_object_set_new(st->spec, "base_prefix", json_string(st->pgdata));
+		json_object_set_new(st->spec, "base_prefix", json_string(base_prefix));
 		json_object_set_new(st->spec, "tablespaces", json_array());
 	}
 	json_array_append_new(json_object_get(st->spec, "tablespaces"), json_string(oid));
@@ -78,6 +76,14 @@ static err_code add_tablespace(push_state *st, const char *link, const char *oid
 	free(rel);
 	json_object_set_new(st->spec, oid, one);
 	pthread_mutex_unlock(&st->lock);
+}
+
+static err_code add_tablespace(push_state *st, const char *link, const char *oid)
+{
+	char *loc = realpath(link, NULL);
+	if (loc == NULL)
+		return err_errno(E_IO, errno, "resolving tablespace link %s", link);
+	spec_add_tablespace(st, st->pgdata, oid, loc);
 
 	char *member = xasprintf("/pg_tblspc/%s", oid);
 	err_code rc = walk_dir(st, loc, member, false);

@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FS_READ_CHUNK (1u << 20)
 #define FS_TMP_MARK ".walc-tmp."
 
 static atomic_ulong fs_tmp_seq;
@@ -142,31 +141,9 @@ static err_code fs_get(storage *st, const char *key, sink *into)
 {
 	fs_storage *fs = (fs_storage *)st;
 	char *path = fs_path(fs, key);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err_code rc = errno == ENOENT ? fs_absent(fs, path)
-									  : err_errno(E_IO, errno, "opening %s", path);
-		free(path);
-		return rc;
-	}
-	unsigned char *buf = xmalloc(FS_READ_CHUNK);
-	err_code rc = E_OK;
-	for (;;) {
-		ssize_t n = read(fd, buf, FS_READ_CHUNK);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = err_errno(E_IO, errno, "reading %s", path);
-			break;
-		}
-		if (n == 0)
-			break;
-		rc = sink_write(into, buf, (size_t)n);
-		if (rc != E_OK)
-			break;
-	}
-	free(buf);
-	close(fd);
+	err_code rc = sink_write_file(into, path);
+	if (rc == E_NOTFOUND)
+		rc = fs_absent(fs, path);
 	free(path);
 	return rc;
 }

@@ -255,6 +255,21 @@ static const char *seg_status(const wal_index *ix, const config *cfg, uint32_t t
 	return "MISSING_LOST";
 }
 
+static void add_run(json_t *details, const run *r, uint64_t segsize)
+{
+	char a[32], b[32];
+	wal_name_format(a, r->tli, r->start, segsize);
+	wal_name_format(b, r->tli, r->end, segsize);
+	json_t *o = json_object();
+	json_object_set_new(o, "timeline_id", json_integer(r->tli));
+	json_object_set_new(o, "start_segment", json_string(a));
+	json_object_set_new(o, "end_segment", json_string(b));
+	json_object_set_new(o, "segments_count", json_integer((json_int_t)(r->end - r->start + 1)));
+	json_object_set_new(o, "status", json_string(r->status));
+	json_array_append_new(details, o);
+}
+
+/* Runs of consecutive segments with one status, as WAL-G's details list them. */
 static json_t *integrity(const wal_index *ix, const config *cfg, uint32_t cur_tli,
 						 uint64_t first, uint64_t last, const char **overall)
 {
@@ -270,35 +285,13 @@ static json_t *integrity(const wal_index *ix, const config *cfg, uint32_t cur_tl
 			cur.end = s;
 			continue;
 		}
-		if (have) {
-			char a[32], b[32];
-			wal_name_format(a, cur.tli, cur.start, ix->segsize);
-			wal_name_format(b, cur.tli, cur.end, ix->segsize);
-			json_t *o = json_object();
-			json_object_set_new(o, "timeline_id", json_integer(cur.tli));
-			json_object_set_new(o, "start_segment", json_string(a));
-			json_object_set_new(o, "end_segment", json_string(b));
-			json_object_set_new(o, "segments_count",
-								json_integer((json_int_t)(cur.end - cur.start + 1)));
-			json_object_set_new(o, "status", json_string(cur.status));
-			json_array_append_new(details, o);
-		}
+		if (have)
+			add_run(details, &cur, ix->segsize);
 		cur = (run){ tli, s, s, st };
 		have = true;
 	}
-	if (have) {
-		char a[32], b[32];
-		wal_name_format(a, cur.tli, cur.start, ix->segsize);
-		wal_name_format(b, cur.tli, cur.end, ix->segsize);
-		json_t *o = json_object();
-		json_object_set_new(o, "timeline_id", json_integer(cur.tli));
-		json_object_set_new(o, "start_segment", json_string(a));
-		json_object_set_new(o, "end_segment", json_string(b));
-		json_object_set_new(o, "segments_count",
-							json_integer((json_int_t)(cur.end - cur.start + 1)));
-		json_object_set_new(o, "status", json_string(cur.status));
-		json_array_append_new(details, o);
-	}
+	if (have)
+		add_run(details, &cur, ix->segsize);
 	*overall = lost ? "FAILURE" : missing ? "WARNING" : "OK";
 	return details;
 }
