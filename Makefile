@@ -23,7 +23,7 @@ VERSION   := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 .PHONY: all deps test unit integration demo asan tsan fuzz fuzz-smoke clean format lint check-deps \
-        archive-module archive-module-install
+        archive-module archive-module-install lint-deploy
 
 all: walc
 
@@ -101,6 +101,10 @@ archive-module:
 	$(MAKE) -C cmd/walc_archive PG_CONFIG=$(PG_CONFIG)
 archive-module-install: archive-module
 	$(MAKE) -C cmd/walc_archive PG_CONFIG=$(PG_CONFIG) install
+
+# Offline checks of the Dockerfile, Helm chart and manifests (no cluster or Docker needed).
+lint-deploy:
+	@test/deploy/check.sh
 
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(wildcard internal/*/*.h) $(UNIT_SRC) $(FUZZ_SRC)
