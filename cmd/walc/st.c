@@ -47,17 +47,34 @@ static bool parse(int argc, char **argv, st_flags *f)
 	return true;
 }
 
+/* Without -r: the folder's objects and, once each, its sub-folders ("name/"). */
 static err_code st_ls(repo *r, const st_flags *f)
 {
 	obj_list l;
 	const char *prefix = f->npos > 0 ? f->pos[0] : "";
-	TRY(storage_list(r->st, prefix, f->recursive, &l));
+	size_t plen = strlen(prefix);
+	TRY(storage_list(r->st, prefix, true, &l));
+	const char *last_dir = NULL;
+	size_t last_len = 0;
 	for (size_t i = 0; i < l.len; i++) {
+		const char *key = l.items[i].key;
+		const char *rest = key + (plen <= strlen(key) ? plen : 0);
+		while (*rest == '/')
+			rest++;
+		const char *slash = strchr(rest, '/');
+		if (!f->recursive && slash != NULL) {
+			size_t n = (size_t)(slash - key) + 1;
+			if (last_dir == NULL || n != last_len || strncmp(last_dir, key, n) != 0)
+				printf("%-20s %12s %.*s\n", "", "DIR", (int)n, key);
+			last_dir = key;
+			last_len = n;
+			continue;
+		}
 		struct tm tm;
 		char when[32];
 		gmtime_r(&l.items[i].mtime, &tm);
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		printf("%s %12llu %s\n", when, (unsigned long long)l.items[i].size, l.items[i].key);
+		printf("%s %12llu %s\n", when, (unsigned long long)l.items[i].size, key);
 	}
 	obj_list_free(&l);
 	return E_OK;
@@ -132,6 +149,7 @@ static err_code st_rm(repo *r, const char *what)
 	if (rc != E_NOTFOUND)
 		return rc;
 	err_clear();
+	rc = E_OK;
 	obj_list l;
 	TRY(storage_list(r->st, what, true, &l));
 	for (size_t i = 0; rc == E_OK && i < l.len; i++)

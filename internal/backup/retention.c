@@ -160,6 +160,19 @@ static bool wal_needed(const set *st, uint32_t tli, uint64_t seg)
 	return false;
 }
 
+/* Start of the oldest kept backup (not counting permanent ones out of the window). */
+static time_t oldest_kept(const set *st)
+{
+	time_t t = 0;
+	bool any = false;
+	for (size_t i = 0; i < st->n; i++)
+		if (st->b[i].keep && !st->b[i].permanent && (!any || st->b[i].sec < t)) {
+			t = st->b[i].sec;
+			any = true;
+		}
+	return any ? t : time(NULL);
+}
+
 typedef struct plan {
 	obj_list del;
 	uint64_t bytes;
@@ -191,9 +204,13 @@ static err_code plan_objects(repo *r, set *st, bool backups, bool wal, bool orph
 				bk *b = find(st, name);
 				uint32_t tli;
 				uint64_t seg;
-				if (every || (b != NULL ? b->gone
-									  : orphans && token24(name, &tli, &seg, st->segsize) &&
-										  !wal_needed(st, tli, seg)))
+				/*
+				 * An object of no backup (a failed push) goes only if older than every kept
+				 * backup's start: a push still running writes objects newer than that.
+				 */
+				bool orphan = b == NULL && orphans && objs.items[i].mtime < oldest_kept(st) &&
+					token24(name, &tli, &seg, st->segsize) && !wal_needed(st, tli, seg);
+				if (every || (b != NULL ? b->gone : orphan))
 					plan_add(p, &objs.items[i]);
 				free(name);
 			}
@@ -254,7 +271,8 @@ static err_code delete_older(repo *r, set *st, size_t target, bool confirm, FILE
 	for (size_t i = 0; i < st->n; i++)
 		st->b[i].gone = !st->b[i].keep;
 	log_info("keeping %s and everything newer", st->b[target].name);
-	return plan_and_run(r, st, true, true, false, false, confirm, out);
+	/* Leftovers of failed pushes older than what is kept go too, as in WAL-G. */
+	return plan_and_run(r, st, true, true, true, false, confirm, out);
 }
 
 static err_code delta_target_error(const bk *b)

@@ -85,6 +85,12 @@ static err_code fs_put_start(storage *st, const char *key, bool exclusive, sink 
 {
 	fs_storage *fs = (fs_storage *)st;
 	char *path = fs_path(fs, key);
+	/* Fail before any work when the object is already there (finish re-checks atomically). */
+	if (exclusive && access(path, F_OK) == 0) {
+		err_code rc = err_set(E_EXISTS, "%s already exists", path);
+		free(path);
+		return rc;
+	}
 	char *slash = strrchr(path, '/');
 	*slash = '\0';
 	err_code rc = mkdir_p(path, 0755);

@@ -39,6 +39,7 @@ typedef struct s3_storage {
 	char *ssec_md5_b64;
 	char *storage_class;
 	bool detect_region; /* AWS without AWS_REGION: ask the bucket where it lives */
+	atomic_int bucket_seen; /* a HEAD of the bucket answered 200 or 403 */
 	size_t part_size;
 	int concurrency;
 	s3_http http;
@@ -463,7 +464,9 @@ static err_code answer_error(s3_storage *s, const char *what, const s3_response 
 	if (r->bucket_region[0] && strcmp(r->bucket_region, s->region) != 0)
 		snprintf(region, sizeof(region), " (bucket is in region %s: set AWS_REGION=%s)",
 				 r->bucket_region, r->bucket_region);
-	return err_set(r->status == 404 ? E_NOTFOUND : E_IO, "%s: bucket %s: HTTP %ld %s%s%s%s%s%s%s",
+	/* A missing bucket is a configuration problem, never "no such object" (exit 74). */
+	bool notfound = r->status == 404 && strcmp(r->code, "NoSuchBucket") != 0;
+	return err_set(notfound ? E_NOTFOUND : E_IO, "%s: bucket %s: HTTP %ld %s%s%s%s%s%s%s",
 				   what, s->bucket, r->status, r->code[0] ? r->code : "(no S3 error code)",
 				   r->message[0] ? ": " : "", r->message, hint, region,
 				   r->request_id[0] ? ", request id " : "", r->request_id);
@@ -972,6 +975,32 @@ static err_code s3_get(storage *st, const char *key, sink *into)
 	return rc;
 }
 
+/*
+ * A HEAD answers 404 without a body, for a missing object and a missing bucket alike. The first
+ * time, ask the bucket itself, so a wrong bucket name is an error and not "no such object"
+ * (which would end a recovery early). 403 on the bucket (a policy allowing object access only)
+ * is taken as "it exists".
+ */
+static err_code bucket_check(s3_storage *s)
+{
+	if (atomic_load(&s->bucket_seen))
+		return E_OK;
+	s3_target t;
+	target_init(s, &t, "HEAD", NULL, NULL);
+	s3_request req;
+	request_init(&req, &t, "HEAD", NULL);
+	s3_response resp;
+	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	if (rc == E_OK && resp.status == 404)
+		rc = err_set(E_IO, "bucket %s does not exist (NoSuchBucket) at %s://%s", s->bucket,
+					 s->scheme, s->hostport);
+	else if (rc == E_OK)
+		atomic_store(&s->bucket_seen, 1);
+	s3_response_free(&resp);
+	target_free(&t);
+	return rc;
+}
+
 static err_code s3_stat(storage *st, const char *key, obj_info *info)
 {
 	s3_storage *s = (s3_storage *)st;
@@ -988,7 +1017,9 @@ static err_code s3_stat(storage *st, const char *key, obj_info *info)
 		info->mtime = resp.last_modified;
 		info->mtime_nsec = 0;
 	} else if (rc == E_OK && resp.status == 404) {
-		rc = err_set(E_NOTFOUND, "object s3://%s/%s does not exist", s->bucket, k);
+		rc = bucket_check(s);
+		if (rc == E_OK)
+			rc = err_set(E_NOTFOUND, "object s3://%s/%s does not exist", s->bucket, k);
 	} else if (rc == E_OK) {
 		/* HEAD answers carry no body: ask for one byte to learn the S3 error code. */
 		s3_response r2;

@@ -161,8 +161,9 @@ static err_code fetch_web_identity(s3_credprov *p, s3_creds *out)
 {
 	char *token;
 	err_code rc = read_small_file(p->token_file, TOKEN_FILE_MAX, &token);
+	/* Not E_NOTFOUND: a missing token file must not read as a missing object. */
 	if (rc != E_OK)
-		return err_wrap(rc, "AWS_WEB_IDENTITY_TOKEN_FILE");
+		return err_wrap(E_CONFIG, "AWS_WEB_IDENTITY_TOKEN_FILE");
 	char *t = trimmed(token);
 	memset(token, 0, strlen(token));
 	free(token);

@@ -502,7 +502,8 @@ err_code s3_http_do(s3_http *h, const s3_signer *sg, s3_request *req, s3_respons
 			err_code rc = s3_credprov_get(sg->creds, false, &cr);
 			if (rc != E_OK) {
 				s3_kvs_free(&hdrs);
-				return err_wrap(rc, "%s", req->what);
+				/* Never E_NOTFOUND: wal-fetch would report a missing segment. */
+				return err_wrap(rc == E_NOTFOUND ? E_CONFIG : rc, "%s", req->what);
 			}
 			char hash[65];
 			if (req->body_len > 0)
@@ -585,7 +586,9 @@ err_code s3_http_do(s3_http *h, const s3_signer *sg, s3_request *req, s3_respons
 		} else if (status_expired(resp) && !refreshed && sg != NULL) {
 			refreshed = true;
 			s3_creds cr;
-			TRY(s3_credprov_get(sg->creds, true, &cr));
+			err_code crc = s3_credprov_get(sg->creds, true, &cr);
+			if (crc != E_OK)
+				return err_wrap(crc == E_NOTFOUND ? E_CONFIG : crc, "%s", req->what);
 			s3_creds_free(&cr);
 			snprintf(last, sizeof(last), "HTTP %ld %s", resp->status, resp->code);
 			log_info("%s: credentials expired (%s); refreshed them", req->what, resp->code);
