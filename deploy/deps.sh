@@ -6,10 +6,12 @@ set -euo pipefail
 pkgs=(
 	build-essential pkg-config clang libclang-rt-14-dev
 	libzstd-dev liblz4-dev libbrotli-dev liblzma-dev libsodium-dev
-	libcurl4-openssl-dev libssl-dev libpq-dev libjansson-dev libexpat1-dev libcmocka-dev libxxhash-dev
+	libcurl4-openssl-dev libssl-dev libpq-dev libjansson-dev libexpat1-dev libcmocka-dev
 	postgresql-15 postgresql-client-15 postgresql-contrib postgresql-server-dev-15
 	python3-prometheus-client
-	zstd lz4 brotli xz-utils python3 shellcheck
+	zstd lz4 brotli xz-utils python3 shellcheck curl libxxhash-dev
+	awscli python3-botocore nodejs npm
+	radosgw ceph-mon ceph-osd ceph-common
 )
 
 missing=()

@@ -79,6 +79,36 @@ static const config_var config_vars[] = {
 	{ "WALG_LOG_LEVEL", "NORMAL", false, "NORMAL, DEVEL (adds debug lines) or ERROR" },
 	{ "WALG_LOG_FORMAT", "text", false, "walc extension: text or json (one object per line)" },
 	{ "PGDATA", NULL, false, "PostgreSQL data directory" },
+	{ "PGPASSWORD", NULL, true, "libpq: password for backup-push and wal-verify" },
+	/* S3 (also accepted with a WALG_ or WALE_ prefix, as WAL-G does) */
+	{ "AWS_ENDPOINT", NULL, false, "S3 endpoint http(s)://host[:port] (default AWS)" },
+	{ "AWS_REGION", "us-east-1", false, "S3 region (detected on AWS)" },
+	{ "AWS_S3_FORCE_PATH_STYLE", "false", false, "S3 path-style URLs" },
+	{ "AWS_ACCESS_KEY_ID", NULL, true, "S3 access key id (or AWS_ACCESS_KEY)" },
+	{ "AWS_SECRET_ACCESS_KEY", NULL, true, "S3 secret key (or AWS_SECRET_KEY)" },
+	{ "AWS_SESSION_TOKEN", NULL, true, "S3 session token" },
+	{ "AWS_WEB_IDENTITY_TOKEN_FILE", NULL, false, "web identity token file (EKS IRSA)" },
+	{ "AWS_ROLE_ARN", NULL, false, "role assumed with the web identity token" },
+	{ "AWS_ROLE_SESSION_NAME", "walc", false, "STS session name" },
+	{ "AWS_STS_ENDPOINT", NULL, false, "STS URL (default https://sts.REGION.amazonaws.com/)" },
+	{ "AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials", false, "shared credentials file" },
+	{ "AWS_PROFILE", "default", false, "profile in the shared credentials file" },
+	{ "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", NULL, false, "ECS credentials endpoint" },
+	{ "AWS_CONTAINER_CREDENTIALS_FULL_URI", NULL, false, "ECS credentials endpoint" },
+	{ "AWS_CONTAINER_AUTHORIZATION_TOKEN", NULL, true, "ECS credentials token" },
+	{ "AWS_EC2_METADATA_DISABLED", "false", false, "skip EC2 instance metadata" },
+	{ "AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://169.254.169.254", false,
+	  "EC2 instance metadata URL" },
+	{ "S3_SSE", NULL, false, "server-side encryption: AES256 or aws:kms" },
+	{ "S3_SSE_KMS_ID", NULL, false, "KMS key id for aws:kms" },
+	{ "S3_SSE_C", NULL, true, "SSE-C customer key (32 bytes)" },
+	{ "S3_STORAGE_CLASS", "STANDARD", false, "storage class of new objects" },
+	{ "S3_CA_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt", false, "CA bundle for https" },
+	{ "S3_MAX_PART_SIZE", "20971520", false, "multipart part size, 5 MiB to 5 GiB" },
+	{ "S3_MAX_RETRIES", "15", false, "retries of a failed request" },
+	{ "S3_CONNECT_TIMEOUT", "10", false, "walc extension: connect timeout, seconds" },
+	{ "S3_LOW_SPEED_TIMEOUT", "30", false,
+	  "walc extension: abandon a transfer after this many seconds without progress" },
 };
 
 #define NVARS (sizeof(config_vars) / sizeof(config_vars[0]))
@@ -181,9 +211,21 @@ static err_code check_printable(const char *name)
 	return E_OK;
 }
 
+/* WAL-G also reads storage prefixes under their WAL-E names. */
+static const char *env_or_wale(const char *walg)
+{
+	const char *v = env(walg);
+	if (v == NULL) {
+		char wale[64];
+		snprintf(wale, sizeof(wale), "WALE_%s", walg + 5);
+		v = env(wale);
+	}
+	return v;
+}
+
 static err_code load_file_prefix(config *c)
 {
-	const char *v = env("WALG_FILE_PREFIX");
+	const char *v = env_or_wale("WALG_FILE_PREFIX");
 	if (v == NULL)
 		return E_OK;
 	TRY(check_printable("WALG_FILE_PREFIX"));
@@ -211,7 +253,7 @@ static err_code load_file_prefix(config *c)
 static err_code load_storage(config *c, bool need_storage)
 {
 	TRY(load_file_prefix(c));
-	const char *s3 = env("WALG_S3_PREFIX");
+	const char *s3 = env_or_wale("WALG_S3_PREFIX");
 	if (s3 != NULL) {
 		TRY(check_printable("WALG_S3_PREFIX"));
 		if (!str_has_prefix(s3, "s3://") || s3[5] == '\0' || s3[5] == '/')
@@ -370,6 +412,13 @@ void config_log_env(void)
 
 static bool config_known(const char *name, size_t len)
 {
+	/* Storage settings also come as WALG_NAME or WALE_NAME (reference §2.1). */
+	if (len > 5 && (strncmp(name, "WALG_", 5) == 0 || strncmp(name, "WALE_", 5) == 0)) {
+		for (size_t i = 0; i < NVARS; i++)
+			if (strlen(config_vars[i].name) == len - 5 &&
+				strncmp(config_vars[i].name, name + 5, len - 5) == 0)
+				return true;
+	}
 	for (size_t i = 0; i < NVARS; i++)
 		if (strlen(config_vars[i].name) == len && strncmp(config_vars[i].name, name, len) == 0)
 			return true;

@@ -1,0 +1,102 @@
+# shellcheck shell=bash
+# Helpers for the S3 integration tests (sourced after lib.sh and it_setup): real servers on
+# loopback from shared/s3 (Ceph RGW, s3rver), the helper programs built with the Makefile's
+# flags, awscli as an independent client, and the cleanup of everything started here.
+
+S3_SHARED=${WALC_SHARED:-$ROOT/../shared}/s3
+S3_PIDS=()      # helper processes (fault proxy, fake STS) to stop on exit
+S3_RGW_DIR=""   # Ceph cluster started here, stopped on exit
+S3_S3RVER_DIR=""
+
+s3_cleanup() {
+	local p
+	set +e # runs from the EXIT trap: a helper that already exited must not stop the cleanup
+	for p in "${S3_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	if [ -n "$S3_RGW_DIR" ]; then "$S3_SHARED/ceph-rgw.sh" stop "$S3_RGW_DIR" >/dev/null 2>&1; fi
+	if [ -n "$S3_S3RVER_DIR" ]; then "$S3_SHARED/s3rver.sh" stop "$S3_S3RVER_DIR" >/dev/null 2>&1; fi
+	return 0
+}
+
+# s3_setup NAME: it_setup plus an EXIT trap that also stops the S3 servers and helpers.
+s3_setup() {
+	it_setup "$1"
+	# shellcheck disable=SC2154 # rc is assigned inside the trap string
+	trap 'rc=$?; s3_cleanup; (exit $rc); it_cleanup' EXIT
+	export AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_PAGER=""
+}
+
+# s3_port SPAN: a base port with SPAN free ports above it on 127.0.0.1.
+s3_port() {
+	local span=${1:-1} p i ok
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		ok=1
+		for ((i = 0; i < span; i++)); do
+			if (exec 3<>"/dev/tcp/127.0.0.1/$((p + i))") 2>/dev/null; then ok=0; break; fi
+		done
+		[ "$ok" = 1 ] && { echo "$p"; return; }
+	done
+}
+
+# s3_build_helpers: $S3_LIVE (test/integration/s3_live.c) and $S3_UNIT (test_s3, for
+# --dump-signed), linked against libwalc.a with the Makefile's flags.
+s3_build_helpers() {
+	local build=${S3_BUILD:-$ROOT/build}
+	local pkgs="libzstd liblz4 libbrotlienc libbrotlidec liblzma libsodium libcurl openssl libpq jansson expat"
+	local warn="-Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -Wvla -Wwrite-strings -Wcast-qual -Werror"
+	make -s -C "$ROOT" BUILD="$build" "$build/libwalc.a" >"$T/log/build.log" 2>&1 ||
+		{ cat "$T/log/build.log" >&2; fail "building libwalc.a"; }
+	S3_LIVE=$T/bin/s3_live
+	S3_UNIT=$T/bin/test_s3
+	# shellcheck disable=SC2046,SC2086
+	cc -D_GNU_SOURCE $(pkg-config --cflags $pkgs) -O2 -g -std=gnu11 $warn -pthread -I"$ROOT" \
+		-o "$S3_LIVE" "$ROOT/test/integration/s3_live.c" "$build/libwalc.a" \
+		$(pkg-config --libs $pkgs) -pthread >>"$T/log/build.log" 2>&1 ||
+		{ cat "$T/log/build.log" >&2; fail "building s3_live"; }
+	# shellcheck disable=SC2046,SC2086
+	cc -D_GNU_SOURCE $(pkg-config --cflags $pkgs) -O2 -g -std=gnu11 $warn -pthread -I"$ROOT" \
+		-o "$S3_UNIT" "$ROOT/test/unit/test_s3.c" "$build/libwalc.a" -lcmocka \
+		$(pkg-config --libs $pkgs) -pthread >>"$T/log/build.log" 2>&1 ||
+		{ cat "$T/log/build.log" >&2; fail "building test_s3"; }
+}
+
+# s3_rgw_start: a fresh Ceph RGW on loopback; exports its endpoint and credentials.
+s3_rgw_start() {
+	local port
+	port=$(s3_port 10)
+	S3_RGW_DIR=$T/rgw
+	log "starting Ceph RGW on port $port"
+	"$S3_SHARED/ceph-rgw.sh" start "$S3_RGW_DIR" "$port" >"$T/log/rgw-start.log" 2>&1 ||
+		{ cat "$T/log/rgw-start.log" >&2; fail "ceph-rgw.sh start"; }
+	set -a
+	# shellcheck disable=SC1091
+	. "$S3_RGW_DIR/env"
+	set +a
+	RGW_PORT=$port # used by the test scripts
+	export RGW_PORT
+	export WALC_S3_TEST_ENDPOINT=$S3_ENDPOINT
+}
+
+# Debian's awscli (a pyenv or pip "aws" earlier in PATH may be another major version)
+AWSCLI=/usr/bin/aws
+[ -x "$AWSCLI" ] || AWSCLI=$(command -v aws || echo aws)
+
+# awsc ARGS...: awscli against $S3_ENDPOINT.
+awsc() {
+	"$AWSCLI" --endpoint-url "$S3_ENDPOINT" "$@"
+}
+
+# s3_mb BUCKET: create a bucket with awscli.
+s3_mb() {
+	awsc s3api create-bucket --bucket "$1" >/dev/null 2>"$T/log/mb.log" ||
+		{ cat "$T/log/mb.log" >&2; fail "creating bucket $1"; }
+}
+
+# s3_pending_uploads BUCKET: number of multipart uploads still pending.
+s3_pending_uploads() {
+	awsc s3api list-multipart-uploads --bucket "$1" --output json 2>/dev/null |
+		"$PY" -c 'import json,sys; d=sys.stdin.read().strip(); print(len(json.loads(d).get("Uploads") or []) if d else 0)'
+}
+
+# elapsed_since START_NS: milliseconds since a `date +%s%N` value
+elapsed_ms() { echo $((($(date +%s%N) - $1) / 1000000)); }

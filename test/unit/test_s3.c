@@ -1,0 +1,1097 @@
+/*
+ * Unit tests for the S3 backend without a server: SigV4 (against AWS's published example),
+ * URI encoding, S3 XML, dates, configuration checks, and put/get/list/remove through a
+ * scripted fake that answers every request (multipart, abort on a failed part, retries).
+ *
+ * `test_s3 --dump-signed` prints, one JSON object per line, the requests walc signs for fixed
+ * credentials and date; test/integration/s3_sigcheck.py re-signs each with botocore.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal/storage/s3.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Environment                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+static const char *const s3_vars[] = {
+	"AWS_ENDPOINT", "WALG_AWS_ENDPOINT", "AWS_REGION", "AWS_S3_FORCE_PATH_STYLE", "S3_SSE",
+	"WALG_S3_SSE", "WALE_S3_SSE", "S3_SSE_KMS_ID", "S3_STORAGE_CLASS", "S3_CA_CERT_FILE",
+	"WALG_S3_CA_CERT_FILE", "S3_MAX_PART_SIZE", "S3_MAX_RETRIES", "AWS_ACCESS_KEY_ID",
+	"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY", "AWS_SECRET_KEY",
+	"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PROFILE",
+	"AWS_EC2_METADATA_DISABLED", "S3_CONNECT_TIMEOUT", "S3_LOW_SPEED_TIMEOUT", "WALG_S3_MAX_RETRIES",
+	"S3_SSE_C", "AWS_STS_ENDPOINT", NULL,
+};
+
+static int clean_env(void **state)
+{
+	(void)state;
+	for (size_t i = 0; s3_vars[i]; i++)
+		unsetenv(s3_vars[i]);
+	setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", " secret/with+chars= ", 1);
+	setenv("AWS_ENDPOINT", "http://127.0.0.1:9", 1);
+	setenv("HOME", "/nonexistent", 1);
+	err_clear();
+	s3_http_set_test_hook(NULL, NULL, 0);
+	return 0;
+}
+
+static err_code open_s3(const char *prefix, storage **st)
+{
+	config cfg = { 0 };
+	cfg.s3_prefix = (char *)(uintptr_t)prefix;
+	cfg.upload_concurrency = 3;
+	return storage_s3_open(&cfg, st);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* SigV4                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_uri_encode(void **state)
+{
+	(void)state;
+	char *e = s3_uri_encode("a b+c=d~e/ü", false);
+	assert_string_equal(e, "a%20b%2Bc%3Dd~e%2F%C3%BC");
+	free(e);
+	e = s3_uri_encode("wal_005/0000.lz4", true);
+	assert_string_equal(e, "wal_005/0000.lz4");
+	free(e);
+	char *d = s3_uri_decode("a%20b%2Bc%3d");
+	assert_string_equal(d, "a b+c=");
+	free(d);
+	assert_null(s3_uri_decode("bad%2"));
+	assert_null(s3_uri_decode("bad%zz"));
+}
+
+static void test_canonical_query(void **state)
+{
+	(void)state;
+	s3_kvs q = { 0 };
+	s3_kvs_add(&q, "prefix", "a b/");
+	s3_kvs_add(&q, "list-type", "2");
+	s3_kvs_add(&q, "continuation-token", "x+y=");
+	s3_kvs_add(&q, "uploads", "");
+	char *c = s3_canonical_query(&q);
+	assert_string_equal(c, "continuation-token=x%2By%3D&list-type=2&prefix=a%20b%2F&uploads=");
+	free(c);
+	s3_kvs_free(&q);
+	c = s3_canonical_query(NULL);
+	assert_string_equal(c, "");
+	free(c);
+}
+
+/* AWS's documented example "GET Object" (Signature Version 4, S3 API reference). */
+static void test_sign_aws_example(void **state)
+{
+	(void)state;
+	s3_creds c = { (char *)(uintptr_t) "AKIAIOSFODNN7EXAMPLE",
+				   (char *)(uintptr_t) "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", NULL, 0, "t" };
+	s3_kvs h = { 0 };
+	s3_kvs_add(&h, "Host", "examplebucket.s3.amazonaws.com");
+	s3_kvs_add(&h, "Range", "bytes=0-9");
+	char *canon = NULL;
+	s3_sign(&c, "us-east-1", "s3", 1369353600 /* 2013-05-24T00:00:00Z */, "GET", "/test.txt",
+			NULL, &h, S3_EMPTY_SHA256, &canon);
+	assert_string_equal(s3_kvs_get(&h, "authorization"),
+						"AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/"
+						"aws4_request, SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+						"Signature="
+						"f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
+	assert_non_null(strstr(canon, "x-amz-date:20130524T000000Z\n"));
+	free(canon);
+	s3_kvs_free(&h);
+
+	/* With a session token the token header is added and signed. */
+	c.token = (char *)(uintptr_t) "TOKEN";
+	s3_sign(&c, "us-east-1", "s3", 1369353600, "GET", "/test.txt", NULL, &h, S3_UNSIGNED_PAYLOAD,
+			NULL);
+	assert_string_equal(s3_kvs_get(&h, "x-amz-security-token"), "TOKEN");
+	assert_non_null(strstr(s3_kvs_get(&h, "authorization"), "x-amz-security-token"));
+	s3_kvs_free(&h);
+	assert_true(s3_header_is_secret("Authorization"));
+	assert_true(s3_header_is_secret("X-Amz-Security-Token"));
+	assert_false(s3_header_is_secret("x-amz-date"));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* XML and dates                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_xml_list(void **state)
+{
+	(void)state;
+	const char *doc =
+		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+		"<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+		"<Name>b</Name><EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>"
+		"<Contents><Key>p/a%20b%2Bc</Key><LastModified>2024-01-02T03:04:05.678Z</LastModified>"
+		"<ETag>&quot;x&quot;</ETag><Size>12</Size></Contents>"
+		"<Contents><Key>p/%C3%BC</Key><LastModified>2024-01-02T03:04:06Z</LastModified>"
+		"<Size>0</Size></Contents>"
+		"<CommonPrefixes><Prefix>p/d/</Prefix></CommonPrefixes>"
+		"<NextContinuationToken>tok+/=</NextContinuationToken></ListBucketResult>";
+	s3_list_page pg;
+	assert_int_equal(s3_xml_list(doc, strlen(doc), &pg), E_OK);
+	assert_int_equal(pg.items.len, 2);
+	assert_string_equal(pg.items.items[0].key, "p/a b+c");
+	assert_int_equal(pg.items.items[0].size, 12);
+	assert_int_equal(pg.items.items[0].mtime, 1704164645);
+	assert_int_equal(pg.items.items[0].mtime_nsec, 678000000);
+	assert_string_equal(pg.items.items[1].key, "p/\xc3\xbc");
+	assert_true(pg.truncated);
+	assert_string_equal(pg.next_token, "tok+/=");
+	s3_list_page_free(&pg);
+
+	/* Without EncodingType the keys are taken as they are. */
+	const char *raw = "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>a%20b"
+					  "</Key><Size>1</Size><LastModified>2024-01-02T03:04:06Z</LastModified>"
+					  "</Contents></ListBucketResult>";
+	assert_int_equal(s3_xml_list(raw, strlen(raw), &pg), E_OK);
+	assert_string_equal(pg.items.items[0].key, "a%20b");
+	s3_list_page_free(&pg);
+
+	const char *trunc = "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>";
+	assert_int_equal(s3_xml_list(trunc, strlen(trunc), &pg), E_CORRUPT);
+	const char *badsize = "<ListBucketResult><Contents><Key>a</Key><Size>x</Size></Contents>"
+						  "</ListBucketResult>";
+	assert_int_equal(s3_xml_list(badsize, strlen(badsize), &pg), E_CORRUPT);
+}
+
+static void test_xml_hostile(void **state)
+{
+	(void)state;
+	const char *dtd = "<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\">]>"
+					  "<Error><Code>&lol;</Code></Error>";
+	s3_list_page pg;
+	assert_int_equal(s3_xml_list(dtd, strlen(dtd), &pg), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "DOCTYPE"));
+	char deep[2000] = "";
+	for (int i = 0; i < 40; i++)
+		strcat(deep, "<a>");
+	assert_int_equal(s3_xml_list(deep, strlen(deep), &pg), E_CORRUPT);
+	size_t big = S3_XML_TEXT_MAX + 100;
+	char *doc = xmalloc(big + 64);
+	strcpy(doc, "<ListBucketResult><Name>");
+	memset(doc + strlen(doc), 'x', big);
+	strcpy(doc + 24 + big, "</Name></ListBucketResult>");
+	assert_int_equal(s3_xml_list(doc, strlen(doc), &pg), E_CORRUPT);
+	free(doc);
+	assert_int_equal(s3_xml_list("<a>", 3, &pg), E_CORRUPT);
+}
+
+static void test_xml_misc(void **state)
+{
+	(void)state;
+	char code[64], msg[256];
+	const char *e = "<?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code>"
+					"<Message>The request\nsignature</Message></Error>";
+	assert_true(s3_xml_error(e, strlen(e), code, sizeof(code), msg, sizeof(msg)));
+	assert_string_equal(code, "SignatureDoesNotMatch");
+	assert_string_equal(msg, "The request signature");
+	assert_false(s3_xml_error("junk", 4, code, sizeof(code), msg, sizeof(msg)));
+	assert_int_equal(err_last(), E_OK); /* a bad error body does not replace the error */
+
+	char *id;
+	const char *u = "<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key>"
+					"<UploadId>2~abc</UploadId></InitiateMultipartUploadResult>";
+	assert_int_equal(s3_xml_upload_id(u, strlen(u), &id), E_OK);
+	assert_string_equal(id, "2~abc");
+	free(id);
+	assert_int_equal(s3_xml_upload_id("<X/>", 4, &id), E_CORRUPT);
+
+	size_t n;
+	char *first;
+	const char *d = "<DeleteResult><Deleted><Key>a</Key></Deleted><Error><Key>b</Key><Code>"
+					"AccessDenied</Code></Error><Error><Key>c</Key><Code>X</Code></Error>"
+					"</DeleteResult>";
+	assert_int_equal(s3_xml_delete_errors(d, strlen(d), &n, &first), E_OK);
+	assert_int_equal(n, 2);
+	assert_string_equal(first, "b: AccessDenied");
+	free(first);
+
+	s3_creds c;
+	const char *sts = "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult>"
+					  "<Credentials><AccessKeyId>AK</AccessKeyId><SecretAccessKey>SK"
+					  "</SecretAccessKey><SessionToken>TK</SessionToken><Expiration>"
+					  "2030-01-01T00:00:00Z</Expiration></Credentials>"
+					  "</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>";
+	assert_int_equal(s3_xml_sts_creds(sts, strlen(sts), &c), E_OK);
+	assert_string_equal(c.access_key, "AK");
+	assert_string_equal(c.secret_key, "SK");
+	assert_string_equal(c.token, "TK");
+	assert_int_equal(c.expires, 1893456000);
+	s3_creds_free(&c);
+	assert_int_equal(s3_xml_sts_creds("<A/>", 4, &c), E_CORRUPT);
+}
+
+static void test_dates(void **state)
+{
+	(void)state;
+	time_t t;
+	long ns;
+	assert_true(s3_parse_iso8601("2013-05-24T00:00:00Z", &t, &ns));
+	assert_int_equal(t, 1369353600);
+	assert_int_equal(ns, 0);
+	assert_true(s3_parse_iso8601("2013-05-24T00:00:00.5Z", &t, &ns));
+	assert_int_equal(ns, 500000000);
+	assert_false(s3_parse_iso8601("2013-05-24 00:00:00Z", &t, &ns));
+	assert_false(s3_parse_iso8601("2013-13-24T00:00:00Z", &t, &ns));
+	assert_false(s3_parse_iso8601("2013-05-24T00:00:00", &t, &ns));
+	assert_true(s3_parse_http_date("Fri, 24 May 2013 00:00:00 GMT", &t));
+	assert_int_equal(t, 1369353600);
+	assert_false(s3_parse_http_date("yesterday", &t));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Configuration                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+static void expect_config_error(const char *prefix, const char *needle)
+{
+	storage *st = NULL;
+	assert_int_equal(open_s3(prefix, &st), E_CONFIG);
+	assert_null(st);
+	if (strstr(err_msg(), needle) == NULL)
+		fail_msg("expected \"%s\" in \"%s\"", needle, err_msg());
+}
+
+static void test_config(void **state)
+{
+	(void)state;
+	storage *st;
+	assert_int_equal(open_s3("s3://bucket/some/path/", &st), E_OK);
+	assert_string_equal(storage_describe(st), "s3://bucket/some/path");
+	storage_free(st);
+	assert_int_equal(open_s3("s3://bucket", &st), E_OK);
+	assert_string_equal(storage_describe(st), "s3://bucket/");
+	storage_free(st);
+
+	expect_config_error("gs://bucket", "WALG_S3_PREFIX");
+	expect_config_error("s3://bu{ket/x", "bad bucket name");
+	setenv("AWS_ENDPOINT", "ftp://host", 1);
+	expect_config_error("s3://b/p", "AWS_ENDPOINT");
+	setenv("AWS_ENDPOINT", "http://host:99999", 1);
+	expect_config_error("s3://b/p", "bad port");
+	setenv("AWS_ENDPOINT", "http://host/path", 1);
+	expect_config_error("s3://b/p", "without a path");
+	unsetenv("AWS_ENDPOINT");
+	setenv("WALG_AWS_ENDPOINT", "http://h:1", 1);
+	assert_int_equal(open_s3("s3://b/p", &st), E_OK);
+	storage_free(st);
+
+	setenv("S3_SSE", "DES", 1);
+	expect_config_error("s3://b/p", "S3_SSE: expected AES256 or aws:kms");
+	setenv("S3_SSE", "aws:kms", 1);
+	expect_config_error("s3://b/p", "S3_SSE_KMS_ID");
+	unsetenv("S3_SSE");
+	setenv("WALE_S3_SSE", "AES256", 1);
+	assert_int_equal(open_s3("s3://b/p", &st), E_OK);
+	storage_free(st);
+	unsetenv("WALE_S3_SSE");
+	setenv("S3_SSE_KMS_ID", "key", 1);
+	expect_config_error("s3://b/p", "S3_SSE is not");
+	unsetenv("S3_SSE_KMS_ID");
+
+	setenv("S3_MAX_PART_SIZE", "1000", 1);
+	expect_config_error("s3://b/p", "S3_MAX_PART_SIZE: expected a whole number from 5242880");
+	unsetenv("S3_MAX_PART_SIZE");
+	setenv("WALG_S3_MAX_RETRIES", "-1", 1);
+	expect_config_error("s3://b/p", "WALG_S3_MAX_RETRIES");
+	unsetenv("WALG_S3_MAX_RETRIES");
+	setenv("S3_STORAGE_CLASS", "cold storage", 1);
+	expect_config_error("s3://b/p", "S3_STORAGE_CLASS");
+	unsetenv("S3_STORAGE_CLASS");
+	setenv("S3_CA_CERT_FILE", "/nonexistent/ca.pem", 1);
+	expect_config_error("s3://b/p", "S3_CA_CERT_FILE: cannot read");
+	unsetenv("S3_CA_CERT_FILE");
+	setenv("AWS_S3_FORCE_PATH_STYLE", "maybe", 1);
+	expect_config_error("s3://b/p", "AWS_S3_FORCE_PATH_STYLE");
+	unsetenv("AWS_S3_FORCE_PATH_STYLE");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	expect_config_error("s3://b/p", "AWS_SECRET_ACCESS_KEY is not");
+}
+
+static void test_shared_credentials_file(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/walc-s3-creds-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	const char *text = "[default]\naws_access_key_id = DEF\naws_secret_access_key = defsecret\n"
+					   "[prod]\n aws_access_key_id=PROD \naws_secret_access_key= prodsecret\n"
+					   "aws_session_token = tok\n";
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	setenv("AWS_PROFILE", "prod", 1);
+	s3_http h;
+	s3_retry rt = { 0, 1, 1, 1, 1 };
+	s3_http_init(&h, NULL, &rt);
+	s3_credprov p;
+	assert_int_equal(s3_credprov_init(&p, "us-east-1", &h), E_OK);
+	s3_creds c;
+	assert_int_equal(s3_credprov_get(&p, false, &c), E_OK);
+	assert_string_equal(c.access_key, "PROD");
+	assert_string_equal(c.secret_key, "prodsecret");
+	assert_string_equal(c.token, "tok");
+	s3_creds_free(&c);
+	s3_credprov_free(&p);
+	setenv("AWS_PROFILE", "missing", 1);
+	assert_int_equal(s3_credprov_init(&p, "us-east-1", &h), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "AWS_PROFILE"));
+	s3_credprov_free(&p);
+	unsetenv("AWS_PROFILE");
+	assert_int_equal(s3_credprov_init(&p, "us-east-1", &h), E_OK);
+	assert_int_equal(s3_credprov_get(&p, false, &c), E_OK);
+	assert_string_equal(c.access_key, "DEF");
+	s3_creds_free(&c);
+	s3_credprov_free(&p);
+	s3_http_free(&h);
+	unlink(path);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A scripted fake S3                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct fake {
+	char log[64][160];
+	int n;
+	int fail_part;	   /* part number answered 403 */
+	int busy;		   /* answer this many 503 SlowDown first */
+	unsigned char *obj; /* the object stored by PUT or Complete */
+	size_t objlen;
+	unsigned char *parts[16];
+	size_t partlen[16];
+	const char *list_pages[3];
+	int list_at;
+	bool unsigned_seen;
+	bool no_bucket;
+} fake;
+
+static void set_body(s3_response *r, const char *s)
+{
+	r->body.len = strlen(s);
+	r->body.data = xmalloc(r->body.len + 1);
+	memcpy(r->body.data, s, r->body.len + 1);
+}
+
+static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static err_code fake_answer(fake *f, const s3_request *req, const s3_kvs *hdrs, s3_response *r);
+
+/* Parts arrive from several uploader threads at once: one at a time here. */
+static err_code fake_hook(void *arg, const s3_request *req, const s3_kvs *hdrs, s3_response *r)
+{
+	pthread_mutex_lock(&fake_mu);
+	err_code rc = fake_answer(arg, req, hdrs, r);
+	pthread_mutex_unlock(&fake_mu);
+	return rc;
+}
+
+static err_code fake_answer(fake *f, const s3_request *req, const s3_kvs *hdrs, s3_response *r)
+{
+	const char *q = strchr(req->url, '?');
+	if (f->n < 64)
+		snprintf(f->log[f->n++], 160, "%s %s", req->method, strstr(req->url, "/k") ? "key" : "bucket");
+	if (s3_kvs_get(hdrs, "authorization") == NULL)
+		f->unsigned_seen = true;
+	if (f->busy > 0) {
+		f->busy--;
+		r->status = 503;
+		set_body(r, "<Error><Code>SlowDown</Code></Error>");
+		return E_OK;
+	}
+	if (strcmp(req->method, "POST") == 0 && q && strstr(q, "uploads")) {
+		r->status = 200;
+		set_body(r, "<InitiateMultipartUploadResult><UploadId>UP1</UploadId>"
+					"</InitiateMultipartUploadResult>");
+	} else if (strcmp(req->method, "PUT") == 0 && q && strstr(q, "partNumber=")) {
+		int num = atoi(strstr(q, "partNumber=") + 11);
+		if (num == f->fail_part) {
+			r->status = 403;
+			set_body(r, "<Error><Code>AccessDenied</Code></Error>");
+			return E_OK;
+		}
+		if (num < 1 || num > 16)
+			return err_set(E_FAIL, "fake: part %d out of range", num);
+		f->parts[num - 1] = xmalloc(req->body_len);
+		memcpy(f->parts[num - 1], req->body, req->body_len);
+		f->partlen[num - 1] = req->body_len;
+		r->status = 200;
+		snprintf(r->etag, sizeof(r->etag), "\"etag%d\"", num);
+	} else if (strcmp(req->method, "POST") == 0 && q && strstr(q, "uploadId=")) {
+		const char *b = req->body;
+		free(f->obj);
+		f->obj = NULL;
+		f->objlen = 0;
+		for (int i = 1; i <= 16; i++) {
+			char want[64];
+			snprintf(want, sizeof(want), "<PartNumber>%d</PartNumber><ETag>&quot;etag%d", i, i);
+			if (strstr(b, want) == NULL)
+				break;
+			f->obj = xrealloc(f->obj, f->objlen + f->partlen[i - 1]);
+			memcpy(f->obj + f->objlen, f->parts[i - 1], f->partlen[i - 1]);
+			f->objlen += f->partlen[i - 1];
+		}
+		r->status = 200;
+		set_body(r, "<CompleteMultipartUploadResult/>");
+	} else if (strcmp(req->method, "DELETE") == 0) {
+		r->status = 204;
+	} else if (strcmp(req->method, "PUT") == 0) {
+		free(f->obj);
+		f->obj = xmalloc(req->body_len + 1);
+		if (req->body_len > 0)
+			memcpy(f->obj, req->body, req->body_len);
+		f->objlen = req->body_len;
+		r->status = 200;
+		strcpy(r->etag, "\"e\"");
+	} else if (strcmp(req->method, "GET") == 0 && q && strstr(q, "list-type=2")) {
+		r->status = 200;
+		set_body(r, f->list_pages[f->list_at++]);
+	} else if (strcmp(req->method, "GET") == 0) {
+		if (f->obj == NULL) {
+			r->status = 404;
+			set_body(r, "<Error><Code>NoSuchKey</Code></Error>");
+			return E_OK;
+		}
+		r->status = 200;
+		return sink_write(req->into, f->obj, f->objlen);
+	} else if (strcmp(req->method, "HEAD") == 0 && strstr(req->url, "/k") == NULL) {
+		r->status = f->no_bucket ? 404 : 200; /* HeadBucket */
+	} else if (strcmp(req->method, "HEAD") == 0) {
+		r->status = f->obj ? 200 : 404;
+		r->content_length = f->objlen;
+	}
+	return E_OK;
+}
+
+static void fake_free(fake *f)
+{
+	free(f->obj);
+	for (int i = 0; i < 16; i++)
+		free(f->parts[i]);
+}
+
+static bool logged(const fake *f, const char *what)
+{
+	for (int i = 0; i < f->n; i++)
+		if (strcmp(f->log[i], what) == 0)
+			return true;
+	return false;
+}
+
+static void test_put_get_single(void **state)
+{
+	(void)state;
+	fake f = { 0 };
+	s3_http_set_test_hook(fake_hook, &f, 0);
+	storage *st;
+	assert_int_equal(open_s3("s3://b/root", &st), E_OK);
+	sink *s;
+	assert_int_equal(storage_put(st, "k/a", &s), E_OK);
+	assert_int_equal(sink_write(s, "hello", 5), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_int_equal(f.n, 1);
+	assert_string_equal(f.log[0], "PUT key");
+	assert_memory_equal(f.obj, "hello", 5);
+
+	membuf mb = { 0 };
+	sink *m = membuf_sink_new(&mb);
+	assert_int_equal(storage_get(st, "k/a", m), E_OK);
+	sink_free(m);
+	assert_int_equal(mb.len, 5);
+	free(mb.data);
+	obj_info info;
+	assert_int_equal(storage_stat(st, "k/a", &info), E_OK);
+	assert_int_equal(info.size, 5);
+
+	/* An empty object is one PUT of nothing. */
+	assert_int_equal(storage_put(st, "k/empty", &s), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_int_equal(f.objlen, 0);
+	assert_int_equal(storage_remove(st, "k/a"), E_OK);
+	storage_free(st);
+	fake_free(&f);
+}
+
+static void fill(unsigned char *b, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (unsigned char)((i * 2654435761u + seed) >> 13);
+}
+
+static void test_multipart(void **state)
+{
+	(void)state;
+	fake f = { 0 };
+	s3_http_set_test_hook(fake_hook, &f, 0);
+	setenv("S3_MAX_PART_SIZE", "5242880", 1);
+	storage *st;
+	assert_int_equal(open_s3("s3://b/root", &st), E_OK);
+	size_t n = 5242880 * 3 + 12345;
+	unsigned char *data = xmalloc(n);
+	fill(data, n, 1);
+	sink *s;
+	assert_int_equal(storage_put(st, "k/big", &s), E_OK);
+	/* Uneven writes across part boundaries. */
+	for (size_t at = 0; at < n;) {
+		size_t w = 777777 < n - at ? 777777 : n - at;
+		assert_int_equal(sink_write(s, data + at, w), E_OK);
+		at += w;
+	}
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_int_equal(f.objlen, n);
+	assert_memory_equal(f.obj, data, n);
+	assert_true(logged(&f, "POST key"));
+	assert_false(logged(&f, "DELETE key"));
+
+	/* Exactly one part's worth: a single PUT. */
+	f.n = 0;
+	assert_int_equal(storage_put(st, "k/one", &s), E_OK);
+	assert_int_equal(sink_write(s, data, 5242880), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_int_equal(f.n, 1);
+	assert_string_equal(f.log[0], "PUT key");
+
+	/* A failing part: the upload is aborted and nothing is completed. */
+	fake g = { 0 };
+	g.fail_part = 2;
+	s3_http_set_test_hook(fake_hook, &g, 0);
+	assert_int_equal(storage_put(st, "k/bad", &s), E_OK);
+	err_code rc = sink_write(s, data, n);
+	if (rc == E_OK)
+		rc = sink_finish(s);
+	assert_int_equal(rc, E_IO);
+	assert_non_null(strstr(err_msg(), "AccessDenied"));
+	assert_non_null(strstr(err_msg(), "bucket b"));
+	sink_free(s);
+	assert_true(logged(&g, "DELETE key"));
+	assert_null(g.obj);
+
+	/* Freed unfinished after parts went up: aborted too. */
+	fake h = { 0 };
+	s3_http_set_test_hook(fake_hook, &h, 0);
+	assert_int_equal(storage_put(st, "k/gone", &s), E_OK);
+	assert_int_equal(sink_write(s, data, n), E_OK);
+	sink_free(s);
+	assert_true(logged(&h, "DELETE key"));
+	assert_null(h.obj);
+
+	storage_free(st);
+	free(data);
+	fake_free(&f);
+	fake_free(&g);
+	fake_free(&h);
+	unsetenv("S3_MAX_PART_SIZE");
+}
+
+static void test_retry_and_errors(void **state)
+{
+	(void)state;
+	fake f = { 0 };
+	f.busy = 2;
+	s3_http_set_test_hook(fake_hook, &f, 0);
+	storage *st;
+	assert_int_equal(open_s3("s3://b/root", &st), E_OK);
+	sink *s;
+	assert_int_equal(storage_put(st, "k/a", &s), E_OK);
+	assert_int_equal(sink_write(s, "x", 1), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_int_equal(f.n, 3); /* two SlowDown, then stored */
+
+	setenv("S3_MAX_RETRIES", "1", 1);
+	storage *st2;
+	assert_int_equal(open_s3("s3://b/root", &st2), E_OK);
+	f.busy = 5;
+	f.n = 0;
+	assert_int_equal(storage_put(st2, "k/a", &s), E_OK);
+	assert_int_equal(sink_finish(s), E_IO);
+	assert_non_null(strstr(err_msg(), "SlowDown"));
+	sink_free(s);
+	assert_int_equal(f.n, 2);
+	unsetenv("S3_MAX_RETRIES");
+	storage_free(st2);
+
+	f.busy = 0;
+	free(f.obj);
+	f.obj = NULL;
+	membuf mb = { 0 };
+	sink *m = membuf_sink_new(&mb);
+	assert_int_equal(storage_get(st, "k/none", m), E_NOTFOUND);
+	sink_free(m);
+	obj_info info;
+	assert_int_equal(storage_stat(st, "k/none", &info), E_NOTFOUND);
+	storage_free(st);
+
+	/* A HEAD 404 for a missing bucket is an error, not a missing object. */
+	f.no_bucket = true;
+	assert_int_equal(open_s3("s3://b/root", &st), E_OK);
+	assert_int_equal(storage_stat(st, "k/none", &info), E_IO);
+	assert_non_null(strstr(err_msg(), "NoSuchBucket"));
+	storage_free(st);
+	fake_free(&f);
+}
+
+static void test_list_pages(void **state)
+{
+	(void)state;
+	fake f = { 0 };
+	f.list_pages[0] = "<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>root/"
+					  "wal_005/a</Key><Size>1</Size><LastModified>2024-01-02T03:04:06Z"
+					  "</LastModified></Contents><Contents><Key>root/wal_005/</Key><Size>0</Size>"
+					  "<LastModified>2024-01-02T03:04:06Z</LastModified></Contents>"
+					  "<NextContinuationToken>t1</NextContinuationToken></ListBucketResult>";
+	f.list_pages[1] = "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>root/"
+					  "wal_005/b</Key><Size>2</Size><LastModified>2024-01-02T03:04:06Z"
+					  "</LastModified></Contents></ListBucketResult>";
+	s3_http_set_test_hook(fake_hook, &f, 0);
+	storage *st;
+	assert_int_equal(open_s3("s3://b/root/", &st), E_OK);
+	obj_list l;
+	assert_int_equal(storage_list(st, "wal_005", false, &l), E_OK);
+	assert_int_equal(l.len, 2);
+	assert_string_equal(l.items[0].key, "wal_005/a");
+	assert_string_equal(l.items[1].key, "wal_005/b");
+	assert_int_equal(l.items[1].size, 2);
+	obj_list_free(&l);
+	storage_free(st);
+	fake_free(&f);
+}
+
+/* A hook that records the last request's URL and headers, and answers as a bucket in
+ * eu-central-1 would to requests signed for us-east-1. */
+typedef struct rec {
+	char url[512];
+	char auth[512];
+	char ssec[128];
+	int n;
+} rec;
+
+static err_code rec_hook(void *arg, const s3_request *req, const s3_kvs *hdrs, s3_response *r)
+{
+	rec *x = arg;
+	x->n++;
+	snprintf(x->url, sizeof(x->url), "%s %s", req->method, req->url);
+	const char *a = s3_kvs_get(hdrs, "authorization");
+	snprintf(x->auth, sizeof(x->auth), "%s", a ? a : "");
+	const char *k = s3_kvs_get(hdrs, "x-amz-server-side-encryption-customer-key");
+	snprintf(x->ssec, sizeof(x->ssec), "%s", k ? k : "");
+	strcpy(r->bucket_region, "eu-central-1");
+	r->status = strstr(x->auth, "/us-east-1/") ? 301 : 200;
+	if (strcmp(req->method, "GET") == 0 && r->status == 200)
+		return sink_write(req->into, "x", 1);
+	return E_OK;
+}
+
+static void test_region_detection(void **state)
+{
+	(void)state;
+	unsetenv("AWS_ENDPOINT");
+	rec x = { 0 };
+	s3_http_set_test_hook(rec_hook, &x, 0);
+	storage *st;
+	assert_int_equal(open_s3("s3://bucket/p", &st), E_OK);
+	assert_int_equal(x.n, 1);
+	assert_string_equal(x.url, "HEAD https://bucket.s3.us-east-1.amazonaws.com/");
+	sink *s;
+	assert_int_equal(storage_put(st, "k", &s), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_string_equal(x.url, "PUT https://bucket.s3.eu-central-1.amazonaws.com/p/k");
+	assert_non_null(strstr(x.auth, "/eu-central-1/s3/aws4_request"));
+	storage_free(st);
+
+	/* With AWS_REGION set nothing is asked. */
+	x.n = 0;
+	setenv("AWS_REGION", "ap-south-1", 1);
+	assert_int_equal(open_s3("s3://bucket/p", &st), E_OK);
+	assert_int_equal(x.n, 0);
+	storage_free(st);
+}
+
+static void test_sse_c(void **state)
+{
+	(void)state;
+	setenv("S3_SSE_C", "short", 1);
+	expect_config_error("s3://b/p", "S3_SSE_C: expected a 32-byte");
+	setenv("S3_SSE_C", "0123456789abcdef0123456789abcdef", 1);
+	rec x = { 0 };
+	s3_http_set_test_hook(rec_hook, &x, 0);
+	setenv("AWS_REGION", "eu-central-1", 1);
+	storage *st;
+	assert_int_equal(open_s3("s3://b/p", &st), E_OK);
+	sink *s;
+	assert_int_equal(storage_put(st, "k", &s), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_string_equal(x.ssec, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=");
+	assert_non_null(strstr(x.auth, "x-amz-server-side-encryption-customer-key"));
+	x.ssec[0] = '\0';
+	membuf mb = { 0 };
+	sink *m = membuf_sink_new(&mb);
+	assert_int_equal(storage_get(st, "k", m), E_OK);
+	sink_free(m);
+	free(mb.data);
+	assert_string_equal(x.ssec, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=");
+	storage_free(st);
+	assert_true(s3_header_is_secret("x-amz-server-side-encryption-customer-key"));
+	setenv("S3_SSE", "AES256", 1);
+	expect_config_error("s3://b/p", "S3_SSE_C and S3_SSE");
+	unsetenv("S3_SSE");
+	unsetenv("S3_SSE_C");
+}
+
+static err_code exists_hook(void *arg, const s3_request *req, const s3_kvs *hdrs, s3_response *r)
+{
+	int *mode = arg;
+	(void)hdrs;
+	if (strcmp(req->method, "HEAD") == 0 && strcmp(req->url, "http://127.0.0.1:9/b") == 0) {
+		r->status = 200; /* HeadBucket */
+		return E_OK;
+	}
+	if (strcmp(req->method, "HEAD") == 0) {
+		/* absent for put_new's check; then present with our MD5 (mode 1) or another (2) */
+		static int heads;
+		if (heads++ % 2 == 0) {
+			r->status = 404;
+			return E_OK;
+		}
+		r->status = 200;
+		r->content_length = 5;
+		/* MD5("hello") */
+		strcpy(r->etag, *mode == 1 ? "\"5d41402abc4b2a76b9719d911017c592\"" : "\"other\"");
+		return E_OK;
+	}
+	assert_string_equal(s3_kvs_get(&req->headers, "if-none-match"), "*");
+	r->status = 412;
+	set_body(r, "<Error><Code>PreconditionFailed</Code></Error>");
+	return E_OK;
+}
+
+/* put_new: a 412 on our own retried PUT is success; on someone else's object E_EXISTS. */
+static void test_put_new_conditional(void **state)
+{
+	(void)state;
+	for (int mode = 1; mode <= 2; mode++) {
+		s3_http_set_test_hook(exists_hook, &mode, 0);
+		storage *st;
+		assert_int_equal(open_s3("s3://b/p", &st), E_OK);
+		sink *s;
+		assert_int_equal(storage_put_new(st, "k", &s), E_OK);
+		assert_int_equal(sink_write(s, "hello", 5), E_OK);
+		assert_int_equal(sink_finish(s), mode == 1 ? E_OK : E_EXISTS);
+		sink_free(s);
+		storage_free(st);
+	}
+}
+
+typedef struct sts_fake {
+	int sts_calls;
+	int s3_calls;
+	bool bad;
+	long ttl; /* seconds from now for the credentials handed out */
+} sts_fake;
+
+static err_code sts_hook(void *arg, const s3_request *req, const s3_kvs *hdrs, s3_response *r)
+{
+	sts_fake *f = arg;
+	if (str_has_prefix(req->url, "http://sts.test")) {
+		f->sts_calls++;
+		const char *b = req->body;
+		if (strcmp(req->method, "POST") != 0 || s3_kvs_get(hdrs, "authorization") != NULL ||
+			strstr(b, "Action=AssumeRoleWithWebIdentity") == NULL ||
+			strstr(b, "RoleArn=arn%3Aaws%3Aiam%3A%3A1%3Arole%2Fr") == NULL ||
+			strstr(b, "WebIdentityToken=tok%2Bx%3D") == NULL)
+			f->bad = true;
+		time_t exp = time(NULL) + f->ttl;
+		struct tm tm;
+		gmtime_r(&exp, &tm);
+		char when[32], doc[512];
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		snprintf(doc, sizeof(doc),
+				 "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult>"
+				 "<Credentials><AccessKeyId>ASIA%d</AccessKeyId><SecretAccessKey>s</SecretAccessKey>"
+				 "<SessionToken>T%d</SessionToken><Expiration>%s</Expiration></Credentials>"
+				 "</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>",
+				 f->sts_calls, f->sts_calls, when);
+		r->status = 200;
+		set_body(r, doc);
+		return E_OK;
+	}
+	f->s3_calls++;
+	char want[32];
+	snprintf(want, sizeof(want), "T%d", f->sts_calls);
+	const char *tok = s3_kvs_get(hdrs, "x-amz-security-token");
+	if (tok == NULL || strcmp(tok, want) != 0)
+		f->bad = true;
+	r->status = 204;
+	return E_OK;
+}
+
+static void test_web_identity(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/walc-s3-token-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, " tok+x=\n", 8), 8);
+	close(fd);
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	setenv("AWS_WEB_IDENTITY_TOKEN_FILE", path, 1);
+	setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/r", 1);
+	setenv("AWS_STS_ENDPOINT", "http://sts.test/", 1);
+	sts_fake f = { 0, 0, false, 3600 };
+	s3_http_set_test_hook(sts_hook, &f, 0);
+	storage *st;
+	assert_int_equal(open_s3("s3://b/p", &st), E_OK);
+	assert_int_equal(f.sts_calls, 0); /* nothing fetched before the first request */
+	assert_int_equal(storage_remove(st, "a"), E_OK);
+	assert_int_equal(storage_remove(st, "b"), E_OK);
+	assert_int_equal(f.sts_calls, 1); /* valid for an hour: fetched once */
+	storage_free(st);
+
+	/* Credentials that are (about to be) expired are replaced before each request. */
+	f.ttl = -10;
+	f.sts_calls = 0;
+	assert_int_equal(open_s3("s3://b/p", &st), E_OK);
+	assert_int_equal(storage_remove(st, "a"), E_OK);
+	assert_int_equal(storage_remove(st, "b"), E_OK);
+	assert_int_equal(f.sts_calls, 2);
+	assert_false(f.bad);
+	storage_free(st);
+
+	/* A missing token file is a configuration error, never "object not found". */
+	unlink(path);
+	assert_int_equal(open_s3("s3://b/p", &st), E_OK);
+	assert_int_equal(storage_remove(st, "a"), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "AWS_WEB_IDENTITY_TOKEN_FILE"));
+	storage_free(st);
+	unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+	unsetenv("AWS_ROLE_ARN");
+	unsetenv("AWS_STS_ENDPOINT");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* --dump-signed: the requests walc signs, for botocore to check                               */
+/* ------------------------------------------------------------------------------------------ */
+
+static void json_str(FILE *o, const char *s, size_t n)
+{
+	fputc('"', o);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\')
+			fprintf(o, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(o, "\\u%04x", c);
+		else
+			fputc(c, o);
+	}
+	fputc('"', o);
+}
+
+typedef struct dump_ctx {
+	const char *key;
+	const char *access, *secret, *token, *region;
+	int n;
+} dump_ctx;
+
+static err_code dump_one(dump_ctx *d, const s3_request *req, const s3_kvs *hdrs, s3_response *r);
+
+/* Parts are signed on several threads: one line at a time. */
+static err_code dump_hook(void *arg, const s3_request *req, const s3_kvs *hdrs, s3_response *r)
+{
+	pthread_mutex_lock(&fake_mu);
+	err_code rc = dump_one(arg, req, hdrs, r);
+	pthread_mutex_unlock(&fake_mu);
+	return rc;
+}
+
+static err_code dump_one(dump_ctx *d, const s3_request *req, const s3_kvs *hdrs, s3_response *r)
+{
+	FILE *o = stdout;
+	fprintf(o, "{\"method\":");
+	json_str(o, req->method, strlen(req->method));
+	fprintf(o, ",\"url\":");
+	json_str(o, req->url, strlen(req->url));
+	fprintf(o, ",\"key\":");
+	json_str(o, d->key ? d->key : "", d->key ? strlen(d->key) : 0);
+	fprintf(o, ",\"query\":[");
+	for (size_t i = 0; req->query && i < req->query->n; i++) {
+		fprintf(o, "%s[", i ? "," : "");
+		json_str(o, req->query->v[i].name, strlen(req->query->v[i].name));
+		fputc(',', o);
+		json_str(o, req->query->v[i].value, strlen(req->query->v[i].value));
+		fputc(']', o);
+	}
+	fprintf(o, "],\"headers\":[");
+	for (size_t i = 0; i < hdrs->n; i++) {
+		fprintf(o, "%s[", i ? "," : "");
+		json_str(o, hdrs->v[i].name, strlen(hdrs->v[i].name));
+		fputc(',', o);
+		json_str(o, hdrs->v[i].value, strlen(hdrs->v[i].value));
+		fputc(']', o);
+	}
+	fprintf(o, "],\"body_hex\":\"");
+	for (size_t i = 0; i < req->body_len; i++)
+		fprintf(o, "%02x", ((const unsigned char *)req->body)[i]);
+	fprintf(o, "\",\"access\":");
+	json_str(o, d->access, strlen(d->access));
+	fprintf(o, ",\"secret\":");
+	json_str(o, d->secret, strlen(d->secret));
+	fprintf(o, ",\"token\":");
+	if (d->token)
+		json_str(o, d->token, strlen(d->token));
+	else
+		fprintf(o, "null");
+	fprintf(o, ",\"region\":");
+	json_str(o, d->region, strlen(d->region));
+	fprintf(o, "}\n");
+	d->n++;
+	/* Answer so the operation goes on: 200 with the bodies the callers parse. */
+	r->status = strcmp(req->method, "DELETE") == 0 ? 204 : 200;
+	if (strstr(req->url, "uploads="))
+		set_body(r, "<InitiateMultipartUploadResult><UploadId>up/1+=~</UploadId>"
+					"</InitiateMultipartUploadResult>");
+	else if (strstr(req->url, "list-type=2"))
+		set_body(r, "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>");
+	else if (strstr(req->url, "delete="))
+		set_body(r, "<DeleteResult/>");
+	else if (strstr(req->url, "uploadId="))
+		set_body(r, "<CompleteMultipartUploadResult/>");
+	strcpy(r->etag, "\"etag\"");
+	r->content_length = 1;
+	return E_OK;
+}
+
+static int dump_signed(void)
+{
+	static const char *const keys[] = {
+		"wal_005/000000010000000000000001.lz4",
+		"dir with spaces/file name.txt",
+		"unicode/\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87/\xc3\xbc\xc3\xb1\xc3\xae.br",
+		"plus+equals=tilde~/a+b=c~d",
+		"special/!$&'()*,;:@[]^`{}|\"<>#%?",
+		"basebackups_005/base_000000010000000000000002_backup_stop_sentinel.json",
+	};
+	static const struct {
+		const char *endpoint;
+		const char *path_style;
+		const char *region;
+		const char *token;
+	} envs[] = {
+		{ "http://127.0.0.1:18080", "true", "us-east-1", NULL },
+		{ "http://localhost:18080", "false", "us-east-1", "session/token+==" },
+		{ "https://s3.eu-west-1.amazonaws.com", "false", "eu-west-1", NULL },
+		{ "https://minio.example:9000", "true", "ap-south-2", "tok" },
+	};
+	const char *secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCY=EXAMPLE KEY";
+	log_setup(LOG_ERROR, false, "test_s3");
+	for (size_t e = 0; e < sizeof(envs) / sizeof(envs[0]); e++) {
+		for (size_t i = 0; s3_vars[i]; i++)
+			unsetenv(s3_vars[i]);
+		setenv("AWS_ENDPOINT", envs[e].endpoint, 1);
+		setenv("AWS_S3_FORCE_PATH_STYLE", envs[e].path_style, 1);
+		setenv("AWS_REGION", envs[e].region, 1);
+		setenv("AWS_ACCESS_KEY_ID", "AKIDWALCTEST", 1);
+		setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+		if (envs[e].token)
+			setenv("AWS_SESSION_TOKEN", envs[e].token, 1);
+		setenv("S3_MAX_PART_SIZE", "5242880", 1);
+		setenv("S3_SSE", "AES256", 1);
+		setenv("S3_STORAGE_CLASS", "STANDARD_IA", 1);
+		dump_ctx d = { NULL, "AKIDWALCTEST", secret, envs[e].token, envs[e].region, 0 };
+		s3_http_set_test_hook(dump_hook, &d, 1700000000 + (time_t)e * 86399);
+		storage *st;
+		if (open_s3("s3://walc-bucket/pre fix/", &st) != E_OK) {
+			fprintf(stderr, "open: %s\n", err_msg());
+			return 1;
+		}
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+			char *full = xasprintf("pre fix/%s", keys[k]);
+			d.key = full;
+			sink *s;
+			storage_put(st, keys[k], &s);
+			sink_write(s, "payload  bytes\n", 15);
+			sink_finish(s);
+			sink_free(s);
+			membuf mb = { 0 };
+			sink *m = membuf_sink_new(&mb);
+			storage_get(st, keys[k], m);
+			sink_free(m);
+			free(mb.data);
+			obj_info info;
+			storage_stat(st, keys[k], &info);
+			storage_remove(st, keys[k]);
+			free(full);
+		}
+		d.key = NULL;
+		obj_list l;
+		storage_list(st, "dir with spaces/", false, &l);
+		obj_list_free(&l);
+		storage_list(st, "", true, &l);
+		obj_list_free(&l);
+		s3_remove_many(st, keys, sizeof(keys) / sizeof(keys[0]));
+		/* Multipart: create, two parts, complete. */
+		d.key = "pre fix/big+object=~ file";
+		size_t n = 5242880 + 10;
+		unsigned char *big = xcalloc(1, n);
+		sink *s;
+		storage_put(st, "big+object=~ file", &s);
+		sink_write(s, big, n);
+		sink_finish(s);
+		sink_free(s);
+		free(big);
+		storage_free(st);
+	}
+	s3_http_set_test_hook(NULL, NULL, 0);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--dump-signed") == 0)
+		return dump_signed();
+	log_setup(LOG_ERROR, false, "test_s3");
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_uri_encode, clean_env),
+		cmocka_unit_test_setup(test_canonical_query, clean_env),
+		cmocka_unit_test_setup(test_sign_aws_example, clean_env),
+		cmocka_unit_test_setup(test_xml_list, clean_env),
+		cmocka_unit_test_setup(test_xml_hostile, clean_env),
+		cmocka_unit_test_setup(test_xml_misc, clean_env),
+		cmocka_unit_test_setup(test_dates, clean_env),
+		cmocka_unit_test_setup(test_config, clean_env),
+		cmocka_unit_test_setup(test_shared_credentials_file, clean_env),
+		cmocka_unit_test_setup(test_put_get_single, clean_env),
+		cmocka_unit_test_setup(test_multipart, clean_env),
+		cmocka_unit_test_setup(test_retry_and_errors, clean_env),
+		cmocka_unit_test_setup(test_list_pages, clean_env),
+		cmocka_unit_test_setup(test_region_detection, clean_env),
+		cmocka_unit_test_setup(test_sse_c, clean_env),
+		cmocka_unit_test_setup(test_put_new_conditional, clean_env),
+		cmocka_unit_test_setup(test_web_identity, clean_env),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
