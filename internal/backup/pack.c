@@ -190,6 +190,11 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 	err_code rc = tar_writer_begin(p->tw, &te);
 	hasher *h = hasher_new();
 	while (rc == E_OK && done < size) {
+		/* A 1 GiB segment read at a rate limit takes long: stop at the next chunk. */
+		if (group_cancelled(st->g) || push_interrupted()) {
+			rc = err_set(E_CANCELLED, "backup cancelled");
+			break;
+		}
 		size_t want = size - done < READ_CHUNK ? (size_t)(size - done) : READ_CHUNK;
 		ssize_t n = read(fd, buf, want);
 		if (n < 0) {

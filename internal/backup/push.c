@@ -25,6 +25,11 @@ static void on_signal(int sig)
 	push_signal = sig;
 }
 
+bool push_interrupted(void)
+{
+	return push_signal != 0;
+}
+
 static long now_ms(void)
 {
 	struct timespec ts;

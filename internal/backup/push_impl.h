@@ -101,6 +101,8 @@ err_code part_close(push_state *st, part *p);
 void part_discard(part *p);
 
 void walk_entry_free(walk_entry *e);
+/* SIGINT or SIGTERM arrived: long loops stop at their next chunk. */
+bool push_interrupted(void);
 /* Records tablespace oid at loc in the sentinel's Spec (thread-safe). */
 void spec_add_tablespace(push_state *st, const char *base_prefix, const char *oid,
 						 const char *loc);

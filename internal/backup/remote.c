@@ -199,8 +199,8 @@ static err_code end_archive(remote *rm)
 static err_code copy_stream(PGconn *conn, remote *rm)
 {
 	for (;;) {
-		if (group_cancelled(rm->st->g))
-			return err_set(E_CANCELLED, "backup cancelled");
+		if (group_cancelled(rm->st->g) || push_interrupted())
+			return err_set(E_CANCELLED, "backup cancelled by a signal");
 		char *buf = NULL;
 		int n = PQgetCopyData(conn, &buf, 0);
 		if (n == -1)

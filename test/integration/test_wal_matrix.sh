@@ -44,6 +44,9 @@ for c in "${CONFIGS[@]}"; do
 		echo "WALG_FILE_PREFIX=$T/repo-$c"
 		echo "WALG_COMPRESSION_METHOD=$(codec_of "$c")"
 		echo "WALG_PG_WAL_SIZE=1"
+		# WAL-G's background-upload markers live under PGDATA and are shared by every
+		# configuration on one data directory: give each repository its own.
+		echo "PGDATA=$T/markers-$c"
 		tr=$(transform_of "$c")
 		if [ -n "$tr" ]; then
 			echo "WALG_LIBSODIUM_KEY_PATH=$T/key.$tr"
