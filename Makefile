@@ -70,10 +70,16 @@ asan:
 	$(MAKE) BUILD=build-asan CC=clang \
 	  EXTRA_CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  EXTRA_LDFLAGS="-fsanitize=address,undefined" walc-asan
+# Under the sanitizers: every unit test, and the integration tests that reach each code path
+# (all codecs and encryption, WAL push/fetch/prefetch, backup push/fetch/delta/remote, S3,
+# the daemon, retention, hostile input). ASAN_INTEGRATION=all runs every one.
+ASAN_INTEGRATION ?= config overwrite wal_errors wal_matrix fixtures delta backup_remote \
+	wal_prefetch wal_backlog daemon delta_restore hostile_tar st retention_timeline s3_rgw s3_backup
 walc-asan: $(BUILD)/walc $(UNIT_BIN)
 	@cp $(BUILD)/walc walc-asan.tmp && mv -f walc-asan.tmp walc-asan
 	@ASAN_OPTIONS=detect_leaks=1 test/run-unit.sh $(UNIT_BIN)
-	@WALC=$(CURDIR)/walc-asan test/integration/run.sh
+	@WALC=$(CURDIR)/walc-asan INTEGRATION_TESTS="$(filter-out all,$(ASAN_INTEGRATION))" \
+	  test/integration/run.sh
 
 tsan:
 	$(MAKE) BUILD=build-tsan CC=clang \
