@@ -23,7 +23,7 @@ VERSION   := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 .PHONY: all deps test unit integration demo asan tsan fuzz fuzz-smoke clean format lint check-deps \
-        archive-module archive-module-install lint-deploy
+        archive-module archive-module-install lint-deploy static test-static
 
 all: walc
 
@@ -108,6 +108,14 @@ archive-module:
 archive-module-install: archive-module
 	$(MAKE) -C cmd/walc_archive PG_CONFIG=$(PG_CONFIG) install
 
+# make static: ./walc-static, fully static (musl; libraries built from Debian bookworm sources,
+# cached in /var/cache/walc-static). make test-static: its self-check, then PostgreSQL 15 on file
+# storage and over HTTPS to S3. See deploy/static/README.md.
+static:
+	@deploy/static/build.sh
+test-static: static
+	@test/static/test-static.sh
+
 # Offline checks of the Dockerfile, Helm chart and manifests (no cluster or Docker needed).
 lint-deploy:
 	@test/deploy/check.sh
@@ -119,7 +127,7 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability -I. internal cmd
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz walc walc-asan
+	rm -rf build build-asan build-tsan build-fuzz build-static walc walc-asan walc-static
 	$(MAKE) -C cmd/walc_archive PG_CONFIG=$(PG_CONFIG) clean
 
 # make bench: walc vs pgBackRest vs the tar|zstd limit on the same data (not part of make test;

@@ -8,6 +8,7 @@
 #include "internal/backup/fetch_impl.h"
 
 #include <dirent.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>

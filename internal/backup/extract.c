@@ -5,6 +5,7 @@
  */
 #include "internal/backup/extract.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>

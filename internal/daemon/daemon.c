@@ -5,6 +5,7 @@
  */
 #include "internal/daemon/daemon.h"
 
+#include <sys/time.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>

@@ -4,6 +4,7 @@
  */
 #include "internal/daemon/metrics.h"
 
+#include <sys/time.h>
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>

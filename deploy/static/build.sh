@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# Builds walc-static: a fully static x86-64 walc linked against musl and against libraries built
+# here from Debian bookworm source packages (how: deploy/static/README.md).
+#
+#   deploy/static/build.sh [all]   library prefix (cached) + walc -> <repo>/walc-static (make static)
+#   deploy/static/build.sh libs    only make sure the library prefix is built; print its path
+#   deploy/static/build.sh key     print the cache key and the prefix directory it names
+#
+# Environment:
+#   WALC_STATIC_CACHE  where library prefixes are kept (default /var/cache/walc-static): one
+#                      directory per key; the key hashes deploy/static/libs.sh, the Debian
+#                      source files apt would fetch (names, sizes, SHA256), and the musl-dev and
+#                      gcc versions. A prefix counts only once its .complete stamp exists; the
+#                      3 most recently used are kept. Downloads are kept in dl/.
+#   JOBS               parallel jobs for each make (default: number of CPUs)
+#   KEEP_WORK=1        keep the library build trees and logs (removed after a successful build)
+set -euo pipefail
+
+# Run from make static: the outer make's flags and level are not for the makes run here.
+unset MAKEFLAGS MFLAGS MAKELEVEL
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+CACHE=${WALC_STATIC_CACHE:-/var/cache/walc-static}
+JOBS=${JOBS:-$(nproc)}
+# shellcheck source-path=SCRIPTDIR source=libs.sh
+. "$HERE/libs.sh"
+ALL_LIBS=("${LIBS_A[@]}" "${LIBS_A2[@]}" "${LIBS_B[@]}")
+SRC_PKGS=()
+for l in "${ALL_LIBS[@]}"; do SRC_PKGS+=("${l#*:}"); done
+# Build tools, from Debian's binary packages
+TOOLS=(musl-tools musl-dev linux-libc-dev dpkg-dev make perl pkg-config cmake autoconf automake
+	libtool file binutils)
+
+msg() { printf '[static %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { msg "ERROR: $*"; exit 1; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# ------------------------------------------------------------------------------------------
+# Prerequisites: the musl toolchain and build tools, deb-src entries for apt-get source
+# ------------------------------------------------------------------------------------------
+
+ensure_tools() {
+	local missing=() p
+	for p in "${TOOLS[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	msg "installing ${missing[*]}"
+	as_root apt-get update -q >/dev/null
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		"${missing[@]}" >/dev/null
+}
+
+have_deb_src() { apt-cache showsrc lz4 2>/dev/null | grep -q '^Package:'; }
+
+# deb-src is off on these machines: add it to every "Types: deb" stanza of the deb822 sources
+# (or deb-src lines for a one-line sources.list), then update the lists.
+ensure_deb_src() {
+	have_deb_src && return 0
+	local f
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] || continue
+		if grep -qx 'Types: deb' "$f"; then
+			msg "enabling deb-src in $f"
+			as_root sed -i 's/^Types: deb$/Types: deb deb-src/' "$f"
+		fi
+	done
+	if [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list &&
+		! grep -q '^deb-src ' /etc/apt/sources.list; then
+		msg "adding deb-src lines to /etc/apt/sources.list"
+		sed -n 's/^deb /deb-src /p' /etc/apt/sources.list | as_root tee -a /etc/apt/sources.list >/dev/null
+	fi
+	msg "apt-get update"
+	as_root apt-get update -q >/dev/null
+	have_deb_src || die "no deb-src entries after enabling them"
+}
+
+suite_args() { local p; for p in "${SRC_PKGS[@]}"; do printf '%s/%s\n' "$p" "$SUITE"; done; }
+
+# The source files apt would fetch (name size sha256), one a line.
+src_manifest() {
+	local args
+	mapfile -t args < <(suite_args)
+	apt-get source --print-uris -q "${args[@]}" 2>/dev/null |
+		sed -nE "s/^'[^']+' ([^ ]+) ([0-9]+) (SHA256:[0-9a-f]+)$/\1 \2 \3/p" | LC_ALL=C sort
+}
+
+compute_key() {
+	local manifest
+	manifest=$(src_manifest)
+	[ "$(grep -c '\.dsc ' <<<"$manifest")" = "${#SRC_PKGS[@]}" ] ||
+		die "apt-get source --print-uris did not list every package of: ${SRC_PKGS[*]}"
+	{
+		sha256sum <"$HERE/libs.sh"
+		echo "$manifest"
+		dpkg-query -W -f='${Package} ${Version}\n' musl-dev
+		x86_64-linux-gnu-gcc --version | head -n1
+	} | sha256sum | cut -c1-16
+}
+
+# ------------------------------------------------------------------------------------------
+# Library prefix
+# ------------------------------------------------------------------------------------------
+
+# build_one NAME PKG: extract Debian source package PKG (downloaded in $DL) and build NAME in
+# it with libs.sh, in a shell of its own; the output goes to $WORK/log/NAME.log.
+build_one() {
+	local name=$1 pkg=$2 dsc start=$SECONDS
+	dsc=$(ls "$DL/${pkg}"_*.dsc)
+	rm -rf "$WORK/src/$name"
+	{
+		dpkg-source --no-check -x "$dsc" "$WORK/src/$name" &&
+			env P="$P" WORK="$WORK" JOBS="$JOBS" bash "$HERE/libs.sh" "$name" "$WORK/src/$name"
+	} >"$WORK/log/$name.log" 2>&1 || {
+		msg "$name FAILED after $((SECONDS - start))s; last lines of $WORK/log/$name.log:"
+		tail -n 40 "$WORK/log/$name.log" >&2
+		return 1
+	}
+	msg "$name built in $((SECONDS - start))s"
+}
+
+# build_seq NAME:PKG...: one after the other
+build_seq() {
+	local item
+	for item in "$@"; do build_one "${item%%:*}" "${item#*:}" || return 1; done
+}
+
+# build_par NAME:PKG...: side by side
+build_par() {
+	local item pids=() pid rc=0
+	for item in "$@"; do
+		build_one "${item%%:*}" "${item#*:}" &
+		pids+=($!)
+	done
+	for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+	return "$rc"
+}
+
+build_libs() {
+	local start=$SECONDS args rc=0 a b f
+	WORK=$(mktemp -d "${TMPDIR:-/tmp}/walc-static-work.XXXXXX")
+	DL=$CACHE/dl
+	mkdir -p "$DL" "$WORK/src" "$WORK/log"
+	rm -rf "$P"
+	mkdir -p "$P/include" "$P/lib/pkgconfig"
+	msg "building the libraries into $P (JOBS=$JOBS, work in $WORK)"
+	mapfile -t args < <(suite_args)
+	(cd "$DL" && apt-get source -q --download-only "${args[@]}") >"$WORK/log/download.log" 2>&1 ||
+		{ cat "$WORK/log/download.log" >&2; die "apt-get source --download-only failed"; }
+	msg "sources downloaded in $((SECONDS - start))s"
+	# Two lanes keep both CPUs busy through the serial configure steps.
+	{ build_seq "${LIBS_A[@]}" && build_par "${LIBS_A2[@]}"; } &
+	a=$!
+	build_seq "${LIBS_B[@]}" &
+	b=$!
+	wait "$a" || rc=1
+	wait "$b" || rc=1
+	[ "$rc" = 0 ] || die "library build failed (logs in $WORK/log)"
+	# keep only the downloads of the versions in use
+	apt-get source --print-uris -q "${args[@]}" 2>/dev/null | sed -nE "s/^'[^']+' ([^ ]+) .*/\1/p" >"$WORK/keep"
+	for f in "$DL"/*; do grep -qxF "$(basename "$f")" "$WORK/keep" || rm -f "$f"; done
+	if [ "${KEEP_WORK:-0}" = 1 ]; then msg "kept $WORK"; else rm -rf "$WORK"; fi
+	rm -f "$P"/lib/*.la
+	src_manifest >"$P/SOURCES"
+	date -u +%FT%TZ >"$P/.complete"
+	msg "libraries built in $((SECONDS - start))s"
+}
+
+prune_cache() {
+	local d n=0
+	# the 3 most recently used complete prefixes stay (key directories: no odd names)
+	# shellcheck disable=SC2012
+	while read -r d; do
+		n=$((n + 1))
+		[ "$n" -le 3 ] && continue
+		msg "removing old prefix $d"
+		rm -rf "$d"
+	done < <(ls -1dt "$CACHE"/*/.complete 2>/dev/null | sed 's#/\.complete$##')
+	# prefixes of interrupted builds
+	for d in "$CACHE"/*/; do
+		d=${d%/}
+		[ "$d" = "$CACHE/dl" ] || [ "$d" = "$P" ] || [ -e "$d/.complete" ] || rm -rf "$d"
+	done
+}
+
+ensure_libs() {
+	ensure_tools
+	ensure_deb_src
+	KEY=$(compute_key)
+	P=$CACHE/$KEY
+	mkdir -p "$CACHE"
+	exec 9>"$CACHE/.lock"
+	flock 9
+	if [ ! -e "$P/.complete" ]; then
+		# Not cached: refresh the package lists first (stale lists name files the mirror no
+		# longer has), which may name versions that are cached after all.
+		msg "no library prefix for key $KEY: apt-get update"
+		as_root apt-get update -q >/dev/null || msg "apt-get update failed; going on with the lists there are"
+		KEY=$(compute_key)
+		P=$CACHE/$KEY
+	fi
+	if [ -e "$P/.complete" ]; then
+		msg "library prefix cached: $P"
+		touch "$P/.complete"
+	else
+		build_libs
+	fi
+	prune_cache
+	flock -u 9
+}
+
+# ------------------------------------------------------------------------------------------
+# walc
+# ------------------------------------------------------------------------------------------
+
+build_walc() {
+	local pkgs libs start=$SECONDS
+	pkgs=$(sed -nE 's/^PKGS[[:space:]]*:?=[[:space:]]*//p' "$ROOT/Makefile")
+	[ -n "$pkgs" ] || die "no PKGS line in $ROOT/Makefile"
+	export PKG_CONFIG_LIBDIR=$P/lib/pkgconfig PKG_CONFIG_PATH=
+	# shellcheck disable=SC2086
+	pkg-config --exists --print-errors $pkgs || die "the static prefix lacks some of: $pkgs"
+	# shellcheck disable=SC2086
+	libs="$(pkg-config --static --libs $pkgs) -pthread"
+	# Objects and the link depend on the prefix, which the Makefile does not know: a new
+	# prefix starts the build directory afresh.
+	if [ "$(cat "$ROOT/build-static/.prefix" 2>/dev/null)" != "$P" ]; then
+		rm -rf "$ROOT/build-static"
+		mkdir -p "$ROOT/build-static"
+		echo "$P" >"$ROOT/build-static/.prefix"
+	fi
+	msg "building walc with musl-gcc against $P"
+	# - LDLIBS on the command line replaces the Makefile's (pkg-config without --static);
+	#   the Makefile's own pkg-config --cflags sees only the prefix (PKG_CONFIG_LIBDIR).
+	# - -isystem: the prefix plays the part of /usr/include in the ordinary build, so its headers
+	#   are system headers (warnings in them, e.g. brotli's -Wvla, are not walc's); GCC then
+	#   ignores pkg-config's -I for the same directory.
+	make -C "$ROOT" -j"$JOBS" CC=musl-gcc BUILD=build-static \
+		EXTRA_CFLAGS="-isystem $P/include" \
+		EXTRA_LDFLAGS="-static -Wl,--gc-sections" LDLIBS="$libs" build-static/walc
+	cp "$ROOT/build-static/walc" "$ROOT/walc-static.tmp"
+	mv -f "$ROOT/walc-static.tmp" "$ROOT/walc-static"
+	msg "walc built in $((SECONDS - start))s: $ROOT/walc-static"
+}
+
+main() {
+	local cmd=${1:-all} start=$SECONDS
+	[ "$(uname -m)" = x86_64 ] || die "x86-64 only"
+	case $cmd in
+	all)
+		ensure_libs
+		build_walc
+		msg "make static done in $((SECONDS - start))s"
+		;;
+	libs)
+		ensure_libs
+		echo "$P"
+		;;
+	key)
+		ensure_tools
+		ensure_deb_src
+		KEY=$(compute_key)
+		echo "$KEY $CACHE/$KEY"
+		;;
+	*) die "usage: $0 [all|libs|key]" ;;
+	esac
+}
+
+main "$@"

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# How each library of the static build is built: configuration and install steps, run in a
+# Debian source tree that build.sh has extracted (dpkg-source -x: Debian's patches applied).
+# The hash of this file is part of the cache key (build.sh), so any change here rebuilds the
+# library prefix.
+#
+#   libs.sh NAME SRCDIR      build library NAME from SRCDIR into $P (with $WORK, $JOBS set)
+#
+# Sourced by build.sh for LIBS (name:Debian source package, grouped by build lane).
+
+# shellcheck disable=SC2034 # (used by build.sh)
+SUITE=bookworm
+# Lane A: OpenSSL, then curl and libpq (both need it) side by side. Lane B: the rest.
+# shellcheck disable=SC2034
+LIBS_A=(openssl:openssl)
+# shellcheck disable=SC2034
+LIBS_A2=(curl:curl libpq:postgresql-15)
+# shellcheck disable=SC2034
+LIBS_B=(zstd:libzstd lz4:lz4 brotli:brotli xxhash:xxhash xz:xz-utils sodium:libsodium
+	jansson:jansson expat:expat)
+
+# The musl compiler for everything. No glibc header or library can leak in: musl-gcc's specs
+# replace the system include and library paths, and pkg-config sees only $P.
+# Some sources (OpenSSL's crypto/mem_sec.c) include Linux kernel headers, which musl does not
+# ship: a directory holding only linux/, asm/ and asm-generic/ (Debian's linux-libc-dev) goes
+# after musl's headers.
+setup_build_env() {
+	local kinc=$WORK/kernel-include
+	if [ ! -d "$kinc" ]; then
+		mkdir -p "$kinc"
+		ln -sfn /usr/include/linux "$kinc/linux"
+		ln -sfn /usr/include/asm-generic "$kinc/asm-generic"
+		ln -sfn /usr/include/x86_64-linux-gnu/asm "$kinc/asm"
+	fi
+	export CC=musl-gcc AR=ar RANLIB=ranlib
+	export CFLAGS="-O2 -ffunction-sections -fdata-sections"
+	export CPPFLAGS="-I$P/include -idirafter $kinc" LDFLAGS="-L$P/lib"
+	export PKG_CONFIG_LIBDIR=$P/lib/pkgconfig PKG_CONFIG_PATH=
+	export MAKEFLAGS=
+}
+
+# Release tarballs ship generated autotools files; Debian's patches touch a few configure.ac /
+# Makefile.am files (for flavours and tests not built here: GnuTLS/NSS curl, zsh completion,
+# expat benchmarks), which would make make rerun automake. Mark the generated files newer.
+touch_autotools() {
+	find "$1" \( -name configure -o -name Makefile.in -o -name aclocal.m4 -o -name 'config.h.in' \
+		-o -name 'ltmain.sh' \) -exec touch {} +
+	sleep 1
+	find "$1" -name configure -exec touch {} +
+}
+
+# zstd: the static library, multithreaded like Debian's, without legacy-format decoders.
+build_zstd() {
+	cd "$1"
+	make -C lib -j"$JOBS" ZSTD_LEGACY_SUPPORT=0 libzstd.a-mt-release
+	make -C lib PREFIX="$P" LIBDIR="$P/lib" ZSTD_LEGACY_SUPPORT=0 CPPFLAGS_STATLIB=-DZSTD_MULTITHREAD \
+		LDFLAGS_DYNLIB=-pthread install-static install-includes install-pc
+}
+
+build_lz4() {
+	cd "$1"
+	make -C lib -j"$JOBS" BUILD_SHARED=no liblz4.a
+	make -C lib BUILD_SHARED=no PREFIX="$P" LIBDIR="$P/lib" install
+}
+
+# brotli's own build systems (CMake, or autotools without a generated configure) build shared
+# libraries or static ones with a -static suffix; the library is plain C with no
+# configuration, so compile its three parts here and install them under the usual names with
+# the .pc files from its templates.
+build_brotli() {
+	cd "$1"
+	local lib version
+	version=$(dpkg-parsechangelog -l debian/changelog -S Version | sed 's/-.*//')
+	mkdir -p _build "$P/include/brotli" "$P/lib/pkgconfig"
+	for lib in common dec enc; do
+		mkdir -p "_build/$lib"
+		# shellcheck disable=SC2016 # (expanded by sh -c)
+		printf '%s\n' c/"$lib"/*.c | xargs -P "$JOBS" -I{} sh -c \
+			'o=_build/'"$lib"'/$(basename "$1" .c).o; $CC $CPPFLAGS $CFLAGS -Ic/include -c -o "$o" "$1"' _ {}
+		rm -f "$P/lib/libbrotli$lib.a"
+		ar rcs "$P/lib/libbrotli$lib.a" _build/"$lib"/*.o
+		sed -e "s|@prefix@|$P|; s|@exec_prefix@|\${prefix}|; s|@libdir@|\${prefix}/lib|" \
+			-e "s|@includedir@|\${prefix}/include|; s|@PACKAGE_VERSION@|$version|" \
+			"scripts/libbrotli$lib.pc.in" >"$P/lib/pkgconfig/libbrotli$lib.pc"
+	done
+	cp c/include/brotli/*.h "$P/include/brotli/"
+}
+
+# xxhash: walc uses it header-only (XXH_INLINE_ALL); libxxhash.a and its .pc come along for a
+# build that links it.
+build_xxhash() {
+	cd "$1"
+	make -j"$JOBS" libxxhash.a libxxhash.pc PREFIX="$P" DISPATCH=0
+	install -m 644 libxxhash.a "$P/lib/"
+	install -m 644 xxhash.h xxh3.h "$P/include/"
+	# (libxxhash.pc.in 0.8.1 has prefix=/usr written in)
+	sed "s|^prefix=.*|prefix=$P|" libxxhash.pc >"$P/lib/pkgconfig/libxxhash.pc"
+}
+
+# xz-utils: liblzma only.
+build_xz() {
+	cd "$1"
+	touch_autotools .
+	./configure -q --prefix="$P" --disable-shared --enable-static --disable-xz --disable-xzdec \
+		--disable-lzmadec --disable-lzmainfo --disable-lzma-links --disable-scripts --disable-doc \
+		--disable-nls --enable-threads=posix
+	make -C src/liblzma -j"$JOBS"
+	make -C src/liblzma install
+}
+
+# libsodium's orig tarball has no generated configure: regenerate it as Debian does.
+build_sodium() {
+	cd "$1"
+	autoreconf -fi >/dev/null 2>&1
+	./configure -q --prefix="$P" --disable-shared --enable-static --disable-pie
+	make -C src/libsodium -j"$JOBS"
+	make -C src/libsodium install
+	make install-pkgconfigDATA
+}
+
+# jansson's orig tarball has no generated configure either: its CMake build.
+build_jansson() {
+	cd "$1"
+	cmake -S . -B _build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" \
+		-DCMAKE_C_FLAGS_RELEASE="$CFLAGS" -DCMAKE_INSTALL_PREFIX="$P" -DCMAKE_INSTALL_LIBDIR=lib \
+		-DJANSSON_BUILD_SHARED_LIBS=OFF -DJANSSON_EXAMPLES=OFF -DJANSSON_BUILD_DOCS=OFF \
+		-DJANSSON_WITHOUT_TESTS=ON >/dev/null
+	cmake --build _build -j "$JOBS"
+	cmake --install _build >/dev/null
+}
+
+# expat's orig tarball has no generated configure: regenerate it as Debian does (Debian's
+# patches expect autotools' expat_config.h, e.g. "#if XML_DTD == 1", so not CMake).
+build_expat() {
+	cd "$1/expat"
+	autoreconf -fi >/dev/null 2>&1
+	./configure -q --prefix="$P" --disable-shared --enable-static --without-docbook \
+		--without-xmlwf --without-examples --without-tests
+	make -C lib -j"$JOBS"
+	make -C lib install
+	make install-pkgconfigDATA
+}
+
+# OpenSSL: libraries only (build_libs, install_dev: no apps, docs or tests), no engines,
+# loadable modules or legacy provider. OPENSSLDIR is Debian's, but no openssl.cnf is ever
+# loaded from the host (no-autoload-config; curl is built with
+# --disable-openssl-auto-load-config too), so the binary behaves the same everywhere.
+build_openssl() {
+	cd "$1"
+	./Configure linux-x86_64 --prefix="$P" --libdir=lib --openssldir=/usr/lib/ssl \
+		no-shared no-module no-engine no-dso no-tests no-legacy no-comp no-afalgeng no-ui-console \
+		no-autoload-config >/dev/null
+	make -j"$JOBS" build_libs >/dev/null
+	make install_dev >/dev/null
+}
+
+# curl: HTTP and HTTPS over OpenSSL only; the CA bundle default is Debian's path (walc sets
+# CURLOPT_CAINFO itself anyway).
+build_curl() {
+	cd "$1"
+	touch_autotools .
+	./configure -q --prefix="$P" --disable-shared --enable-static --with-openssl="$P" \
+		--with-ca-bundle=/etc/ssl/certs/ca-certificates.crt --with-ca-path=/etc/ssl/certs \
+		--disable-openssl-auto-load-config \
+		--without-zlib --without-brotli --without-zstd --without-libpsl --without-libidn2 \
+		--without-nghttp2 --without-ngtcp2 --without-nghttp3 --without-quiche --without-msh3 \
+		--without-libssh2 --without-libssh --without-wolfssh --without-librtmp --without-libgsasl \
+		--without-hyper --without-gssapi \
+		--disable-ldap --disable-ldaps --disable-rtsp --disable-dict --disable-telnet \
+		--disable-tftp --disable-pop3 --disable-imap --disable-smb --disable-smtp --disable-gopher \
+		--disable-mqtt --disable-ftp --disable-file --disable-manual --disable-ntlm \
+		--disable-ntlm-wb --disable-sspi \
+		--disable-alt-svc --disable-hsts --disable-cookies --disable-websockets \
+		--disable-unix-sockets --enable-threaded-resolver --disable-versioned-symbols \
+		LIBS="-pthread"
+	make -C lib -j"$JOBS"
+	make -C lib install
+	make -C include install
+	make install-pkgconfigDATA
+}
+
+# libpq: configure the PostgreSQL 15 tree, build only src/common, src/port (their _shlib
+# variants, which libpq links with) and src/interfaces/libpq; install libpq.a,
+# libpgcommon.a, libpgport.a, the client headers and libpq.pc, whose Libs.private names
+# -lpgcommon -lpgport and Requires.private libssl libcrypto (pkg-config --static).
+build_libpq() {
+	cd "$1"
+	touch_autotools .
+	./configure -q --prefix="$P" --libdir="$P/lib" --includedir="$P/include" \
+		--with-includes="$P/include" --with-libraries="$P/lib" \
+		--without-readline --without-zlib --without-icu --without-gssapi --without-ldap \
+		--without-pam --without-systemd --without-libxml --without-libxslt --without-lz4 \
+		--without-zstd --without-llvm --without-perl --without-python --without-tcl \
+		--disable-nls --disable-rpath --with-ssl=openssl LIBS="-pthread"
+	make -C src/backend -j"$JOBS" generated-headers >/dev/null
+	make -C src/common -j"$JOBS" libpgcommon_shlib.a
+	make -C src/port -j"$JOBS" libpgport_shlib.a
+	# SHLIB_PREREQS= : libpq would otherwise build every variant of src/common and src/port
+	make -C src/interfaces/libpq -j"$JOBS" SHLIB_PREREQS= libpq.a libpq.pc
+	install -m 644 src/common/libpgcommon_shlib.a "$P/lib/libpgcommon.a"
+	install -m 644 src/port/libpgport_shlib.a "$P/lib/libpgport.a"
+	install -m 644 src/interfaces/libpq/libpq.a "$P/lib/libpq.a"
+	install -m 644 src/interfaces/libpq/libpq.pc "$P/lib/pkgconfig/libpq.pc"
+	install -m 644 src/interfaces/libpq/libpq-fe.h src/interfaces/libpq/libpq-events.h \
+		src/include/postgres_ext.h src/include/pg_config_ext.h "$P/include/"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	set -euo pipefail
+	if [ $# != 2 ] || [ -z "${P:-}" ] || [ -z "${WORK:-}" ] || [ -z "${JOBS:-}" ]; then
+		echo "usage: P=PREFIX WORK=DIR JOBS=N $0 NAME SRCDIR" >&2
+		exit 2
+	fi
+	setup_build_env
+	set -x
+	"build_$1" "$2"
+fi
