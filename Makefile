@@ -98,8 +98,9 @@ $(BUILD)/fuzz/%: test/fuzz/%.c $(BUILD)/libwalc.a
 
 fuzz: fuzz-build
 	@test/fuzz/run.sh build-fuzz/fuzz $(FUZZ_TIME)
+FUZZ_SMOKE_TIME ?= 20
 fuzz-smoke: fuzz-build
-	@test/fuzz/run.sh build-fuzz/fuzz 20
+	@test/fuzz/run.sh build-fuzz/fuzz $(FUZZ_SMOKE_TIME)
 
 # The PostgreSQL archive module (PGXS; installing needs write access to PostgreSQL's libdir).
 PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_config)
