@@ -10,9 +10,13 @@ pkgs=(
 	postgresql-15 postgresql-client-15 postgresql-contrib postgresql-server-dev-15
 	python3-prometheus-client
 	zstd lz4 brotli xz-utils python3 shellcheck curl libxxhash-dev
-	awscli python3-botocore nodejs npm
+	awscli python3-botocore
 	radosgw ceph-mon ceph-osd ceph-common
 )
+
+# Node.js may come from elsewhere on the machine (its npm conflicts with Debian's): only
+# install Debian's when there is none at all.
+command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 
 missing=()
 for p in "${pkgs[@]}"; do
