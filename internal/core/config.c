@@ -124,15 +124,14 @@ static const char *env(const char *name)
 	return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
-/* Go's strconv.ParseBool, which WAL-G uses. */
-static err_code parse_bool(const char *name, bool def, bool *out)
+err_code config_parse_bool(const char *name, const char *v, bool def, bool *out)
 {
-	const char *v = env(name);
+	/* Go's strconv.ParseBool, which WAL-G uses. */
 	static const char *const yes[] = { "1", "t", "T", "TRUE", "true", "True" };
 	static const char *const no[] = { "0", "f", "F", "FALSE", "false", "False" };
 
 	*out = def;
-	if (v == NULL)
+	if (v == NULL || v[0] == '\0')
 		return E_OK;
 	for (size_t i = 0; i < 6; i++) {
 		if (strcmp(v, yes[i]) == 0)
@@ -141,6 +140,11 @@ static err_code parse_bool(const char *name, bool def, bool *out)
 			return (*out = false), E_OK;
 	}
 	return err_set(E_CONFIG, "%s: expected true or false, got \"%s\"", name, v);
+}
+
+static err_code parse_bool(const char *name, bool def, bool *out)
+{
+	return config_parse_bool(name, env(name), def, out);
 }
 
 /* Go durations ("1m", "30s", "1h30m", "500ms"); a bare number is seconds. */
@@ -182,13 +186,13 @@ bad:
 	return err_set(E_CONFIG, "%s: expected a duration like 30s, 5m or 1h, got \"%s\"", name, v);
 }
 
-static err_code parse_long(const char *name, long def, long min, long max, long *out)
+err_code config_parse_long(const char *name, const char *v, long def, long min, long max,
+							long *out)
 {
-	const char *v = env(name);
 	char *end;
 
 	*out = def;
-	if (v == NULL)
+	if (v == NULL || v[0] == '\0')
 		return E_OK;
 	errno = 0;
 	long n = strtol(v, &end, 10);
@@ -197,6 +201,11 @@ static err_code parse_long(const char *name, long def, long min, long max, long 
 					   min, max, v);
 	*out = n;
 	return E_OK;
+}
+
+static err_code parse_long(const char *name, long def, long min, long max, long *out)
+{
+	return config_parse_long(name, env(name), def, min, max, out);
 }
 
 /* A value with a control character would break paths and log lines: refuse it early. */

@@ -105,6 +105,8 @@ typedef struct membuf {
 	size_t max;
 } membuf;
 sink *membuf_sink_new(membuf *into); /* borrows into; the caller frees into->data */
+/* A pass-through sink calling on_bytes(arg, len) for every write (borrows arg, owns next). */
+sink *tap_sink_new(void (*on_bytes)(void *arg, size_t len), void *arg, sink *next);
 /* A sink that adds the bytes passing through to *counter (atomically) and forwards them. */
 sink *count_sink_new(uint64_t *counter, sink *next);
 /* A sink that discards. */
@@ -174,6 +176,10 @@ typedef struct config {
  */
 err_code config_load(config *out, bool need_storage);
 void config_free(config *c);
+/* One value, for modules with settings of their own: a message names `name` on error. */
+err_code config_parse_bool(const char *name, const char *value, bool def, bool *out);
+err_code config_parse_long(const char *name, const char *value, long def, long min, long max,
+						   long *out);
 /* Prints every known variable: value (secrets masked), default, meaning. */
 void config_print_env(FILE *out);
 /* At DEVEL level, logs each variable that is set (secrets masked). */

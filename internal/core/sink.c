@@ -76,39 +76,52 @@ sink *membuf_sink_new(membuf *into)
 	return &s->base;
 }
 
-/* count */
+/* tap: a pass-through that reports how many bytes went by (counting, pacing) */
 
-typedef struct count_sink {
+typedef struct tap_sink {
 	sink base;
-	uint64_t *counter;
-} count_sink;
+	void (*on_bytes)(void *arg, size_t len);
+	void *arg;
+} tap_sink;
 
-static err_code count_write(sink *s, const void *buf, size_t len)
+static err_code tap_write(sink *s, const void *buf, size_t len)
 {
-	__atomic_add_fetch(((count_sink *)s)->counter, len, __ATOMIC_RELAXED);
+	tap_sink *t = (tap_sink *)s;
+	t->on_bytes(t->arg, len);
 	return sink_write(s->next, buf, len);
 }
 
-static err_code count_finish(sink *s)
+static err_code tap_finish(sink *s)
 {
 	return sink_finish(s->next);
 }
 
-static void count_free(sink *s)
+static void tap_free(sink *s)
 {
 	sink_free(s->next);
 	free(s);
 }
 
-static const sink_ops count_ops = { count_write, count_finish, count_free };
+static const sink_ops tap_ops = { tap_write, tap_finish, tap_free };
+
+sink *tap_sink_new(void (*on_bytes)(void *arg, size_t len), void *arg, sink *next)
+{
+	tap_sink *t = xcalloc(1, sizeof(*t));
+	t->base.ops = &tap_ops;
+	t->base.next = next;
+	t->on_bytes = on_bytes;
+	t->arg = arg;
+	return &t->base;
+}
+
+static void add_count(void *arg, size_t len)
+{
+	__atomic_add_fetch((uint64_t *)arg, len, __ATOMIC_RELAXED);
+}
 
 sink *count_sink_new(uint64_t *counter, sink *next)
 {
-	count_sink *c = xcalloc(1, sizeof(*c));
-	c->base.ops = &count_ops;
-	c->base.next = next;
-	c->counter = counter;
-	return &c->base;
+	return tap_sink_new(add_count, counter, next);
 }
 
 /* null */

@@ -59,35 +59,12 @@ void rate_free(rate *r)
 	free(r);
 }
 
-typedef struct rate_sink {
-	sink base;
-	rate *r;
-} rate_sink;
-
-static err_code rs_write(sink *s, const void *buf, size_t len)
+static void take(void *arg, size_t len)
 {
-	rate_take(((rate_sink *)s)->r, len);
-	return sink_write(s->next, buf, len);
+	rate_take(arg, len);
 }
-
-static err_code rs_finish(sink *s)
-{
-	return sink_finish(s->next);
-}
-
-static void rs_free(sink *s)
-{
-	sink_free(s->next);
-	free(s);
-}
-
-static const sink_ops rate_sink_ops = { rs_write, rs_finish, rs_free };
 
 sink *rate_sink_new(rate *r, sink *next)
 {
-	rate_sink *s = xcalloc(1, sizeof(*s));
-	s->base.ops = &rate_sink_ops;
-	s->base.next = next;
-	s->r = r;
-	return &s->base;
+	return tap_sink_new(take, r, next);
 }

@@ -85,35 +85,14 @@ static err_code setting_long(const char *name, long def, long min, long max, lon
 {
 	const char *used;
 	const char *v = setting(name, &used);
-	*out = def;
-	if (v == NULL)
-		return E_OK;
-	char *end;
-	errno = 0;
-	long n = strtol(v, &end, 10);
-	if (errno != 0 || end == v || *end != '\0' || n < min || n > max)
-		return err_set(E_CONFIG, "%s: expected a whole number from %ld to %ld, got \"%s\"", used,
-					   min, max, v);
-	*out = n;
-	return E_OK;
+	return config_parse_long(v ? used : name, v, def, min, max, out);
 }
 
 static err_code setting_bool(const char *name, bool def, bool *out)
 {
 	const char *used;
 	const char *v = setting(name, &used);
-	static const char *const yes[] = { "1", "t", "T", "TRUE", "true", "True" };
-	static const char *const no[] = { "0", "f", "F", "FALSE", "false", "False" };
-	*out = def;
-	if (v == NULL)
-		return E_OK;
-	for (size_t i = 0; i < 6; i++) {
-		if (strcmp(v, yes[i]) == 0)
-			return (*out = true), E_OK;
-		if (strcmp(v, no[i]) == 0)
-			return (*out = false), E_OK;
-	}
-	return err_set(E_CONFIG, "%s: expected true or false, got \"%s\"", used, v);
+	return config_parse_bool(v ? used : name, v, def, out);
 }
 
 static char *trim_slashes(const char *s)
