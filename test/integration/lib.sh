@@ -354,3 +354,29 @@ decode_cli() {
 }
 # sodium_decrypt KEYFILE TRANSFORM < object > plain: independent secretstream decryption
 sodium_decrypt() { "$PY" "$IT_DIR/sodium.py" decrypt "$1" "$2"; }
+
+# ------------------------------------------------------------------------------------------
+# Restored clusters
+# ------------------------------------------------------------------------------------------
+
+# recover_conf DIR "WALC ENV" [LINE...]: make a restored data directory recover through
+# walc wal-fetch and promote; LINEs replace the default recovery_target = 'immediate'.
+recover_conf() {
+	local dir=$1 envs=$2
+	shift 2
+	[ $# -gt 0 ] || set -- "recovery_target = 'immediate'"
+	sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d; /^archive_mode/d; /^restore_command/d; /^recovery_target/d' \
+		"$dir/postgresql.conf"
+	printf "archive_mode = off\nrestore_command = 'env %s %s wal-fetch %%f %%p'\nrecovery_target_action = 'promote'\n" \
+		"$envs" "$WALC_PG" >>"$dir/postgresql.conf"
+	printf '%s\n' "$@" >>"$dir/postgresql.conf"
+	touch "$dir/recovery.signal"
+	pg_own "$dir"
+}
+
+# amcheck_all PORT [DB]: bt_index_check (with heapallindexed) on every btree index of DB
+amcheck_all() {
+	as_pg "$PGBIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$T" -p "$1" -U postgres -d "${2:-postgres}" -c \
+		"CREATE EXTENSION IF NOT EXISTS amcheck; SELECT count(bt_index_check(c.oid, true)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree' AND c.relpersistence <> 't'" \
+		>/dev/null || fail "amcheck failed in database ${2:-postgres} on port $1"
+}

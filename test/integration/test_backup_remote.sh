@@ -52,17 +52,12 @@ printf '{"base_prefix": "%s", "tablespaces": ["%s"], "%s": {"loc": "%s", "link":
 wrun "${ENVS[@]}" -- backup-fetch --restore-spec "$T/spec.json" "$T/dst" LATEST
 expect_rc 0 "backup-fetch of the remote backup"
 [ "$(readlink "$T/dst/pg_tblspc/$OID")" = "$T/ts2" ] || fail "tablespace not relocated"
-sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d' "$T/dst/postgresql.conf"
-printf "archive_mode = off\nrestore_command = 'env %s %s wal-fetch %%f %%p'\nrecovery_target = 'immediate'\nrecovery_target_action = 'promote'\n" \
-	"${ENVS[*]}" "$WALC_PG" >>"$T/dst/postgresql.conf"
-touch "$T/dst/recovery.signal"
-pg_own "$T/dst" "$T/ts2"
+recover_conf "$T/dst" "${ENVS[*]}"
+pg_own "$T/ts2"
 P2=$(free_port)
 pg_start "$T/dst" "$P2"
 wait_not_in_recovery "$P2"
 dump_norm "$P2" >"$T/dst.dump"
 cmp -s "$T/src.dump" "$T/dst.dump" || fail "remote backup restores to a different dump"
-psqlc "$P2" "CREATE EXTENSION amcheck"
-psqlc "$P2" "SELECT count(bt_index_check(c.oid)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree'" >/dev/null ||
-	fail "amcheck on the restored remote backup"
+amcheck_all "$P2"
 log "remote backup $name restores to the source's dump"

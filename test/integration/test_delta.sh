@@ -94,21 +94,13 @@ for i in 0 1 2 3 4; do
 	d=$T/r$i
 	wrun "${ENVS[@]}" -- backup-fetch "$d" "${NAMES[$i]}"
 	expect_rc 0 "backup-fetch ${NAMES[$i]}"
-	sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d' "$d/postgresql.conf"
-	printf "archive_mode = off\nrestore_command = 'env %s %s wal-fetch %%f %%p'\nrecovery_target = 'immediate'\nrecovery_target_action = 'promote'\n" \
-		"${ENVS[*]}" "$WALC_PG" >>"$d/postgresql.conf"
-	touch "$d/recovery.signal"
-	pg_own "$d"
+	recover_conf "$d" "${ENVS[*]}"
 	p=$(free_port)
 	pg_start "$d" "$p"
 	wait_not_in_recovery "$p"
 	app_dump "$p" >"$T/got-$i.sql"
 	cmp -s "$T/app-$i.sql" "$T/got-$i.sql" || fail "backup $i (${NAMES[$i]}): app differs from the source at that backup"
-	for db in app load postgres; do
-		as_pg "$PGBIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$T" -p "$p" -U postgres -d "$db" -c \
-			"CREATE EXTENSION IF NOT EXISTS amcheck; SELECT count(bt_index_check(c.oid, true)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree' AND c.relpersistence <> 't'" \
-			>/dev/null || fail "amcheck failed in $db of backup $i"
-	done
+	for db in app load postgres; do amcheck_all "$p" "$db"; done
 	if [ "$i" -ge 1 ] && [ "$i" -le 3 ]; then
 		got=$(as_pg "$PGBIN/psql" -X -A -t -h "$T" -p "$p" -U postgres -d app -c "SELECT count(*), min(v) FROM replaced")
 		case $got in "1500|new-"*) ;; *) fail "backup $i: re-created table shows '$got'" ;; esac

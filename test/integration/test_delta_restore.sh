@@ -26,11 +26,8 @@ pg_stop "$T/src"
 mv "$T/ts" "$T/ts.src" # the restored copies use the original location, one at a time
 
 restore_conf() { # DIR
-	sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d; /^restore_command/d; /^recovery_target/d; /^archive_mode/d' "$1/postgresql.conf"
-	printf "archive_mode = off\nrestore_command = 'env %s %s wal-fetch %%f %%p'\nrecovery_target = 'immediate'\nrecovery_target_action = 'promote'\n" \
-		"${E[*]}" "$WALC_PG" >>"$1/postgresql.conf"
-	touch "$1/recovery.signal"
-	pg_own "$1" "$T/ts"
+	recover_conf "$1" "${E[*]}"
+	pg_own "$T/ts"
 }
 
 # A restored cluster that then lives on: pgbench, a new table, a checkpoint; then stopped.
@@ -101,7 +98,5 @@ pg_start "$T/node" "$P2"
 wait_not_in_recovery "$P2"
 dump_norm "$P2" >"$T/node.dump"
 cmp -s "$T/src.dump" "$T/node.dump" || fail "delta-restored cluster differs from the source"
-psqlc "$P2" "CREATE EXTENSION amcheck"
-psqlc "$P2" "SELECT count(bt_index_check(c.oid)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree'" >/dev/null ||
-	fail "amcheck after delta restore"
+amcheck_all "$P2"
 log "delta restore ok"

@@ -52,20 +52,15 @@ restore() { # NAME DIR
 		"$2" "$OID" "$OID" "$2.ts" "$OID" >"$T/spec.json"
 	wrun "${E[@]}" -- backup-fetch --restore-spec "$T/spec.json" "$2" "$1"
 	expect_rc 0 "backup-fetch $1 from S3"
-	sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d' "$2/postgresql.conf"
-	printf "archive_mode = off\nrestore_command = 'env %s %s wal-fetch %%f %%p'\nrecovery_target = 'immediate'\nrecovery_target_action = 'promote'\n" \
-		"${E[*]}" "$WALC_PG" >>"$2/postgresql.conf"
-	touch "$2/recovery.signal"
-	pg_own "$2" "$2.ts"
+	recover_conf "$2" "${E[*]}"
+	pg_own "$2.ts"
 	local p
 	p=$(free_port)
 	pg_start "$2" "$p"
 	wait_not_in_recovery "$p"
 	dump_norm "$p" >"$2.dump"
 	cmp -s "$T/src.dump" "$2.dump" || fail "$1 restored from S3 differs from the source"
-	psqlc "$p" "CREATE EXTENSION amcheck"
-	psqlc "$p" "SELECT count(bt_index_check(c.oid)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree'" >/dev/null ||
-		fail "amcheck on $1"
+	amcheck_all "$p"
 	pg_stop "$2"
 }
 OID=$(ls "$T/src/pg_tblspc")

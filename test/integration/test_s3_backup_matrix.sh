@@ -74,11 +74,7 @@ restore() { # CONFIG NAME DIR compare|no
 	# shellcheck disable=SC2046
 	wrun $(cfg "$1") -- backup-fetch "$3" "$2"
 	expect_rc 0 "backup-fetch $1 $2 from S3"
-	sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d' "$3/postgresql.conf"
-	printf "archive_mode = off\nrestore_command = 'env %s %s wal-fetch %%f %%p'\nrecovery_target = 'immediate'\nrecovery_target_action = 'promote'\n" \
-		"$(cfg "$1" | tr '\n' ' ')" "$WALC_PG" >>"$3/postgresql.conf"
-	touch "$3/recovery.signal"
-	pg_own "$3"
+	recover_conf "$3" "$(cfg "$1" | tr '\n' ' ')"
 	local p
 	p=$(free_port)
 	pg_start "$3" "$p"
@@ -87,9 +83,7 @@ restore() { # CONFIG NAME DIR compare|no
 		dump_norm "$p" >"$3.dump"
 		cmp -s "$T/src.dump" "$3.dump" || fail "$1: the quiet backup restored from S3 differs from the source"
 	fi
-	psqlc "$p" "CREATE EXTENSION amcheck" >/dev/null
-	psqlc "$p" "SELECT count(bt_index_check(c.oid, true)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree'" >/dev/null ||
-		fail "amcheck on $1 $2"
+	amcheck_all "$p"
 	pg_stop "$3"
 	rm -rf "$3"
 }

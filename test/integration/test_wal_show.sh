@@ -48,10 +48,9 @@ pg_stop "$T/src"
 wrun "${E[@]}" -- backup-fetch "$T/dst" LATEST
 expect_rc 0 "backup-fetch"
 cp "$T/src/pg_wal/${gap%%.*}" "$T/dst/pg_wal/" 2>/dev/null || true
-sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d' "$T/dst/postgresql.conf"
-printf "restore_command = 'env %s %s wal-fetch %%f %%p'\nrecovery_target_action = 'promote'\nrecovery_target = 'immediate'\n" "${E[*]}" "$WALC_PG" >>"$T/dst/postgresql.conf"
-touch "$T/dst/recovery.signal"
-pg_own "$T/dst"
+recover_conf "$T/dst" "${E[*]}"
+# The promoted cluster archives too, so its timeline's history reaches the repository.
+pg_conf "$T/dst" "archive_mode = on" "archive_command = 'env ${E[*]} $WALC_PG wal-push %p'"
 P2=$(free_port)
 pg_start "$T/dst" "$P2"
 wait_not_in_recovery "$P2"
