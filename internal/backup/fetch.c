@@ -16,6 +16,7 @@
 #include "internal/pipe/pipe.h"
 
 #define CHAIN_MAX 1000
+#define FETCH_MEMORY_BUDGET ((size_t)40 << 20)
 #define FILES_META_MAX ((size_t)1 << 30)
 
 static void chain_free(chain *c)
@@ -235,6 +236,14 @@ static err_code extract_level_tars(repo *r, const level *l, int concurrency, boo
 			 top ? "" : " (files the newer backups did not store)",
 			 skipped ? ", the others hold nothing needed" : "");
 
+	/*
+	 * Each stream holds its decoder's window or blocks (8 MiB for lz4): run only as many at
+	 * once as fit a fixed memory budget, whatever WALG_DOWNLOAD_CONCURRENCY allows.
+	 */
+	size_t per = codec_decode_memory(repo_codec_for_key(tars.len ? tars.items[0].key : ""));
+	int fit = (int)(FETCH_MEMORY_BUDGET / per);
+	if (concurrency > fit)
+		concurrency = fit > 0 ? fit : 1;
 	group *g = group_new();
 	job_queue q = { r, &l->ex, keys };
 	group_on_cancel(g, cancel_keys, keys);

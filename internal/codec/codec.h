@@ -26,6 +26,12 @@ const char *codec_ext(const codec *c);
 int codec_level_min(const codec *c);
 int codec_level_max(const codec *c);
 
+/*
+ * About how much memory one decompressing stream of this codec holds (its window or block
+ * buffers), for callers that bound how many streams run at once.
+ */
+size_t codec_decode_memory(const codec *c);
+
 /* Compress into next (takes ownership of next). level 0 = WAL-G's default level. */
 sink *codec_compress_new(const codec *c, int level, sink *next);
 /*

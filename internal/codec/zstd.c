@@ -2,6 +2,7 @@
 #include "internal/codec/codec_impl.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 #include <zstd.h>
 
 /*
@@ -73,6 +74,17 @@ sink *codec_zstd_compress_new(int level, sink *next)
 	/* both values are valid (level clamped to 1..22), so these cannot fail */
 	ZSTD_CCtx_setParameter(e->cctx, ZSTD_c_compressionLevel, level);
 	ZSTD_CCtx_setParameter(e->cctx, ZSTD_c_checksumFlag, 1);
+	/*
+	 * One stream usually compresses one large file at a time: zstd's own worker threads let
+	 * it use every core, as `zstd -T0` does. The frames stay standard (any decoder reads
+	 * them). A libzstd without thread support refuses the setting and stays single-threaded.
+	 */
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cpus > 1) {
+		ZSTD_CCtx_setParameter(e->cctx, ZSTD_c_nbWorkers, (int)(cpus > 4 ? 4 : cpus));
+		/* Small jobs keep the buffers of every worker within the memory target. */
+		ZSTD_CCtx_setParameter(e->cctx, ZSTD_c_jobSize, 1 << 20);
+	}
 	e->out = (ZSTD_outBuffer){ e->buf, sizeof(e->buf), 0 };
 	return &e->base;
 }
