@@ -6,6 +6,7 @@
 #include "internal/backup/push_impl.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,9 +89,11 @@ static err_code check_server(pg_session *s, push_state *st, uint64_t *sysid)
 	return E_OK;
 }
 
-static void warn_archiving(pg_session *s)
+/* Warns when archiving is off or unconfigured; true when the server archives. */
+static bool check_archiving(pg_session *s)
 {
 	char *mode = NULL, *cmd = NULL, *lib = NULL;
+	bool archiving = false;
 	if (pg_query_value(s, "SHOW archive_mode", &mode) == E_OK && strcmp(mode, "off") == 0)
 		log_warn("archive_mode is off: the backup can only be restored with WAL from elsewhere, "
 				 "and pg_backup_stop will not wait for archiving");
@@ -99,10 +102,13 @@ static void warn_archiving(pg_session *s)
 			 lib[0] == '\0')
 		log_warn("archive_command is empty: pg_backup_stop will wait for WAL archiving that "
 				 "never happens (set WALG_STOP_BACKUP_TIMEOUT to bound the wait)");
+	else
+		archiving = mode != NULL;
 	err_clear();
 	free(mode);
 	free(cmd);
 	free(lib);
+	return archiving;
 }
 
 static err_code backup_name_for(pg_session *s, const push_state *st,
@@ -308,6 +314,50 @@ static err_code store_tail(push_state *st, backup_sentinel *sen, const char *lab
 	return rc;
 }
 
+/*
+ * PostgreSQL's own wait in pg_backup_stop checks the archive once a second; watching
+ * archive_status the same way it does, but every few milliseconds, saves most of that second.
+ * A file is archived once its .done exists, or when neither it nor its .ready is left.
+ */
+static bool archive_busy(const char *pgdata, const char *name)
+{
+	char *done = xasprintf("%s/pg_wal/archive_status/%s.done", pgdata, name);
+	char *ready = xasprintf("%s/pg_wal/archive_status/%s.ready", pgdata, name);
+	char *file = xasprintf("%s/pg_wal/%s", pgdata, name);
+	bool busy = access(done, F_OK) != 0 && (access(ready, F_OK) == 0 || access(file, F_OK) == 0);
+	free(done);
+	free(ready);
+	free(file);
+	return busy;
+}
+
+static err_code wait_archived(push_state *st, const backup_sentinel *sen, uint32_t tli)
+{
+	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
+	char last[WAL_NAME_LEN + 1], start[WAL_NAME_LEN + 1];
+	wal_name_format(last, tli, (sen->finish_lsn - 1) / segsize, segsize);
+	wal_name_format(start, tli, sen->lsn / segsize, segsize);
+	char *history = xasprintf("%s.%08X.backup", start, (unsigned)(sen->lsn % segsize));
+	long waited = 0, limit = st->cfg->stop_backup_timeout_ms;
+	err_code rc = E_OK;
+	while (archive_busy(st->pgdata, last) || archive_busy(st->pgdata, history)) {
+		if (limit > 0 && waited >= limit) {
+			rc = err_set(E_IO,
+						 "WAL segment %s was not archived within WALG_STOP_BACKUP_TIMEOUT "
+						 "(%ld ms): check archive_command",
+						 last, limit);
+			break;
+		}
+		if (waited > 0 && waited % 10000 == 0)
+			log_info("still waiting for %s to be archived", last);
+		struct timespec ts = { 0, 20 * 1000000L };
+		nanosleep(&ts, NULL);
+		waited += 20;
+	}
+	free(history);
+	return rc;
+}
+
 static err_code finish_local(pg_session *s, push_state *st, backup_sentinel *sen)
 {
 	char *control, *label = NULL, *spcmap = NULL;
@@ -316,8 +366,19 @@ static err_code finish_local(pg_session *s, push_state *st, backup_sentinel *sen
 	err_code rc = store_control(st, control, control_len);
 	free(control);
 	TRY(rc);
-	log_info("calling pg_backup_stop (it waits until the backup's WAL is archived)");
-	TRY(pg_backup_end(s, st->cfg->stop_backup_timeout_ms, &label, &spcmap, &sen->finish_lsn));
+	/* On a primary that archives, walc waits for the archive itself (faster, same rule). */
+	bool self_wait = st->archiving && !st->in_recovery;
+	log_info("calling pg_backup_stop; the backup's WAL must be archived before it is complete");
+	TRY(pg_backup_end(s, st->cfg->stop_backup_timeout_ms, !self_wait, &label, &spcmap,
+					  &sen->finish_lsn));
+	if (self_wait) {
+		err_code wrc = wait_archived(st, sen, st->timeline);
+		if (wrc != E_OK) {
+			free(label);
+			free(spcmap);
+			return wrc;
+		}
+	}
 	rc = store_tail(st, sen, label, spcmap);
 	free(label);
 	free(spcmap);
@@ -381,14 +442,18 @@ static err_code push_local(const config *cfg, const push_options *opt,
 	TRY(check_server(s, st, &sen->system_id));
 	sen->have_system_id = true;
 	sen->pg_version = pg_server_version(s);
-	warn_archiving(s);
+	st->archiving = check_archiving(s);
 
 	sen->start_time = utc_now();
 	pg_backup_start_info bs;
 	TRY(pg_backup_begin(s, sen->start_time, &bs));
 	sen->lsn = bs.lsn;
+	st->in_recovery = bs.in_recovery;
 	TRY(delta_check(&st->delta, sen->system_id, bs.lsn));
 	TRY(backup_name_for(s, st, &bs, &st->name));
+	unsigned tli = 0;
+	sscanf(st->name + strlen("base_"), "%8X", &tli);
+	st->timeline = tli;
 	if (st->delta.active) {
 		char *full = st->name;
 		const char *seg = st->delta.name + strlen("base_");

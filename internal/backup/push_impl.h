@@ -82,6 +82,9 @@ typedef struct push_state {
 	uint64_t nfiles;
 	uint64_t corrupt_blocks;
 	bool verify;	 /* check page checksums */
+	bool archiving;	 /* the server archives WAL (archive_mode on, a command or library) */
+	bool in_recovery;	/* the backup runs on a standby */
+	uint32_t timeline;	/* of the backup's start segment */
 	bool store_all; /* record every corrupt block, not just 10 per file */
 } push_state;
 

@@ -58,8 +58,8 @@ err_code pg_backup_begin(pg_session *s, const char *label, pg_backup_start_info 
 	return rc;
 }
 
-err_code pg_backup_end(pg_session *s, long stop_timeout_ms, char **labelfile, char **spcmap,
-					   uint64_t *lsn)
+err_code pg_backup_end(pg_session *s, long stop_timeout_ms, bool wait_archive, char **labelfile,
+					   char **spcmap, uint64_t *lsn)
 {
 	char set[64];
 	char *cols[3];
@@ -67,8 +67,11 @@ err_code pg_backup_end(pg_session *s, long stop_timeout_ms, char **labelfile, ch
 	snprintf(set, sizeof(set), "SET statement_timeout = %ld", stop_timeout_ms);
 	TRY(pg_exec(s, set));
 	const char *sql = pg_server_version(s) >= 150000
-		? "SELECT labelfile, spcmapfile, lsn::text FROM pg_backup_stop()"
-		: "SELECT labelfile, spcmapfile, lsn::text FROM pg_stop_backup(false)";
+		? (wait_archive ? "SELECT labelfile, spcmapfile, lsn::text FROM pg_backup_stop(true)"
+						: "SELECT labelfile, spcmapfile, lsn::text FROM pg_backup_stop(false)")
+		: (wait_archive
+			   ? "SELECT labelfile, spcmapfile, lsn::text FROM pg_stop_backup(false, true)"
+			   : "SELECT labelfile, spcmapfile, lsn::text FROM pg_stop_backup(false, false)");
 	err_code rc = pg_query_row(s, sql, 0, NULL, 3, cols);
 	if (rc != E_OK) {
 		if (stop_timeout_ms > 0 && strstr(err_msg(), "statement timeout") != NULL)

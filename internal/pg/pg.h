@@ -64,9 +64,12 @@ typedef struct pg_backup_start_info {
 	bool in_recovery;
 } pg_backup_start_info;
 err_code pg_backup_begin(pg_session *s, const char *label, pg_backup_start_info *out);
-/* stop_timeout_ms 0 waits for WAL archiving as long as it takes. */
-err_code pg_backup_end(pg_session *s, long stop_timeout_ms, char **labelfile, char **spcmap,
-					   uint64_t *lsn);
+/*
+ * stop_timeout_ms 0 waits for WAL archiving as long as it takes. wait_archive false returns
+ * at once (the caller waits for the archive itself).
+ */
+err_code pg_backup_end(pg_session *s, long stop_timeout_ms, bool wait_archive, char **labelfile,
+					   char **spcmap, uint64_t *lsn);
 
 /* The libpq connection, for modules that speak the replication protocol. */
 void *pg_session_conn(pg_session *s);
