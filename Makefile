@@ -23,7 +23,7 @@ VERSION   := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 .PHONY: all deps test unit integration demo asan tsan fuzz fuzz-smoke clean format lint check-deps \
-        archive-module archive-module-install lint-deploy static test-static
+        archive-module archive-module-install lint-deploy static test-static test-faults
 
 all: walc
 
@@ -62,6 +62,11 @@ unit: walc $(UNIT_BIN)
 integration: walc
 	@test/integration/run.sh
 
+# Fault, load and hostile-input tests (test/integration/test_fault_*.sh): killed servers and
+# processes, full disks, 300 concurrent pushes through a faulty proxy, valgrind.
+test-faults: deps walc
+	@INTEGRATION_FAULTS=1 test/integration/run.sh
+
 demo: deps walc
 	@test/demo.sh
 
@@ -73,8 +78,8 @@ asan:
 # Under the sanitizers: every unit test, and the integration tests that reach each code path
 # (all codecs and encryption, WAL push/fetch/prefetch, backup push/fetch/delta/remote, S3,
 # the daemon, retention, hostile input). ASAN_INTEGRATION=all runs every one.
-ASAN_INTEGRATION ?= config overwrite wal_errors wal_matrix fixtures delta backup_remote \
-	wal_prefetch wal_backlog daemon delta_restore hostile_tar st retention_timeline s3_rgw s3_backup
+ASAN_INTEGRATION ?= config overwrite wal_errors fixtures delta backup_remote wal_prefetch \
+	daemon delta_restore hostile_tar st s3_rgw
 walc-asan: $(BUILD)/walc $(UNIT_BIN)
 	@cp $(BUILD)/walc walc-asan.tmp && mv -f walc-asan.tmp walc-asan
 	@ASAN_OPTIONS=detect_leaks=1 test/run-unit.sh $(UNIT_BIN)

@@ -30,9 +30,14 @@ if [ -n "${INTEGRATION_TESTS:-}" ]; then
 		fi
 	done
 else
+	# The fault and load tests run on their own (make test-faults).
 	for t in "$DIR"/test_*.sh; do
+		case $(basename "$t") in test_fault_*) [ -n "${INTEGRATION_FAULTS:-}" ] || continue ;; esac
 		[ -f "$t" ] && tests+=("$t")
 	done
+fi
+if [ -n "${INTEGRATION_FAULTS:-}" ] && [ -z "${INTEGRATION_TESTS:-}" ]; then
+	mapfile -t tests < <(printf '%s\n' "${tests[@]}" | grep '/test_fault_')
 fi
 
 echo "integration tests with WALC=$WALC"

@@ -22,7 +22,14 @@ start_daemon() {
 		"$WALC_PG" daemon "$SOCK" >>"$T/daemon.log" 2>&1 &
 	DAEMON=$!
 	BG_PIDS+=("$DAEMON")
-	for _ in $(seq 1 100); do [ -S "$SOCK" ] && return 0; sleep 0.05; done
+	for _ in $(seq 1 100); do
+		if [ -S "$SOCK" ]; then
+			# runuser is the job; the cleanup must stop walc itself.
+			BG_PIDS+=($(pgrep -f "walc daemon $SOCK" || true))
+			return 0
+		fi
+		sleep 0.05
+	done
 	cat "$T/daemon.log"
 	fail "daemon did not start"
 }
