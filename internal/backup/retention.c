@@ -160,17 +160,19 @@ static bool wal_needed(const set *st, uint32_t tli, uint64_t seg)
 	return false;
 }
 
-/* Start of the oldest kept backup (not counting permanent ones out of the window). */
-static time_t oldest_kept(const set *st)
+/*
+ * Whether mtime predates the start of every kept backup (not counting permanent ones out of
+ * the window), to the nanosecond: a push that ended the same second a kept one began counts.
+ */
+static bool before_kept(const set *st, time_t sec, long nsec)
 {
-	time_t t = 0;
-	bool any = false;
-	for (size_t i = 0; i < st->n; i++)
-		if (st->b[i].keep && !st->b[i].permanent && (!any || st->b[i].sec < t)) {
-			t = st->b[i].sec;
-			any = true;
-		}
-	return any ? t : time(NULL);
+	for (size_t i = 0; i < st->n; i++) {
+		const bk *b = &st->b[i];
+		if (b->keep && !b->permanent &&
+			(sec > b->sec || (sec == b->sec && nsec >= b->nsec)))
+			return false;
+	}
+	return true;
 }
 
 typedef struct plan {
@@ -208,7 +210,8 @@ static err_code plan_objects(repo *r, set *st, bool backups, bool wal, bool orph
 				 * An object of no backup (a failed push) goes only if older than every kept
 				 * backup's start: a push still running writes objects newer than that.
 				 */
-				bool orphan = b == NULL && orphans && objs.items[i].mtime < oldest_kept(st) &&
+				bool orphan = b == NULL && orphans &&
+					before_kept(st, objs.items[i].mtime, objs.items[i].mtime_nsec) &&
 					token24(name, &tli, &seg, st->segsize) && !wal_needed(st, tli, seg);
 				if (every || (b != NULL ? b->gone : orphan))
 					plan_add(p, &objs.items[i]);

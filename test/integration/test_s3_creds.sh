@@ -53,17 +53,27 @@ echo "fake-oidc-token-$RANDOM$RANDOM" >"$T/oidc-token"
 ROLE=arn:aws:iam::123456789012:role/walc-test
 # fakests NAME ARGS...: start the fake; sets FPORT
 fakests() {
-	local name=$1
+	local name=$1 try
 	shift
-	FPORT=$(s3_port 1)
-	"$PY" "$IT_DIR/s3_fakests.py" --listen "$FPORT" --upstream "127.0.0.1:$RGW_PORT" \
-		--access-key "$REAL_KEY" --secret-key "$REAL_SECRET" --role "$ROLE" \
-		--token-file "$T/oidc-token" --log "$T/log/sts-$name.log" --secrets "$T/secrets" "$@" \
-		>"$T/log/sts-$name.out" 2>&1 &
-	FAKE_PID=$!
-	S3_PIDS+=("$FAKE_PID")
-	for _ in $(seq 100); do grep -q ready "$T/log/sts-$name.out" 2>/dev/null && return; sleep 0.1; done
-	cat "$T/log/sts-$name.out" >&2
+	# A port picked free can be taken before the fake binds it: then try another one.
+	for try in 1 2 3; do
+		FPORT=$(s3_port 1)
+		"$PY" "$IT_DIR/s3_fakests.py" --listen "$FPORT" --upstream "127.0.0.1:$RGW_PORT" \
+			--access-key "$REAL_KEY" --secret-key "$REAL_SECRET" --role "$ROLE" \
+			--token-file "$T/oidc-token" --log "$T/log/sts-$name.log" --secrets "$T/secrets" "$@" \
+			>"$T/log/sts-$name.out" 2>&1 &
+		FAKE_PID=$!
+		S3_PIDS+=("$FAKE_PID")
+		for _ in $(seq 100); do
+			if grep -q ready "$T/log/sts-$name.out" 2>/dev/null &&
+				(exec 3<>"/dev/tcp/127.0.0.1/$FPORT") 2>/dev/null && kill -0 "$FAKE_PID" 2>/dev/null; then
+				return
+			fi
+			sleep 0.1
+		done
+		log "fake STS $name (try $try) did not start: $(tr '\n' ' ' <"$T/log/sts-$name.out")"
+		kill "$FAKE_PID" 2>/dev/null || true
+	done
 	fail "fake STS $name did not start"
 }
 webid=(-u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY AWS_WEB_IDENTITY_TOKEN_FILE="$T/oidc-token"
