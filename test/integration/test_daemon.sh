@@ -25,7 +25,7 @@ start_daemon() {
 	for _ in $(seq 1 100); do
 		if [ -S "$SOCK" ]; then
 			# runuser is the job; the cleanup must stop walc itself.
-			BG_PIDS+=($(pgrep -f "walc daemon $SOCK" || true))
+			BG_PIDS+=($(pgrep -f " daemon $SOCK" || true))
 			return 0
 		fi
 		sleep 0.05
@@ -63,7 +63,7 @@ log "$n segments archived through the daemon (PostgreSQL: $archived), metrics pa
 
 # Daemon gone: archiving fails and PostgreSQL keeps the files; back: it resumes, nothing lost.
 # (as_pg's runuser is the parent: kill walc itself)
-pkill -9 -f "walc daemon $SOCK" || fail "no daemon process to kill"
+pkill -9 -f " daemon $SOCK" || fail "no daemon process to kill"
 wait "$DAEMON" 2>/dev/null || true
 failed0=$(psqlc "$PORT" "SELECT failed_count FROM pg_stat_archiver")
 last=$(switch_n 5)
