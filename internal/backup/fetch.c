@@ -31,12 +31,33 @@ static void chain_free(chain *c)
 	memset(c, 0, sizeof(*c));
 }
 
+/* Every Files entry an object whose flags are true or false: a restore trusts them. */
+static err_code check_files(const json_t *files, const char *key)
+{
+	if (files == NULL)
+		return E_OK;
+	if (!json_is_object(files))
+		return err_set(E_CORRUPT, "%s: Files is not an object", key);
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)(uintptr_t)files, k, v)
+	{
+		json_t *inc = json_get_ci(v, "IsIncremented"), *skip = json_get_ci(v, "IsSkipped");
+		if (!json_is_object(v) || (inc != NULL && !json_is_boolean(inc)) ||
+			(skip != NULL && !json_is_boolean(skip)))
+			return err_set(E_CORRUPT, "%s: the entry for %s is malformed", key, k);
+	}
+	return E_OK;
+}
+
 static err_code load_files_meta(repo *r, level *l)
 {
 	if (l->s.files_metadata_disabled || l->s.version < 2)
 		return E_OK;
 	char *key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", l->name);
 	err_code rc = backup_read_json(r, key, FILES_META_MAX, &l->meta);
+	if (rc == E_OK)
+		rc = check_files(json_get_ci(l->meta, "Files"), key);
 	free(key);
 	return rc;
 }

@@ -159,13 +159,20 @@ static err_code parse_duration(const char *name, long def_ms, long *out)
 	char *end;
 	errno = 0;
 	double n = strtod(p, &end);
-	if (end != p && *end == '\0' && errno == 0 && n >= 0 && n < 1e9) {
+	/* Digits first: strtod would also take "nan", "inf" and hex. */
+	if (!(p[0] >= '0' && p[0] <= '9'))
+		goto bad;
+	if (end != p && *end == '\0' && errno == 0 && n >= 0 && n < 1e9 &&
+		strspn(p, "0123456789.") == (size_t)(end - p)) {
 		*out = (long)(n * 1000);
 		return E_OK;
 	}
 	while (*p) {
+		if (!(p[0] >= '0' && p[0] <= '9'))
+			goto bad;
 		n = strtod(p, &end);
-		if (end == p || n < 0)
+		/* Plain decimals only: not "0x10", not exponents. */
+		if (end == p || !(n >= 0) || strspn(p, "0123456789.") != (size_t)(end - p))
 			goto bad;
 		p = end;
 		double unit;
@@ -178,7 +185,7 @@ static err_code parse_duration(const char *name, long def_ms, long *out)
 		else goto bad;
 		total += n * unit;
 	}
-	if (total > 1e12)
+	if (!(total <= 1e12))
 		goto bad;
 	*out = (long)total;
 	return E_OK;

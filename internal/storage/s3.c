@@ -1067,8 +1067,12 @@ static err_code s3_list(storage *st, const char *prefix, bool recursive, obj_lis
 					continue;
 				obj_list_add(out, o->key + rootlen, o->size, o->mtime, o->mtime_nsec);
 			}
+			/* A server that hands back the same token would keep us listing forever. */
+			if (pg.truncated && token != NULL && strcmp(token, pg.next_token) == 0)
+				rc = err_set(E_CORRUPT, "listing %s: the server repeated its continuation token",
+							 what);
 			free(token);
-			token = pg.truncated ? xstrdup(pg.next_token) : NULL;
+			token = rc == E_OK && pg.truncated ? xstrdup(pg.next_token) : NULL;
 		}
 		s3_list_page_free(&pg);
 		s3_response_free(&resp);

@@ -387,6 +387,12 @@ static CURLcode attempt_once(s3_http *h, xfer *x, const s3_kvs *hdrs, char *errb
 	CURL *c = handle_get(h);
 	struct curl_slist *list = NULL;
 	for (size_t i = 0; i < hdrs->n; i++) {
+		/* A line break in a value (from credentials, say) would inject a header: drop it. */
+		if (strpbrk(hdrs->v[i].value, "\r\n") != NULL || strpbrk(hdrs->v[i].name, "\r\n:") != NULL) {
+			log_error("s3: refusing header %s: it contains a line break", hdrs->v[i].name);
+			curl_slist_free_all(list);
+			return CURLE_BAD_FUNCTION_ARGUMENT;
+		}
 		char *line = xasprintf("%s: %s", hdrs->v[i].name, hdrs->v[i].value);
 		list = curl_slist_append(list, line);
 		free(line);

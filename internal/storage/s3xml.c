@@ -5,6 +5,7 @@
 #include "internal/storage/s3.h"
 
 #include <expat.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -194,6 +195,7 @@ typedef struct list_ctx {
 	long nsec;
 	bool url_encoded;
 	bool bad;
+	bool is_listing; /* the root element was ListBucketResult */
 	char **keys; /* collected raw, decoded at the end once EncodingType is known */
 	uint64_t *sizes;
 	time_t *mtimes;
@@ -204,13 +206,17 @@ typedef struct list_ctx {
 static void list_cb(void *vctx, const char *path, const char *text)
 {
 	list_ctx *c = vctx;
+	if (strcmp(path, "/ListBucketResult") == 0)
+		c->is_listing = true;
 	if (strcmp(path, "/ListBucketResult/Contents/Key") == 0) {
 		free(c->key);
 		c->key = xstrdup(text);
 	} else if (strcmp(path, "/ListBucketResult/Contents/Size") == 0) {
 		char *end;
+		errno = 0;
 		c->size = strtoull(text, &end, 10);
-		if (end == text || *end != '\0')
+		/* strtoull takes "-5" as a huge number: insist on digits only. */
+		if (!(text[0] >= '0' && text[0] <= '9') || end == text || *end != '\0' || errno == ERANGE)
 			c->bad = true;
 	} else if (strcmp(path, "/ListBucketResult/Contents/LastModified") == 0) {
 		if (!s3_parse_iso8601(text, &c->mtime, &c->nsec))
@@ -252,6 +258,8 @@ err_code s3_xml_list(const char *doc, size_t len, s3_list_page *out)
 	list_ctx c = { 0 };
 	c.page = out;
 	err_code rc = s3_xml_parse(doc, len, list_cb, &c);
+	if (rc == E_OK && !c.is_listing)
+		rc = err_set(E_CORRUPT, "the answer to ListObjectsV2 is not a ListBucketResult");
 	if (rc == E_OK && c.bad)
 		rc = err_set(E_CORRUPT, "malformed ListObjectsV2 answer: an entry lacks a key or has a "
 								"bad size or date");

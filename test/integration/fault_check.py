@@ -15,6 +15,9 @@ usage:
       an upload) must name a segment whose object in REPO decodes to SEGDIR/NAME.
   fault_check.py tree DIR
       Prints "path size sha256" for every regular file under DIR, sorted (for comparisons).
+  fault_check.py rss FILE CMD [ARG...]
+      Runs CMD, writes its peak resident set (KiB, getrusage of the child) to FILE and exits
+      with CMD's status (128 + N when a signal N ended it).
 """
 import hashlib
 import json
@@ -157,8 +160,18 @@ def tree(d):
     return 0
 
 
+def rss(out, cmd):
+    import resource
+    rc = subprocess.call(cmd)
+    with open(out, "w") as f:
+        f.write("%d\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return 128 - rc if rc < 0 else rc
+
+
 def main():
     a = sys.argv[1:]
+    if len(a) >= 3 and a[0] == "rss":
+        return rss(a[1], a[2:])
     if len(a) >= 3 and a[0] == "repo":
         segdir, wal_size = None, 0
         rest = a[3:]
