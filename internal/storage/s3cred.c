@@ -27,6 +27,15 @@ static const char *env(const char *name)
 	return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
+/* A control character inside a credential would end up in an HTTP header. */
+static bool has_control(const char *s)
+{
+	for (; s != NULL && *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
+}
+
 /* Copy with surrounding whitespace removed (WAL-G trims the static keys). */
 static char *trimmed(const char *s)
 {
@@ -80,7 +89,7 @@ static err_code parse_cred_file(const char *path, const char *profile, s3_creds 
 	char *text;
 	TRY(read_small_file(path, CRED_FILE_MAX, &text));
 	memset(out, 0, sizeof(*out));
-	bool in = false, found = false;
+	bool in = false, found = false, bad_value = false;
 	char *save = NULL;
 	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *l = line;
@@ -122,7 +131,9 @@ static err_code parse_cred_file(const char *path, const char *profile, s3_creds 
 			dst = &out->secret_key;
 		else if (strcasecmp(k, "aws_session_token") == 0)
 			dst = &out->token;
-		if (dst != NULL) {
+		if (dst != NULL && has_control(v))
+			bad_value = true;
+		else if (dst != NULL) {
 			free(*dst);
 			*dst = v;
 			v = NULL;
@@ -132,6 +143,14 @@ static err_code parse_cred_file(const char *path, const char *profile, s3_creds 
 	}
 	memset(text, 0, strlen(text));
 	free(text);
+	if (bad_value) {
+		free(out->access_key);
+		free(out->secret_key);
+		free(out->token);
+		memset(out, 0, sizeof(*out));
+		return err_set(E_CONFIG, "%s: a credential in profile %s contains a control character",
+					   path, profile);
+	}
 	if (!found || out->access_key == NULL || out->secret_key == NULL) {
 		s3_creds_free(out);
 		return err_set(E_NOTFOUND, "profile \"%s\" in %s has no aws_access_key_id and "
@@ -423,6 +442,12 @@ err_code s3_credprov_init(s3_credprov *p, const char *region, s3_http *http)
 		p->cur.source = "environment";
 		if (p->cur.access_key[0] == '\0' || p->cur.secret_key[0] == '\0')
 			return err_set(E_CONFIG, "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: blank value");
+		if (has_control(p->cur.access_key))
+			return err_set(E_CONFIG, "AWS_ACCESS_KEY_ID: contains a control character");
+		if (has_control(p->cur.secret_key))
+			return err_set(E_CONFIG, "AWS_SECRET_ACCESS_KEY: contains a control character");
+		if (has_control(p->cur.token))
+			return err_set(E_CONFIG, "AWS_SESSION_TOKEN: contains a control character");
 		p->have = true;
 		p->kind = S3_CRED_STATIC;
 		return E_OK;
