@@ -79,7 +79,8 @@ asan:
 # (all codecs and encryption, WAL push/fetch/prefetch, backup push/fetch/delta/remote, S3,
 # the daemon, retention, hostile input). ASAN_INTEGRATION=all runs every one.
 ASAN_INTEGRATION ?= config overwrite wal_errors fixtures delta backup_remote wal_prefetch \
-	daemon delta_restore hostile_tar st s3_rgw
+	wal_backlog wal_show daemon delta_restore hostile_tar st pitr backup_signal \
+	backup_stop_timeout s3_sign s3_rgw s3_https
 walc-asan: $(BUILD)/walc $(UNIT_BIN)
 	@cp $(BUILD)/walc walc-asan.tmp && mv -f walc-asan.tmp walc-asan
 	@ASAN_OPTIONS=detect_leaks=1 test/run-unit.sh $(UNIT_BIN)

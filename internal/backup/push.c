@@ -142,6 +142,11 @@ static err_code run_worker(void *arg)
 	return rc;
 }
 
+static void free_entry(void *item)
+{
+	walk_entry_free(item);
+}
+
 static void cancel_entries(void *arg)
 {
 	chan_cancel(arg);
@@ -196,10 +201,7 @@ static err_code pack_data(pg_session *s, push_state *st)
 	group_free(st->g);
 	st->g = NULL;
 	/* Entries still queued after a failure belong to nobody else. */
-	void *item;
-	chan_close(st->entries);
-	while (chan_recv(st->entries, &item))
-		walk_entry_free(item);
+	chan_drain(st->entries, free_entry);
 	chan_free(st->entries);
 	free(ws);
 	if (rc == E_OK)

@@ -92,3 +92,16 @@ void chan_free(chan *c)
 	free(c->items);
 	free(c);
 }
+
+void chan_drain(chan *c, void (*fn)(void *item))
+{
+	pthread_mutex_lock(&c->mu);
+	while (c->len > 0) {
+		void *item = c->items[c->head];
+		c->head = (c->head + 1) % c->cap;
+		c->len--;
+		fn(item);
+	}
+	pthread_cond_broadcast(&c->not_full);
+	pthread_mutex_unlock(&c->mu);
+}

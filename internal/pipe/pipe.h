@@ -22,6 +22,8 @@ bool chan_recv(chan *c, void **item);
 void chan_close(chan *c);
 /* Wake every waiter; every later send and recv fails at once. */
 void chan_cancel(chan *c);
+/* Hands every item still queued to fn, even after a cancel (which drops them otherwise). */
+void chan_drain(chan *c, void (*fn)(void *item));
 void chan_free(chan *c);
 
 /* Buffer pool: count buffers of size bytes each, allocated up front. */
