@@ -17,6 +17,7 @@
 #   - permanence is read from metadata.json as in WAL-G (whose backup-mark does not touch the
 #     sentinel): metadata true + sentinel false is permanent, the reverse is not.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/retention_lib.sh"
 it_setup retention-perm
 
 mkdir -p "$T/repo"
@@ -100,12 +101,6 @@ expect_flags "$PRISTINE" "after push" F1=false D1=false D2=false F2=false FP=tru
 ok "backup-push --permanent"
 
 # ------------------------------------------------------------------------------------------
-assert_set() { # EXPECTED ACTUAL WHAT: two sorted lists, reported as a difference
-	[ "$1" = "$2" ] && return 0
-	fail "$3: missing [$(comm -23 <(printf '%s\n' "$1") <(printf '%s\n' "$2") | tr '\n' ' ')]; unexpected [$(comm -13 <(printf '%s\n' "$1") <(printf '%s\n' "$2") | tr '\n' ' ')]"
-}
-files_of() { (cd "$1" && find . -type f ! -name '.*' -printf '%P\n' | sort); }
-snapshot() { (cd "$1" && find . -type f -printf '%P %s %T@ %i\n' | sort); }
 # backup-mark on a copy of MARKED: the chain of D2
 MARKED=$T/marked
 cp -a "$PRISTINE" "$MARKED"
@@ -165,29 +160,6 @@ RESTORE_SEQ=0
 declare -A VERIFIED
 NRESTORES=0
 
-restore_check() { # REPO NAME MAXMARK WHAT: restore, recover to the end of WAL, promote
-	local repo=$1 name=$2 want=$3 what=$4 d p got
-	RESTORE_SEQ=$((RESTORE_SEQ + 1))
-	d=$T/restore$RESTORE_SEQ # fresh: no earlier restore's prefetched segments
-	wrun WALG_FILE_PREFIX="$repo" WALG_COMPRESSION_METHOD=zstd WALG_PG_WAL_SIZE=1 -- backup-fetch "$d" "$name"
-	expect_rc 0 "$what: backup-fetch $name"
-	sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d; /^archive_mode/d' "$d/postgresql.conf"
-	printf "archive_mode = off\nrestore_command = 'env WALG_FILE_PREFIX=%s WALG_PG_WAL_SIZE=1 %s wal-fetch %%f %%p'\nrecovery_target_action = 'promote'\n" \
-		"$repo" "$WALC_PG" >>"$d/postgresql.conf"
-	touch "$d/recovery.signal"
-	pg_own "$d"
-	p=$(free_port)
-	pg_start "$d" "$p"
-	wait_not_in_recovery "$p"
-	got=$(psqlc "$p" "SELECT coalesce(max(i), 0) || ' ' || count(*) FROM marks")
-	assert_eq "$want $want" "$got" "$what: $name recovered to the end of its WAL (max mark, count)"
-	grep -q "consistent recovery state reached" "$d.log" || fail "$what: $name: no consistent state in the log"
-	grep -q "archive recovery complete" "$d.log" || fail "$what: $name: recovery did not complete"
-	psqlc "$p" "SELECT count(*) FROM data" >/dev/null || fail "$what: $name: data unreadable"
-	pg_stop "$d"
-	rm -rf "$d" "$d.log"
-	NRESTORES=$((NRESTORES + 1))
-}
 restore_all() { # REPO WHAT: every backup in REPO (once per distinct input, see test_retention.sh)
 	local repo=$1 what=$2 name key want
 	while read -r name key want; do

@@ -17,6 +17,7 @@
 # Restores set recovery_target_timeline = 'current': the shared prefix holds B's
 # 00000002.history, which a cluster C recovering towards 'latest' would try to follow.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/retention_lib.sh"
 it_setup retention-tli
 
 mkdir -p "$T/repoA" "$T/repo"
@@ -122,12 +123,6 @@ assert_eq "$B1 $B2 $B3 $C1 $C2 " "$(MODEL info "$PRISTINE" | cut -d' ' -f1 | tr 
 ok "two clusters, a timeline reset, one prefix"
 
 # ------------------------------------------------------------------------------------------
-assert_set() { # EXPECTED ACTUAL WHAT: two sorted lists, reported as a difference
-	[ "$1" = "$2" ] && return 0
-	fail "$3: missing [$(comm -23 <(printf '%s\n' "$1") <(printf '%s\n' "$2") | tr '\n' ' ')]; unexpected [$(comm -13 <(printf '%s\n' "$1") <(printf '%s\n' "$2") | tr '\n' ' ')]"
-}
-files_of() { (cd "$1" && find . -type f ! -name '.*' -printf '%P\n' | sort); }
-snapshot() { (cd "$1" && find . -type f -printf '%P %s %T@ %i\n' | sort); }
 R=$T/m
 RENVS=(WALG_FILE_PREFIX="$R" WALG_COMPRESSION_METHOD=zstd WALG_DELTA_MAX_STEPS=1 WALG_PG_WAL_SIZE=1)
 RESTORE_SEQ=0
