@@ -376,20 +376,21 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 	struct timespec t0, t1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	char *dest = realpath(opt->dest, NULL);
-	struct stat dsb;
-	bool existing = opt->delta && dest != NULL && stat(dest, &dsb) == 0 && S_ISDIR(dsb.st_mode);
-	err_code rc = existing ? E_OK : check_dest(dest ? dest : opt->dest);
-	if (rc == E_OK && dest == NULL)
-		dest = realpath(opt->dest, NULL);
-	if (rc == E_OK && dest == NULL)
-		rc = err_errno(E_IO, errno, "backup-fetch: %s", opt->dest);
-	if (rc == E_OK)
-		rc = backup_resolve(r, opt->name, &name);
+	/* The backup first: a wrong name or a broken chain must not leave a new empty directory. */
+	err_code rc = backup_resolve(r, opt->name, &name);
 	if (rc == E_OK)
 		rc = load_chain(r, name, &c);
 	if (rc == E_OK)
 		rc = compute_needs(&c);
+	char *dest = realpath(opt->dest, NULL);
+	struct stat dsb;
+	bool existing = opt->delta && dest != NULL && stat(dest, &dsb) == 0 && S_ISDIR(dsb.st_mode);
+	if (rc == E_OK && !existing)
+		rc = check_dest(dest ? dest : opt->dest);
+	if (rc == E_OK && dest == NULL)
+		dest = realpath(opt->dest, NULL);
+	if (rc == E_OK && dest == NULL)
+		rc = err_errno(E_IO, errno, "backup-fetch: %s", opt->dest);
 	if (rc == E_OK) {
 		if (c.n > 1)
 			log_info("%s is a delta: applying %zu backups from %s forward", name, c.n,
