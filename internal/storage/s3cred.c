@@ -144,10 +144,7 @@ static err_code parse_cred_file(const char *path, const char *profile, s3_creds 
 	memset(text, 0, strlen(text));
 	free(text);
 	if (bad_value) {
-		free(out->access_key);
-		free(out->secret_key);
-		free(out->token);
-		memset(out, 0, sizeof(*out));
+		s3_creds_free(out);
 		return err_set(E_CONFIG, "%s: a credential in profile %s contains a control character",
 					   path, profile);
 	}
