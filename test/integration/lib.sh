@@ -212,13 +212,22 @@ expect_rc() {
 # PostgreSQL
 # ------------------------------------------------------------------------------------------
 
+# random_port: a port below the kernel's ephemeral range, so that no outgoing connection can
+# hold it when a server binds it (an ephemeral port in use made a server fail to start in CI).
+random_port() {
+	local low=32768
+	[ -r /proc/sys/net/ipv4/ip_local_port_range ] && read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+	[ "$low" -gt 12000 ] || low=32768
+	echo $((10000 + RANDOM % (low - 10000 - 100)))
+}
+
 # free_port: a port for a server. Servers listen on a Unix socket in $T only
 # (listen_addresses = ''), so a port is free when $T has no socket for it and nothing listens
 # on it over TCP (in case a test ever enables TCP).
 free_port() {
 	local p
 	while :; do
-		p=$((20000 + RANDOM % 40000))
+		p=$(random_port)
 		[ -e "$T/.s.PGSQL.$p" ] && continue
 		if [ -r /proc/net/tcp ] && grep -qi ":$(printf '%04X' "$p") " /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
 			continue

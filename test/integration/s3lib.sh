@@ -29,13 +29,31 @@ s3_setup() {
 s3_port() {
 	local span=${1:-1} p i ok
 	while :; do
-		p=$((20000 + RANDOM % 40000))
+		p=$(random_port)
 		ok=1
 		for ((i = 0; i < span; i++)); do
 			if (exec 3<>"/dev/tcp/127.0.0.1/$((p + i))") 2>/dev/null; then ok=0; break; fi
 		done
 		[ "$ok" = 1 ] && { echo "$p"; return; }
 	done
+}
+
+# s3_s3rver_start [https]: s3rver on a free port, in $T/s3rver; sets S3RVER_PORT. A start that
+# fails is retried twice on another port, and its log is shown if all three fail.
+s3_s3rver_start() {
+	local mode=${1:-http} try
+	S3_S3RVER_DIR=$T/s3rver
+	for try in 1 2 3; do
+		S3RVER_PORT=$(s3_port 1)
+		log "starting s3rver ($mode) on port $S3RVER_PORT"
+		if "$S3_SHARED/s3rver.sh" start "$S3_S3RVER_DIR" "$S3RVER_PORT" "$mode" >"$T/log/s3rver.out" 2>&1; then
+			return 0
+		fi
+		log "s3rver did not start (try $try): $(tail -n 3 "$S3_S3RVER_DIR/log" 2>/dev/null | tr '\n' ' ')"
+		"$S3_SHARED/s3rver.sh" stop "$S3_S3RVER_DIR" >/dev/null 2>&1 || true
+	done
+	cat "$T/log/s3rver.out" "$S3_S3RVER_DIR/log" >&2 2>/dev/null
+	fail "s3rver.sh start"
 }
 
 # s3_build_helpers: $S3_LIVE (test/integration/s3_live.c) and $S3_UNIT (test_s3, for

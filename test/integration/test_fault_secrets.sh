@@ -29,10 +29,8 @@ for s in "${SECRETS[@]}"; do
 		"$(printf '%s' "$s" | base64 -w0 | tr -d '=')")
 done
 
-S3_S3RVER_DIR=$T/s3rver
-SPORT=$(s3_port 1)
-"$S3_SHARED/s3rver.sh" start "$S3_S3RVER_DIR" "$SPORT" >"$T/log/s3rver.out" 2>&1 ||
-	{ cat "$T/log/s3rver.out" >&2; fail "s3rver.sh start"; }
+s3_s3rver_start
+SPORT=$S3RVER_PORT
 E=(WALG_S3_PREFIX=s3://test/secrets AWS_ENDPOINT="http://127.0.0.1:$SPORT" AWS_S3_FORCE_PATH_STYLE=true
 	AWS_ACCESS_KEY_ID=S3RVER "AWS_SECRET_ACCESS_KEY=$AWS_SECRET" "AWS_SESSION_TOKEN=$AWS_TOKEN"
 	AWS_REGION=us-east-1 "WALG_LIBSODIUM_KEY=$KEY" "PGPASSWORD=$PGPASS" WALG_LOG_LEVEL=DEVEL

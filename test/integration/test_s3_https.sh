@@ -11,11 +11,8 @@ s3_setup s3https
 START=$SECONDS
 
 s3_build_helpers
-PORT=$(s3_port 1)
-S3_S3RVER_DIR=$T/s3rver
-log "starting s3rver (https) on port $PORT"
-"$S3_SHARED/s3rver.sh" start "$S3_S3RVER_DIR" "$PORT" https >"$T/log/s3rver.out" 2>&1 ||
-	{ cat "$T/log/s3rver.out" >&2; fail "s3rver.sh start"; }
+s3_s3rver_start https
+PORT=$S3RVER_PORT
 CA=$S3_S3RVER_DIR/cert.pem
 export S3_ENDPOINT=https://127.0.0.1:$PORT WALC_S3_TEST_ENDPOINT=https://127.0.0.1:$PORT
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1

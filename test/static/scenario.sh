@@ -42,7 +42,7 @@ file)
 s3)
 	# a port with nothing listening on it
 	while :; do
-		S3PORT=$((20000 + RANDOM % 40000))
+		S3PORT=$(random_port)
 		(exec 3<>"/dev/tcp/127.0.0.1/$S3PORT") 2>/dev/null || break
 	done
 	S3RVER_DIR=$T/s3rver
