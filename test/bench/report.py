@@ -4,6 +4,7 @@
 usage: report.py META.json SAMPLES.jsonl OUTDIR STAMP
 Writes OUTDIR/bench-STAMP.{md,json,png} and OUTDIR/latest.{md,json,png}; prints the Markdown.
 """
+import importlib
 import json
 import os
 import shutil
@@ -14,11 +15,10 @@ MiB = 1048576.0
 PGBR_CODEC = {"zstd": "zst", "lz4": "lz4"}
 OPS = [("backup", "full backup"), ("restore", "full restore"), ("delta", "delta backup (5% of rows updated)")]
 TOOL_ORDER = {"tar|zstd": 0, "walc": 1, "pgbackrest": 2}
-TODO = [
-    ("full backup / restore to S3", "S3 storage"),
-    ("WAL push / fetch throughput", "wal-push, wal-fetch with prefetch"),
-    ("delta restore after 15% changed", "delta chain restore"),
-]
+# sections in modules of their own: report_NAME.section(meta, samples) -> {"md": [Markdown lines],
+# "targets": [{"target", "measured", "met", "by"}], "json": {...}}; their samples have ops of
+# their own, which the main tables leave out
+SECTIONS = ["delta_restore", "s3", "wal"]
 # targets from the issue
 PUSH_VS_LIMIT = 1.05
 FETCH_VS_PGBR = 0.8
@@ -84,7 +84,13 @@ def main():
     meta, samples = load(meta_path, samples_path)
     groups = group(samples)
     rows = []
+    extra = {}
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    for name in SECTIONS:
+        extra[name] = importlib.import_module("report_" + name).section(meta, samples)
     for key, runs in groups.items():
+        if key[1] not in dict(OPS):
+            continue
         row = summarize(key, runs)
         ds, op, tool, codec, settings = key
         if tool == "walc":
@@ -203,10 +209,10 @@ def main():
             stored = fmt(r["bytes"] / MiB) if r["op"] != "restore" and r["bytes"] is not None else ""
             L.append(f"| {opname} | {cell(r['tool'])} | {r['codec']} | {cell(r['settings'])} | {fmt(r['wall_s'])} | {fmt(r['cpu_s'])} | "
                      f"{fmt(r['rss_mib'])} | {stored} | {fmt(r.get('wall_vs_pgbackrest'), 2)} | {fmt(r.get('wall_vs_limit'), 2)} |")
-        if ds == "pgbench":
-            for what, _ in TODO:
-                L.append(f"| {what} | — | — | — | not measured yet | | | | | |")
         L.append("")
+    for name in SECTIONS:
+        L.extend(extra[name]["md"])
+        targets.extend(extra[name]["targets"])
     L.append("## Targets")
     L.append("")
     L.append("| target | measured | met |")
@@ -221,7 +227,8 @@ def main():
         f.write(md)
     with open(base + ".json", "w") as f:
         json.dump({"meta": meta, "rows": rows, "targets": targets, "rss_by_size": rss_sizes,
-                   "delta": delta, "samples": samples}, f, indent=1)
+                   "delta": delta, "sections": {n: e["json"] for n, e in extra.items()},
+                   "samples": samples}, f, indent=1)
     chart(rows, meta, base + ".png")
     for ext in ("md", "json", "png"):
         if os.path.exists(f"{base}.{ext}"):

@@ -10,6 +10,8 @@
 #   BENCH_PERF=1           perf record one walc backup-push and one backup-fetch (0 = skip)
 #   BENCH_CORES=$(nproc)   process-max / WALG_UPLOAD_DISK_CONCURRENCY / zstd -T
 #   BENCH_OUT=test/bench/results
+#   BENCH_SECTIONS="full delta delta-restore s3 wal small"   which parts to run (full is needed
+#                          by delta, delta-restore and s3; each section's file says what it does)
 #   KEEP=1                 keep the temporary directory
 #
 # Quick smoke run: BENCH_SCALE=10 BENCH_RUNS=1 make bench
@@ -31,6 +33,8 @@ SMALL_SCALE=${BENCH_SMALL_SCALE:-10}
 DATASETS=${BENCH_DATASETS:-pgbench mixed}
 PERF=${BENCH_PERF:-1}
 OUT=${BENCH_OUT:-$ROOT/test/bench/results}
+SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 wal small} "
+section() { case $SECTIONS in *" $1 "*) return 0 ;; esac; return 1; }
 case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
 # ------------------------------------------------------------------------------------------
@@ -424,10 +428,19 @@ bench_perf() { # DS
 	log "perf summaries in $OUT/perf-push.txt and $OUT/perf-fetch.txt"
 }
 
+# The sections in files of their own (each defines one bench_* function)
+# shellcheck source=test/bench/delta_restore.sh
+. "$BENCH_DIR/delta_restore.sh"
+# shellcheck source=test/bench/s3.sh
+. "$BENCH_DIR/s3.sh"
+# shellcheck source=test/bench/wal.sh
+. "$BENCH_DIR/wal.sh"
+
 # ------------------------------------------------------------------------------------------
 # The run
 # ------------------------------------------------------------------------------------------
 declare -A DS_BYTES
+section full || DATASETS=""
 for ds in $DATASETS; do
 	cluster "$ds"
 	case $ds in
@@ -440,12 +453,15 @@ for ds in $DATASETS; do
 	bench_full "$ds"
 	if [ "$ds" = pgbench ]; then
 		[ "$PERF" = 1 ] && bench_perf "$ds"
-		bench_delta "$ds" "$SCALE"
+		section delta && bench_delta "$ds" "$SCALE"
+		section delta-restore && bench_delta_restore "$ds"
+		section s3 && bench_s3 "$ds"
 	fi
 	pg_stop "$T/$ds/pgdata"
 	rm -rf "${T:?}/$ds"
 done
-case " $DATASETS " in *" pgbench "*) bench_small ;; esac
+case " ${BENCH_DATASETS:-pgbench mixed} " in *" pgbench "*) section small && bench_small ;; esac
+section wal && bench_wal
 
 # ------------------------------------------------------------------------------------------
 # Report
