@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "internal/pg/pg.h"
+#include "internal/wal/wal.h"
 
 #define PROGRESS_EVERY_MS 10000
 #define POLL_MS 100
@@ -316,11 +317,7 @@ static err_code store_tail(push_state *st, backup_sentinel *sen, const char *lab
 	return rc;
 }
 
-/*
- * PostgreSQL's own wait in pg_backup_stop checks the archive once a second; watching
- * archive_status the same way it does, but every few milliseconds, saves most of that second.
- * A file is archived once its .done exists, or when neither it nor its .ready is left.
- */
+/* A file is archived once its .done exists, or when neither it nor its .ready is left. */
 static bool archive_busy(const char *pgdata, const char *name)
 {
 	char *done = xasprintf("%s/pg_wal/archive_status/%s.done", pgdata, name);
@@ -333,30 +330,91 @@ static bool archive_busy(const char *pgdata, const char *name)
 	return busy;
 }
 
-static err_code wait_archived(push_state *st, const backup_sentinel *sen, uint32_t tli)
+/*
+ * The backup is complete once its WAL (start to stop segment) and its .backup history file
+ * are archived. PostgreSQL's own wait in pg_backup_stop waits for the archiver, which runs
+ * archive_command once per file, in order, behind any backlog, and looks once a second. walc
+ * uploads those of the files that are still .ready itself, leaving the marker wal-push leaves
+ * for its background uploads (the archiver's own call for them then returns at once), and
+ * waits for the archiver only for a file it could not upload. Not when archive_command is
+ * failing, though: then the backup waits and fails as PostgreSQL's would, so that broken
+ * archiving (and with it point-in-time recovery) is not hidden behind a successful backup.
+ */
+static err_code wait_archived(pg_session *s, push_state *st, const backup_sentinel *sen,
+							  uint32_t tli)
 {
+	char *failing = NULL;
+	if (pg_query_value(s,
+					   "SELECT CASE WHEN last_failed_time > coalesce(last_archived_time, "
+					   "'-infinity') THEN last_failed_wal || ' at ' || last_failed_time "
+					   "ELSE '' END FROM pg_stat_archiver",
+					   &failing) != E_OK) {
+		log_warn("reading pg_stat_archiver: %s", err_msg());
+		failing = xstrdup("");
+	}
+	if (*failing != '\0')
+		log_warn("archive_command is failing (last failure: %s); waiting for it to archive the "
+				 "backup's WAL",
+				 failing);
 	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
-	char last[WAL_NAME_LEN + 1], start[WAL_NAME_LEN + 1];
-	wal_name_format(last, tli, (sen->finish_lsn - 1) / segsize, segsize);
-	wal_name_format(start, tli, sen->lsn / segsize, segsize);
-	char *history = xasprintf("%s.%08X.backup", start, (unsigned)(sen->lsn % segsize));
+	uint64_t first = sen->lsn / segsize, last = (sen->finish_lsn - 1) / segsize;
+	size_t n = (size_t)(last - first) + 2;
+	char **names = xcalloc(n, sizeof *names);
+	bool *ours = xcalloc(n, sizeof *ours);
+	for (size_t i = 0; i + 1 < n; i++) {
+		names[i] = xmalloc(WAL_NAME_LEN + 1);
+		wal_name_format(names[i], tli, first + i, segsize);
+	}
+	names[n - 1] = xasprintf("%s.%08X.backup", names[0], (unsigned)(sen->lsn % segsize));
+	char *wal_dir = xasprintf("%s/pg_wal", st->pgdata);
+	bool push_failed = *failing != '\0';
+	size_t pushed_count = 0;
 	long waited = 0, limit = st->cfg->stop_backup_timeout_ms;
 	err_code rc = E_OK;
-	while (archive_busy(st->pgdata, last) || archive_busy(st->pgdata, history)) {
+	for (;;) {
+		const char *busy = NULL;
+		for (size_t i = 0; i < n; i++) {
+			if (ours[i] || !archive_busy(st->pgdata, names[i]))
+				continue;
+			if (!push_failed) {
+				bool pushed;
+				if (wal_push_ready(st->r, st->cfg, wal_dir, names[i], &pushed) != E_OK) {
+					log_warn("uploading %s: %s; waiting for archive_command instead", names[i],
+							 err_msg());
+					push_failed = true;
+				} else if (pushed) {
+					ours[i] = true;
+					pushed_count++;
+					continue;
+				}
+			}
+			if (busy == NULL)
+				busy = names[i];
+		}
+		if (busy == NULL)
+			break;
 		if (limit > 0 && waited >= limit) {
 			rc = err_set(E_IO,
-						 "WAL segment %s was not archived within WALG_STOP_BACKUP_TIMEOUT "
-						 "(%ld ms): check archive_command",
-						 last, limit);
+						 "WAL file %s was not archived within WALG_STOP_BACKUP_TIMEOUT "
+						 "(%ld ms): check archive_command%s%s%s",
+						 busy, limit, *failing ? " (last failure: " : "", failing,
+						 *failing ? ")" : "");
 			break;
 		}
 		if (waited > 0 && waited % 10000 == 0)
-			log_info("still waiting for %s to be archived", last);
+			log_info("still waiting for %s to be archived", busy);
 		struct timespec ts = { 0, 20 * 1000000L };
 		nanosleep(&ts, NULL);
 		waited += 20;
 	}
-	free(history);
+	if (pushed_count > 0)
+		log_info("uploaded %zu of the backup's WAL files ahead of the archiver", pushed_count);
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	free(ours);
+	free(wal_dir);
+	free(failing);
 	return rc;
 }
 
@@ -374,7 +432,7 @@ static err_code finish_local(pg_session *s, push_state *st, backup_sentinel *sen
 	TRY(pg_backup_end(s, st->cfg->stop_backup_timeout_ms, !self_wait, &label, &spcmap,
 					  &sen->finish_lsn));
 	if (self_wait) {
-		err_code wrc = wait_archived(st, sen, st->timeline);
+		err_code wrc = wait_archived(s, st, sen, st->timeline);
 		if (wrc != E_OK) {
 			free(label);
 			free(spcmap);

@@ -107,19 +107,19 @@ static err_code scan(void *arg)
 	return E_OK;
 }
 
-static void mark_done(bg *b, const char *name)
+static void mark_done(const config *cfg, const char *wal_dir, const char *name)
 {
-	if (b->cfg->pg_ready_rename) {
-		char *ready = xasprintf("%s/archive_status/%s.ready", b->wal_dir, name);
-		char *done = xasprintf("%s/archive_status/%s.done", b->wal_dir, name);
+	if (cfg->pg_ready_rename) {
+		char *ready = xasprintf("%s/archive_status/%s.ready", wal_dir, name);
+		char *done = xasprintf("%s/archive_status/%s.done", wal_dir, name);
 		if (rename(ready, done) != 0)
 			log_warn("renaming %s: %s", ready, strerror(errno));
 		free(ready);
 		free(done);
 		return;
 	}
-	char *dir = marker_dir(b->cfg);
-	char *marker = marker_path(b->cfg, name);
+	char *dir = marker_dir(cfg);
+	char *marker = marker_path(cfg, name);
 	if (mkdir_p(dir, 0700) == E_OK) {
 		FILE *f = fopen(marker, "w");
 		if (f != NULL)
@@ -133,6 +133,30 @@ static void mark_done(bg *b, const char *name)
 	free(dir);
 }
 
+err_code wal_push_ready(repo *r, const config *cfg, const char *wal_dir, const char *name,
+						bool *pushed)
+{
+	*pushed = false;
+	char *ready = xasprintf("%s/archive_status/%s.ready", wal_dir, name);
+	char *path = xasprintf("%s/%s", wal_dir, name);
+	err_code rc = E_OK;
+	if (access(ready, F_OK) == 0) {
+		rc = wal_push_one(r, cfg, path);
+		/*
+		 * No marker when the archiver got there first: a marker nobody consumes would make a
+		 * later re-archiving of the same name skip its upload.
+		 */
+		if (rc == E_OK) {
+			*pushed = true;
+			if (access(ready, F_OK) == 0)
+				mark_done(cfg, wal_dir, name);
+		}
+	}
+	free(ready);
+	free(path);
+	return rc;
+}
+
 static err_code upload(void *arg)
 {
 	bg *b = arg;
@@ -141,7 +165,7 @@ static err_code upload(void *arg)
 		char *name = item;
 		char *path = xasprintf("%s/%s", b->wal_dir, name);
 		if (wal_push_one(b->r, b->cfg, path) == E_OK)
-			mark_done(b, name);
+			mark_done(b->cfg, b->wal_dir, name);
 		else
 			log_warn("background upload of %s failed (PostgreSQL will archive it again): %s",
 					 name, err_msg());
