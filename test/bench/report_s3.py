@@ -1,5 +1,111 @@
-"""make bench report, section s3 (see report.py's SECTIONS): not written yet."""
+"""make bench report, section s3 (s3.sh): full backup and restore to Ceph RGW, walc over HTTP and
+over stunnel's HTTPS, pgBackRest over HTTPS, next to the file-storage rows of bench_full."""
+from report import MiB, cell, fmt, group, med, paired_ratio, summarize
+
+S3_VS_FILE = 1.2
+RSS_LIMIT_MIB = 100
+SMALL = "s3-small"
+# (op on S3, the op of bench_full on file storage)
+OPS = [("s3-backup", "backup"), ("s3-restore", "restore")]
+NAMES = {"s3-backup": "full backup", "s3-restore": "full restore"}
 
 
 def section(meta, samples):
-    return {"md": [], "targets": [], "json": {}}
+    groups = group(samples)
+    s3 = {k: v for k, v in groups.items() if k[1] in dict(OPS)}
+    if not s3:
+        return {"md": [], "targets": [], "json": {}}
+    ds = next(k[0] for k in s3 if k[0] != SMALL)
+
+    def file_key(op, tool):
+        codec, settings = ("zstd", "best") if tool == "walc" else ("zst", None)
+        return next((k for k in groups if k[0] == ds and k[1] == op and k[2] == tool and k[3] == codec
+                     and (settings is None or k[4] == settings)), None)
+
+    def without_stop(a, b):
+        return med([(a[r]["wall"] - a[r]["stop_s"]) / (b[r]["wall"] - b[r]["stop_s"]) for r in a
+                    if r in b and a[r].get("stop_s") is not None and b[r].get("stop_s") is not None])
+
+    rows = []
+    for op, fop in OPS:
+        pg = next((k for k in s3 if k[0] == ds and k[1] == op and k[2] == "pgbackrest"), None)
+        for tool in ("walc", "pgbackrest"):
+            fk = file_key(fop, tool)
+            if fk:
+                r = summarize(fk, groups[fk])
+                r["storage"] = "file"
+                if tool == "walc" and file_key(fop, "pgbackrest"):
+                    r["wall_vs_pgbackrest"] = paired_ratio(groups[fk], groups[file_key(fop, "pgbackrest")])
+                rows.append(r)
+            for k in sorted(k for k in s3 if k[0] == ds and k[1] == op and k[2] == tool):
+                r = summarize(k, s3[k])
+                r["storage"] = "S3, " + k[4].split(", ")[-1] + (" (stunnel)" if k[4].endswith("https") else "")
+                if fk:
+                    r["wall_vs_file"] = paired_ratio(s3[k], groups[fk])
+                    if op == "s3-backup":
+                        r["wall_vs_file_without_stop"] = without_stop(s3[k], groups[fk])
+                if tool == "walc" and pg:
+                    r["wall_vs_pgbackrest"] = paired_ratio(s3[k], s3[pg])
+                rows.append(r)
+    small = {op: summarize(k, s3[k]) for op, _ in OPS for k in s3 if k[0] == SMALL and k[1] == op}
+    runs = max(len(v) for v in s3.values())
+
+    L = [f"## S3: full backup and restore to Ceph RGW, pgbench scale {meta['scale']}", ""]
+    L.append(f"Ceph RGW 16.2 on loopback (one OSD on memstore), median of {runs} run(s)"
+             + (f" (fewer than the {meta['runs']} of the file rows)" if runs < meta["runs"] else "")
+             + ". pgBackRest speaks only HTTPS to S3: stunnel terminates TLS (self-signed certificate, RSA 2048) in "
+               "front of RGW, and walc runs both through it (*https*, `S3_CA_CERT_FILE`) and straight to RGW (*http*). "
+               "walc: zstd, `WALG_UPLOAD_DISK_CONCURRENCY=cores`, path-style; pgBackRest: repo2, zst level 3, "
+               "`process-max=cores`. The *file* rows are bench_full's (the table above); *S3/file* pairs run *n* of "
+               "each, measured minutes apart. While this section runs the archive_command also pushes to "
+               "pgBackRest's S3 repository, so pg_backup_stop waits longer for the stop segment than in the file "
+               "rows: *S3/file without stop* leaves that wait out on both sides. stored = the backup's objects in "
+               "the bucket.")
+    L.append("")
+    L.append("| operation | tool | storage | wall s | CPU s | peak RSS MiB | stored MiB | wall S3/file | "
+             "S3/file without stop | wall walc/pgBackRest |")
+    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        stored = fmt(r["bytes"] / MiB) if "backup" in r["op"] and r["bytes"] is not None else ""
+        L.append(f"| {NAMES.get(r['op'], 'full ' + r['op'])} | {r['tool']} | {cell(r['storage'])} | {fmt(r['wall_s'])} | "
+                 f"{fmt(r['cpu_s'])} | {fmt(r['rss_mib'])} | {stored} | {fmt(r.get('wall_vs_file'), 2)} | "
+                 f"{fmt(r.get('wall_vs_file_without_stop'), 2)} | {fmt(r.get('wall_vs_pgbackrest'), 2)} |")
+    L.append("")
+    if small:
+        L.append(f"Peak RSS at a second size: walc over HTTP on a pgbench cluster of scale {meta['small_scale']} "
+                 f"made in this section: backup-push {fmt(small.get('s3-backup', {}).get('rss_mib'))} MiB, "
+                 f"backup-fetch {fmt(small.get('s3-restore', {}).get('rss_mib'))} MiB (scale {meta['scale']}: "
+                 f"see the http rows above).")
+        L.append("")
+
+    def walc_row(op, storage):
+        return next((r for r in rows if r["op"] == op and r["tool"] == "walc" and r["storage"].startswith(storage)), None)
+
+    targets = []
+    for tr in ("S3, http", "S3, https"):
+        r = walc_row("s3-backup", tr)
+        if r and r.get("wall_vs_file") is not None:
+            v = r["wall_vs_file"]
+            ws = r.get("wall_vs_file_without_stop")
+            targets.append({"target": f"S3 ({tr[4:]}): walc backup-push wall ≤ {S3_VS_FILE} × to file storage",
+                            "measured": f"{v:.2f} ×" + (f" ({ws:.2f} × without the pg_backup_stop waits)" if ws else ""),
+                            "met": v <= S3_VS_FILE, "by": None if v <= S3_VS_FILE else f"{(v / S3_VS_FILE - 1) * 100:.0f}% over"})
+    walc = [r for r in rows if r["tool"] == "walc" and r["storage"] != "file"] + \
+           [dict(v, storage=f"S3, http, scale {meta['small_scale']}") for v in small.values()]
+    if walc:
+        worst = max(walc, key=lambda r: r["rss_mib"])
+        v = worst["rss_mib"]
+        targets.append({"target": f"walc peak RSS ≤ {RSS_LIMIT_MIB} MiB to S3 (backup and restore)",
+                        "measured": f"{v:.1f} MiB at most ({NAMES[worst['op']]}, {worst['storage']})",
+                        "met": v <= RSS_LIMIT_MIB, "by": None if v <= RSS_LIMIT_MIB else f"{v - RSS_LIMIT_MIB:.1f} MiB over"})
+    sizes = {}
+    for op, _ in OPS:
+        big = walc_row(op, "S3, http")
+        if big and op in small:
+            ratio = big["rss_mib"] / small[op]["rss_mib"]
+            sizes[op] = {"small_mib": small[op]["rss_mib"], "mib": big["rss_mib"], "ratio": ratio}
+            targets.append({"target": f"walc {NAMES[op]} peak RSS to S3 the same at two database sizes",
+                            "measured": f"{small[op]['rss_mib']:.1f} MiB at scale {meta['small_scale']}, "
+                                        f"{big['rss_mib']:.1f} MiB at scale {meta['scale']}: {ratio:.2f} ×",
+                            "met": ratio <= 1.10, "by": None if ratio <= 1.10 else f"grows {(ratio - 1) * 100:.0f}%"})
+    return {"md": L, "targets": targets, "json": {"rows": rows, "small": small, "rss_by_size": sizes}}

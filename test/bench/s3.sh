@@ -1,3 +1,213 @@
 # shellcheck shell=bash
-# make bench section "s3" (sourced by run.sh): not written yet.
-bench_s3() { log "bench section s3: not written yet"; }
+# make bench section "s3" (sourced by run.sh; issue #11): full backup and full restore to a real
+# S3 server, Ceph RGW on loopback (memstore), for walc (zstd, best) and pgBackRest (zst).
+#
+# pgBackRest speaks only HTTPS to S3, so stunnel terminates TLS in front of RGW (self-signed
+# certificate); walc runs both over that same stunnel and over plain HTTP to RGW. pgBackRest gets
+# the S3 bucket as repo2: while this section runs its archive-push writes to both repositories,
+# and so does the archive_command of every backup here (walc's backup-push waits for the stop
+# segment's .done, which that archive_command gives). The walc file backups of bench_full are the
+# reference for S3/file. Peak RSS at a second size: walc over HTTP on a pgbench cluster of scale
+# BENCH_SMALL_SCALE made here (archive_command /bin/true: the backups are only restored, never
+# recovered).
+#
+#   BENCH_S3_RUNS=$BENCH_RUNS   runs of the S3 measurements
+
+# shellcheck source=test/integration/s3lib.sh
+. "$ROOT/test/integration/s3lib.sh"
+
+S3_RUNS=${BENCH_S3_RUNS:-$RUNS}
+S3_BUCKET=bench
+
+# s3_tls_start DIR: a self-signed certificate for localhost and stunnel from 127.0.0.1:S3_TLS_PORT
+# to RGW; sets S3_TLS_PORT and S3_CERT. TCP_NODELAY on both of its sides, for the reason
+# s3_rgw_nodelay gives.
+s3_tls_start() {
+	local dir=$1 i
+	if ! command -v stunnel4 >/dev/null; then
+		log "installing stunnel4"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends stunnel4 >/dev/null 2>&1 || {
+			apt-get update -q >/dev/null
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends stunnel4 >/dev/null
+		}
+	fi
+	S3_CERT=$dir/cert.pem
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+		-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$dir/key.pem" -out "$S3_CERT" \
+		>"$T/log/s3-cert.log" 2>&1 || { cat "$T/log/s3-cert.log" >&2; fail "openssl req"; }
+	chmod 644 "$S3_CERT" # pgBackRest reads it as postgres
+	S3_TLS_PORT=$(s3_port 1)
+	cat >"$dir/stunnel.conf" <<EOF
+foreground = yes
+pid =
+socket = l:TCP_NODELAY=1
+socket = r:TCP_NODELAY=1
+[s3]
+accept = 127.0.0.1:$S3_TLS_PORT
+connect = 127.0.0.1:$RGW_PORT
+cert = $S3_CERT
+key = $dir/key.pem
+EOF
+	stunnel4 "$dir/stunnel.conf" >"$T/log/stunnel.log" 2>&1 &
+	S3_PIDS+=($!)
+	for ((i = 0; i < 40; i++)); do
+		curl -s -o /dev/null --cacert "$S3_CERT" "https://localhost:$S3_TLS_PORT/" && return 0
+		sleep 0.25
+	done
+	cat "$T/log/stunnel.log" >&2
+	fail "stunnel did not answer on port $S3_TLS_PORT"
+}
+
+# s3_rgw_nodelay: restart radosgw with tcp_nodelay=1 on its beast frontend, unless ceph-rgw.sh
+# already sets it. Without it RGW writes an answer's headers and body apart, and Nagle holds the
+# body until the client's delayed ACK: ~40 ms per small request (50 GETs of a 3 KB object: 2.2 s,
+# 0.1 s with it), which a GET per file (pgBackRest) pays a thousand times and a GET per
+# partition (walc) a few times. The daemon is restarted the way ceph-rgw.sh starts it (same
+# command line and pid file), so that `ceph-rgw.sh stop` still finds it.
+s3_rgw_nodelay() {
+	local conf=$S3_RGW_DIR/ceph.conf pid i
+	grep -q '^rgw frontends = .*tcp_nodelay' "$conf" && return 0
+	sed -i 's/^\(rgw frontends = beast endpoint=[^ ]*\)$/\1 tcp_nodelay=1/' "$conf"
+	pid=$(cat "$S3_RGW_DIR/run/rgw.a.pid")
+	kill "$pid"
+	for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	setsid radosgw -c "$conf" -n client.rgw.a -f </dev/null >>"$S3_RGW_DIR/log/rgw.a.out" 2>&1 &
+	echo $! >"$S3_RGW_DIR/run/rgw.a.pid"
+	for ((i = 0; i < 120; i++)); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "$S3_ENDPOINT/")" = 200 ] && return 0
+		sleep 0.25
+	done
+	fail "radosgw did not come back after the restart with tcp_nodelay=1"
+}
+
+# s3_walc_env DS TRANSPORT: walc's environment for DS's cluster and the S3 repository, over http
+# (RGW) or https (stunnel)
+s3_walc_env() {
+	printf '%s\n' "PGHOST=$T" "PGPORT=${PORTS[$1]}" "PGDATA=$T/$1/pgdata" "WALG_S3_PREFIX=s3://$S3_BUCKET/walc-$1" \
+		"AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID" "AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY" \
+		"AWS_REGION=$AWS_REGION" AWS_S3_FORCE_PATH_STYLE=true WALG_COMPRESSION_METHOD=zstd "${BEST[@]}"
+	if [ "$2" = https ]; then
+		printf '%s\n' "AWS_ENDPOINT=https://localhost:$S3_TLS_PORT" "S3_CA_CERT_FILE=$S3_CERT"
+	else
+		echo "AWS_ENDPOINT=$S3_ENDPOINT"
+	fi
+}
+
+# s3_walc_push DS TRANSPORT RUN: walc backup-push to S3 (a prefix per dataset); sets S3_NAME[DS:walc-TRANSPORT]
+s3_walc_push() {
+	local ds=$1 tr=$2 run=$3 lg stored
+	mapfile -t envs < <(s3_walc_env "$ds" "$tr")
+	psqlc "${PORTS[$ds]}" "CHECKPOINT" >/dev/null
+	lg=$ds-s3-walc-push-$tr-$run
+	timed "$lg" "${PGRUN[@]}" ASAN_OPTIONS="$ASAN_OPTIONS" "${envs[@]}" "$WALC_PG" backup-push "$T/$ds/pgdata"
+	S3_NAME[$ds:walc-$tr]=$(sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p' "$T/log/$lg.log" | tail -n 1)
+	STOP_S=$(sed -n -e 's/^[A-Z]*: [^ ]* \([0-9:.]*\) calling pg_backup_stop.*/\1/p' \
+		-e 's/^[A-Z]*: [^ ]* \([0-9:.]*\) wrote backup .*/\1/p' "$T/log/$lg.log" |
+		awk -F: '{ t[NR] = $1 * 3600 + $2 * 60 + $3 } END { if (NR == 2) printf "%.3f", t[2] - t[1]; else print "null" }')
+	stored=$(as_pg env "${envs[@]}" "$WALC_PG" st ls -r basebackups_005 |
+		awk -v n="${S3_NAME[$ds:walc-$tr]}" 'index($3, n) { s += $2 } END { print s + 0 }')
+	sample "$ds" s3-backup walc zstd "best, $tr" "$run" "$stored" "${S3_NAME[$ds:walc-$tr]}"
+	# shellcheck disable=SC2034 # read by run.sh's sample
+	STOP_S=null
+}
+
+s3_walc_fetch() { # DS TRANSPORT RUN
+	local ds=$1 tr=$2 run=$3 dest=$T/restore
+	mapfile -t envs < <(s3_walc_env "$ds" "$tr")
+	rm -rf "$dest"
+	mkdir -m 700 "$dest"
+	pg_own "$dest"
+	timed "$ds-s3-walc-fetch-$tr-$run" "${PGRUN[@]}" ASAN_OPTIONS="$ASAN_OPTIONS" "${envs[@]}" "$WALC_PG" \
+		backup-fetch "$dest" "${S3_NAME[$ds:walc-$tr]}"
+	[ -f "$dest/global/pg_control" ] || fail "walc backup-fetch from S3 ($tr): no pg_control"
+	sample "$ds" s3-restore walc zstd "best, $tr" "$run" "$(pgdata_bytes "$dest")" "${S3_NAME[$ds:walc-$tr]}"
+	rm -rf "$dest"
+}
+
+s3_pgbr_push() { # DS RUN
+	local ds=$1 run=$2 stored
+	psqlc "${PORTS[$ds]}" "CHECKPOINT" >/dev/null
+	timed "$ds-s3-pgbr-push-$run" "${PGRUN[@]}" pgbackrest --config="$PGBR_CONF" --stanza="$ds" --repo=2 backup \
+		--type=full --compress-type=zst --compress-level=3
+	S3_NAME[$ds:pgbr]=$(pgbr --stanza="$ds" --repo=2 info --output=json |
+		"$PY" -c 'import json,sys; print(json.load(sys.stdin)[0]["backup"][-1]["label"])')
+	stored=$(pgbr --stanza="$ds" --repo=2 repo-ls "backup/$ds/${S3_NAME[$ds:pgbr]}" --recurse --output=json |
+		"$PY" -c 'import json,sys; print(sum(v.get("size", 0) for v in json.load(sys.stdin).values() if v["type"] == "file"))')
+	sample "$ds" s3-backup pgbackrest zst "process-max=$CORES, https" "$run" "$stored" "${S3_NAME[$ds:pgbr]}"
+}
+
+s3_pgbr_fetch() { # DS RUN
+	local ds=$1 run=$2 dest=$T/restore
+	rm -rf "$dest"
+	mkdir -m 700 "$dest"
+	pg_own "$dest"
+	timed "$ds-s3-pgbr-restore-$run" "${PGRUN[@]}" pgbackrest --config="$PGBR_CONF" --stanza="$ds" --repo=2 \
+		--pg1-path="$dest" restore --set="${S3_NAME[$ds:pgbr]}"
+	[ -f "$dest/global/pg_control" ] || fail "pgbackrest restore from S3: no pg_control"
+	sample "$ds" s3-restore pgbackrest zst "process-max=$CORES, https" "$run" "$(pgdata_bytes "$dest")" "${S3_NAME[$ds:pgbr]}"
+	rm -rf "$dest"
+}
+
+# the pgBackRest configuration without repo2, RGW and stunnel stopped, the AWS_* of s3lib gone
+s3_bench_stop() {
+	[ -f "$T/s3/pgbackrest.conf" ] && cp "$T/s3/pgbackrest.conf" "$PGBR_CONF"
+	s3_cleanup
+	S3_PIDS=()
+	S3_RGW_DIR=""
+	unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION AWS_DEFAULT_REGION S3_ENDPOINT \
+		WALC_S3_TEST_ENDPOINT CEPH_RGW_DIR RGW_PORT
+}
+
+bench_s3() { # DS
+	local ds=$1 run item phase small=s3-small
+	declare -gA S3_NAME
+	mkdir -p "$T/s3"
+	# a failure anywhere below must not leave RGW and stunnel running
+	# shellcheck disable=SC2154 # rc is assigned inside the trap string
+	trap 'rc=$?; s3_bench_stop; (exit $rc); it_cleanup' EXIT
+	s3_rgw_start
+	s3_rgw_nodelay
+	s3_tls_start "$T/s3"
+	curl -sf -X PUT --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+		-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$S3_ENDPOINT/$S3_BUCKET" >/dev/null || fail "creating bucket $S3_BUCKET"
+	cp "$PGBR_CONF" "$T/s3/pgbackrest.conf"
+	cat >>"$PGBR_CONF" <<EOF
+repo2-type=s3
+repo2-path=/pgbr
+repo2-retention-full=1000
+repo2-s3-bucket=$S3_BUCKET
+repo2-s3-endpoint=localhost
+repo2-storage-port=$S3_TLS_PORT
+repo2-storage-ca-file=$S3_CERT
+repo2-s3-uri-style=path
+repo2-s3-region=$AWS_REGION
+repo2-s3-key=$AWS_ACCESS_KEY_ID
+repo2-s3-key-secret=$AWS_SECRET_ACCESS_KEY
+EOF
+	pgbr --stanza="$ds" stanza-create >"$T/log/s3-stanza.log" 2>&1 || {
+		cat "$T/log/s3-stanza.log" >&2
+		fail "pgbackrest stanza-create on S3"
+	}
+	log "$ds: S3 (Ceph RGW $S3_ENDPOINT, stunnel https://localhost:$S3_TLS_PORT): $S3_RUNS run(s)"
+	for ((run = 1; run <= S3_RUNS; run++)); do
+		for phase in push fetch; do
+			while read -r item; do
+				case $item in
+				walc-*) "s3_walc_$phase" "$ds" "${item#walc-}" "$run" ;;
+				pgbr) "s3_pgbr_$phase" "$ds" "$run" ;;
+				esac
+			done < <(rotate $((run - 1)) walc-http pgbr walc-https)
+		done
+	done
+	log "$small: walc peak RSS to S3 at scale $SMALL_SCALE"
+	cluster "$small"
+	load_pgbench "$small" "$SMALL_SCALE"
+	for ((run = 1; run <= S3_RUNS; run++)); do
+		s3_walc_push "$small" http "$run"
+		s3_walc_fetch "$small" http "$run"
+	done
+	pg_stop "$T/$small/pgdata"
+	rm -rf "${T:?}/$small"
+	s3_bench_stop
+	trap it_cleanup EXIT
+}
