@@ -384,7 +384,6 @@ static void log_request(const s3_request *req, const s3_kvs *hdrs, int attempt)
 static CURLcode attempt_once(s3_http *h, xfer *x, const s3_kvs *hdrs, char *errbuf)
 {
 	s3_request *req = x->req;
-	CURL *c = handle_get(h);
 	struct curl_slist *list = NULL;
 	for (size_t i = 0; i < hdrs->n; i++) {
 		/* A line break in a value (from credentials, say) would inject a header: drop it. */
@@ -401,6 +400,7 @@ static CURLcode attempt_once(s3_http *h, xfer *x, const s3_kvs *hdrs, char *errb
 	list = curl_slist_append(list, "Accept:");
 	list = curl_slist_append(list, "User-Agent: walc");
 
+	CURL *c = handle_get(h); /* after the checks above, which return without it */
 	curl_easy_setopt(c, CURLOPT_URL, req->url);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
