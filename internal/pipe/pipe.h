@@ -8,6 +8,8 @@
 
 #include "internal/core/core.h"
 
+#include <stdatomic.h>
+
 /* Stack size given to every thread walc starts (musl's default is only 128 KiB). */
 #define PIPE_THREAD_STACK (1u << 20)
 
@@ -34,6 +36,10 @@ void *pool_get(pool *p);
 void pool_put(pool *p, void *buf);
 size_t pool_buf_size(const pool *p);
 void pool_cancel(pool *p);
+/* For a pool shared by several users: pool_get that gives up (NULL) once *stop is set... */
+void *pool_get_unless(pool *p, const atomic_bool *stop);
+/* ...and the wake-up that makes a waiter look at its stop flag. */
+void pool_wake(pool *p);
 void pool_free(pool *p);
 
 /* Worker group: run functions on threads; the first error wins and cancels the others. */

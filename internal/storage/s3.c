@@ -21,6 +21,7 @@
 #define S3_MIN_PART (5 * MIB)
 #define S3_MAX_PART (5 * 1024 * MIB)
 #define S3_DEFAULT_PART (20 * MIB)
+#define S3_PARTS_MEMORY (48 * MIB)
 #define S3_MAX_PARTS 10000
 #define S3_DELETE_BATCH 1000
 
@@ -42,6 +43,7 @@ typedef struct s3_storage {
 	atomic_int bucket_seen; /* a HEAD of the bucket answered 200 or 403 */
 	size_t part_size;
 	int concurrency;
+	pool *parts; /* buffers for multipart parts after the first, shared by every upload */
 	s3_http http;
 	s3_credprov creds;
 	s3_signer signer;
@@ -276,6 +278,18 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 					 (long)S3_MAX_PART, &part));
 	s->part_size = (size_t)part;
 	s->concurrency = cfg->upload_concurrency > 0 ? cfg->upload_concurrency : 16;
+	/*
+	 * Each upload fills its first part in a buffer of its own (an object that fits is one PUT);
+	 * the parts after it come from one pool for the whole process, S3_PARTS_MEMORY / part size
+	 * buffers (at least 2), so a backup's memory does not grow with the number or length of
+	 * its streams. Smaller parts mean more of them in flight in the same memory.
+	 */
+	size_t nparts = S3_PARTS_MEMORY / s->part_size;
+	if (nparts < 2)
+		nparts = 2;
+	if (nparts > (size_t)s->concurrency)
+		nparts = (size_t)s->concurrency;
+	s->parts = pool_new(nparts, s->part_size);
 
 	s3_retry rt = { 0 };
 	long n;
@@ -302,6 +316,7 @@ static void s3_free(storage *st)
 	if (s->signer.creds != NULL || s->creds.http != NULL)
 		s3_credprov_free(&s->creds);
 	s3_http_free(&s->http);
+	pool_free(s->parts);
 	free(s->bucket);
 	free(s->root);
 	free(s->describe);
@@ -473,8 +488,7 @@ typedef struct s3_put {
 	sink base;
 	s3_storage *s;
 	char *key; /* full S3 key */
-	pool *first;	/* one buffer: enough for an object that fits in one part */
-	pool *rest;		/* concurrency buffers for the parts after the first */
+	pool *first; /* one buffer: enough for an object that fits in one part */
 	unsigned char *buf;
 	pool *buf_from;
 	size_t len;
@@ -656,8 +670,7 @@ static void mp_on_cancel(void *arg)
 	s3_put *p = arg;
 	atomic_store(&p->cancel, true);
 	chan_cancel(p->ch);
-	if (p->rest != NULL)
-		pool_cancel(p->rest);
+	pool_wake(p->s->parts); /* this upload's producer may wait there; others go on */
 }
 
 static void xml_escape_into(char **out, const char *s)
@@ -777,7 +790,6 @@ static err_code mp_send(s3_put *p)
 		TRY(mp_create(p));
 		p->ch = chan_new((size_t)p->s->concurrency);
 		p->g = group_new();
-		p->rest = pool_new((size_t)p->s->concurrency, p->s->part_size);
 		group_on_cancel(p->g, mp_on_cancel, p);
 	}
 	if (p->nparts >= S3_MAX_PARTS)
@@ -819,10 +831,10 @@ static err_code put_write(sink *sk, const void *data, size_t len)
 	const unsigned char *d = data;
 	while (len > 0) {
 		if (p->buf == NULL) {
-			pool *from = p->upload_id == NULL && p->nparts == 0 ? p->first : p->rest;
+			pool *from = p->upload_id == NULL && p->nparts == 0 ? p->first : p->s->parts;
 			if (from == p->first && p->first == NULL)
 				from = p->first = pool_new(1, p->s->part_size);
-			p->buf = pool_get(from);
+			p->buf = pool_get_unless(from, &p->cancel);
 			p->buf_from = from;
 			if (p->buf == NULL) {
 				err_code rc = p->g ? group_wait(p->g) : E_OK;
@@ -867,6 +879,15 @@ static err_code put_finish(sink *sk)
 	return rc;
 }
 
+/* Parts left in the channel by a cancel give their buffers back to the shared pool. */
+static void part_release(void *item)
+{
+	s3_part *part = item;
+	if (part->buf != NULL)
+		pool_put(part->from, part->buf);
+	part->buf = NULL;
+}
+
 static void put_free(sink *sk)
 {
 	s3_put *p = (s3_put *)sk;
@@ -879,6 +900,10 @@ static void put_free(sink *sk)
 		}
 		group_free(p->g);
 	}
+	if (p->ch != NULL)
+		chan_drain(p->ch, part_release);
+	if (p->buf != NULL && p->buf_from == p->s->parts)
+		pool_put(p->s->parts, p->buf);
 	chan_free(p->ch);
 	for (int i = 0; i < p->nparts; i++) {
 		free(p->parts[i]->etag);
@@ -886,7 +911,6 @@ static void put_free(sink *sk)
 	}
 	free(p->parts);
 	pool_free(p->first);
-	pool_free(p->rest);
 	free(p->upload_id);
 	free(p->key);
 	free(p);
