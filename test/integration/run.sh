@@ -5,6 +5,11 @@
 # ($INTEGRATION_TIMEOUT, default 600 s); prints "PASS name (Ns)" or "FAIL name" followed by the
 # test's output, and as the last line "integration: N passed, N failed". Exit 1 if any failed.
 #
+# INTEGRATION_JOBS (default 1) tests run at once. A test whose header has the line
+# "# integration: solo" runs with no other test beside it (it asserts timings that load would
+# upset); "# integration: long" tests start first, so that the pool does not end on one of them.
+# INTEGRATION_FAULTS=1 runs only the fault tests, INTEGRATION_FAULTS=all every test.
+#
 # Environment: WALC (absolute path of the binary under test, default <repo>/walc), KEEP=1 keeps
 # every test's directory, KEEP_FAILED=1 those of failed tests, IT_KEEP_GOING=1 lets a test go
 # on after a failed check (diagnosis), ASAN_OPTIONS (default detect_leaks=1:abort_on_error=0).
@@ -33,10 +38,11 @@ else
 	# The fault and load tests run on their own (make test-faults).
 	for t in "$DIR"/test_*.sh; do
 		case $(basename "$t") in test_fault_*) [ -n "${INTEGRATION_FAULTS:-}" ] || continue ;; esac
+		case " ${INTEGRATION_SKIP:-} " in *" $(basename "$t" .sh) "*) continue ;; esac
 		[ -f "$t" ] && tests+=("$t")
 	done
 fi
-if [ -n "${INTEGRATION_FAULTS:-}" ] && [ -z "${INTEGRATION_TESTS:-}" ]; then
+if [ "${INTEGRATION_FAULTS:-}" = 1 ] && [ -z "${INTEGRATION_TESTS:-}" ]; then
 	mapfile -t tests < <(printf '%s\n' "${tests[@]}" | grep '/test_fault_')
 fi
 
@@ -45,42 +51,88 @@ if [ ! -x "$WALC" ]; then
 	echo "walc binary not found or not executable: $WALC (run 'make walc' or set WALC)"
 fi
 
+JOBS=${INTEGRATION_JOBS:-1}
 passed=0 failed=0
-out=$(mktemp /tmp/walc-it-run.XXXXXX)
-trap 'rm -f "$out"' EXIT
-for t in "${tests[@]}"; do
+work=$(mktemp -d /tmp/walc-it-run.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+tagged() { head -n 40 "$1" | grep -q "^# integration: $2\$"; }
+
+# run_one TEST: runs it, leaving its report in $work/NAME.report and its verdict in NAME.rc
+run_one() {
+	local t=$1 name rc start took out lines
 	name=$(basename "$t" .sh)
-	if [ ! -f "$t" ]; then
-		echo "FAIL $name (no such test)"
-		failed=$((failed + 1))
-		continue
-	fi
+	out=$work/$name.out
 	start=$SECONDS
 	timeout -k 20 "$TIMEOUT" bash "$t" >"$out" 2>&1 </dev/null
 	rc=$?
 	took=$((SECONDS - start))
-	if [ $rc -eq 0 ]; then
-		echo "PASS $name (${took}s)"
-		passed=$((passed + 1))
-	else
-		if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-			echo "FAIL $name (timed out after ${TIMEOUT}s)"
+	{
+		if [ $rc -eq 0 ]; then
+			echo "PASS $name (${took}s)"
 		else
-			echo "FAIL $name (exit $rc, ${took}s)"
+			if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+				echo "FAIL $name (timed out after ${TIMEOUT}s)"
+			else
+				echo "FAIL $name (exit $rc, ${took}s)"
+			fi
+			lines=$(wc -l <"$out")
+			if [ "$lines" -gt 400 ]; then
+				echo "--- $name: first 100 and last 300 of $lines lines of output ---"
+				head -n 100 "$out"
+				echo "[...]"
+				tail -n 300 "$out"
+			else
+				echo "--- $name output ---"
+				cat "$out"
+			fi
+			echo "--- end of $name ---"
 		fi
-		lines=$(wc -l <"$out")
-		if [ "$lines" -gt 400 ]; then
-			echo "--- $name: first 100 and last 300 of $lines lines of output ---"
-			head -n 100 "$out"
-			echo "[...]"
-			tail -n 300 "$out"
-		else
-			echo "--- $name output ---"
-			cat "$out"
-		fi
-		echo "--- end of $name ---"
+	} >"$work/$name.report"
+	echo "$rc" >"$work/$name.rc"
+}
+
+# collect: print and count the reports of the tests that have finished
+collect() {
+	local f name
+	for f in "$work"/*.rc; do
+		[ -f "$f" ] || continue
+		name=$(basename "$f" .rc)
+		cat "$work/$name.report"
+		if [ "$(cat "$f")" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+		rm -f "$f" "$work/$name.report" "$work/$name.out"
+	done
+}
+
+# order: solo tests one by one first, then the long ones, then the rest
+solo=() long=() other=()
+for t in "${tests[@]}"; do
+	if [ ! -f "$t" ]; then
+		echo "FAIL $(basename "$t" .sh) (no such test)"
 		failed=$((failed + 1))
+	elif [ "$JOBS" -gt 1 ] && tagged "$t" solo; then
+		solo+=("$t")
+	elif tagged "$t" long; then
+		long+=("$t")
+	else
+		other+=("$t")
 	fi
 done
+for t in "${solo[@]}"; do
+	run_one "$t"
+	collect
+done
+running=0
+for t in "${long[@]}" "${other[@]}"; do
+	while [ "$running" -ge "$JOBS" ]; do
+		wait -n
+		running=$((running - 1))
+		collect
+	done
+	run_one "$t" &
+	running=$((running + 1))
+done
+wait
+collect
 echo "integration: $passed passed, $failed failed"
 [ $failed -eq 0 ]

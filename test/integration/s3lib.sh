@@ -62,7 +62,9 @@ s3_build_helpers() {
 	local build=${S3_BUILD:-$ROOT/build}
 	local pkgs="libzstd liblz4 libbrotlienc libbrotlidec liblzma libsodium libcurl openssl libpq jansson expat"
 	local warn="-Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -Wvla -Wwrite-strings -Wcast-qual -Werror"
-	make -s -C "$ROOT" BUILD="$build" "$build/libwalc.a" >"$T/log/build.log" 2>&1 ||
+	# tests may run side by side (INTEGRATION_JOBS): one make at a time in a build directory
+	mkdir -p "$build"
+	flock "$build/.make.lock" make -s -C "$ROOT" BUILD="$build" "$build/libwalc.a" >"$T/log/build.log" 2>&1 ||
 		{ cat "$T/log/build.log" >&2; fail "building libwalc.a"; }
 	S3_LIVE=$T/bin/s3_live
 	S3_UNIT=$T/bin/test_s3

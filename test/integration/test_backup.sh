@@ -23,6 +23,7 @@
 #   - the phase-A backup restored by name (from backup-list) recovers to 'immediate' and
 #     passes the same amcheck.
 # shellcheck source=lib.sh
+# integration: long
 . "$(dirname "$0")/lib.sh"
 it_setup backup
 START=$SECONDS

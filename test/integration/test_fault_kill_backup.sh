@@ -27,6 +27,7 @@
 #   - `backup-fetch --delta --force` over the remains completes it to the same tree.
 # FAULT_SEED=N replays the random delays (printed at the start).
 # shellcheck source=lib.sh
+# integration: long
 . "$(dirname "$0")/lib.sh"
 it_setup fault-kill-backup
 START=$SECONDS

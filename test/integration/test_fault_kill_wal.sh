@@ -30,6 +30,7 @@
 #     or storage) deliver byte-identical segments.
 # FAULT_SEED=N replays a run's random delays (printed at the start).
 # shellcheck source=lib.sh
+# integration: long
 . "$(dirname "$0")/lib.sh"
 it_setup fault-kill-wal
 START=$SECONDS

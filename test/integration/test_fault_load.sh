@@ -12,6 +12,7 @@
 #   - all 300 come back byte-identical with wal-fetch through the same faulty proxy (30 at a
 #     time); RGW holds exactly one object per segment (wal_005/NAME.lz4, encrypted);
 #   - the peak memory of one wal-push (VmHWM, sampled) is reported.
+# integration: solo
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/s3lib.sh"
 s3_setup fault-load

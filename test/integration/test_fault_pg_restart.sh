@@ -11,6 +11,7 @@
 # then a backup-push without the rate limit succeeds, and it restores: backup-fetch, recovery
 # through walc wal-fetch to 'immediate', amcheck passes, pgbench's 300000 accounts are there.
 # shellcheck source=lib.sh
+# integration: solo
 . "$(dirname "$0")/lib.sh"
 it_setup fault-pg-restart
 START=$SECONDS

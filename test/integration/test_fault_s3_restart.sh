@@ -16,6 +16,7 @@
 # as before; the newest backup restores from RGW (backup-fetch, recovery through walc wal-fetch
 # to 'immediate', amcheck, pgbench's 300000 accounts). Multipart uploads left pending by the failed push
 # are counted (invisible to listings; S3 lifecycle rules clean those).
+# integration: solo
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/s3lib.sh"
 s3_setup fault-s3-restart

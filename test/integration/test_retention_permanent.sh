@@ -16,6 +16,7 @@
 #     exists (whether pushed permanent or marked); everything FORCE deletes them;
 #   - permanence is read from metadata.json as in WAL-G (whose backup-mark does not touch the
 #     sentinel): metadata true + sentinel false is permanent, the reverse is not.
+# integration: long
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/retention_lib.sh"
 it_setup retention-perm

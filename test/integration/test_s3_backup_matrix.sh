@@ -4,6 +4,7 @@
 # and one of the quiet source. Every backup is fetched from S3 into a new directory and started
 # with restore_command = walc wal-fetch: it reaches consistency and bt_index_check passes on
 # every index; the quiet ones dump exactly like the source.
+# integration: long
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/s3lib.sh"
 s3_setup s3matrix

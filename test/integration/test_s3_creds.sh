@@ -9,6 +9,7 @@
 #      ExpiredToken are refreshed and the request retried; a wrong role fails with STS's code.
 #   3. EC2 instance metadata (IMDSv2) from the same fake.
 #   4. No issued secret, session token or web identity token appears in DEVEL logs.
+# integration: solo
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/s3lib.sh"
 s3_setup s3creds

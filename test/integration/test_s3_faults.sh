@@ -8,6 +8,7 @@
 #   3. the server gone for good: wal-push exits 1 within the retry budget (S3_MAX_RETRIES=8:
 #      at most 11.3 s of backoff); a server that accepts and never answers: exit 1 within
 #      (retries + 1) x low-speed timeout + backoff.
+# integration: long
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/s3lib.sh"
 s3_setup s3faults

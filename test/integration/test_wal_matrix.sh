@@ -19,6 +19,7 @@
 # Knobs: MIN_SEGMENTS (default 20), PGBENCH_RATE (pgbench -R during the backup, default 250 tps:
 # bounds the WAL volume, hence the time spent in lzma, on busy 2-core machines).
 # shellcheck source=lib.sh
+# integration: long
 . "$(dirname "$0")/lib.sh"
 it_setup matrix
 START=$SECONDS
