@@ -33,6 +33,8 @@ typedef struct pool pool;
 pool *pool_new(size_t count, size_t size);
 /* Blocks until a buffer is free; NULL when cancelled. */
 void *pool_get(pool *p);
+/* A free buffer, or NULL at once when there is none. */
+void *pool_try_get(pool *p);
 void pool_put(pool *p, void *buf);
 size_t pool_buf_size(const pool *p);
 void pool_cancel(pool *p);

@@ -47,6 +47,17 @@ void *pool_get_unless(pool *p, const atomic_bool *stop)
 	return buf;
 }
 
+void *pool_try_get(pool *p)
+{
+	void *buf = NULL;
+
+	pthread_mutex_lock(&p->mu);
+	if (p->nidle > 0 && !p->cancelled)
+		buf = p->idle[--p->nidle];
+	pthread_mutex_unlock(&p->mu);
+	return buf;
+}
+
 void *pool_get(pool *p)
 {
 	return pool_get_unless(p, NULL);

@@ -21,7 +21,7 @@
 #define S3_MIN_PART (5 * MIB)
 #define S3_MAX_PART (5 * 1024 * MIB)
 #define S3_DEFAULT_PART (20 * MIB)
-#define S3_PARTS_MEMORY (48 * MIB)
+#define S3_PARTS_MEMORY (24 * MIB)
 #define S3_MAX_PARTS 10000
 #define S3_DELETE_BATCH 1000
 
@@ -279,14 +279,15 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	s->part_size = (size_t)part;
 	s->concurrency = cfg->upload_concurrency > 0 ? cfg->upload_concurrency : 16;
 	/*
-	 * Each upload fills its first part in a buffer of its own (an object that fits is one PUT);
-	 * the parts after it come from one pool for the whole process, S3_PARTS_MEMORY / part size
-	 * buffers (at least 2), so a backup's memory does not grow with the number or length of
-	 * its streams. Smaller parts mean more of them in flight in the same memory.
+	 * Each upload fills its first part in a buffer of its own (an object that fits is one PUT)
+	 * and reuses that buffer for later parts when it is free again; other parts come from one
+	 * pool for the whole process, S3_PARTS_MEMORY / part size buffers (at least 1), so a
+	 * backup's memory does not grow with the number or length of its streams. Smaller parts
+	 * mean more of them in flight in the same memory.
 	 */
 	size_t nparts = S3_PARTS_MEMORY / s->part_size;
-	if (nparts < 2)
-		nparts = 2;
+	if (nparts < 1)
+		nparts = 1;
 	if (nparts > (size_t)s->concurrency)
 		nparts = (size_t)s->concurrency;
 	s->parts = pool_new(nparts, s->part_size);
@@ -834,7 +835,11 @@ static err_code put_write(sink *sk, const void *data, size_t len)
 			pool *from = p->upload_id == NULL && p->nparts == 0 ? p->first : p->s->parts;
 			if (from == p->first && p->first == NULL)
 				from = p->first = pool_new(1, p->s->part_size);
-			p->buf = pool_get_unless(from, &p->cancel);
+			p->buf = from == p->s->parts && p->first != NULL ? pool_try_get(p->first) : NULL;
+			if (p->buf != NULL)
+				from = p->first;
+			else
+				p->buf = pool_get_unless(from, &p->cancel);
 			p->buf_from = from;
 			if (p->buf == NULL) {
 				err_code rc = p->g ? group_wait(p->g) : E_OK;
