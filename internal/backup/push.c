@@ -330,15 +330,33 @@ static bool archive_busy(const char *pgdata, const char *name)
 	return busy;
 }
 
+/* Uploads a file of the backup's WAL that PostgreSQL has marked .ready and not archived yet. */
+static err_code push_if_ready(push_state *st, const char *name, bool *pushed)
+{
+	char *ready = xasprintf("%s/pg_wal/archive_status/%s.ready", st->pgdata, name);
+	char *path = xasprintf("%s/pg_wal/%s", st->pgdata, name);
+	err_code rc = E_OK;
+	*pushed = false;
+	if (access(ready, F_OK) == 0) {
+		rc = wal_push_one(st->r, st->cfg, path);
+		*pushed = rc == E_OK;
+	}
+	free(ready);
+	free(path);
+	return rc;
+}
+
 /*
  * The backup is complete once its WAL (start to stop segment) and its .backup history file
  * are archived. PostgreSQL's own wait in pg_backup_stop waits for the archiver, which runs
  * archive_command once per file, in order, behind any backlog, and looks once a second. walc
- * uploads those of the files that are still .ready itself, leaving the marker wal-push leaves
- * for its background uploads (the archiver's own call for them then returns at once), and
+ * uploads those of the files that are still .ready to the backup's repository itself, and
  * waits for the archiver only for a file it could not upload. Not when archive_command is
  * failing, though: then the backup waits and fails as PostgreSQL's would, so that broken
  * archiving (and with it point-in-time recovery) is not hidden behind a successful backup.
+ *
+ * It leaves no wal-push marker and does not touch archive_status: the archiver may archive to
+ * another repository than this backup's, so its own call must still run for every file.
  */
 static err_code wait_archived(pg_session *s, push_state *st, const backup_sentinel *sen,
 							  uint32_t tli)
@@ -366,7 +384,6 @@ static err_code wait_archived(pg_session *s, push_state *st, const backup_sentin
 		wal_name_format(names[i], tli, first + i, segsize);
 	}
 	names[n - 1] = xasprintf("%s.%08X.backup", names[0], (unsigned)(sen->lsn % segsize));
-	char *wal_dir = xasprintf("%s/pg_wal", st->pgdata);
 	bool push_failed = *failing != '\0';
 	size_t pushed_count = 0;
 	long waited = 0, limit = st->cfg->stop_backup_timeout_ms;
@@ -378,7 +395,7 @@ static err_code wait_archived(pg_session *s, push_state *st, const backup_sentin
 				continue;
 			if (!push_failed) {
 				bool pushed;
-				if (wal_push_ready(st->r, st->cfg, wal_dir, names[i], &pushed) != E_OK) {
+				if (push_if_ready(st, names[i], &pushed) != E_OK) {
 					log_warn("uploading %s: %s; waiting for archive_command instead", names[i],
 							 err_msg());
 					push_failed = true;
@@ -413,7 +430,6 @@ static err_code wait_archived(pg_session *s, push_state *st, const backup_sentin
 		free(names[i]);
 	free(names);
 	free(ours);
-	free(wal_dir);
 	free(failing);
 	return rc;
 }

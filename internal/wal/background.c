@@ -31,17 +31,12 @@ static char *marker_dir(const config *cfg)
 }
 
 /* Markers are keyed by the name without its last extension, as WAL-G does. */
-static char *marker_in(const char *dir, const char *name)
-{
-	const char *dot = strrchr(name, '.');
-	return dot ? xasprintf("%s/%.*s", dir, (int)(dot - name), name)
-			   : xasprintf("%s/%s", dir, name);
-}
-
 static char *marker_path(const config *cfg, const char *name)
 {
 	char *dir = marker_dir(cfg);
-	char *p = marker_in(dir, name);
+	const char *dot = strrchr(name, '.');
+	char *p = dot ? xasprintf("%s/%.*s", dir, (int)(dot - name), name)
+				  : xasprintf("%s/%s", dir, name);
 	free(dir);
 	return p;
 }
@@ -112,21 +107,19 @@ static err_code scan(void *arg)
 	return E_OK;
 }
 
-/* dir: the marker folder, or NULL for the configuration's (PGDATA's) */
-static void mark_done(const config *cfg, const char *wal_dir, const char *dir_or_null,
-					  const char *name)
+static void mark_done(bg *b, const char *name)
 {
-	if (cfg->pg_ready_rename) {
-		char *ready = xasprintf("%s/archive_status/%s.ready", wal_dir, name);
-		char *done = xasprintf("%s/archive_status/%s.done", wal_dir, name);
+	if (b->cfg->pg_ready_rename) {
+		char *ready = xasprintf("%s/archive_status/%s.ready", b->wal_dir, name);
+		char *done = xasprintf("%s/archive_status/%s.done", b->wal_dir, name);
 		if (rename(ready, done) != 0)
 			log_warn("renaming %s: %s", ready, strerror(errno));
 		free(ready);
 		free(done);
 		return;
 	}
-	char *dir = dir_or_null ? xstrdup(dir_or_null) : marker_dir(cfg);
-	char *marker = marker_in(dir, name);
+	char *dir = marker_dir(b->cfg);
+	char *marker = marker_path(b->cfg, name);
 	if (mkdir_p(dir, 0700) == E_OK) {
 		FILE *f = fopen(marker, "w");
 		if (f != NULL)
@@ -140,36 +133,6 @@ static void mark_done(const config *cfg, const char *wal_dir, const char *dir_or
 	free(dir);
 }
 
-err_code wal_push_ready(repo *r, const config *cfg, const char *wal_dir, const char *name,
-						bool *pushed)
-{
-	*pushed = false;
-	char *ready = xasprintf("%s/archive_status/%s.ready", wal_dir, name);
-	char *path = xasprintf("%s/%s", wal_dir, name);
-	err_code rc = E_OK;
-	if (access(ready, F_OK) == 0) {
-		rc = wal_push_one(r, cfg, path);
-		/*
-		 * No marker when the archiver got there first: a marker nobody consumes would make a
-		 * later re-archiving of the same name skip its upload.
-		 */
-		/*
-		 * The archiver's wal-push looks under its PGDATA, which PostgreSQL sets to the data
-		 * directory: the folder goes next to wal_dir, whatever this process's PGDATA says.
-		 */
-		if (rc == E_OK) {
-			*pushed = true;
-			char *dir = xasprintf("%s/walg_data/walg_archive_status", wal_dir);
-			if (access(ready, F_OK) == 0)
-				mark_done(cfg, wal_dir, dir, name);
-			free(dir);
-		}
-	}
-	free(ready);
-	free(path);
-	return rc;
-}
-
 static err_code upload(void *arg)
 {
 	bg *b = arg;
@@ -178,7 +141,7 @@ static err_code upload(void *arg)
 		char *name = item;
 		char *path = xasprintf("%s/%s", b->wal_dir, name);
 		if (wal_push_one(b->r, b->cfg, path) == E_OK)
-			mark_done(b->cfg, b->wal_dir, NULL, name);
+			mark_done(b, name);
 		else
 			log_warn("background upload of %s failed (PostgreSQL will archive it again): %s",
 					 name, err_msg());

@@ -22,15 +22,6 @@ err_code wal_push(repo *r, const config *cfg, const char *path);
 /* The upload of one file alone, without markers or background uploads. */
 err_code wal_push_one(repo *r, const config *cfg, const char *path);
 /*
- * For backup-push: when wal_dir/archive_status says name is .ready (not archived yet), uploads
- * wal_dir/name now and leaves the marker wal-push leaves for its background uploads, so the
- * archiver's own call for it returns at once (*pushed). Nothing to do when it is not .ready.
- * If the archiver's call for the file is already running, both upload it and the marker
- * outlives that call: harmless, since a later call for the same name finds its content stored.
- */
-err_code wal_push_ready(repo *r, const config *cfg, const char *wal_dir, const char *name,
-						bool *pushed);
-/*
  * Restores WAL file name into dest atomically, whatever extension it was stored with.
  * E_NOTFOUND with "Archive '<name>' does not exist." when there is none; on any failure dest
  * is not created.
