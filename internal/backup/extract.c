@@ -27,6 +27,7 @@ typedef struct extractor {
 	const extract_level *lvl;
 	/* current member */
 	char *path;			/* absolute */
+	char *final_path;	/* pg_control: written at path, renamed here once complete */
 	int fd;
 	bool skip;
 	bool increment;
@@ -77,6 +78,8 @@ static void close_member(extractor *x)
 	x->fd = -1;
 	free(x->path);
 	x->path = NULL;
+	free(x->final_path);
+	x->final_path = NULL;
 	free(x->blocks);
 	x->blocks = NULL;
 }
@@ -144,6 +147,14 @@ static err_code on_entry(void *ctx, const tar_entry *e)
 							 "increment for %s but no base file %s from the earlier backup",
 							 e->name, x->path);
 		return E_OK;
+	}
+	/*
+	 * pg_control comes last and its presence says the restore is complete: a process killed
+	 * while writing it must not leave a short one behind, so it is written aside and renamed.
+	 */
+	if (strcmp(rel, "global/pg_control") == 0) {
+		x->final_path = x->path;
+		x->path = xasprintf("%s.walc-tmp", x->final_path);
 	}
 	x->fd = open(x->path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (x->fd < 0)
@@ -242,9 +253,13 @@ static err_code on_entry_end(void *ctx)
 			rc = err_set(E_CORRUPT, "%s: increment shorter than its header", x->path);
 		else if (!x->increment && fchmod(x->fd, (mode_t)x->mode) != 0)
 			rc = err_errno(E_IO, errno, "chmod of %s", x->path);
+		if (rc == E_OK && x->final_path != NULL && fsync(x->fd) != 0)
+			rc = err_errno(E_IO, errno, "syncing %s", x->path);
 		if (close(x->fd) != 0 && rc == E_OK)
 			rc = err_errno(E_IO, errno, "closing %s", x->path);
 		x->fd = -1;
+		if (rc == E_OK && x->final_path != NULL && rename(x->path, x->final_path) != 0)
+			rc = err_errno(E_IO, errno, "renaming %s", x->path);
 	}
 	close_member(x);
 	return rc;
