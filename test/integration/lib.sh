@@ -237,6 +237,36 @@ free_port() {
 	done
 }
 
+# walc_wrapper VAR=VALUE...: $T/walc.sh, walc as PostgreSQL's archive_command and
+# restore_command run it: with HOME, PGDATA (the data directory they run in) and the given
+# variables
+walc_wrapper() {
+	# shellcheck disable=SC2016 # $PWD and $@ belong to the wrapper
+	printf '#!/bin/sh\nexec env HOME='"'%s'"' PGDATA="$PWD" %s'"'%s'"' "$@"\n' \
+		"$T/home" "$(printf "'%s' " "$@")" "$WALC_PG" >"$T/walc.sh"
+	chmod 755 "$T/walc.sh"
+}
+
+# pgbench_source SCALE LOG: a cluster in SRC=$T/src on PORT, loaded by pgbench -i -s SCALE
+# before archiving starts (the load is not archived), then restarted with archive_command
+# $T/walc.sh wal-push (see walc_wrapper), its stderr appended to $T/log/LOG
+pgbench_source() {
+	local scale=$1 logname=$2
+	SRC=$T/src
+	PORT=$(free_port)
+	pg_init "$SRC"
+	pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_command = '/bin/true'" \
+		"fsync = off" "max_wal_size = 1GB" "checkpoint_timeout = 1h"
+	pg_own "$T"
+	pg_start "$SRC" "$PORT"
+	as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s "$scale" -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
+		{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i -s $scale"; }
+	psqlc "$PORT" "CHECKPOINT"
+	pg_stop "$SRC"
+	pg_conf "$SRC" "archive_command = '$T/walc.sh wal-push %p 2>>$T/log/$logname'"
+	pg_start "$SRC" "$PORT"
+}
+
 # pg_init DIR [initdb args...]
 pg_init() {
 	local dir=$1

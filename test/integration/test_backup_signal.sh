@@ -20,27 +20,10 @@ START=$SECONDS
 REPO=$T/repo
 ENVS=(WALG_FILE_PREFIX="$REPO" WALG_COMPRESSION_METHOD=lz4)
 mkdir -p "$REPO"
-cat >"$T/walc.sh" <<EOF
-#!/bin/sh
-export HOME='$T/home' PGDATA="\$PWD" WALG_FILE_PREFIX='$REPO' WALG_COMPRESSION_METHOD=lz4
-exec '$WALC_PG' "\$@"
-EOF
-chmod 755 "$T/walc.sh"
+walc_wrapper "${ENVS[@]}"
 
-SRC=$T/src
-PORT=$(free_port)
-pg_init "$SRC"
 # the initial load is not archived; walc archives from the restart on
-pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_command = '/bin/true'" \
-	"fsync = off" "max_wal_size = 1GB" "checkpoint_timeout = 1h"
-pg_own "$T"
-pg_start "$SRC" "$PORT"
-as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s 15 -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
-	{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i -s 15"; }
-psqlc "$PORT" "CHECKPOINT"
-pg_stop "$SRC"
-pg_conf "$SRC" "archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push.log'"
-pg_start "$SRC" "$PORT"
+pgbench_source 15 push.log
 size=$(du -sb "$SRC/base" | cut -f1)
 [ "$size" -gt 180000000 ] || fail "source has only $size bytes"
 log "source up on port $PORT with $((size / 1000000)) MB; $((SECONDS - START))s"

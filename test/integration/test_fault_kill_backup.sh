@@ -45,26 +45,9 @@ mkdir -p "$REPO"
 ENVS=(WALG_FILE_PREFIX="$REPO" WALG_COMPRESSION_METHOD=lz4 "WALG_LIBSODIUM_KEY=$KEY")
 PUSH_ENVS=(WALG_TAR_SIZE_THRESHOLD=8000000 WALG_UPLOAD_DISK_CONCURRENCY=2
 	WALG_DISK_RATE_LIMIT=40000000 WALG_DELTA_MAX_STEPS=2)
-cat >"$T/walc.sh" <<EOF
-#!/bin/sh
-export HOME='$T/home' PGDATA="\$PWD" WALG_FILE_PREFIX='$REPO' WALG_COMPRESSION_METHOD=lz4 WALG_LIBSODIUM_KEY='$KEY'
-exec '$WALC_PG' "\$@"
-EOF
-chmod 755 "$T/walc.sh"
+walc_wrapper "${ENVS[@]}"
 
-SRC=$T/src
-PORT=$(free_port)
-pg_init "$SRC"
-pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_command = '/bin/true'" \
-	"fsync = off" "max_wal_size = 1GB" "checkpoint_timeout = 1h"
-pg_own "$T"
-pg_start "$SRC" "$PORT"
-as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s 3 -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
-	{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i -s 3"; }
-psqlc "$PORT" "CHECKPOINT"
-pg_stop "$SRC"
-pg_conf "$SRC" "archive_command = '$T/walc.sh wal-push %p 2>>$T/log/archive.log'"
-pg_start "$SRC" "$PORT"
+pgbench_source 3 archive.log
 log "source up on port $PORT with $(($(du -sb "$SRC" | cut -f1) / 1000000)) MB; $((SECONDS - START))s"
 
 walc_sessions() {

@@ -19,25 +19,8 @@ START=$SECONDS
 REPO=$T/repo
 mkdir -p "$REPO"
 ENVS=(WALG_FILE_PREFIX="$REPO" WALG_COMPRESSION_METHOD=zstd)
-cat >"$T/walc.sh" <<EOF
-#!/bin/sh
-export HOME='$T/home' PGDATA="\$PWD" WALG_FILE_PREFIX='$REPO' WALG_COMPRESSION_METHOD=zstd
-exec '$WALC_PG' "\$@"
-EOF
-chmod 755 "$T/walc.sh"
-SRC=$T/src
-PORT=$(free_port)
-pg_init "$SRC"
-pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_command = '/bin/true'" \
-	"fsync = off" "max_wal_size = 1GB" "checkpoint_timeout = 1h"
-pg_own "$T"
-pg_start "$SRC" "$PORT"
-as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s 3 -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
-	{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i -s 3"; }
-psqlc "$PORT" "CHECKPOINT"
-pg_stop "$SRC"
-pg_conf "$SRC" "archive_command = '$T/walc.sh wal-push %p 2>>$T/log/archive.log'"
-pg_start "$SRC" "$PORT"
+walc_wrapper "${ENVS[@]}"
+pgbench_source 3 archive.log
 log "source up on port $PORT; $((SECONDS - START))s"
 
 no_backups() { # WHAT

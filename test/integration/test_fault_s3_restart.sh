@@ -30,11 +30,7 @@ E=(WALG_S3_PREFIX=s3://walc/bk AWS_ENDPOINT="$S3_ENDPOINT" AWS_S3_FORCE_PATH_STY
 	AWS_REGION=us-east-1 WALG_COMPRESSION_METHOD=zstd "WALG_LIBSODIUM_KEY=$KEY"
 	S3_CONNECT_TIMEOUT=2 S3_LOW_SPEED_TIMEOUT=10)
 PUSH_E=(S3_MAX_PART_SIZE=5242880 WALG_TAR_SIZE_THRESHOLD=8000000 WALG_DISK_RATE_LIMIT=10000000)
-cat >"$T/walc.sh" <<EOF
-#!/bin/sh
-exec env HOME='$T/home' PGDATA="\$PWD" ${E[*]} '$WALC_PG' "\$@"
-EOF
-chmod 755 "$T/walc.sh"
+walc_wrapper "${E[@]}"
 
 rgw_pid() { cat "$S3_RGW_DIR/run/rgw.a.pid"; }
 rgw_kill() {
@@ -62,19 +58,7 @@ rgw_restart() {
 	fail "radosgw did not answer within 60 s of its restart"
 }
 
-SRC=$T/src
-PORT=$(free_port)
-pg_init "$SRC"
-pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_command = '/bin/true'" \
-	"fsync = off" "max_wal_size = 1GB" "checkpoint_timeout = 1h"
-pg_own "$T"
-pg_start "$SRC" "$PORT"
-as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s 3 -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
-	{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i -s 3"; }
-psqlc "$PORT" "CHECKPOINT"
-pg_stop "$SRC"
-pg_conf "$SRC" "archive_command = '$T/walc.sh wal-push %p 2>>$T/log/archive.log'"
-pg_start "$SRC" "$PORT"
+pgbench_source 3 archive.log
 log "source up on port $PORT; $((SECONDS - START))s"
 
 sentinel_of() { awsc s3 ls "s3://walc/bk/basebackups_005/$1_backup_stop_sentinel.json" >/dev/null 2>&1; }

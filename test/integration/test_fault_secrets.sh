@@ -66,11 +66,7 @@ sec() {
 }
 
 # ---- PostgreSQL with password authentication ----------------------------------------------------
-cat >"$T/walc.sh" <<EOF
-#!/bin/sh
-exec env HOME='$T/home' PGDATA="\$PWD" $(printf "'%s' " "${E[@]}") '$WALC_PG' "\$@"
-EOF
-chmod 755 "$T/walc.sh"
+walc_wrapper "${E[@]}"
 SRC=$T/src
 PORT=$(free_port)
 pg_init "$SRC"

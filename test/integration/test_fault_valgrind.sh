@@ -22,12 +22,7 @@ REPO=$T/repo
 KEY=WalcValgrindTestKey-0123456789ab # 32 characters
 mkdir -p "$REPO"
 ENVS=(WALG_FILE_PREFIX="$REPO" WALG_COMPRESSION_METHOD=lz4 "WALG_LIBSODIUM_KEY=$KEY")
-cat >"$T/walc.sh" <<EOF
-#!/bin/sh
-export HOME='$T/home' PGDATA="\$PWD" WALG_FILE_PREFIX='$REPO' WALG_COMPRESSION_METHOD=lz4 WALG_LIBSODIUM_KEY='$KEY'
-exec '$WALC_PG' "\$@"
-EOF
-chmod 755 "$T/walc.sh"
+walc_wrapper WALG_FILE_PREFIX="$REPO" WALG_COMPRESSION_METHOD=lz4 "WALG_LIBSODIUM_KEY=$KEY"
 SRC=$T/src
 PORT=$(free_port)
 pg_init "$SRC"

@@ -15,12 +15,7 @@ START=$SECONDS
 REPO=$T/repo
 ENVS=(WALG_FILE_PREFIX="$REPO" WALG_COMPRESSION_METHOD=zstd)
 mkdir -p "$REPO"
-cat >"$T/walc.sh" <<EOF
-#!/bin/sh
-export HOME='$T/home' PGDATA="\$PWD" WALG_FILE_PREFIX='$REPO' WALG_COMPRESSION_METHOD=zstd
-exec '$WALC_PG' "\$@"
-EOF
-chmod 755 "$T/walc.sh"
+walc_wrapper WALG_FILE_PREFIX="$REPO" WALG_COMPRESSION_METHOD=zstd
 
 SRC=$T/src
 PORT=$(free_port)
