@@ -127,27 +127,7 @@ R=$T/m
 RENVS=(WALG_FILE_PREFIX="$R" WALG_COMPRESSION_METHOD=zstd WALG_DELTA_MAX_STEPS=1 WALG_PG_WAL_SIZE=1)
 RESTORE_SEQ=0
 declare -A VERIFIED
-restore_check() { # REPO NAME MAXMARK WHAT: restore, recover to the end of WAL, promote
-	local repo=$1 name=$2 want=$3 what=$4 d p got
-	RESTORE_SEQ=$((RESTORE_SEQ + 1))
-	d=$T/restore$RESTORE_SEQ # fresh: no earlier restore's prefetched segments
-	wrun WALG_FILE_PREFIX="$repo" WALG_COMPRESSION_METHOD=zstd WALG_PG_WAL_SIZE=1 -- backup-fetch "$d" "$name"
-	expect_rc 0 "$what: backup-fetch $name"
-	sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d; /^archive_mode/d; /^restore_command/d' "$d/postgresql.conf"
-	printf "archive_mode = off\nrestore_command = 'env WALG_FILE_PREFIX=%s WALG_PG_WAL_SIZE=1 %s wal-fetch %%f %%p'\nrecovery_target_action = 'promote'\nrecovery_target_timeline = 'current'\n" \
-		"$repo" "$WALC_PG" >>"$d/postgresql.conf"
-	touch "$d/recovery.signal"
-	pg_own "$d"
-	p=$(free_port)
-	pg_start "$d" "$p"
-	wait_not_in_recovery "$p"
-	got=$(psqlc "$p" "SELECT coalesce(max(i), 0) || ' ' || count(*) FROM marks")
-	assert_eq "$want $want" "$got" "$what: $name recovered to the end of its WAL (max mark, count)"
-	grep -q "consistent recovery state reached" "$d.log" || fail "$what: $name: no consistent state in the log"
-	grep -q "archive recovery complete" "$d.log" || fail "$what: $name: recovery did not complete"
-	pg_stop "$d"
-	rm -rf "$d" "$d.log"
-}
+RESTORE_TIMELINE=current # the promoted timeline the backups were taken on
 restore_all() { # REPO WHAT: every backup (B's with B's marks, C's with C's)
 	local repo=$1 what=$2 name key want marks
 	for marks in marks_ab marks_c; do
