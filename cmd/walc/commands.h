@@ -35,6 +35,9 @@ int cmd_env(const config *cfg, int argc, char **argv);
 int cmd_help(const config *cfg, int argc, char **argv);
 int cmd_version(const config *cfg, int argc, char **argv);
 
+/* `walc help COMMAND`: usage and help text. */
+void command_print_help(const command *c, FILE *out);
+
 /* Logs the current error as one line and returns the exit code for it. */
 int command_fail(err_code rc);
 

@@ -1,8 +1,11 @@
 /* walc: PostgreSQL backup and WAL archiving, configured by environment variables. */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd/walc/commands.h"
 
@@ -132,6 +135,27 @@ int command_fail(err_code rc)
 	return 1;
 }
 
+/* WALG_LOG_DESTINATION: the log (stderr) appended to a file, as WAL-G does. */
+static err_code redirect_log(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0)
+		return err_errno(E_CONFIG, errno, "WALG_LOG_DESTINATION: %s", path);
+	err_code rc = dup2(fd, STDERR_FILENO) < 0
+		? err_errno(E_CONFIG, errno, "WALG_LOG_DESTINATION: %s", path)
+		: E_OK;
+	close(fd);
+	return rc;
+}
+
+static bool wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	config cfg;
@@ -147,22 +171,39 @@ int main(int argc, char **argv)
 	else if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
 		name = "help";
 	const command *cmd = command_find(name);
+	log_setup(LOG_INFO, false, cmd != NULL ? cmd->name : "walc");
 	if (cmd == NULL) {
 		log_error("unknown command \"%s\"; see walc help", argv[1]);
 		return 1;
 	}
+	/* Help needs no configuration at all: `walc backup-push --help` works anywhere. */
+	if (cmd->run == cmd_help || cmd->run == cmd_version)
+		return cmd->run(NULL, argc - 1, argv + 1);
+	if (wants_help(argc - 1, argv + 1)) {
+		command_print_help(cmd, stdout);
+		return 0;
+	}
 
-	/* Default logging until the configuration says otherwise, so config errors print too. */
-	log_setup(LOG_INFO, false, cmd->name);
 	err_code rc = config_load(&cfg, cmd->needs_storage);
+	/* The log's shape comes first, so that warnings and the error below have it. */
+	if (cfg.logging_loaded) {
+		if (cfg.log_destination != NULL) {
+			err_code lrc = redirect_log(cfg.log_destination);
+			if (lrc != E_OK && rc == E_OK)
+				rc = lrc;
+		}
+		log_setup(cfg.log_level, cfg.log_json, cmd->name);
+	}
+	/* Unknown names are reported even when another setting is wrong. */
+	config_warn_unknown();
 	if (rc != E_OK) {
-		/* A bad WALG_LOG_FORMAT must not hide the error, so keep the default shape. */
+		/* `walc env` still lists what is set, so the mistake can be found. */
+		if (cmd->run == cmd_env)
+			cmd_env(NULL, argc - 1, argv + 1);
 		int code = command_fail(rc);
 		config_free(&cfg);
 		return code;
 	}
-	log_setup(cfg.log_level, cfg.log_json, cmd->name);
-	config_warn_unknown();
 	config_log_env();
 
 	int code = cmd->run(&cfg, argc - 1, argv + 1);

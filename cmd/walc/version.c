@@ -29,6 +29,11 @@ int cmd_env(const config *cfg, int argc, char **argv)
 	return 0;
 }
 
+void command_print_help(const command *c, FILE *out)
+{
+	fprintf(out, "usage: walc %s\n\n%s\n", c->usage, c->help);
+}
+
 int cmd_help(const config *cfg, int argc, char **argv)
 {
 	(void)cfg;
@@ -38,7 +43,7 @@ int cmd_help(const config *cfg, int argc, char **argv)
 			log_error("unknown command \"%s\"; see walc help", argv[1]);
 			return 1;
 		}
-		printf("usage: walc %s\n\n%s\n", c->usage, c->help);
+		command_print_help(c, stdout);
 		return 0;
 	}
 	printf("walc: PostgreSQL backup and WAL archiving in WAL-G's repository format.\n"

@@ -78,6 +78,9 @@ static const config_var config_vars[] = {
 	{ "WALG_PG_WAL_SIZE", "16", false, "WAL segment size in MiB" },
 	{ "WALG_LOG_LEVEL", "NORMAL", false, "NORMAL, DEVEL (adds debug lines) or ERROR" },
 	{ "WALG_LOG_FORMAT", "text", false, "walc extension: text or json (one object per line)" },
+	{ "WALG_LOG_DESTINATION", "stderr", false, "file the log is appended to, or stderr" },
+	{ "WALG_ZSTD_LEVEL", NULL, false,
+	  "zstd level by WAL-G's name: fastest (1), default (3), better (7) or best (11)" },
 	{ "PGDATA", NULL, false, "PostgreSQL data directory" },
 	{ "PGPASSWORD", NULL, true, "libpq: password for backup-push and wal-verify" },
 	/* S3 (also accepted with a WALG_ or WALE_ prefix, as WAL-G does) */
@@ -113,9 +116,96 @@ static const config_var config_vars[] = {
 
 #define NVARS (sizeof(config_vars) / sizeof(config_vars[0]))
 
-/* WAL-G's names that walc accepts without acting on them yet, so they get no warning. */
-static const char *const config_quiet[] = {
-	"WALG_DOWNLOAD_FILE_RETRIES", "WALG_CONFIG_PATH", NULL,
+/*
+ * WAL-G settings that change what is stored, where it goes or how it is protected, and that
+ * walc does not implement. Ignoring one could store plaintext where encryption was asked for,
+ * or write somewhere the user does not look, so each is an error before any work. `allowed`
+ * is a value that means "off" and is accepted (NULL: any value is refused). alias: the name
+ * is also read as WALG_NAME and WALE_NAME, as WAL-G reads storage settings.
+ */
+typedef struct refused_var {
+	const char *name;
+	const char *allowed;
+	bool alias;
+	const char *why;
+} refused_var;
+
+#define NO_PGP "walc does not support OpenPGP encryption yet; use WALG_LIBSODIUM_KEY"
+#define NO_GPG "walc does not support gpg keyrings; use WALG_LIBSODIUM_KEY"
+#define NO_ENVELOPE "walc does not support envelope encryption; use WALG_LIBSODIUM_KEY"
+#define NO_KMS "walc does not support KMS client-side encryption; use WALG_LIBSODIUM_KEY " \
+			   "(or S3_SSE=aws:kms for server-side encryption)"
+#define NO_STORE "walc supports only WALG_FILE_PREFIX and WALG_S3_PREFIX storage"
+#define NO_FAILOVER "walc does not support failover storages"
+
+static const refused_var config_refused[] = {
+	{ "WALG_PGP_KEY", NULL, false, NO_PGP },
+	{ "WALG_PGP_KEY_PATH", NULL, false, NO_PGP },
+	{ "WALG_PGP_KEY_PASSPHRASE", NULL, false, NO_PGP },
+	{ "WALG_GPG_KEY_ID", NULL, false, NO_GPG },
+	{ "WALE_GPG_KEY_ID", NULL, false, NO_GPG },
+	{ "WALG_ENVELOPE_PGP_KEY", NULL, false, NO_ENVELOPE },
+	{ "WALG_ENVELOPE_PGP_KEY_PATH", NULL, false, NO_ENVELOPE },
+	{ "WALG_ENVELOPE_PGP_YC_CSE_KMS_KEY_ID", NULL, false, NO_ENVELOPE },
+	{ "WALG_ENVELOPE_PGP_YC_SERVICE_ACCOUNT_KEY_FILE", NULL, false, NO_ENVELOPE },
+	{ "WALG_ENVELOPE_PGP_YC_ENDPOINT", NULL, false, NO_ENVELOPE },
+	{ "WALG_CSE_KMS_ID", NULL, false, NO_KMS },
+	{ "WALG_CSE_KMS_REGION", NULL, false, NO_KMS },
+	{ "YC_CSE_KMS_KEY_ID", NULL, false, NO_KMS },
+	{ "YC_SERVICE_ACCOUNT_KEY_FILE", NULL, false, NO_KMS },
+	{ "WALG_GS_PREFIX", NULL, false, NO_STORE " (Google Cloud Storage is not supported yet)" },
+	{ "WALE_GS_PREFIX", NULL, false, NO_STORE " (Google Cloud Storage is not supported yet)" },
+	{ "WALG_AZ_PREFIX", NULL, false, NO_STORE " (Azure Blob Storage is not supported yet)" },
+	{ "WALE_AZ_PREFIX", NULL, false, NO_STORE " (Azure Blob Storage is not supported yet)" },
+	{ "WALG_SWIFT_PREFIX", NULL, false, NO_STORE },
+	{ "WALE_SWIFT_PREFIX", NULL, false, NO_STORE },
+	{ "WALG_SSH_PREFIX", NULL, false, NO_STORE },
+	{ "WALE_SSH_PREFIX", NULL, false, NO_STORE },
+	{ "WALG_OSS_PREFIX", NULL, false, NO_STORE },
+	{ "WALE_OSS_PREFIX", NULL, false, NO_STORE },
+	{ "WALG_FAILOVER_STORAGES", NULL, false, NO_FAILOVER },
+	{ "WALG_TARGET_STORAGE", "default", false, NO_FAILOVER " (only \"default\" is accepted)" },
+	{ "WALG_UPLOAD_WAL_METADATA", "NOMETADATA", false,
+	  "walc does not write WAL metadata objects (only NOMETADATA is accepted)" },
+	{ "WALG_PG_WAL_PAGE_SIZE", "8192", false, "walc reads WAL pages of 8192 bytes only" },
+	{ "WALG_PG_BLOCK_SIZE", "8192", false, "walc reads data pages of 8192 bytes only" },
+	{ "S3_RETENTION_PERIOD", "-1", true, "walc does not set S3 Object Lock retention" },
+	{ "S3_RETENTION_MODE", NULL, true, "walc does not set S3 Object Lock retention" },
+	{ "S3_ENDPOINT_SOURCE", NULL, true, "walc does not support S3 endpoint sources" },
+	{ "S3_REQUEST_ADDITIONAL_HEADERS", NULL, true,
+	  "walc does not send additional S3 request headers" },
+	{ "S3_USE_YC_SESSION_TOKEN", NULL, true, "walc does not support Yandex session tokens" },
+	{ "WALG_CONFIG_PATH", NULL, false,
+	  "walc reads its settings from the environment only, so the file's settings would be "
+	  "ignored; export them as environment variables" },
+};
+
+#define NREFUSED (sizeof(config_refused) / sizeof(config_refused[0]))
+
+/*
+ * WAL-G settings walc accepts without acting on them: what they tune does not exist in walc
+ * (composers, reverse unpacking, the Go runtime) or is harmless to leave at walc's behaviour.
+ * They get no unknown-variable warning; DEVEL logs say they are ignored.
+ */
+static const char *const config_noop[] = {
+	"WALG_USE_REVERSE_UNPACK", "WALG_SKIP_REDUNDANT_TARS", "WALG_USE_RATING_COMPOSER",
+	"WALG_USE_COPY_COMPOSER", "WALG_USE_DATABASE_COMPOSER", "WALG_USE_WAL_DELTA",
+	"WALG_FORCE_WAL_DELTA", "WALG_SERIALIZER_TYPE", "WALG_UPLOAD_QUEUE", "WALG_DIRECT_IO",
+	"WALG_DIRECT_IO_BLOCK_COUNT", "WALG_DISABLE_PARTIAL_RESTORE", "WALG_DOWNLOAD_FILE_RETRIES",
+	"WALG_DAEMON_WAL_UPLOAD_TIMEOUT", "WALG_SLOTNAME", "WALG_STREAM_CREATE_COMMAND",
+	"WALG_STREAM_RESTORE_COMMAND", "WALG_FAILOVER_STORAGES_CHECK",
+	"WALG_FAILOVER_STORAGES_CHECK_TIMEOUT", "WALG_FAILOVER_STORAGES_CHECK_SIZE",
+	"WALG_FAILOVER_STORAGES_CACHE_LIFETIME", "WALG_FAILOVER_STORAGES_CACHE_EMA_ALIVE_LIMIT",
+	"WALG_FAILOVER_STORAGES_CACHE_EMA_DEAD_LIMIT",
+	"WALG_FAILOVER_STORAGES_CACHE_EMA_ALPHA_ALIVE_MAX",
+	"WALG_FAILOVER_STORAGES_CACHE_EMA_ALPHA_ALIVE_MIN",
+	"WALG_FAILOVER_STORAGES_CACHE_EMA_ALPHA_DEAD_MAX",
+	"WALG_FAILOVER_STORAGES_CACHE_EMA_ALPHA_DEAD_MIN", "WALG_ENVELOPE_CACHE_EXPIRATION", NULL,
+};
+
+/* WAL-G settings walc does not implement whose absence changes nothing stored: warned. */
+static const char *const config_unimplemented[] = {
+	"WALG_STATSD_ADDRESS", "WALG_STATSD_EXTRA_TAGS", "WALG_WITHOUT_FILES_METADATA", NULL,
 };
 
 static const char *env(const char *name)
@@ -239,6 +329,24 @@ static const char *env_or_wale(const char *walg)
 	return v;
 }
 
+/* The first refused setting that is set (to something but its "off" value). */
+static err_code check_refused(void)
+{
+	for (size_t i = 0; i < NREFUSED; i++) {
+		const refused_var *rv = &config_refused[i];
+		static const char *const pre[] = { "", "WALG_", "WALE_" };
+		for (size_t k = 0; k < (rv->alias ? 3u : 1u); k++) {
+			char name[96];
+			snprintf(name, sizeof(name), "%s%s", pre[k], rv->name);
+			const char *v = env(name);
+			if (v == NULL || (rv->allowed != NULL && strcmp(v, rv->allowed) == 0))
+				continue;
+			return err_set(E_CONFIG, "%s is set, but %s (nothing was done)", name, rv->why);
+		}
+	}
+	return E_OK;
+}
+
 static err_code load_file_prefix(config *c)
 {
 	const char *v = env_or_wale("WALG_FILE_PREFIX");
@@ -266,7 +374,7 @@ static err_code load_file_prefix(config *c)
 	return E_OK;
 }
 
-static err_code load_storage(config *c, bool need_storage)
+static err_code load_storage(config *c)
 {
 	TRY(load_file_prefix(c));
 	const char *s3 = env_or_wale("WALG_S3_PREFIX");
@@ -283,10 +391,48 @@ static err_code load_storage(config *c, bool need_storage)
 			return err_set(E_CONFIG, "WALG_STORAGE_PREFIX: must not contain \"..\"");
 		c->storage_prefix = xstrdup(sp);
 	}
-	if (need_storage && c->file_prefix == NULL && c->s3_prefix == NULL)
-		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX (an absolute "
-								 "path) or WALG_S3_PREFIX (s3://bucket/path)");
 	return E_OK;
+}
+
+/* WAL-G's names for zstd levels (its encoder's speed classes, as libzstd levels). */
+static const struct {
+	const char *name;
+	int level;
+} zstd_levels[] = { { "fastest", 1 }, { "default", 3 }, { "better", 7 }, { "best", 11 } };
+
+static err_code load_compression(config *c)
+{
+	static const char *const methods[] = { "lz4", "zstd", "brotli", "lzma", "none" };
+	const char *method = env("WALG_COMPRESSION_METHOD");
+	c->compression = xstrdup(method != NULL ? method : "lz4");
+	bool known = false;
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		known |= strcmp(c->compression, methods[i]) == 0;
+	if (!known)
+		return err_set(E_CONFIG,
+					   "WALG_COMPRESSION_METHOD: unknown method \"%s\", expected lz4, zstd, "
+					   "brotli, lzma or none",
+					   c->compression);
+	long n;
+	TRY(parse_long("WALG_COMPRESSION_LEVEL", 0, 0, 22, &n));
+	c->compression_level = (int)n;
+	const char *zl = env("WALG_ZSTD_LEVEL");
+	if (zl == NULL)
+		return E_OK;
+	if (strcmp(c->compression, "zstd") != 0)
+		return err_set(E_CONFIG, "WALG_ZSTD_LEVEL is set, but WALG_COMPRESSION_METHOD is %s, "
+								 "not zstd",
+					   c->compression);
+	if (c->compression_level != 0)
+		return err_set(E_CONFIG, "WALG_ZSTD_LEVEL and WALG_COMPRESSION_LEVEL are both set: "
+								 "set one");
+	for (size_t i = 0; i < sizeof(zstd_levels) / sizeof(zstd_levels[0]); i++)
+		if (strcasecmp(zl, zstd_levels[i].name) == 0) {
+			c->compression_level = zstd_levels[i].level;
+			return E_OK;
+		}
+	return err_set(E_CONFIG,
+				   "WALG_ZSTD_LEVEL: expected fastest, default, better or best, got \"%s\"", zl);
 }
 
 static err_code load_logging(config *c)
@@ -312,6 +458,12 @@ static err_code load_logging(config *c)
 		else if (strcasecmp(fmt, "text") != 0)
 			return err_set(E_CONFIG, "WALG_LOG_FORMAT: expected text or json, got \"%s\"", fmt);
 	}
+	const char *dest = env("WALG_LOG_DESTINATION");
+	if (dest != NULL && strcmp(dest, "stderr") != 0) {
+		TRY(check_printable("WALG_LOG_DESTINATION"));
+		c->log_destination = xstrdup(dest);
+	}
+	c->logging_loaded = true;
 	return E_OK;
 }
 
@@ -322,12 +474,9 @@ err_code config_load(config *c, bool need_storage)
 	memset(c, 0, sizeof(*c));
 	/* Logging first, so that later messages already have the requested shape. */
 	TRY(load_logging(c));
-	TRY(load_storage(c, need_storage));
-
-	const char *method = env("WALG_COMPRESSION_METHOD");
-	c->compression = xstrdup(method != NULL ? method : "lz4");
-	TRY(parse_long("WALG_COMPRESSION_LEVEL", 0, 0, 22, &n));
-	c->compression_level = (int)n;
+	TRY(check_refused());
+	TRY(load_storage(c));
+	TRY(load_compression(c));
 
 	TRY(parse_bool("WALG_PREVENT_WAL_OVERWRITE", false, &c->prevent_wal_overwrite));
 	TRY(parse_long("WALG_UPLOAD_CONCURRENCY", 16, 1, 1024, &n));
@@ -386,6 +535,10 @@ err_code config_load(config *c, bool need_storage)
 		TRY(check_printable("PGDATA"));
 		c->pgdata = xstrdup(pgdata);
 	}
+	/* Last, so that a bad value is reported even when no storage is configured. */
+	if (need_storage && c->file_prefix == NULL && c->s3_prefix == NULL)
+		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX (an absolute "
+								 "path) or WALG_S3_PREFIX (s3://bucket/path)");
 	return E_OK;
 }
 
@@ -401,6 +554,7 @@ void config_free(config *c)
 	free(c->metrics_address);
 	free(c->delta_from_name);
 	free(c->delta_from_user_data);
+	free(c->log_destination);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -426,20 +580,35 @@ void config_log_env(void)
 	}
 }
 
+static bool same(const char *known, const char *name, size_t len)
+{
+	return strlen(known) == len && strncmp(known, name, len) == 0;
+}
+
+static bool config_known_exactly(const char *name, size_t len)
+{
+	for (size_t i = 0; i < NVARS; i++)
+		if (same(config_vars[i].name, name, len))
+			return true;
+	for (size_t i = 0; i < NREFUSED; i++)
+		if (same(config_refused[i].name, name, len))
+			return true;
+	return false;
+}
+
 static bool config_known(const char *name, size_t len)
 {
 	/* Storage settings also come as WALG_NAME or WALE_NAME (reference §2.1). */
-	if (len > 5 && (strncmp(name, "WALG_", 5) == 0 || strncmp(name, "WALE_", 5) == 0)) {
-		for (size_t i = 0; i < NVARS; i++)
-			if (strlen(config_vars[i].name) == len - 5 &&
-				strncmp(config_vars[i].name, name + 5, len - 5) == 0)
-				return true;
-	}
-	for (size_t i = 0; i < NVARS; i++)
-		if (strlen(config_vars[i].name) == len && strncmp(config_vars[i].name, name, len) == 0)
-			return true;
-	for (size_t i = 0; config_quiet[i] != NULL; i++)
-		if (strlen(config_quiet[i]) == len && strncmp(config_quiet[i], name, len) == 0)
+	if (len > 5 && (strncmp(name, "WALG_", 5) == 0 || strncmp(name, "WALE_", 5) == 0) &&
+		config_known_exactly(name + 5, len - 5))
+		return true;
+	return config_known_exactly(name, len);
+}
+
+static bool in_list(const char *const *list, const char *name, size_t len)
+{
+	for (size_t i = 0; list[i] != NULL; i++)
+		if (same(list[i], name, len))
 			return true;
 	return false;
 }
@@ -451,7 +620,12 @@ void config_warn_unknown(void)
 			continue;
 		const char *eq = strchr(*e, '=');
 		size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
-		if (!config_known(*e, len))
+		if (in_list(config_noop, *e, len))
+			log_debug("%.*s has no effect in walc (what it tunes does not exist here)",
+					  (int)len, *e);
+		else if (in_list(config_unimplemented, *e, len))
+			log_warn("%.*s is not implemented by walc and ignored", (int)len, *e);
+		else if (!config_known(*e, len))
 			log_warn("%.*s is unknown to walc and ignored", (int)len, *e);
 	}
 }

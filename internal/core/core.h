@@ -166,6 +166,8 @@ typedef struct config {
 	/* logging */
 	log_level log_level;
 	bool log_json;
+	char *log_destination;	/* WALG_LOG_DESTINATION, NULL = stderr */
+	bool logging_loaded;	/* the three above are valid even when config_load failed later */
 	/* postgres */
 	char *pgdata;
 } config;

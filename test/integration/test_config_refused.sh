@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# WAL-G settings walc does not implement that change what is stored, where, or how it is
+# protected are errors, never warnings (issue 14 §1). A repository with a full backup and its
+# WAL, a running cluster; then each such setting alone, on top of a configuration that works:
+#   - wal-push of a real segment, backup-push of the running cluster and backup-fetch of the
+#     backup each exit 1 with exactly one stderr line naming the setting;
+#   - the repository's listing (names, sizes, times) is the same before and after, and
+#     backup-fetch's destination is not created;
+#   - a setting's "off" value (WALG_TARGET_STORAGE=default, WALG_UPLOAD_WAL_METADATA=NOMETADATA,
+#     WALG_PG_BLOCK_SIZE=8192) is accepted;
+#   - harmless unimplemented settings stay warnings, and no-ops of walc's design say nothing at
+#     NORMAL level.
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+it_setup config-refused
+
+REPO=$T/repo
+ENVS=(WALG_FILE_PREFIX="$REPO")
+mkdir -p "$REPO"
+walc_wrapper "${ENVS[@]}"
+pgbench_source 1 push.log
+PGENV=(PGHOST="$T" PGPORT="$PORT")
+
+wrun_pg "${ENVS[@]}" "${PGENV[@]}" -- backup-push "$SRC"
+expect_rc 0 "backup-push with a working configuration"
+switch_wal "$PORT"
+SEG=$(psqlc "$PORT" "SELECT pg_walfile_name(pg_current_wal_lsn())")
+BACKUP=$(find "$REPO/basebackups_005" -maxdepth 1 -name '*_backup_stop_sentinel.json' | head -n1)
+BACKUP=$(basename "${BACKUP%_backup_stop_sentinel.json}")
+[ -n "$BACKUP" ] || fail "no backup was written"
+log "repository with backup $BACKUP; pushing $SEG in the checks below"
+
+listing() { find "$REPO" -printf '%P %s %T@\n' | sort; }
+
+# refused VAR=VALUE: each of the three commands exits 1, one line naming VAR, nothing changed
+refused() {
+	local setting=$1 var=${1%%=*} before cmd
+	for cmd in wal-push backup-push backup-fetch; do
+		before=$(listing)
+		rm -rf "$T/dest"
+		case $cmd in
+		wal-push) wrun_pg "${ENVS[@]}" "$setting" -- wal-push "$SRC/pg_wal/$SEG" ;;
+		backup-push) wrun_pg "${ENVS[@]}" "${PGENV[@]}" "$setting" -- backup-push "$SRC" ;;
+		backup-fetch) wrun_pg "${ENVS[@]}" "$setting" -- backup-fetch "$T/dest" LATEST ;;
+		esac
+		expect_rc 1 "$cmd with $setting"
+		assert_eq 1 "$(nlines "$W_ERR")" "$cmd with $setting: stderr lines (stderr: $W_ERR)"
+		assert_contains "$W_ERR" "$var is set, but" "$cmd with $setting: the message names it"
+		assert_eq "$before" "$(listing)" "$cmd with $setting: the repository's listing"
+		assert_absent "$T/dest" "$cmd with $setting: the destination"
+	done
+	log "  $var: $W_ERR"
+}
+
+# encryption other than libsodium
+refused WALG_PGP_KEY="-----BEGIN PGP PUBLIC KEY BLOCK-----"
+refused WALG_PGP_KEY_PATH=/etc/walg/key.asc
+refused WALG_PGP_KEY_PASSPHRASE=secret
+refused WALG_GPG_KEY_ID=0123ABCD
+refused WALE_GPG_KEY_ID=0123ABCD
+refused WALG_ENVELOPE_PGP_KEY="-----BEGIN PGP PUBLIC KEY BLOCK-----"
+refused WALG_ENVELOPE_PGP_KEY_PATH=/etc/walg/envelope.asc
+refused WALG_ENVELOPE_PGP_YC_CSE_KMS_KEY_ID=abc
+refused WALG_ENVELOPE_PGP_YC_SERVICE_ACCOUNT_KEY_FILE=/etc/walg/sa.json
+refused WALG_ENVELOPE_PGP_YC_ENDPOINT=kms.example
+refused WALG_CSE_KMS_ID=arn:aws:kms:eu-west-1:1:key/abc
+refused WALG_CSE_KMS_REGION=eu-west-1
+refused YC_CSE_KMS_KEY_ID=abc
+refused YC_SERVICE_ACCOUNT_KEY_FILE=/etc/walg/sa.json
+ok "other encryption settings are refused"
+
+# other storages, failover storages, targets
+for s in GS AZ SWIFT SSH OSS; do
+	refused "WALG_${s}_PREFIX=x://bucket/path"
+	refused "WALE_${s}_PREFIX=x://bucket/path"
+done
+refused WALG_FAILOVER_STORAGES='{"second": {"WALG_FILE_PREFIX": "/tmp/x"}}'
+refused WALG_TARGET_STORAGE=second
+ok "other storages and failover storages are refused"
+
+# what is written and how it is kept
+refused WALG_UPLOAD_WAL_METADATA=INDIVIDUAL
+refused WALG_PG_BLOCK_SIZE=32768
+refused WALG_PG_WAL_PAGE_SIZE=32768
+for v in S3_RETENTION_PERIOD=3600 WALG_S3_RETENTION_PERIOD=3600 WALE_S3_RETENTION_MODE=COMPLIANCE \
+	S3_ENDPOINT_SOURCE=http://balancer S3_REQUEST_ADDITIONAL_HEADERS='{"X-A": "1"}' \
+	S3_USE_YC_SESSION_TOKEN=true; do
+	refused "$v"
+done
+refused WALG_CONFIG_PATH=/etc/walg/walg.json
+ok "object lock, metadata, page sizes, request rewriting and configuration files are refused"
+
+# "off" values are accepted, and the harmless ones stay quiet or warn
+wrun_pg "${ENVS[@]}" WALG_TARGET_STORAGE=default WALG_UPLOAD_WAL_METADATA=NOMETADATA \
+	WALG_PG_BLOCK_SIZE=8192 WALG_PG_WAL_PAGE_SIZE=8192 S3_RETENTION_PERIOD=-1 -- backup-list
+expect_rc 0 "backup-list with the off values"
+assert_eq "" "$W_ERR" "backup-list with the off values: stderr"
+wrun_pg "${ENVS[@]}" WALG_USE_REVERSE_UNPACK=true WALG_USE_RATING_COMPOSER=true \
+	WALG_UPLOAD_QUEUE=4 -- backup-list
+expect_rc 0 "backup-list with no-op settings"
+assert_eq "" "$W_ERR" "backup-list with no-op settings: stderr at NORMAL level"
+wrun_pg "${ENVS[@]}" WALG_LOG_LEVEL=DEVEL WALG_USE_REVERSE_UNPACK=true -- backup-list
+assert_contains "$W_ERR" "WALG_USE_REVERSE_UNPACK has no effect" "no-op setting at DEVEL level"
+wrun_pg "${ENVS[@]}" WALG_STATSD_ADDRESS=127.0.0.1:8125 -- backup-list
+expect_rc 0 "backup-list with WALG_STATSD_ADDRESS"
+assert_contains "$W_ERR" "WALG_STATSD_ADDRESS is not implemented" "WALG_STATSD_ADDRESS warns"
+ok "off values accepted, no-ops quiet, harmless unimplemented settings warn"
+
+# the working configuration still works after all this
+wrun_pg "${ENVS[@]}" -- backup-fetch "$T/dest" LATEST
+expect_rc 0 "backup-fetch with the working configuration"
+ok "the repository is intact"
