@@ -14,8 +14,6 @@
 #include "internal/pg/pg.h"
 #include "internal/tar/tar.h"
 
-#define META_MAX (16u << 20)
-#define FILES_META_MAX ((size_t)1 << 30)
 #define SCAN_CHUNK (128u * PG_PAGE_SIZE)
 
 static err_code find_by_user_data(repo *r, const char *json_text, char **name)
@@ -25,13 +23,13 @@ static err_code find_by_user_data(repo *r, const char *json_text, char **name)
 	if (want == NULL)
 		return err_set(E_CONFIG, "delta-from user data is not valid JSON: %s", jerr.text);
 	backup_refs refs;
-	err_code rc = backup_list_refs(r, &refs);
+	err_code rc = catalog_backups(r, &refs);
 	*name = NULL;
 	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
 		char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", refs.items[i].name);
 		json_t *meta = NULL;
-		if (backup_read_json(r, key, META_MAX, &meta) == E_OK &&
-			json_equal(json_get_ci(meta, "user_data"), want)) {
+		if (catalog_read_json(r, key, CATALOG_JSON_MAX, &meta) == E_OK &&
+			json_equal(catalog_json_get(meta, "user_data"), want)) {
 			if (*name != NULL) {
 				rc = err_set(E_CONFIG, "more than one backup has that user data");
 			} else
@@ -41,7 +39,7 @@ static err_code find_by_user_data(repo *r, const char *json_text, char **name)
 		json_decref(meta);
 		free(key);
 	}
-	backup_refs_free(&refs);
+	catalog_backups_free(&refs);
 	json_decref(want);
 	if (rc == E_OK && *name == NULL)
 		rc = err_set(E_NOTFOUND, "no backup has that user data");
@@ -54,8 +52,8 @@ static bool is_permanent(repo *r, const char *name, const backup_sentinel *s)
 	json_t *meta = NULL;
 	bool perm = s->is_permanent;
 	/* metadata.json is authoritative: backup-mark edits it (reference §4.5). */
-	if (backup_read_json(r, key, META_MAX, &meta) == E_OK)
-		perm = json_is_true(json_get_ci(meta, "is_permanent"));
+	if (catalog_read_json(r, key, CATALOG_JSON_MAX, &meta) == E_OK)
+		perm = json_is_true(catalog_json_get(meta, "is_permanent"));
 	err_clear();
 	json_decref(meta);
 	free(key);
@@ -84,18 +82,18 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 	if (cfg->delta_max_steps <= 0 && !explicit_base)
 		return E_OK;
 	if (from_name != NULL)
-		rc = backup_resolve(r, from_name, &cand);
+		rc = catalog_resolve(r, from_name, &cand);
 	else if (from_ud != NULL)
 		rc = find_by_user_data(r, from_ud, &cand);
 	else {
-		rc = backup_resolve(r, "LATEST", &cand);
+		rc = catalog_resolve(r, "LATEST", &cand);
 		if (rc == E_NOTFOUND) {
 			err_clear();
 			return full_because("no earlier backup to base a delta on");
 		}
 	}
 	if (rc == E_OK)
-		rc = backup_sentinel_read(r, cand, &cs);
+		rc = catalog_sentinel_read(r, cand, &cs);
 	if (rc != E_OK)
 		goto out;
 	int count = cs.is_delta ? cs.delta_count + 1 : 1;
@@ -109,10 +107,10 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 	}
 	if (cfg->delta_origin_full && cs.is_delta) {
 		char *full = xstrdup(cs.delta_full_name);
-		backup_sentinel_free(&cs);
+		catalog_sentinel_free(&cs);
 		free(cand);
 		cand = full;
-		if ((rc = backup_sentinel_read(r, cand, &cs)) != E_OK)
+		if ((rc = catalog_sentinel_read(r, cand, &cs)) != E_OK)
 			goto out;
 	}
 	if (cs.files_metadata_disabled || cs.version < 2) {
@@ -120,11 +118,11 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 		goto out;
 	}
 	char *key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", cand);
-	rc = backup_read_json(r, key, FILES_META_MAX, &d->meta);
+	rc = catalog_read_json(r, key, CATALOG_FILES_MAX, &d->meta);
 	free(key);
 	if (rc != E_OK)
 		goto out;
-	d->files = json_get_ci(d->meta, "Files");
+	d->files = catalog_json_get(d->meta, "Files");
 	if (!json_is_object(d->files)) {
 		rc = err_set(E_CORRUPT, "files_metadata.json of %s has no Files", cand);
 		goto out;
@@ -144,7 +142,7 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 			 d->name, d->full_name);
 out:
 	free(cand);
-	backup_sentinel_free(&cs);
+	catalog_sentinel_free(&cs);
 	return rc;
 }
 
@@ -220,7 +218,7 @@ delta_kind delta_classify(const delta_base *d, const char *member, const struct 
 	const json_t *rec = json_object_get(d->files, member);
 	if (rec == NULL)
 		return DELTA_WHOLE;
-	const char *mt = json_string_value(json_get_ci(rec, "MTime"));
+	const char *mt = json_string_value(catalog_json_get(rec, "MTime"));
 	time_t sec;
 	long nsec;
 	if (d->start != 0 && mt != NULL && time_parse_rfc3339(mt, &sec, &nsec) &&

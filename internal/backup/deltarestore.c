@@ -56,9 +56,9 @@ static const char *expected_sum(const chain *c, const char *member, uint64_t *si
 {
 	for (size_t i = c->n; i-- > 0;) {
 		const json_t *rec = json_object_get(files_of(&c->lv[i]), member);
-		if (rec == NULL || json_is_true(json_get_ci(rec, "IsIncremented")))
+		if (rec == NULL || json_is_true(catalog_json_get(rec, "IsIncremented")))
 			return NULL; /* pages applied on a base: no whole-file sum to compare */
-		if (json_is_true(json_get_ci(rec, "IsSkipped")))
+		if (json_is_true(catalog_json_get(rec, "IsSkipped")))
 			continue;
 		const char *sum = json_string_value(json_object_get(rec, "Checksum"));
 		json_t *sz = json_object_get(rec, "Size");
@@ -136,7 +136,7 @@ static void prune(const char *dir, const char *member, const json_t *files,
 			continue;
 		}
 		bool tblspc_link = S_ISLNK(sb.st_mode) && strcmp(member, "/pg_tblspc") == 0 &&
-			json_get_ci(spec, de->d_name) != NULL;
+			catalog_json_get(spec, de->d_name) != NULL;
 		if (tblspc_link) {
 			prune(path, mem, files, spec, removed);
 		} else if (S_ISDIR(sb.st_mode)) {

@@ -92,7 +92,7 @@ static bool needed(const extractor *x, const char *member)
 static bool is_incremented(const extractor *x, const char *member)
 {
 	const json_t *f = x->lvl->files ? json_object_get(x->lvl->files, member) : NULL;
-	return f != NULL && json_is_true(json_get_ci(f, "IsIncremented"));
+	return f != NULL && json_is_true(catalog_json_get(f, "IsIncremented"));
 }
 
 static err_code make_parent(const char *path)

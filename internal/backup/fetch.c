@@ -17,13 +17,12 @@
 
 #define CHAIN_MAX 1000
 #define FETCH_MEMORY_BUDGET ((size_t)40 << 20)
-#define FILES_META_MAX ((size_t)1 << 30)
 
 static void chain_free(chain *c)
 {
 	for (size_t i = 0; i < c->n; i++) {
 		free(c->lv[i].name);
-		backup_sentinel_free(&c->lv[i].s);
+		catalog_sentinel_free(&c->lv[i].s);
 		json_decref(c->lv[i].meta);
 		json_decref(c->lv[i].need);
 	}
@@ -42,7 +41,7 @@ static err_code check_files(const json_t *files, const char *key)
 	json_t *v;
 	json_object_foreach((json_t *)(uintptr_t)files, k, v)
 	{
-		json_t *inc = json_get_ci(v, "IsIncremented"), *skip = json_get_ci(v, "IsSkipped");
+		json_t *inc = catalog_json_get(v, "IsIncremented"), *skip = catalog_json_get(v, "IsSkipped");
 		if (!json_is_object(v) || (inc != NULL && !json_is_boolean(inc)) ||
 			(skip != NULL && !json_is_boolean(skip)))
 			return err_set(E_CORRUPT, "%s: the entry for %s is malformed", key, k);
@@ -55,9 +54,9 @@ static err_code load_files_meta(repo *r, level *l)
 	if (l->s.files_metadata_disabled || l->s.version < 2)
 		return E_OK;
 	char *key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", l->name);
-	err_code rc = backup_read_json(r, key, FILES_META_MAX, &l->meta);
+	err_code rc = catalog_read_json(r, key, CATALOG_FILES_MAX, &l->meta);
 	if (rc == E_OK)
-		rc = check_files(json_get_ci(l->meta, "Files"), key);
+		rc = check_files(catalog_json_get(l->meta, "Files"), key);
 	free(key);
 	return rc;
 }
@@ -81,7 +80,7 @@ static err_code load_chain(repo *r, const char *name, chain *c)
 		memset(l, 0, sizeof(*l));
 		l->name = cur;
 		c->n++;
-		TRY(backup_sentinel_read(r, cur, &l->s));
+		TRY(catalog_sentinel_read(r, cur, &l->s));
 		TRY(load_files_meta(r, l));
 		if (!l->s.is_delta)
 			break;
@@ -97,7 +96,7 @@ static err_code load_chain(repo *r, const char *name, chain *c)
 
 const json_t *files_of(const level *l)
 {
-	return l->meta ? json_get_ci(l->meta, "Files") : NULL;
+	return l->meta ? catalog_json_get(l->meta, "Files") : NULL;
 }
 
 /*
@@ -119,8 +118,8 @@ static err_code compute_needs(chain *c)
 		{
 			if (up->need != NULL && json_object_get(up->need, k) == NULL)
 				continue;
-			if (json_is_true(json_get_ci(v, "IsSkipped")) ||
-				json_is_true(json_get_ci(v, "IsIncremented")))
+			if (json_is_true(catalog_json_get(v, "IsSkipped")) ||
+				json_is_true(catalog_json_get(v, "IsIncremented")))
 				json_object_set_new(need, k, json_true());
 		}
 		c->lv[i].need = need;
@@ -132,7 +131,7 @@ static err_code compute_needs(chain *c)
 
 err_code link_tablespaces(const char *dest, const json_t *spec)
 {
-	const json_t *list = json_get_ci(spec, "tablespaces");
+	const json_t *list = catalog_json_get(spec, "tablespaces");
 	if (list == NULL)
 		return E_OK;
 	if (!json_is_array(list))
@@ -144,7 +143,7 @@ err_code link_tablespaces(const char *dest, const json_t *spec)
 		const char *oid = json_string_value(oidv);
 		if (oid == NULL || oid[0] == '\0' || strspn(oid, "0123456789") != strlen(oid))
 			return err_set(E_CORRUPT, "tablespace spec: bad tablespace oid");
-		const char *loc = json_string_value(json_get_ci(json_get_ci(spec, oid), "loc"));
+		const char *loc = json_string_value(catalog_json_get(catalog_json_get(spec, oid), "loc"));
 		if (loc == NULL || loc[0] != '/')
 			return err_set(E_CORRUPT, "tablespace spec: tablespace %s needs an absolute \"loc\"",
 						   oid);
@@ -240,7 +239,7 @@ static err_code extract_level_tars(repo *r, const level *l, int concurrency, boo
 	const char *label = NULL, *control = NULL;
 	chan *keys = chan_new(tars.len + 1);
 	size_t skipped = 0;
-	const json_t *sets = l->meta ? json_get_ci(l->meta, "TarFileSets") : NULL;
+	const json_t *sets = l->meta ? catalog_json_get(l->meta, "TarFileSets") : NULL;
 	for (size_t i = 0; i < tars.len; i++) {
 		const char *base = strrchr(tars.items[i].key, '/') + 1;
 		if (is_last_group(base, "pg_control.tar"))
@@ -352,7 +351,7 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest,
 	}
 	if (rc == E_OK && opt->fsync) {
 		rc = sync_tree(dest);
-		const json_t *list = spec ? json_get_ci(spec, "tablespaces") : NULL;
+		const json_t *list = spec ? catalog_json_get(spec, "tablespaces") : NULL;
 		size_t i;
 		const json_t *oid;
 		json_array_foreach(list, i, oid)
@@ -360,7 +359,7 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest,
 			if (rc != E_OK)
 				break;
 			const char *loc =
-				json_string_value(json_get_ci(json_get_ci(spec, json_string_value(oid)), "loc"));
+				json_string_value(catalog_json_get(catalog_json_get(spec, json_string_value(oid)), "loc"));
 			if (loc != NULL)
 				rc = sync_tree(loc);
 		}
@@ -377,7 +376,7 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	/* The backup first: a wrong name or a broken chain must not leave a new empty directory. */
-	err_code rc = backup_resolve(r, opt->name, &name);
+	err_code rc = catalog_resolve(r, opt->name, &name);
 	if (rc == E_OK)
 		rc = load_chain(r, name, &c);
 	if (rc == E_OK)

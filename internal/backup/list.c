@@ -10,7 +10,6 @@
 
 #include "internal/pg/pg.h"
 
-#define META_MAX (16u << 20)
 #define NCOLS_MAX 13
 
 typedef struct row {
@@ -65,14 +64,14 @@ static char *short_time(const char *rfc)
 
 static const char *meta_str(const json_t *m, const char *k)
 {
-	const char *s = json_string_value(json_get_ci(m, k));
+	const char *s = json_string_value(catalog_json_get(m, k));
 	return s ? s : "";
 }
 
 static char *meta_lsn(const json_t *m, const char *k)
 {
 	char buf[32];
-	json_t *v = json_get_ci(m, k);
+	json_t *v = catalog_json_get(m, k);
 	pg_lsn_format(json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0, buf);
 	return xstrdup(buf);
 }
@@ -147,13 +146,13 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 									   "start_lsn",	  "finish_lsn",	 "is_permanent",
 									   "corrupt_blocks" };
 	backup_refs refs;
-	TRY(backup_list_refs(r, &refs));
+	TRY(catalog_backups(r, &refs));
 	if (refs.len == 0) {
 		if (opt->json)
 			fprintf(out, "[]\n");
 		else
 			log_info("No backups found");
-		backup_refs_free(&refs);
+		catalog_backups_free(&refs);
 		return E_OK;
 	}
 	row *rows = xcalloc(refs.len, sizeof(*rows));
@@ -163,7 +162,7 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 		rows[i].ref = &refs.items[i];
 		if (opt->detail) {
 			char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", refs.items[i].name);
-			rc = backup_read_json(r, key, META_MAX, &rows[i].meta);
+			rc = catalog_read_json(r, key, CATALOG_JSON_MAX, &rows[i].meta);
 			free(key);
 			if (rc == E_NOTFOUND) {
 				log_warn("%s", err_msg());
@@ -171,7 +170,7 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 			}
 			if (rc != E_OK)
 				break;
-			if (json_string_value(json_get_ci(rows[i].meta, "start_time")) == NULL)
+			if (json_string_value(catalog_json_get(rows[i].meta, "start_time")) == NULL)
 				all_meta = false;
 		}
 	}
@@ -186,17 +185,17 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 		c[2] = wal_file_of(rows[i].ref->name);
 		c[3] = xstrdup("default");
 		if (opt->detail) {
-			c[4] = short_time(json_string_value(json_get_ci(m, "start_time")));
-			c[5] = short_time(json_string_value(json_get_ci(m, "finish_time")));
+			c[4] = short_time(json_string_value(catalog_json_get(m, "start_time")));
+			c[5] = short_time(json_string_value(catalog_json_get(m, "finish_time")));
 			c[6] = xstrdup(meta_str(m, "hostname"));
 			c[7] = xstrdup(meta_str(m, "data_dir"));
-			json_t *v = json_get_ci(m, "pg_version");
+			json_t *v = catalog_json_get(m, "pg_version");
 			c[8] = xasprintf("%lld", json_is_integer(v) ? (long long)json_integer_value(v) : 0);
 			c[9] = meta_lsn(m, "start_lsn");
 			c[10] = meta_lsn(m, "finish_lsn");
-			c[11] = xstrdup(json_is_true(json_get_ci(m, "is_permanent")) ? "true" : "false");
+			c[11] = xstrdup(json_is_true(catalog_json_get(m, "is_permanent")) ? "true" : "false");
 			/* walc's extra column: pages that failed --verify ("-" when not verified). */
-			json_t *cb = json_get_ci(m, "corrupt_blocks");
+			json_t *cb = catalog_json_get(m, "corrupt_blocks");
 			c[12] = json_is_integer(cb) ? xasprintf("%lld", (long long)json_integer_value(cb))
 										: xstrdup("-");
 		}
@@ -213,6 +212,6 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 		json_decref(rows[i].meta);
 	}
 	free(rows);
-	backup_refs_free(&refs);
+	catalog_backups_free(&refs);
 	return rc;
 }

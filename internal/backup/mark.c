@@ -8,13 +8,11 @@
 #include <string.h>
 #include <strings.h>
 
-#define META_MAX (16u << 20)
-#define SENTINEL_MAX (16u << 20)
 
 static err_code set_flag(repo *r, const char *key, const char *field, bool value)
 {
 	json_t *doc;
-	TRY(backup_read_json(r, key, META_MAX, &doc));
+	TRY(catalog_read_json(r, key, CATALOG_JSON_MAX, &doc));
 	/* Keep the writer's spelling of the key if it differs in case. */
 	const char *k;
 	json_t *v;
@@ -25,7 +23,7 @@ static err_code set_flag(repo *r, const char *key, const char *field, bool value
 			use = k;
 	}
 	json_object_set_new(doc, use, json_boolean(value));
-	err_code rc = backup_put_json(r, key, doc);
+	err_code rc = catalog_put_json(r, key, doc);
 	json_decref(doc);
 	return rc;
 }
@@ -48,8 +46,8 @@ static bool is_permanent(repo *r, const char *name)
 {
 	char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", name);
 	json_t *doc = NULL;
-	bool p = backup_read_json(r, key, META_MAX, &doc) == E_OK &&
-		json_is_true(json_get_ci(doc, "is_permanent"));
+	bool p = catalog_read_json(r, key, CATALOG_JSON_MAX, &doc) == E_OK &&
+		json_is_true(catalog_json_get(doc, "is_permanent"));
 	err_clear();
 	json_decref(doc);
 	free(key);
@@ -59,15 +57,15 @@ static bool is_permanent(repo *r, const char *name)
 err_code backup_mark(repo *r, const char *name, bool impermanent)
 {
 	char *resolved;
-	TRY(backup_resolve(r, name, &resolved));
+	TRY(catalog_resolve(r, name, &resolved));
 	err_code rc = E_OK;
 	if (impermanent) {
 		/* A permanent delta built directly on it would lose its base. */
 		backup_refs refs;
-		rc = backup_list_refs(r, &refs);
+		rc = catalog_backups(r, &refs);
 		for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
 			backup_sentinel s;
-			if (backup_sentinel_read(r, refs.items[i].name, &s) != E_OK) {
+			if (catalog_sentinel_read(r, refs.items[i].name, &s) != E_OK) {
 				err_clear();
 				continue;
 			}
@@ -76,9 +74,9 @@ err_code backup_mark(repo *r, const char *name, bool impermanent)
 				rc = err_set(E_CONFIG, "cannot mark %s impermanent: permanent backup %s is based "
 									   "on it",
 							 resolved, refs.items[i].name);
-			backup_sentinel_free(&s);
+			catalog_sentinel_free(&s);
 		}
-		backup_refs_free(&refs);
+		catalog_backups_free(&refs);
 		if (rc == E_OK) {
 			if (!is_permanent(r, resolved))
 				log_warn("%s is already impermanent", resolved);
@@ -91,14 +89,14 @@ err_code backup_mark(repo *r, const char *name, bool impermanent)
 	char *cur = resolved;
 	for (int guard = 0; rc == E_OK && cur != NULL && guard < 100000; guard++) {
 		backup_sentinel s;
-		rc = backup_sentinel_read(r, cur, &s);
+		rc = catalog_sentinel_read(r, cur, &s);
 		if (rc != E_OK)
 			break;
 		if (is_permanent(r, cur))
 			log_warn("%s is already permanent", cur);
 		rc = mark_one(r, cur, true);
 		char *next = s.is_delta ? xstrdup(s.delta_from) : NULL;
-		backup_sentinel_free(&s);
+		catalog_sentinel_free(&s);
 		free(cur);
 		cur = next;
 	}

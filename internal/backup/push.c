@@ -295,7 +295,7 @@ static err_code store_tail(push_state *st, backup_sentinel *sen, const char *lab
 
 	char *mkey = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", st->name);
 	json_t *meta = metadata_json(sen, st);
-	rc = backup_put_json(st->r, mkey, meta);
+	rc = catalog_put_json(st->r, mkey, meta);
 	json_decref(meta);
 	free(mkey);
 	TRY(rc);
@@ -304,14 +304,14 @@ static err_code store_tail(push_state *st, backup_sentinel *sen, const char *lab
 	json_object_set(fm, "Files", st->files);
 	json_object_set(fm, "TarFileSets", st->tar_sets);
 	char *fkey = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", st->name);
-	rc = backup_put_json(st->r, fkey, fm);
+	rc = catalog_put_json(st->r, fkey, fm);
 	json_decref(fm);
 	free(fkey);
 	TRY(rc);
 
 	char *skey = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, st->name);
-	json_t *sj = backup_sentinel_json(sen);
-	rc = backup_put_json(st->r, skey, sj);
+	json_t *sj = catalog_sentinel_json(sen);
+	rc = catalog_put_json(st->r, skey, sj);
 	json_decref(sj);
 	free(skey);
 	return rc;
@@ -594,7 +594,7 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	pg_disconnect(s);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
-	backup_sentinel_free(&sen);
+	catalog_sentinel_free(&sen);
 	json_decref(st.files);
 	json_decref(st.tar_sets);
 	json_decref(st.spec);

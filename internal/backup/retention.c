@@ -13,7 +13,6 @@
 
 #include "internal/pg/pg.h"
 
-#define META_MAX (16u << 20)
 
 
 typedef struct bk {
@@ -66,7 +65,7 @@ static void set_free(set *st)
 {
 	for (size_t i = 0; i < st->n; i++) {
 		free(st->b[i].name);
-		backup_sentinel_free(&st->b[i].s);
+		catalog_sentinel_free(&st->b[i].s);
 	}
 	free(st->b);
 	memset(st, 0, sizeof(*st));
@@ -77,7 +76,7 @@ static err_code load(repo *r, const config *cfg, set *st)
 	backup_refs refs;
 	memset(st, 0, sizeof(*st));
 	st->segsize = (uint64_t)cfg->pg_wal_size_mb << 20;
-	TRY(backup_list_refs(r, &refs));
+	TRY(catalog_backups(r, &refs));
 	st->b = xcalloc(refs.len ? refs.len : 1, sizeof(bk));
 	err_code rc = E_OK;
 	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
@@ -86,15 +85,15 @@ static err_code load(repo *r, const config *cfg, set *st)
 		b->sec = refs.items[i].mtime;
 		b->nsec = refs.items[i].mtime_nsec;
 		st->n++;
-		rc = backup_sentinel_read(r, b->name, &b->s);
+		rc = catalog_sentinel_read(r, b->name, &b->s);
 		if (rc != E_OK)
 			break;
 		b->permanent = b->s.is_permanent;
 		char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", b->name);
 		json_t *meta = NULL;
 		/* metadata.json is authoritative for permanence, as in WAL-G. */
-		if (backup_read_json(r, key, META_MAX, &meta) == E_OK) {
-			json_t *p = json_get_ci(meta, "is_permanent");
+		if (catalog_read_json(r, key, CATALOG_JSON_MAX, &meta) == E_OK) {
+			json_t *p = catalog_json_get(meta, "is_permanent");
 			if (json_is_boolean(p))
 				b->permanent = json_is_true(p);
 		}
@@ -113,7 +112,7 @@ static err_code load(repo *r, const config *cfg, set *st)
 		uint64_t fin = b->s.finish_lsn > 0 ? b->s.finish_lsn - 1 : 0;
 		b->end_seg = fin / st->segsize > b->seg ? fin / st->segsize : b->seg;
 	}
-	backup_refs_free(&refs);
+	catalog_backups_free(&refs);
 	if (rc == E_OK)
 		qsort(st->b, st->n, sizeof(bk), by_time);
 	return rc;

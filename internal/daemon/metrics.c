@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal/backup/backup.h"
+#include "internal/catalog/catalog.h"
 #include "internal/pipe/pipe.h"
 
 #define BACKUP_CACHE_S 60
@@ -67,14 +67,14 @@ static void refresh_backup(void)
 	m_backup_checked = now;
 	char *name = NULL;
 	backup_sentinel s;
-	if (backup_resolve(m_repo, "LATEST", &name) == E_OK &&
-		backup_sentinel_read(m_repo, name, &s) == E_OK) {
+	if (catalog_resolve(m_repo, "LATEST", &name) == E_OK &&
+		catalog_sentinel_read(m_repo, name, &s) == E_OK) {
 		time_t sec;
 		long nsec;
 		if (s.finish_time && time_parse_rfc3339(s.finish_time, &sec, &nsec))
 			m_backup_time = (double)sec;
 		m_backup_bytes = (double)s.compressed_size;
-		backup_sentinel_free(&s);
+		catalog_sentinel_free(&s);
 	}
 	err_clear();
 	free(name);

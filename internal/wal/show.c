@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal/backup/backup.h"
+#include "internal/catalog/catalog.h"
 #include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 
@@ -127,13 +127,13 @@ static err_code index_build(repo *r, const config *cfg, bool backups, wal_index 
 	}
 	if (backups) {
 		backup_refs refs;
-		TRY(backup_list_refs(r, &refs));
+		TRY(catalog_backups(r, &refs));
 		for (size_t i = 0; i < refs.len; i++) {
 			unsigned id;
 			if (sscanf(refs.items[i].name, "base_%8X", &id) == 1)
 				tl_get(ix, id)->backups++;
 		}
-		backup_refs_free(&refs);
+		catalog_backups_free(&refs);
 	}
 	qsort(ix->tl, ix->n, sizeof(timeline), cmp_tl);
 	return E_OK;
@@ -345,7 +345,7 @@ err_code wal_verify(repo *r, const config *cfg, bool check_integrity, bool check
 	json_t *res = json_object();
 	if (check_integrity) {
 		backup_refs refs;
-		err_code rc = backup_list_refs(r, &refs);
+		err_code rc = catalog_backups(r, &refs);
 		uint64_t first = cur_seg;
 		for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
 			uint32_t t;
@@ -355,7 +355,7 @@ err_code wal_verify(repo *r, const config *cfg, bool check_integrity, bool check
 			if (wal_name_parse(seg, ix.segsize, &t, &s) == E_OK && s < first)
 				first = s;
 		}
-		backup_refs_free(&refs);
+		catalog_backups_free(&refs);
 		if (rc != E_OK) {
 			json_decref(res);
 			index_free(&ix);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal/backup/backup.h"
+#include "internal/catalog/catalog.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -16,12 +16,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (root == NULL)
 		return 0;
 	backup_sentinel s;
-	if (backup_sentinel_parse(root, "fuzz", &s) == E_OK) {
-		json_t *back = backup_sentinel_json(&s);
+	if (catalog_sentinel_parse(root, "fuzz", &s) == E_OK) {
+		json_t *back = catalog_sentinel_json(&s);
 		char *text = json_dumps(back, JSON_COMPACT);
 		free(text);
 		json_decref(back);
-		backup_sentinel_free(&s);
+		catalog_sentinel_free(&s);
 	}
 	err_clear();
 	json_decref(root);

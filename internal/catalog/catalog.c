@@ -1,13 +1,12 @@
-/* Sentinels and backup discovery: WAL-G's JSON, read case-insensitively, written in its order. */
-#include "internal/backup/backup.h"
+/* The catalog: sentinels (WAL-G's JSON, read case-insensitively, written in its order) and backup discovery. */
+#include "internal/catalog/catalog.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#define SENTINEL_MAX (16u << 20)
 
-json_t *json_get_ci(const json_t *obj, const char *key)
+json_t *catalog_json_get(const json_t *obj, const char *key)
 {
 	if (!json_is_object(obj))
 		return NULL;
@@ -27,7 +26,7 @@ json_t *json_get_ci(const json_t *obj, const char *key)
 	return NULL;
 }
 
-err_code backup_read_json(repo *r, const char *key, size_t max, json_t **out)
+err_code catalog_read_json(repo *r, const char *key, size_t max, json_t **out)
 {
 	membuf mb = { .max = max };
 	*out = NULL;
@@ -58,7 +57,7 @@ err_code backup_read_json(repo *r, const char *key, size_t max, json_t **out)
 static err_code get_u64(const json_t *o, const char *k, const char *what, bool required,
 						uint64_t *out, bool *present)
 {
-	json_t *v = json_get_ci(o, k);
+	json_t *v = catalog_json_get(o, k);
 	if (present != NULL)
 		*present = false;
 	if (v == NULL || json_is_null(v)) {
@@ -76,7 +75,7 @@ static err_code get_u64(const json_t *o, const char *k, const char *what, bool r
 
 static err_code get_str(const json_t *o, const char *k, const char *what, char **out)
 {
-	json_t *v = json_get_ci(o, k);
+	json_t *v = catalog_json_get(o, k);
 	if (v == NULL || json_is_null(v))
 		return E_OK;
 	if (!json_is_string(v))
@@ -87,7 +86,7 @@ static err_code get_str(const json_t *o, const char *k, const char *what, char *
 
 static err_code get_bool(const json_t *o, const char *k, const char *what, bool *out)
 {
-	json_t *v = json_get_ci(o, k);
+	json_t *v = catalog_json_get(o, k);
 	if (v == NULL || json_is_null(v))
 		return E_OK;
 	if (!json_is_boolean(v))
@@ -130,44 +129,44 @@ static err_code parse_fields(const json_t *root, const char *what, backup_sentin
 	TRY(get_str(root, "FinishTime", what, &s->finish_time));
 	TRY(get_str(root, "Hostname", what, &s->hostname));
 	TRY(get_str(root, "DataDir", what, &s->data_dir));
-	json_t *spec = json_get_ci(root, "Spec");
+	json_t *spec = catalog_json_get(root, "Spec");
 	if (spec != NULL && !json_is_null(spec)) {
 		if (!json_is_object(spec))
 			return err_set(E_CORRUPT, "%s: Spec is not an object", what);
 		s->spec = json_incref(spec);
 	}
-	json_t *ud = json_get_ci(root, "UserData");
+	json_t *ud = catalog_json_get(root, "UserData");
 	if (ud != NULL && !json_is_null(ud))
 		s->user_data = json_incref(ud);
 	return E_OK;
 }
 
-err_code backup_sentinel_parse(const json_t *root, const char *name, backup_sentinel *s)
+err_code catalog_sentinel_parse(const json_t *root, const char *name, backup_sentinel *s)
 {
 	char what[512];
 	memset(s, 0, sizeof(*s));
 	snprintf(what, sizeof(what), "sentinel of %s", name);
 	err_code rc = parse_fields(root, what, s);
 	if (rc != E_OK)
-		backup_sentinel_free(s);
+		catalog_sentinel_free(s);
 	return rc;
 }
 
-err_code backup_sentinel_read(repo *r, const char *name, backup_sentinel *out)
+err_code catalog_sentinel_read(repo *r, const char *name, backup_sentinel *out)
 {
 	char *key = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, name);
 	json_t *root;
 	memset(out, 0, sizeof(*out));
-	err_code rc = backup_read_json(r, key, SENTINEL_MAX, &root);
+	err_code rc = catalog_read_json(r, key, CATALOG_JSON_MAX, &root);
 	free(key);
 	if (rc != E_OK)
 		return rc;
-	rc = backup_sentinel_parse(root, name, out);
+	rc = catalog_sentinel_parse(root, name, out);
 	json_decref(root);
 	return rc;
 }
 
-void backup_sentinel_free(backup_sentinel *s)
+void catalog_sentinel_free(backup_sentinel *s)
 {
 	free(s->delta_from);
 	free(s->delta_full_name);
@@ -181,7 +180,7 @@ void backup_sentinel_free(backup_sentinel *s)
 }
 
 /* WAL-G's key order (§5.4), so a diff against WAL-G's output is quiet. */
-json_t *backup_sentinel_json(const backup_sentinel *s)
+json_t *catalog_sentinel_json(const backup_sentinel *s)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "LSN", json_integer((json_int_t)s->lsn));
@@ -229,7 +228,7 @@ static int ref_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-err_code backup_list_refs(repo *r, backup_refs *out)
+err_code catalog_backups(repo *r, backup_refs *out)
 {
 	obj_list l;
 	memset(out, 0, sizeof(*out));
@@ -252,7 +251,7 @@ err_code backup_list_refs(repo *r, backup_refs *out)
 	return E_OK;
 }
 
-void backup_refs_free(backup_refs *l)
+void catalog_backups_free(backup_refs *l)
 {
 	for (size_t i = 0; i < l->len; i++)
 		free(l->items[i].name);
@@ -260,18 +259,18 @@ void backup_refs_free(backup_refs *l)
 	memset(l, 0, sizeof(*l));
 }
 
-err_code backup_resolve(repo *r, const char *name, char **out)
+err_code catalog_resolve(repo *r, const char *name, char **out)
 {
 	*out = NULL;
 	if (strcmp(name, "LATEST") == 0) {
 		backup_refs refs;
-		TRY(backup_list_refs(r, &refs));
+		TRY(catalog_backups(r, &refs));
 		if (refs.len == 0) {
-			backup_refs_free(&refs);
+			catalog_backups_free(&refs);
 			return err_set(E_NOTFOUND, "no backups found in %s", storage_describe(r->st));
 		}
 		*out = xstrdup(refs.items[refs.len - 1].name);
-		backup_refs_free(&refs);
+		catalog_backups_free(&refs);
 		return E_OK;
 	}
 	if (strchr(name, '/') != NULL || strstr(name, "..") != NULL)
@@ -288,7 +287,7 @@ err_code backup_resolve(repo *r, const char *name, char **out)
 	return E_OK;
 }
 
-err_code backup_put_json(repo *r, const char *key, const json_t *doc)
+err_code catalog_put_json(repo *r, const char *key, const json_t *doc)
 {
 	char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	sink *s = NULL;
