@@ -84,6 +84,7 @@ err_code part_close(push_state *st, part *p)
 		pthread_mutex_lock(&st->lock);
 		json_object_set(st->tar_sets, base_of(p->key), p->members);
 		pthread_mutex_unlock(&st->lock);
+		push_published(st, p->key);
 		log_debug("stored %s", p->key);
 	}
 	part_discard(p);
@@ -191,10 +192,12 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 	hasher *h = hasher_new();
 	while (rc == E_OK && done < size) {
 		/* A 1 GiB segment read at a rate limit takes long: stop at the next chunk. */
-		if (group_cancelled(st->g) || push_interrupted()) {
+		if (group_cancelled(st->g)) {
 			rc = err_set(E_CANCELLED, "backup cancelled");
 			break;
 		}
+		if ((rc = push_stopped(st)) != E_OK)
+			break;
 		size_t want = size - done < READ_CHUNK ? (size_t)(size - done) : READ_CHUNK;
 		ssize_t n = read(fd, buf, want);
 		if (n < 0) {
@@ -321,7 +324,8 @@ err_code pack_small_tar(push_state *st, const char *base, const char *const *nam
 {
 	char *full = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/%s", st->name, base);
 	sink *s = NULL;
-	err_code rc = repo_put(st->r, full, &st->compressed, &s, key_out);
+	char *key = NULL;
+	err_code rc = repo_put(st->r, full, &st->compressed, &s, &key);
 	free(full);
 	TRY(rc);
 	tar_writer *tw = tar_writer_new(s);
@@ -338,5 +342,11 @@ err_code pack_small_tar(push_state *st, const char *base, const char *const *nam
 	if (rc == E_OK)
 		rc = tar_writer_finish(tw);
 	tar_writer_free(tw);
+	if (rc == E_OK)
+		push_published(st, key);
+	if (rc == E_OK && key_out != NULL)
+		*key_out = key;
+	else
+		free(key);
 	return rc;
 }

@@ -32,23 +32,104 @@ bool push_interrupted(void)
 	return push_signal != 0;
 }
 
+err_code push_stopped(push_state *st)
+{
+	if (push_signal != 0)
+		return err_set(E_CANCELLED, push_signal == SIGINT ? "interrupted (SIGINT)"
+														  : "stopped by a signal");
+	if (__atomic_load_n(&st->claim_lost, __ATOMIC_ACQUIRE))
+		return catalog_claim_check(st->claim);
+	return E_OK;
+}
+
+static void on_claim_lost(void *arg)
+{
+	push_state *st = arg;
+	__atomic_store_n(&st->claim_lost, true, __ATOMIC_RELEASE);
+}
+
+void push_published(push_state *st, const char *key)
+{
+	pthread_mutex_lock(&st->lock);
+	json_array_append_new(st->published, json_string(key));
+	pthread_mutex_unlock(&st->lock);
+}
+
+err_code push_claim(push_state *st, uint64_t lsn, uint32_t tli)
+{
+	const char *base = st->delta.active ? st->delta.name : NULL;
+	TRY(catalog_claim(st->r, st->name, lsn, tli, base, on_claim_lost, st, &st->claim));
+	if (base == NULL)
+		return E_OK;
+	/* The base chosen before the claim must not be going away under retention. */
+	char *who = NULL;
+	TRY(catalog_deleting(st->r, base, &who));
+	if (who != NULL) {
+		err_code rc = err_set(E_EXISTS, "the base of this delta, %s, is being deleted by %s; "
+										"run backup-push again",
+							  base, who);
+		free(who);
+		return rc;
+	}
+	char *found = NULL;
+	err_code rc = catalog_resolve(st->r, base, &found);
+	free(found);
+	return rc == E_OK ? E_OK : err_wrap(rc, "the base of this delta");
+}
+
+/*
+ * Before the sentinel: the name is still this push's, everything it stored is there, and
+ * nothing else is (a writer that does not claim names, WAL-G, would have mixed objects in).
+ */
+static err_code verify_objects(push_state *st)
+{
+	TRY(catalog_claim_seal(st->claim));
+	char *folder = xasprintf(REPO_BACKUP_DIR "%s/", st->name);
+	obj_list l;
+	err_code rc = storage_list(st->r->st, folder, true, &l);
+	free(folder);
+	TRY(rc);
+	size_t seen = 0;
+	for (size_t i = 0; rc == E_OK && i < l.len; i++) {
+		const char *key = l.items[i].key;
+		bool ours = strcmp(key, catalog_claim_key(st->claim)) == 0;
+		size_t k;
+		json_t *v;
+		json_array_foreach(st->published, k, v) if (strcmp(json_string_value(v), key) == 0)
+		{
+			ours = true;
+			seen++;
+			break;
+		}
+		st->mixed |= !ours;
+		if (!ours)
+			rc = err_set(E_EXISTS, "backup %s: %s was written by another writer; the backup "
+								   "is not complete",
+						 st->name, key);
+	}
+	if (rc == E_OK && seen != json_array_size(st->published))
+		rc = err_set(E_NOTFOUND, "backup %s: %zu of its objects disappeared from %s while it "
+								 "was written (deleted by another command?)",
+					 st->name, json_array_size(st->published) - seen,
+					 storage_describe(st->r->st));
+	obj_list_free(&l);
+	return rc;
+}
+
+/* A failed push removes what it stored, so the name is free again at once. */
+static void remove_published(push_state *st)
+{
+	size_t k;
+	json_t *v;
+	json_array_foreach(st->published, k, v) if (storage_remove(st->r->st, json_string_value(v)) != E_OK)
+		err_clear();
+}
+
 static long now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
-/* Backup times as WAL-G writes them: UTC, microseconds. */
-static char *utc_now(void)
-{
-	struct timeval tv;
-	struct tm tm;
-	char buf[64];
-	gettimeofday(&tv, NULL);
-	gmtime_r(&tv.tv_sec, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	return xasprintf("%s.%06ldZ", buf, (long)tv.tv_usec);
 }
 
 static err_code query_u64(pg_session *s, const char *sql, uint64_t *out)
@@ -185,9 +266,8 @@ static err_code pack_data(pg_session *s, push_state *st)
 		struct timespec ts = { 0, POLL_MS * 1000000L };
 		nanosleep(&ts, NULL);
 		long t = now_ms();
-		if (push_signal != 0 && !group_cancelled(st->g))
-			group_fail(st->g, E_CANCELLED, push_signal == SIGINT ? "interrupted (SIGINT)"
-																 : "stopped by a signal");
+		if (!group_cancelled(st->g) && push_stopped(st) != E_OK)
+			group_fail(st->g, E_CANCELLED, err_msg());
 		if (st->cfg->alive_check_ms > 0 && t - last_ping >= st->cfg->alive_check_ms) {
 			last_ping = t;
 			if (pg_ping(s) != E_OK)
@@ -286,7 +366,7 @@ static err_code store_tail(push_state *st, backup_sentinel *sen, const char *lab
 	free(key);
 	TRY(rc);
 
-	sen->finish_time = utc_now();
+	sen->finish_time = time_now_rfc3339();
 	sen->uncompressed_size = st->uncompressed;
 	sen->compressed_size = st->compressed;
 	sen->data_catalog_size = st->catalog;
@@ -297,6 +377,8 @@ static err_code store_tail(push_state *st, backup_sentinel *sen, const char *lab
 	json_t *meta = metadata_json(sen, st);
 	rc = catalog_put_json(st->r, mkey, meta);
 	json_decref(meta);
+	if (rc == E_OK)
+		push_published(st, mkey);
 	free(mkey);
 	TRY(rc);
 
@@ -306,8 +388,11 @@ static err_code store_tail(push_state *st, backup_sentinel *sen, const char *lab
 	char *fkey = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", st->name);
 	rc = catalog_put_json(st->r, fkey, fm);
 	json_decref(fm);
+	if (rc == E_OK)
+		push_published(st, fkey);
 	free(fkey);
 	TRY(rc);
+	TRY(verify_objects(st));
 
 	char *skey = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, st->name);
 	json_t *sj = catalog_sentinel_json(sen);
@@ -410,6 +495,8 @@ static err_code wait_archived(pg_session *s, push_state *st, const backup_sentin
 		}
 		if (busy == NULL)
 			break;
+		if ((rc = push_stopped(st)) != E_OK)
+			break;
 		if (limit > 0 && waited >= limit) {
 			rc = err_set(E_IO,
 						 "WAL file %s was not archived within WALG_STOP_BACKUP_TIMEOUT "
@@ -472,7 +559,7 @@ static err_code push_remote_all(const config *cfg, const push_options *opt, push
 		rc = err_set(E_CONFIG, "delta backups need the data directory (remote mode takes full "
 							   "backups only)");
 	if (rc == E_OK) {
-		sen->start_time = utc_now();
+		sen->start_time = time_now_rfc3339();
 		rc = push_remote(st, sen, &control, &label, &spcmap);
 	}
 	if (rc == E_OK)
@@ -517,10 +604,11 @@ static err_code push_local(const config *cfg, const push_options *opt,
 	pg_session *s = *sp;
 	TRY(check_server(s, st, &sen->system_id));
 	sen->have_system_id = true;
+	TRY(catalog_check_cluster(st->r, sen->system_id, cfg->allow_system_id_change, "backup-push"));
 	sen->pg_version = pg_server_version(s);
 	st->archiving = check_archiving(s);
 
-	sen->start_time = utc_now();
+	sen->start_time = time_now_rfc3339();
 	pg_backup_start_info bs;
 	TRY(pg_backup_begin(s, sen->start_time, &bs));
 	sen->lsn = bs.lsn;
@@ -541,6 +629,7 @@ static err_code push_local(const config *cfg, const push_options *opt,
 		sen->delta_count = st->delta.count;
 		sen->delta_lsn = st->delta.lsn;
 	}
+	TRY(push_claim(st, bs.lsn, st->timeline));
 	st->verify = opt->verify || cfg->verify_page_checksums;
 	st->store_all = opt->store_all_corrupt || cfg->store_all_corrupt_blocks;
 	if (st->verify) {
@@ -571,6 +660,7 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	st.disk = cfg->disk_rate_limit ? rate_new(cfg->disk_rate_limit) : NULL;
 	st.files = json_object();
 	st.tar_sets = json_object();
+	st.published = json_array();
 	gethostname(host, sizeof(host) - 1);
 	sen.hostname = xstrdup(host);
 	sen.is_permanent = opt->permanent;
@@ -589,7 +679,15 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 					 st.name, (unsigned long long)st.corrupt_blocks);
 	} else if (st.name != NULL) {
 		err_wrap(rc, "backup %s failed (no sentinel written, so it does not exist)", st.name);
+		/* Unless the name went to another push: then what is there may be its objects. */
+		if (st.claim != NULL && !catalog_claim_lost(st.claim) && !st.mixed) {
+			char *msg = xstrdup(err_msg());
+			remove_published(&st);
+			err_set(rc, "%s", msg);
+			free(msg);
+		}
 	}
+	catalog_claim_end(st.claim, rc != E_OK);
 	/* Closing the session ends a backup still running on the server. */
 	pg_disconnect(s);
 	sigaction(SIGINT, &old_int, NULL);
@@ -597,6 +695,7 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	catalog_sentinel_free(&sen);
 	json_decref(st.files);
 	json_decref(st.tar_sets);
+	json_decref(st.published);
 	json_decref(st.spec);
 	delta_free(&st.delta);
 	free(st.pgdata);

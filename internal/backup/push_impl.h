@@ -86,6 +86,10 @@ typedef struct push_state {
 	bool in_recovery;	/* the backup runs on a standby */
 	uint32_t timeline;	/* of the backup's start segment */
 	bool store_all; /* record every corrupt block, not just 10 per file */
+	claim *claim;	/* this push's claim on its name, once it has one */
+	bool claim_lost; /* atomic: set by the claim's renewal thread; the push must stop */
+	json_t *published; /* keys of the objects this push stored (guarded by lock) */
+	bool mixed;		   /* another writer's objects are in the folder: leave it alone */
 } push_state;
 
 typedef struct push_state push_state;
@@ -106,6 +110,15 @@ void part_discard(part *p);
 void walk_entry_free(walk_entry *e);
 /* SIGINT or SIGTERM arrived: long loops stop at their next chunk. */
 bool push_interrupted(void);
+/* A signal came or the push lost its claim: st's long loops stop with the reason set. */
+err_code push_stopped(push_state *st);
+/*
+ * Claims st->name before the backup's first object (two writers never mix objects under one
+ * name); lsn and tli are the backup's start, for retention running meanwhile.
+ */
+err_code push_claim(push_state *st, uint64_t lsn, uint32_t tli);
+/* Records a key this push stored (thread-safe), for the check before the sentinel. */
+void push_published(push_state *st, const char *key);
 /* Records tablespace oid at loc in the sentinel's Spec (thread-safe). */
 void spec_add_tablespace(push_state *st, const char *base_prefix, const char *oid,
 						 const char *loc);

@@ -199,8 +199,9 @@ static err_code end_archive(remote *rm)
 static err_code copy_stream(PGconn *conn, remote *rm)
 {
 	for (;;) {
-		if (group_cancelled(rm->st->g) || push_interrupted())
-			return err_set(E_CANCELLED, "backup cancelled by a signal");
+		if (group_cancelled(rm->st->g))
+			return err_set(E_CANCELLED, "backup cancelled");
+		TRY(push_stopped(rm->st));
 		char *buf = NULL;
 		int n = PQgetCopyData(conn, &buf, 0);
 		if (n == -1)
@@ -258,6 +259,7 @@ static err_code run_base_backup(PGconn *conn, remote *rm, uint64_t *start, uint6
 	rm->st->name = xasprintf("base_%s", seg);
 	char lsn[32];
 	pg_lsn_format(*start, lsn);
+	TRY(push_claim(rm->st, *start, tli));
 	log_info("backup %s started at LSN %s (BASE_BACKUP)", rm->st->name, lsn);
 	TRY(expect_tuples(conn, &res, "tablespaces"));
 	record_tablespaces(rm->st, res);
@@ -313,6 +315,9 @@ err_code push_remote(push_state *st, backup_sentinel *sen, membuf *control, memb
 					 pg_server_version(s));
 	if (rc == E_OK)
 		rc = identify(s, &sen->system_id);
+	if (rc == E_OK)
+		rc = catalog_check_cluster(st->r, sen->system_id, st->cfg->allow_system_id_change,
+								   "backup-push");
 	if (rc == E_OK) {
 		sen->have_system_id = true;
 		sen->pg_version = pg_server_version(s);

@@ -32,6 +32,8 @@ typedef struct set {
 	bk *b;
 	size_t n;
 	uint64_t segsize;
+	claim_list running; /* pushes still writing: their base, objects and WAL are kept */
+	claim_list stale;	/* claims of pushes that died: their objects are garbage */
 } set;
 
 static int by_time(const void *a, const void *b)
@@ -68,15 +70,64 @@ static void set_free(set *st)
 		catalog_sentinel_free(&st->b[i].s);
 	}
 	free(st->b);
+	catalog_claims_free(&st->running);
+	catalog_claims_free(&st->stale);
 	memset(st, 0, sizeof(*st));
+}
+
+static bk *find(set *st, const char *name);
+
+static void move_claim(claim_list *to, claim_info *c)
+{
+	to->items = xrealloc(to->items, (to->len + 1) * sizeof(*to->items));
+	to->items[to->len++] = *c;
+	memset(c, 0, sizeof(*c));
+}
+
+/*
+ * Sorts a listing of claims into pushes to spare (running) and dead ones (stale). A claim
+ * whose sentinel appeared after the backups were listed is a push that finished meanwhile:
+ * for this plan it is still running, so that its base is not deleted under it.
+ */
+static err_code sort_claims(repo *r, set *st, claim_list *all, claim_list *running,
+							claim_list *stale)
+{
+	err_code rc = E_OK;
+	for (size_t i = 0; rc == E_OK && i < all->len; i++) {
+		claim_info *c = &all->items[i];
+		if (c->state == CLAIM_RUNNING) {
+			move_claim(running, c);
+		} else if (c->state == CLAIM_DEAD) {
+			move_claim(stale, c);
+		} else if (find(st, c->name) == NULL) {
+			claim_info full;
+			rc = catalog_claim_read(r, c->key, &full);
+			if (rc == E_OK) {
+				full.state = CLAIM_RUNNING;
+				move_claim(running, &full);
+			} else if (rc == E_NOTFOUND || rc == E_CORRUPT) {
+				err_clear();
+				rc = E_OK;
+			}
+		}
+	}
+	catalog_claims_free(all);
+	return rc;
 }
 
 static err_code load(repo *r, const config *cfg, set *st)
 {
 	backup_refs refs;
+	claim_list claims;
 	memset(st, 0, sizeof(*st));
 	st->segsize = (uint64_t)cfg->pg_wal_size_mb << 20;
-	TRY(catalog_backups(r, &refs));
+	/* Claims before backups: a push that finishes in between is seen as running. */
+	TRY(catalog_claims(r, &claims));
+	err_code lrc = catalog_backups(r, &refs);
+	if (lrc != E_OK) {
+		catalog_claims_free(&claims);
+		return lrc;
+	}
 	st->b = xcalloc(refs.len ? refs.len : 1, sizeof(bk));
 	err_code rc = E_OK;
 	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
@@ -86,6 +137,14 @@ static err_code load(repo *r, const config *cfg, set *st)
 		b->nsec = refs.items[i].mtime_nsec;
 		st->n++;
 		rc = catalog_sentinel_read(r, b->name, &b->s);
+		if (rc == E_NOTFOUND) { /* deleted since the listing (by another delete) */
+			err_clear();
+			rc = E_OK;
+			free(b->name);
+			memset(b, 0, sizeof(*b));
+			st->n--;
+			continue;
+		}
 		if (rc != E_OK)
 			break;
 		b->permanent = b->s.is_permanent;
@@ -115,6 +174,10 @@ static err_code load(repo *r, const config *cfg, set *st)
 	catalog_backups_free(&refs);
 	if (rc == E_OK)
 		qsort(st->b, st->n, sizeof(bk), by_time);
+	if (rc == E_OK)
+		rc = sort_claims(r, st, &claims, &st->running, &st->stale);
+	else
+		catalog_claims_free(&claims);
 	return rc;
 }
 
@@ -126,9 +189,19 @@ static bk *find(set *st, const char *name)
 	return NULL;
 }
 
-/* A kept delta needs its whole chain. */
+/* A kept delta needs its whole chain, and a running delta push its base. */
 static void keep_ancestors(set *st)
 {
+	for (size_t i = 0; i < st->running.len; i++) {
+		bk *base = st->running.items[i].delta_from ? find(st, st->running.items[i].delta_from)
+												   : NULL;
+		if (base != NULL && !base->keep) {
+			log_info("keeping %s: backup-push of %s (host %s) is based on it", base->name,
+					 st->running.items[i].name,
+					 st->running.items[i].hostname ? st->running.items[i].hostname : "?");
+			base->keep = true;
+		}
+	}
 	for (size_t i = 0; i < st->n; i++) {
 		bk *b = &st->b[i];
 		for (int guard = 0; b != NULL && b->keep && b->s.is_delta && guard < 100000; guard++) {
@@ -156,7 +229,24 @@ static bool wal_needed(const set *st, uint32_t tli, uint64_t seg)
 		if (!b->permanent && tli >= b->tli && seg >= b->seg)
 			return true;
 	}
+	for (size_t i = 0; i < st->running.len; i++) {
+		const claim_info *c = &st->running.items[i];
+		if (tli >= c->timeline && seg >= c->start_lsn / st->segsize)
+			return true;
+	}
 	return false;
+}
+
+/* How a folder without a sentinel is claimed: 1 running push, -1 dead push, 0 no claim. */
+static int claimed(const set *st, const char *name)
+{
+	for (size_t i = 0; i < st->running.len; i++)
+		if (strcmp(st->running.items[i].name, name) == 0)
+			return 1;
+	for (size_t i = 0; i < st->stale.len; i++)
+		if (strcmp(st->stale.items[i].name, name) == 0)
+			return -1;
+	return 0;
 }
 
 /*
@@ -209,14 +299,25 @@ static err_code plan_objects(repo *r, set *st, bool backups, bool wal, bool orph
 				 * An object of no backup (a failed push) goes only if older than every kept
 				 * backup's start: a push still running writes objects newer than that.
 				 */
-				bool orphan = b == NULL && orphans &&
-					before_kept(st, objs.items[i].mtime, objs.items[i].mtime_nsec) &&
-					token24(name, &tli, &seg, st->segsize) && !wal_needed(st, tli, seg);
-				if (every || (b != NULL ? b->gone : orphan))
+				int by = b == NULL ? claimed(st, name) : 0;
+				bool orphan = b == NULL && orphans && by <= 0 &&
+					(by < 0 ||
+					 (before_kept(st, objs.items[i].mtime, objs.items[i].mtime_nsec) &&
+					  token24(name, &tli, &seg, st->segsize) && !wal_needed(st, tli, seg)));
+				if ((every && by <= 0) || (b != NULL ? b->gone : orphan))
 					plan_add(p, &objs.items[i]);
 				free(name);
 			}
 		obj_list_free(&objs);
+	}
+	if (every) {
+		/* An emptied repository belongs to no cluster any more. */
+		obj_info info;
+		if (storage_stat(r->st, CATALOG_CLUSTER_MARKER, &info) == E_OK) {
+			info.key = (char *)(uintptr_t)CATALOG_CLUSTER_MARKER;
+			plan_add(p, &info);
+		}
+		err_clear();
 	}
 	if (wal) {
 		TRY(storage_list(r->st, REPO_WAL_DIR, false, &objs));
@@ -235,16 +336,65 @@ static err_code plan_objects(repo *r, set *st, bool backups, bool wal, bool orph
 
 static err_code execute(repo *r, plan *p, bool confirm, FILE *out);
 
+/*
+ * Before backups are deleted: record which (the intent a delta push checks after claiming its
+ * name), then look again for pushes that started since the plan was made with one of them as
+ * their base. Between the two records one side always sees the other.
+ */
+static err_code announce(repo *r, set *st, bool *announced)
+{
+	const char **names = xcalloc(st->n ? st->n : 1, sizeof(*names));
+	size_t n = 0;
+	*announced = false;
+	for (size_t i = 0; i < st->n; i++)
+		if (st->b[i].gone)
+			names[n++] = st->b[i].name;
+	err_code rc = E_OK;
+	if (n > 0) {
+		rc = catalog_deleting_begin(r, names, n);
+		*announced = rc == E_OK;
+	}
+	claim_list all, running = { 0 }, stale = { 0 };
+	if (rc == E_OK && n > 0 && (rc = catalog_claims(r, &all)) == E_OK &&
+		(rc = sort_claims(r, st, &all, &running, &stale)) == E_OK) {
+		for (size_t i = 0; rc == E_OK && i < running.len; i++) {
+			bk *base = running.items[i].delta_from ? find(st, running.items[i].delta_from) : NULL;
+			if (base != NULL && base->gone)
+				rc = err_set(E_EXISTS, "backup-push of %s, based on %s, started meanwhile; "
+									   "nothing was deleted: run delete again",
+							 running.items[i].name, base->name);
+		}
+	}
+	catalog_claims_free(&running);
+	catalog_claims_free(&stale);
+	free(names);
+	return rc;
+}
+
 /* Plans what the flags select and lists or deletes it. */
 static err_code plan_and_run(repo *r, set *st, bool backups, bool wal, bool orphans, bool every,
 							 bool confirm, FILE *out)
 {
 	plan p;
+	bool announced = false;
 	err_code rc = plan_objects(r, st, backups, wal, orphans, every, &p);
+	if (rc == E_OK && confirm)
+		rc = announce(r, st, &announced);
 	if (rc == E_OK)
 		rc = execute(r, &p, confirm, out);
+	if (announced)
+		catalog_deleting_end(r);
 	obj_list_free(&p.del);
 	return rc;
+}
+
+/* Delete commands that would remove what a running push needs are refused. */
+static err_code running_push_error(const claim_info *c, const char *why)
+{
+	return err_set(E_EXISTS, "backup-push of %s (host %s, pid %ld, started %s) is running%s; "
+							 "nothing was deleted",
+				   c->name, c->hostname ? c->hostname : "?", c->pid,
+				   c->started ? c->started : "?", why);
 }
 
 static err_code execute(repo *r, plan *p, bool confirm, FILE *out)
@@ -386,6 +536,10 @@ err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE
 								   "`delete everything FORCE` to delete them too");
 			break;
 		}
+		if (st.running.len > 0) {
+			rc = running_push_error(&st.running.items[0], "");
+			break;
+		}
 		for (size_t i = 0; i < st.n; i++) {
 			st.b[i].keep = false;
 			st.b[i].gone = true;
@@ -441,6 +595,12 @@ err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE
 				rc = err_set(E_CONFIG, "delete target: %s is permanent", st.b[i].name);
 				break;
 			}
+		}
+		for (size_t i = 0; rc == E_OK && i < st.running.len; i++) {
+			bk *base = st.running.items[i].delta_from ? find(&st, st.running.items[i].delta_from)
+													  : NULL;
+			if (base != NULL && base->gone)
+				rc = running_push_error(&st.running.items[i], ", based on it");
 		}
 		if (rc != E_OK)
 			break;

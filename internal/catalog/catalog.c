@@ -287,16 +287,27 @@ err_code catalog_resolve(repo *r, const char *name, char **out)
 	return E_OK;
 }
 
-err_code catalog_put_json(repo *r, const char *key, const json_t *doc)
+static err_code put_json(repo *r, const char *key, const json_t *doc, bool exclusive)
 {
 	char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	sink *s = NULL;
-	err_code rc = storage_put(r->st, key, &s);
+	err_code rc = exclusive ? storage_put_new(r->st, key, &s) : storage_put(r->st, key, &s);
 	if (rc == E_OK)
 		rc = sink_write(s, text, strlen(text));
 	if (rc == E_OK)
 		rc = sink_finish(s);
 	sink_free(s);
 	free(text);
+	return rc;
+}
+
+err_code catalog_put_json(repo *r, const char *key, const json_t *doc)
+{
+	err_code rc = put_json(r, key, doc, false);
 	return rc == E_OK ? E_OK : err_wrap(rc, "storing %s", key);
+}
+
+err_code catalog_put_json_new(repo *r, const char *key, const json_t *doc)
+{
+	return put_json(r, key, doc, true);
 }

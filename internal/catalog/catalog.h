@@ -65,11 +65,101 @@ err_code catalog_resolve(repo *r, const char *name_or_latest, char **name_out);
 err_code catalog_read_json(repo *r, const char *key, size_t max, json_t **out);
 /* Stores plain JSON (sentinels and metadata are never compressed or encrypted). */
 err_code catalog_put_json(repo *r, const char *key, const json_t *doc);
+/* As catalog_put_json, but only if key is absent: E_EXISTS when another writer got there. */
+err_code catalog_put_json_new(repo *r, const char *key, const json_t *doc);
 err_code catalog_sentinel_read(repo *r, const char *name, backup_sentinel *out);
 err_code catalog_sentinel_parse(const json_t *root, const char *name, backup_sentinel *out);
 json_t *catalog_sentinel_json(const backup_sentinel *s);
 void catalog_sentinel_free(backup_sentinel *s);
 /* Case-insensitive member lookup, as Go's encoding/json does when WAL-G reads. */
 json_t *catalog_json_get(const json_t *obj, const char *key);
+
+/*
+ * One cluster per repository: the system identifier of the cluster whose WAL and backups the
+ * repository holds, recorded by the first walc writer in a root object WAL-G ignores (before
+ * that, the newest sentinel's). A writer of another cluster gets E_CONFIG naming both
+ * identifiers, unless allow_change (WALG_ALLOW_SYSTEM_ID_CHANGE), which records the new one.
+ * what names the caller in the message ("wal-push 000000010000000000000003").
+ */
+#define CATALOG_CLUSTER_MARKER "walc_cluster.json"
+err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const char *what);
+
+/*
+ * Claims: one writer per backup name. A backup-push claims its name (an object created only
+ * if absent, basebackups_005/NAME/walc_claim_NNN.json) before its first object and renews it
+ * on a thread while it runs; WAL-G ignores these objects.
+ */
+typedef enum claim_state {
+	CLAIM_RUNNING,	/* no sentinel; renewed (by either clock) within 2 minutes, not known gone */
+	CLAIM_DEAD,		/* no sentinel, not running: the push died and its objects are garbage */
+	CLAIM_COMPLETE, /* the sentinel exists (only name and key are filled in) */
+} claim_state;
+
+typedef struct claim_info {
+	claim_state state;
+	char *name; /* the backup */
+	char *key;	/* the claim object */
+	int generation;
+	char *push_id;
+	char *hostname;
+	long pid;
+	char *boot_id;
+	char *pid_ns;
+	uint64_t start_lsn;
+	uint32_t timeline;
+	char *delta_from; /* the base of a delta push, or NULL */
+	char *started;	  /* RFC 3339 */
+	char *renewed;
+	uint64_t renewals;
+	time_t renewed_at; /* renewed, parsed; 0 when unreadable */
+	time_t stored_at;  /* the claim object's time in storage */
+} claim_info;
+void catalog_claim_info_free(claim_info *c);
+
+typedef struct claim claim;
+/*
+ * Claims name for this process. E_EXISTS, with one line naming the other writer, when the
+ * backup exists, another push is writing it (checked by watching its renewals for up to 45 s
+ * when its clock cannot tell), or objects no walc push claimed are there. The claim of a push
+ * that is dead (gone from this machine, or not renewed past its fence) is taken over and the
+ * dead push's objects are removed. on_lost(arg), called from the renewal thread when the
+ * claim could not be renewed for 30 s or another push took it over, must stop the push.
+ */
+err_code catalog_claim(repo *r, const char *name, uint64_t start_lsn, uint32_t timeline,
+					   const char *delta_from, void (*on_lost)(void *arg), void *arg,
+					   claim **out);
+/* E_OK while the name is still this push's (asks storage). */
+err_code catalog_claim_check(claim *c);
+/*
+ * Stops renewing, then catalog_claim_check: the last step before the sentinel, so that the
+ * sentinel stays the newest object of the backup.
+ */
+err_code catalog_claim_seal(claim *c);
+/* Lost to a takeover or the fence: what this push wrote may belong to another one now. */
+bool catalog_claim_lost(claim *c);
+const char *catalog_claim_key(const claim *c);
+/* For tests: how often a claim is renewed, when its push stops, how long a taker watches. */
+void catalog_claim_timing(long renew_ms, long fence_ms, long watch_ms);
+/* Stops renewing. drop removes the claim object too (unless it was lost). NULL is a no-op. */
+void catalog_claim_end(claim *c, bool drop);
+
+/* The newest claim of every backup folder, in the state one listing shows. */
+typedef struct claim_list {
+	claim_info *items;
+	size_t len;
+} claim_list;
+err_code catalog_claims(repo *r, claim_list *out);
+/* One claim's whole content. */
+err_code catalog_claim_read(repo *r, const char *key, claim_info *out);
+void catalog_claims_free(claim_list *l);
+
+/*
+ * Retention's intent (a root object WAL-G ignores): delete records the backups it is about to
+ * remove before it checks for running pushes; a delta push checks its base after claiming.
+ */
+err_code catalog_deleting_begin(repo *r, const char *const *names, size_t n);
+void catalog_deleting_end(repo *r);
+/* *who names the delete when one started within the hour is removing backup name, else NULL. */
+err_code catalog_deleting(repo *r, const char *name, char **who);
 
 #endif

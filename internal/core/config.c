@@ -76,6 +76,9 @@ static const config_var config_vars[] = {
 	{ "WALG_STORE_ALL_CORRUPT_BLOCKS", "false", false,
 	  "backup-push: record every corrupt block number, not just the first 10 per file" },
 	{ "WALG_PG_WAL_SIZE", "16", false, "WAL segment size in MiB" },
+	{ "WALG_ALLOW_SYSTEM_ID_CHANGE", "false", false,
+	  "walc extension: let a cluster with another system identifier write to this repository "
+	  "(it replaces the old cluster's WAL of the same names)" },
 	{ "WALG_LOG_LEVEL", "NORMAL", false, "NORMAL, DEVEL (adds debug lines) or ERROR" },
 	{ "WALG_LOG_FORMAT", "text", false, "walc extension: text or json (one object per line)" },
 	{ "WALG_LOG_DESTINATION", "stderr", false, "file the log is appended to, or stderr" },
@@ -521,6 +524,7 @@ err_code config_load(config *c, bool need_storage)
 		c->delta_from_user_data = xstrdup(env("WALG_DELTA_FROM_USER_DATA"));
 	TRY(parse_bool("WALG_VERIFY_PAGE_CHECKSUMS", false, &c->verify_page_checksums));
 	TRY(parse_bool("WALG_STORE_ALL_CORRUPT_BLOCKS", false, &c->store_all_corrupt_blocks));
+	TRY(parse_bool("WALG_ALLOW_SYSTEM_ID_CHANGE", false, &c->allow_system_id_change));
 	const char *ud = env("WALG_SENTINEL_USER_DATA");
 	if (ud != NULL)
 		c->sentinel_user_data = xstrdup(ud);

@@ -163,6 +163,7 @@ typedef struct config {
 	uint64_t disk_rate_limit;		/* WALG_DISK_RATE_LIMIT, bytes/s, 0 = none */
 	uint64_t network_rate_limit;	/* WALG_NETWORK_RATE_LIMIT, bytes/s, 0 = none */
 	long pg_wal_size_mb;
+	bool allow_system_id_change;	/* WALG_ALLOW_SYSTEM_ID_CHANGE (walc extension) */
 	/* logging */
 	log_level log_level;
 	bool log_json;
@@ -230,6 +231,8 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* RFC 3339 with optional fraction and zone ("Z", "+01:00") -> seconds and nanoseconds. */
 bool time_parse_rfc3339(const char *s, time_t *sec, long *nsec);
+/* Now as WAL-G writes backup times: UTC with microseconds, "2026-11-29T23:42:29.586708Z". */
+char *time_now_rfc3339(void);
 
 bool str_has_prefix(const char *s, const char *prefix);
 bool str_has_suffix(const char *s, const char *suffix);

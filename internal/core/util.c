@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -173,4 +174,15 @@ bool time_parse_rfc3339(const char *s, time_t *sec, long *nsec)
 	*sec = timegm(&tm) - off;
 	*nsec = frac;
 	return true;
+}
+
+char *time_now_rfc3339(void)
+{
+	struct timeval tv;
+	struct tm tm;
+	char buf[64];
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	return xasprintf("%s.%06ldZ", buf, (long)tv.tv_usec);
 }

@@ -2,11 +2,14 @@
 #include "internal/wal/wal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "internal/catalog/catalog.h"
 #include "internal/pg/pg.h"
 
 static const char *base_name(const char *path)
@@ -54,6 +57,28 @@ static err_code check_overwrite(repo *r, const char *name, const char *path, boo
 	return rc;
 }
 
+/* A segment's long header names its cluster: it must be the repository's. */
+static err_code check_cluster(repo *r, const config *cfg, const char *path, const char *name)
+{
+	if (!wal_is_segment_name(name) && !str_has_suffix(name, ".partial"))
+		return E_OK;
+	unsigned char head[WAL_LONG_HEADER_LEN];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return err_errno(E_IO, errno, "wal-push: %s", path);
+	ssize_t n = read(fd, head, sizeof(head));
+	close(fd);
+	uint64_t sysid;
+	/* Not a WAL header (a test file, a damaged segment): nothing to compare. */
+	if (n != (ssize_t)sizeof(head) ||
+		!wal_header_sysid(head, sizeof(head), (uint64_t)cfg->pg_wal_size_mb << 20, &sysid))
+		return E_OK;
+	char *what = xasprintf("wal-push %s", name);
+	err_code rc = catalog_check_cluster(r, sysid, cfg->allow_system_id_change, what);
+	free(what);
+	return rc;
+}
+
 err_code wal_push_one(repo *r, const config *cfg, const char *path)
 {
 	const char *name = base_name(path);
@@ -65,6 +90,8 @@ err_code wal_push_one(repo *r, const config *cfg, const char *path)
 		return err_errno(errno == ENOENT ? E_NOTFOUND : E_IO, errno, "wal-push: %s", path);
 	if (!S_ISREG(sb.st_mode))
 		return err_set(E_IO, "wal-push: %s is not a regular file", path);
+
+	TRY(check_cluster(r, cfg, path, name));
 
 	double t0 = now_ms();
 	bool protect = cfg->prevent_wal_overwrite || str_has_suffix(name, ".history");

@@ -267,6 +267,21 @@ pgbench_source() {
 	pg_start "$SRC" "$PORT"
 }
 
+# archiving_source DIR SCALE ARCHIVE_COMMAND [LINE...]: a cluster with data checksums in DIR,
+# archiving with ARCHIVE_COMMAND, loaded by pgbench -i -s SCALE (archived too); its port is
+# SPORT
+archiving_source() {
+	local dir=$1 scale=$2 cmd=$3
+	shift 3
+	SPORT=$(free_port)
+	pg_init "$dir" --data-checksums
+	pg_conf "$dir" "wal_level = replica" "archive_mode = on" "max_wal_senders = 4" \
+		"archive_command = '$cmd'" "$@"
+	pg_start "$dir" "$SPORT"
+	as_pg "$PGBIN/pgbench" -h "$T" -p "$SPORT" -i -s "$scale" -q postgres >"$dir.pgbench.log" 2>&1 ||
+		{ cat "$dir.pgbench.log" >&2; fail "pgbench -i -s $scale"; }
+}
+
 # pg_init DIR [initdb args...]
 pg_init() {
 	local dir=$1
@@ -411,6 +426,22 @@ recover_conf() {
 	printf '%s\n' "$@" >>"$dir/postgresql.conf"
 	touch "$dir/recovery.signal"
 	pg_own "$dir"
+}
+
+# restore_start DIR BACKUP VAR=VALUE... [-- LINE...]: backup-fetch BACKUP into DIR with that
+# walc environment, recover_conf with it (LINEs as there), start; the server's port is RPORT
+restore_start() {
+	local dir=$1 backup=$2 wenv=()
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do wenv+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	rm -rf "$dir"
+	wrun "${wenv[@]}" -- backup-fetch "$dir" "$backup"
+	expect_rc 0 "backup-fetch $backup"
+	recover_conf "$dir" "${wenv[*]}" "$@"
+	RPORT=$(free_port)
+	pg_start "$dir" "$RPORT"
+	wait_not_in_recovery "$RPORT"
 }
 
 # amcheck_all PORT [DB]: bt_index_check (with heapallindexed) on every btree index of DB

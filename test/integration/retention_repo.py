@@ -17,7 +17,8 @@ usage:
       (recovery follows promotions), a permanent one the segments from its start to its
       finish on its own timeline. --orphans window: a backup folder without a sentinel goes
       when its segment token is needed by no remaining backup (same rule as WAL).
-      --everything: every object of basebackups_005/ and wal_005/ goes, nothing else.
+      --everything: every object of basebackups_005/ and wal_005/ goes, and the cluster
+        marker walc_cluster.json (an emptied repository belongs to no cluster); nothing else.
   retention_repo.py restores REPO MARKS
       one line per backup: NAME KEY MAX_MARK. KEY hashes every object a restore of NAME to
       the end of its WAL reads (its chain's objects, the contiguous run of WAL segments from
@@ -148,7 +149,7 @@ def cmd_expect(repo, args):
     kept = [b for b in bs if b["name"] not in gone]
     for f in files(repo):
         if everything:
-            if f.startswith(BB) or f.startswith(WAL):
+            if f.startswith(BB) or f.startswith(WAL) or f == "walc_cluster.json":
                 continue
             print(f)
             continue

@@ -35,6 +35,11 @@ wrun_as_nobody() {
 }
 runuser -u nobody -- test -r "$T/src/PG_VERSION" && fail "test set-up: nobody can read PGDATA"
 chmod 777 "$T/repo"
+# nobody reads the repository's cluster marker, which the archiver (postgres) wrote; file
+# repositories shared by two OS users need a shared group, which nobody is not in.
+switch_wal "$PORT" >/dev/null
+for _ in $(seq 1 300); do [ -f "$T/repo/walc_cluster.json" ] && break; sleep 0.1; done
+chmod a+r "$T/repo/walc_cluster.json"
 wrun_as_nobody
 expect_rc 0 "remote backup-push"
 assert_contains "$W_ERR" "BASE_BACKUP" "remote mode log"

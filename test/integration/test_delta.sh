@@ -85,7 +85,15 @@ pg_conf "$T/other" "wal_level = replica" "archive_mode = on" "archive_command = 
 pg_start "$T/other" "$P2"
 wrun_pg "${ENVS[@]}" PGHOST="$T" PGPORT="$P2" -- backup-push "$T/other"
 expect_rc 1 "delta from another cluster"
-assert_contains "$W_ERR" "another cluster" "refusal message"
+assert_contains "$W_ERR" "this cluster's system identifier is" "refusal message (the repository's cluster)"
+# Allowed to take over the repository, the delta still refuses a base of another cluster
+# (in a copy: taking the repository over is for good).
+cp -a "$T/repo" "$T/repo-copy"
+wrun_pg "WALG_FILE_PREFIX=$T/repo-copy" WALG_DELTA_MAX_STEPS=3 WALG_ALLOW_SYSTEM_ID_CHANGE=true \
+	PGHOST="$T" PGPORT="$P2" -- backup-push "$T/other"
+expect_rc 1 "delta from another cluster, system identifier change allowed"
+assert_contains "$W_ERR" "another cluster" "refusal message (the delta's base)"
+rm -rf "$T/repo-copy"
 pg_stop "$T/other"
 
 # Every backup of the chain restores; the quiet database is exactly as at that backup.

@@ -95,10 +95,18 @@ pg_stop "$T/B"
 [ -f "$T/repo/wal_005/00000002.history.zst" ] || fail "B's timeline history was not archived"
 b_last=$((16#$(last_mark_seg "$T/marks_ab" | cut -c17-24)))
 
-# C: a new cluster, timeline 1, later, its WAL past B's (as pg_upgrade leaves it)
+# C: a new cluster, timeline 1, later, its WAL past B's (as pg_upgrade leaves it). Another
+# system identifier: walc refuses it in this repository until told the change is intended.
 TIME_B3_C1=$(sleep 1.1; date -u +%Y-%m-%dT%H:%M:%SZ; sleep 1.1)
 PC=$(free_port)
 new_cluster "$T/C" "$PC" "${ENVS[@]}"
+wrun_pg "${ENVS[@]}" PGHOST="$T" PGPORT="$PC" -- backup-push "$T/C"
+expect_rc 1 "backup-push of a new cluster into B's repository"
+assert_contains "$W_ERR" "this cluster's system identifier is" "the refusal names the identifiers"
+ENVS+=(WALG_ALLOW_SYSTEM_ID_CHANGE=true)
+pg_conf "$T/C" "archive_command = 'env ${ENVS[*]} $WALC_PG wal-push %p'"
+psqlc "$PC" "SELECT pg_reload_conf()" >/dev/null
+PUSH_ENVS=("${ENVS[@]}")
 NMARK=0
 while :; do
 	mark "$PC" "$T/marks_c"

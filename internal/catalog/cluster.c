@@ -1,0 +1,159 @@
+/*
+ * One cluster per repository. Two clusters archiving to one prefix replace each other's WAL
+ * segments of the same name (a re-initdb'd primary, a prefix copied into another release), so
+ * every writer checks the cluster's system identifier against the repository's: a marker
+ * object at the root (WAL-G ignores it), or, before the first walc writer recorded one, the
+ * newest backup's sentinel.
+ */
+#include "internal/catalog/catalog.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* What this process verified already: the daemon checks once, not per segment. */
+static pthread_mutex_t verified_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *verified_repo;
+static uint64_t verified_sysid;
+
+static bool verified(repo *r, uint64_t sysid)
+{
+	pthread_mutex_lock(&verified_lock);
+	bool yes = verified_repo != NULL && verified_sysid == sysid &&
+		strcmp(verified_repo, storage_describe(r->st)) == 0;
+	pthread_mutex_unlock(&verified_lock);
+	return yes;
+}
+
+static void remember(repo *r, uint64_t sysid)
+{
+	pthread_mutex_lock(&verified_lock);
+	free(verified_repo);
+	verified_repo = xstrdup(storage_describe(r->st));
+	verified_sysid = sysid;
+	pthread_mutex_unlock(&verified_lock);
+}
+
+static err_code parse_sysid(const char *text, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = text != NULL ? strtoull(text, &end, 10) : 0;
+	if (text == NULL || errno != 0 || end == text || *end != '\0')
+		return err_set(E_CORRUPT, CATALOG_CLUSTER_MARKER " in the repository has no valid "
+								  "system_identifier; remove it and walc records the cluster "
+								  "again");
+	*out = v;
+	return E_OK;
+}
+
+static err_code write_marker(repo *r, uint64_t sysid, bool exclusive)
+{
+	char host[256] = "", id[32];
+	gethostname(host, sizeof(host) - 1);
+	snprintf(id, sizeof(id), "%llu", (unsigned long long)sysid);
+	char *when = time_now_rfc3339();
+	json_t *doc = json_object();
+	json_object_set_new(doc, "system_identifier", json_string(id));
+	json_object_set_new(doc, "recorded", json_string(when));
+	json_object_set_new(doc, "hostname", json_string(host));
+	free(when);
+	err_code rc = exclusive ? catalog_put_json_new(r, CATALOG_CLUSTER_MARKER, doc)
+							: catalog_put_json(r, CATALOG_CLUSTER_MARKER, doc);
+	json_decref(doc);
+	return rc;
+}
+
+static err_code mismatch(repo *r, const char *what, uint64_t ours, uint64_t theirs,
+						 const char *source)
+{
+	return err_set(E_CONFIG,
+				   "%s: this cluster's system identifier is %llu, but %s holds the WAL and "
+				   "backups of cluster %llu (%s): archive this cluster to a new prefix, or set "
+				   "WALG_ALLOW_SYSTEM_ID_CHANGE=true if replacing it is intended",
+				   what, (unsigned long long)ours, storage_describe(r->st),
+				   (unsigned long long)theirs, source);
+}
+
+/* Before any walc writer recorded the cluster: the newest backup that names one. */
+static err_code sentinel_cluster(repo *r, bool *found, uint64_t *sysid, char **name)
+{
+	backup_refs refs;
+	*found = false;
+	TRY(catalog_backups(r, &refs));
+	err_code rc = E_OK;
+	for (size_t i = refs.len; i-- > 0 && !*found;) {
+		backup_sentinel s;
+		rc = catalog_sentinel_read(r, refs.items[i].name, &s);
+		if (rc != E_OK)
+			break;
+		if (s.have_system_id) {
+			*found = true;
+			*sysid = s.system_id;
+			*name = xstrdup(refs.items[i].name);
+		}
+		catalog_sentinel_free(&s);
+	}
+	catalog_backups_free(&refs);
+	return rc;
+}
+
+err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const char *what)
+{
+	if (verified(r, sysid))
+		return E_OK;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		json_t *doc = NULL;
+		err_code rc = catalog_read_json(r, CATALOG_CLUSTER_MARKER, CATALOG_JSON_MAX, &doc);
+		if (rc == E_OK) {
+			uint64_t theirs = 0;
+			rc = parse_sysid(json_string_value(json_object_get(doc, "system_identifier")),
+							 &theirs);
+			char *source = xasprintf(CATALOG_CLUSTER_MARKER ", recorded %s on %s",
+									 json_string_value(json_object_get(doc, "recorded")) ?: "?",
+									 json_string_value(json_object_get(doc, "hostname")) ?: "?");
+			json_decref(doc);
+			if (rc == E_OK && theirs != sysid) {
+				if (allow_change) {
+					log_warn("%s: the repository held cluster %llu; it now holds cluster %llu "
+							 "(WALG_ALLOW_SYSTEM_ID_CHANGE)",
+							 what, (unsigned long long)theirs, (unsigned long long)sysid);
+					rc = write_marker(r, sysid, false);
+				} else {
+					rc = mismatch(r, what, sysid, theirs, source);
+				}
+			}
+			free(source);
+			if (rc == E_OK)
+				remember(r, sysid);
+			return rc;
+		}
+		if (rc != E_NOTFOUND)
+			return rc;
+		err_clear();
+		bool found;
+		uint64_t theirs = 0;
+		char *name = NULL;
+		TRY(sentinel_cluster(r, &found, &theirs, &name));
+		if (found && theirs != sysid && !allow_change) {
+			char *source = xasprintf("its newest backup %s", name);
+			rc = mismatch(r, what, sysid, theirs, source);
+			free(source);
+			free(name);
+			return rc;
+		}
+		free(name);
+		rc = write_marker(r, sysid, true);
+		if (rc == E_OK) {
+			remember(r, sysid);
+			return E_OK;
+		}
+		if (rc != E_EXISTS) /* another writer recorded one meanwhile: read it */
+			return err_wrap(rc, "recording the cluster in %s", storage_describe(r->st));
+		err_clear();
+	}
+	return err_set(E_IO, "%s: could not read or record " CATALOG_CLUSTER_MARKER " in %s", what,
+				   storage_describe(r->st));
+}

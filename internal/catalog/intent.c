@@ -1,0 +1,67 @@
+/*
+ * Retention's intent: before deleting backups, delete writes which ones into a root object;
+ * a delta push reads it after claiming its name. Each writes first and reads the other's
+ * record second, so at least one of them sees the other: retention spares the base of a push
+ * it sees, and a push whose base is listed stops.
+ */
+#include "internal/catalog/catalog.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define INTENT_KEY "walc_deleting.json"
+#define INTENT_VALID_S 3600 /* a record older than this is a crashed delete's */
+
+err_code catalog_deleting_begin(repo *r, const char *const *names, size_t n)
+{
+	char host[256] = "";
+	gethostname(host, sizeof(host) - 1);
+	char *when = time_now_rfc3339();
+	json_t *doc = json_object(), *list = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(list, json_string(names[i]));
+	json_object_set_new(doc, "backups", list);
+	json_object_set_new(doc, "hostname", json_string(host));
+	json_object_set_new(doc, "pid", json_integer((json_int_t)getpid()));
+	json_object_set_new(doc, "started", json_string(when));
+	free(when);
+	err_code rc = catalog_put_json(r, INTENT_KEY, doc);
+	json_decref(doc);
+	return rc;
+}
+
+void catalog_deleting_end(repo *r)
+{
+	if (storage_remove(r->st, INTENT_KEY) != E_OK)
+		err_clear();
+}
+
+err_code catalog_deleting(repo *r, const char *name, char **who)
+{
+	json_t *doc = NULL;
+	*who = NULL;
+	err_code rc = catalog_read_json(r, INTENT_KEY, CATALOG_JSON_MAX, &doc);
+	if (rc == E_NOTFOUND) {
+		err_clear();
+		return E_OK;
+	}
+	TRY(rc);
+	const char *started = json_string_value(json_object_get(doc, "started"));
+	time_t sec;
+	long nsec;
+	bool current = started != NULL && time_parse_rfc3339(started, &sec, &nsec) &&
+		time(NULL) - sec < INTENT_VALID_S;
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(doc, "backups"), i, v)
+	{
+		if (current && json_is_string(v) && strcmp(json_string_value(v), name) == 0) {
+			const char *host = json_string_value(json_object_get(doc, "hostname"));
+			*who = xasprintf("a delete started %s on %s", started, host ? host : "?");
+			break;
+		}
+	}
+	json_decref(doc);
+	return E_OK;
+}

@@ -1,0 +1,262 @@
+/*
+ * Unit tests for the catalog's writer rules on a file-system repository: claims (one writer
+ * per backup name, renewal, takeover of a dead push's claim, loss), the cluster marker and
+ * retention's intent.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal/catalog/catalog.h"
+
+#define NAME "base_000000010000000000000003"
+
+static char *root;
+static repo r;
+
+static int setup(void **state)
+{
+	(void)state;
+	char tmpl[] = "/tmp/walc-unit-XXXXXX";
+	assert_non_null(mkdtemp(tmpl));
+	root = xstrdup(tmpl);
+	memset(&r, 0, sizeof(r));
+	r.codec = codec_by_name("none");
+	assert_int_equal(storage_fs_open(root, &r.st), E_OK);
+	/* Fast timing: renewal every 50 ms, fence 300 ms, watch 500 ms. */
+	catalog_claim_timing(50, 300, 500);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	storage_free(r.st);
+	char *cmd = xasprintf("rm -rf %s", root);
+	int rc = system(cmd);
+	free(cmd);
+	free(root);
+	return rc;
+}
+
+static void put(const char *key, const char *text)
+{
+	sink *s;
+	assert_int_equal(storage_put(r.st, key, &s), E_OK);
+	assert_int_equal(sink_write(s, text, strlen(text)), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+}
+
+static bool exists(const char *key)
+{
+	obj_info info;
+	bool yes = storage_stat(r.st, key, &info) == E_OK;
+	err_clear();
+	return yes;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static void test_one_writer(void **state)
+{
+	(void)state;
+	claim *a = NULL, *b = NULL;
+	assert_int_equal(catalog_claim(&r, NAME, 0x3000028, 1, NULL, NULL, NULL, &a), E_OK);
+	assert_true(exists("basebackups_005/" NAME "/walc_claim_001.json"));
+	/* A second push of the same name, while the first renews: refused at once. */
+	assert_int_equal(catalog_claim(&r, NAME, 0x3000060, 1, NULL, NULL, NULL, &b), E_EXISTS);
+	assert_null(b);
+	assert_non_null(strstr(err_msg(), "is being written by another backup-push"));
+	claim_list l;
+	assert_int_equal(catalog_claims(&r, &l), E_OK);
+	assert_int_equal(l.len, 1);
+	assert_int_equal(l.items[0].state, CLAIM_RUNNING);
+	assert_string_equal(l.items[0].name, NAME);
+	assert_int_equal(l.items[0].start_lsn, 0x3000028);
+	catalog_claims_free(&l);
+	assert_int_equal(catalog_claim_check(a), E_OK);
+	catalog_claim_end(a, true);
+	assert_false(exists("basebackups_005/" NAME "/walc_claim_001.json"));
+	/* Dropped: the name is free again. */
+	assert_int_equal(catalog_claim(&r, NAME, 0x3000028, 1, NULL, NULL, NULL, &a), E_OK);
+	catalog_claim_end(a, true);
+}
+
+static void test_complete_and_foreign(void **state)
+{
+	(void)state;
+	claim *c = NULL;
+	put("basebackups_005/" NAME "_backup_stop_sentinel.json", "{}");
+	assert_int_equal(catalog_claim(&r, NAME, 1, 1, NULL, NULL, NULL, &c), E_EXISTS);
+	assert_non_null(strstr(err_msg(), "already exists"));
+	assert_int_equal(storage_remove(r.st, "basebackups_005/" NAME "_backup_stop_sentinel.json"),
+					 E_OK);
+	/* Objects nobody claimed (WAL-G writing the same name): nothing is written. */
+	put("basebackups_005/" NAME "/tar_partitions/part_001.tar.lz4", "x");
+	assert_int_equal(catalog_claim(&r, NAME, 1, 1, NULL, NULL, NULL, &c), E_EXISTS);
+	assert_non_null(strstr(err_msg(), "that no walc push claimed"));
+	assert_false(exists("basebackups_005/" NAME "/walc_claim_001.json"));
+}
+
+/* A claim of a push elsewhere that stopped renewing long ago (by both clocks). */
+static void dead_claim(int gen)
+{
+	char *key = xasprintf("basebackups_005/" NAME "/walc_claim_%03d.json", gen);
+	put(key, "{\"backup\": \"" NAME "\", \"push_id\": \"dead\", \"hostname\": \"elsewhere\", "
+			 "\"pid\": 1, \"renewed\": \"2020-01-01T00:00:00Z\", \"renewals\": 7}");
+	char *path = xasprintf("%s/%s", root, key);
+	struct timespec old[2] = { { 1577836800, 0 }, { 1577836800, 0 } };
+	assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
+	free(path);
+	free(key);
+}
+
+static void test_take_over_dead(void **state)
+{
+	(void)state;
+	dead_claim(1);
+	put("basebackups_005/" NAME "/tar_partitions/part_009.tar.lz4", "dead push's part");
+	claim_list l;
+	assert_int_equal(catalog_claims(&r, &l), E_OK);
+	assert_int_equal(l.len, 1);
+	assert_int_equal(l.items[0].state, CLAIM_DEAD);
+	catalog_claims_free(&l);
+	claim *c = NULL;
+	/* Watched for 500 ms without a renewal: taken over, the dead push's objects removed. */
+	assert_int_equal(catalog_claim(&r, NAME, 1, 1, NULL, NULL, NULL, &c), E_OK);
+	assert_true(exists("basebackups_005/" NAME "/walc_claim_002.json"));
+	assert_false(exists("basebackups_005/" NAME "/walc_claim_001.json"));
+	assert_false(exists("basebackups_005/" NAME "/tar_partitions/part_009.tar.lz4"));
+	assert_int_equal(catalog_claim_check(c), E_OK);
+	catalog_claim_end(c, false);
+	assert_true(exists("basebackups_005/" NAME "/walc_claim_002.json"));
+}
+
+static void test_watched_alive(void **state)
+{
+	(void)state;
+	/* Renewed long ago by its clock, but its renewals still move: it is alive. */
+	dead_claim(1);
+	claim *c = NULL;
+	pid_t child = fork();
+	if (child == 0) {
+		for (int i = 0; i < 20; i++) {
+			char *text = xasprintf("{\"backup\": \"" NAME "\", \"push_id\": \"dead\", "
+								   "\"hostname\": \"elsewhere\", \"pid\": 1, \"renewed\": "
+								   "\"2020-01-01T00:00:00Z\", \"renewals\": %d}",
+								   100 + i);
+			put("basebackups_005/" NAME "/walc_claim_001.json", text);
+			free(text);
+			sleep_ms(40);
+		}
+		_exit(0);
+	}
+	assert_int_equal(catalog_claim(&r, NAME, 1, 1, NULL, NULL, NULL, &c), E_EXISTS);
+	assert_non_null(strstr(err_msg(), "is being written by another backup-push"));
+	assert_false(exists("basebackups_005/" NAME "/walc_claim_002.json"));
+	int status;
+	waitpid(child, &status, 0);
+}
+
+static int lost_calls;
+static void on_lost(void *arg)
+{
+	(void)arg;
+	__atomic_add_fetch(&lost_calls, 1, __ATOMIC_RELAXED);
+}
+
+static void test_lost_to_takeover(void **state)
+{
+	(void)state;
+	claim *c = NULL;
+	lost_calls = 0;
+	assert_int_equal(catalog_claim(&r, NAME, 1, 1, NULL, on_lost, NULL, &c), E_OK);
+	/* Another push thought us dead and created the next generation. */
+	put("basebackups_005/" NAME "/walc_claim_002.json", "{\"push_id\": \"other\"}");
+	for (int i = 0; i < 100 && __atomic_load_n(&lost_calls, __ATOMIC_RELAXED) == 0; i++)
+		sleep_ms(20);
+	assert_int_equal(__atomic_load_n(&lost_calls, __ATOMIC_RELAXED), 1);
+	assert_true(catalog_claim_lost(c));
+	assert_int_equal(catalog_claim_check(c), E_CANCELLED);
+	assert_non_null(strstr(err_msg(), "taken over"));
+	/* Lost: dropping must leave the new owner's claim and our old one alone. */
+	catalog_claim_end(c, true);
+	assert_true(exists("basebackups_005/" NAME "/walc_claim_001.json"));
+	assert_true(exists("basebackups_005/" NAME "/walc_claim_002.json"));
+}
+
+static void test_cluster_marker(void **state)
+{
+	(void)state;
+	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push X"), E_OK);
+	assert_true(exists(CATALOG_CLUSTER_MARKER));
+	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push X"), E_OK);
+	assert_int_equal(catalog_check_cluster(&r, 222, false, "wal-push Y"), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "system identifier is 222"));
+	assert_non_null(strstr(err_msg(), "cluster 111"));
+	assert_int_equal(catalog_check_cluster(&r, 222, true, "wal-push Y"), E_OK);
+	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push X"), E_CONFIG);
+	/* Without a marker, the newest sentinel's identifier counts. */
+	assert_int_equal(storage_remove(r.st, CATALOG_CLUSTER_MARKER), E_OK);
+	put("basebackups_005/" NAME "_backup_stop_sentinel.json",
+		"{\"LSN\": 1, \"FinishLSN\": 2, \"SystemIdentifier\": 333}");
+	assert_int_equal(catalog_check_cluster(&r, 444, false, "backup-push"), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "its newest backup " NAME));
+	assert_false(exists(CATALOG_CLUSTER_MARKER));
+	assert_int_equal(catalog_check_cluster(&r, 333, false, "backup-push"), E_OK);
+	assert_true(exists(CATALOG_CLUSTER_MARKER));
+	/* A marker that is not ours to read is an error, not a pass. */
+	put(CATALOG_CLUSTER_MARKER, "{\"system_identifier\": \"x\"}");
+	assert_int_equal(catalog_check_cluster(&r, 555, false, "backup-push"), E_CORRUPT);
+}
+
+static void test_intent(void **state)
+{
+	(void)state;
+	char *who = NULL;
+	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
+	assert_null(who);
+	const char *names[] = { "base_000000010000000000000001", NAME };
+	assert_int_equal(catalog_deleting_begin(&r, names, 2), E_OK);
+	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
+	assert_non_null(who);
+	assert_non_null(strstr(who, "a delete started"));
+	free(who);
+	assert_int_equal(catalog_deleting(&r, "base_000000010000000000000009", &who), E_OK);
+	assert_null(who);
+	catalog_deleting_end(&r);
+	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
+	assert_null(who);
+	/* A record older than an hour is a crashed delete's: ignored. */
+	put("walc_deleting.json", "{\"backups\": [\"" NAME "\"], \"started\": \"2020-01-01T00:00:00Z\"}");
+	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
+	assert_null(who);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_one_writer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_complete_and_foreign, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_take_over_dead, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_watched_alive, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lost_to_takeover, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cluster_marker, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_intent, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
