@@ -23,7 +23,8 @@ VERSION   := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 .PHONY: all deps test unit integration demo asan tsan fuzz fuzz-smoke clean format lint check-deps \
-        archive-module archive-module-install lint-deploy static test-static test-faults asan-run tsan-run
+        archive-module archive-module-install lint-deploy static test-static test-versions test-faults \
+        asan-run tsan-run
 
 all: walc
 
@@ -126,6 +127,12 @@ static:
 	@deploy/static/build.sh
 test-static: static
 	@test/static/test-static.sh
+
+# make test-versions: walc-static against PostgreSQL 13, 15 (the host's), 17 and 18, the others
+# in Debian chroots made by deploy/pgchroot.sh (cached in /var/cache/walc-pg); prints a table
+# check x version. See test/versions/run.sh.
+test-versions: static
+	@test/versions/run.sh
 
 # Offline checks of the Dockerfile, Helm chart and manifests (no cluster or Docker needed).
 lint-deploy:
