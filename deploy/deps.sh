@@ -20,7 +20,7 @@ command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 
 missing=()
 for p in "${pkgs[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "deps: installing ${missing[*]}"

@@ -42,7 +42,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 ensure_tools() {
 	local missing=() p
 	for p in "${TOOLS[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+		[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
 	msg "installing ${missing[*]}"
@@ -51,7 +51,14 @@ ensure_tools() {
 		"${missing[@]}" >/dev/null
 }
 
-have_deb_src() { apt-cache showsrc lz4 2>/dev/null | grep -q '^Package:'; }
+# apt-cache showsrc prints one record per source that has the package (two once, say,
+# bookworm-backports is in the sources): `showsrc | grep -q` under pipefail then fails with
+# SIGPIPE (141) when grep stops reading at the first match. Read it all, then look.
+have_deb_src() {
+	local records
+	records=$(apt-cache showsrc lz4 2>/dev/null) || return 1
+	grep -q '^Package:' <<<"$records"
+}
 
 # deb-src is off on these machines: add it to every "Types: deb" stanza of the deb822 sources
 # (or deb-src lines for a one-line sources.list), then update the lists.
@@ -94,7 +101,7 @@ compute_key() {
 		sha256sum <"$HERE/libs.sh"
 		echo "$manifest"
 		dpkg-query -W -f='${Package} ${Version}\n' musl-dev
-		x86_64-linux-gnu-gcc --version | head -n1
+		x86_64-linux-gnu-gcc --version | sed -n 1p
 	} | sha256sum | cut -c1-16
 }
 

@@ -63,7 +63,7 @@ install_debian() {
 	command -v node >/dev/null || pkgs+=(nodejs)
 	command -v npm >/dev/null || pkgs+=(npm)
 	for p in "${pkgs[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+		[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
 	echo "installing ${missing[*]}"

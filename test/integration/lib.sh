@@ -73,7 +73,7 @@ assert_not_contains() { # HAYSTACK NEEDLE WHAT
 	case $1 in *"$2"*) fail "$3: must not contain '$2', got: $1" ;; *) ;; esac
 }
 assert_match() { # HAYSTACK ERE WHAT
-	printf '%s\n' "$1" | grep -Eq -- "$2" || fail "$3: expected to match /$2/, got: $1"
+	grep -Eq -- "$2" <<<"$1" || fail "$3: expected to match /$2/, got: $1"
 }
 assert_absent() { # PATH WHAT
 	if [ -e "$1" ] || [ -L "$1" ]; then fail "$2: $1 must not exist"; fi
@@ -87,7 +87,7 @@ assert_no_sanitizer_reports() { # FILE...
 	for f in "$@"; do
 		[ -f "$f" ] || continue
 		if grep -Eq "$SANITIZER_RE" "$f"; then
-			grep -En -B2 -A20 "$SANITIZER_RE" "$f" | head -n 60 >&2
+			grep -En -B2 -A20 "$SANITIZER_RE" "$f" | sed -n 1,60p >&2
 			fail "sanitizer report in $f"
 		fi
 	done
@@ -177,7 +177,7 @@ wrun() {
 	# shellcheck disable=SC2034
 	W_OUT=$(cat "$T/.w_out")
 	W_ERR=$(cat "$T/.w_err")
-	if printf '%s\n' "$W_ERR" | grep -Eq "$SANITIZER_RE"; then
+	if grep -Eq "$SANITIZER_RE" <<<"$W_ERR"; then
 		printf '%s\n' "$W_ERR" >&2
 		fail "sanitizer report from: walc $*"
 	fi
@@ -195,7 +195,7 @@ wrun_pg() {
 	# shellcheck disable=SC2034
 	W_OUT=$(cat "$T/.w_out")
 	W_ERR=$(cat "$T/.w_err")
-	if printf '%s\n' "$W_ERR" | grep -Eq "$SANITIZER_RE"; then
+	if grep -Eq "$SANITIZER_RE" <<<"$W_ERR"; then
 		printf '%s\n' "$W_ERR" >&2
 		fail "sanitizer report from (as postgres): walc $*"
 	fi

@@ -56,7 +56,9 @@ passed=0 failed=0
 work=$(mktemp -d /tmp/walc-it-run.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-tagged() { head -n 40 "$1" | grep -q "^# integration: $2\$"; }
+# tagged TEST TAG: the line "# integration: TAG" is in the first 40 lines of TEST (awk reads
+# them itself: `head | grep -q` under pipefail fails when grep stops reading first)
+tagged() { awk -v want="# integration: $2" 'NR > 40 { exit } $0 == want { found = 1; exit } END { exit !found }' "$1"; }
 
 # run_one TEST: runs it, leaving its report in $work/NAME.report and its verdict in NAME.rc
 run_one() {

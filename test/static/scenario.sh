@@ -56,7 +56,7 @@ s3)
 		AWS_REGION=us-east-1 S3_CA_CERT_FILE="$S3RVER_DIR/cert.pem")
 	# Is the S3 backend there at all? A missing WAL file must be reported as missing.
 	wrun "${ENVS[@]}" -- wal-fetch 000000010000000000000042 "$T/probe"
-	if [ "$W_RC" != 0 ] && printf '%s\n' "$W_ERR" | grep -Eiq 'not (yet )?(implemented|supported)|unsupported|unknown storage'; then
+	if [ "$W_RC" != 0 ] && grep -Eiq 'not (yet )?(implemented|supported)|unsupported|unknown storage' <<<"$W_ERR"; then
 		echo "S3 part: not run: walc's S3 backend reports: $(printf '%s\n' "$W_ERR" | head -n 1)"
 		exit 3
 	fi
