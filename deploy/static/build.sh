@@ -24,6 +24,8 @@ CACHE=${WALC_STATIC_CACHE:-/var/cache/walc-static}
 JOBS=${JOBS:-$(nproc)}
 # shellcheck source-path=SCRIPTDIR source=libs.sh
 . "$HERE/libs.sh"
+# shellcheck source-path=SCRIPTDIR source=../apt.sh
+. "$HERE/../apt.sh"
 ALL_LIBS=("${LIBS_A[@]}" "${LIBS_A2[@]}" "${LIBS_B[@]}")
 SRC_PKGS=()
 for l in "${ALL_LIBS[@]}"; do SRC_PKGS+=("${l#*:}"); done
@@ -39,17 +41,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # Prerequisites: the musl toolchain and build tools, deb-src entries for apt-get source
 # ------------------------------------------------------------------------------------------
 
-ensure_tools() {
-	local missing=() p
-	for p in "${TOOLS[@]}"; do
-		[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	msg "installing ${missing[*]}"
-	as_root apt-get update -q >/dev/null
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-		"${missing[@]}" >/dev/null
-}
+ensure_tools() { apt_install "${TOOLS[@]}" >/dev/null; }
 
 # apt-cache showsrc prints one record per source that has the package (two once, say,
 # bookworm-backports is in the sources): `showsrc | grep -q` under pipefail then fails with
@@ -78,7 +70,7 @@ ensure_deb_src() {
 		sed -n 's/^deb /deb-src /p' /etc/apt/sources.list | as_root tee -a /etc/apt/sources.list >/dev/null
 	fi
 	msg "apt-get update"
-	as_root apt-get update -q >/dev/null
+	apt_get update -q >/dev/null
 	have_deb_src || die "no deb-src entries after enabling them"
 }
 
@@ -202,7 +194,7 @@ ensure_libs() {
 		# Not cached: refresh the package lists first (stale lists name files the mirror no
 		# longer has), which may name versions that are cached after all.
 		msg "no library prefix for key $KEY: apt-get update"
-		as_root apt-get update -q >/dev/null || msg "apt-get update failed; going on with the lists there are"
+		apt_get update -q >/dev/null || msg "apt-get update failed; going on with the lists there are"
 		KEY=$(compute_key)
 		P=$CACHE/$KEY
 	fi
