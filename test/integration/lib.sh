@@ -400,14 +400,15 @@ sodium_decrypt() { "$PY" "$IT_DIR/sodium.py" decrypt "$1" "$2"; }
 
 # recover_conf DIR "WALC ENV" [LINE...]: make a restored data directory recover through
 # walc wal-fetch and promote; LINEs replace the default recovery_target = 'immediate'.
+# RECOVER_FETCH=COMMAND: another wal-fetch than walc's (e.g. WAL-G's) as restore_command.
 recover_conf() {
-	local dir=$1 envs=$2
+	local dir=$1 fetch="${RECOVER_FETCH:-env $2 $WALC_PG}"
 	shift 2
 	[ $# -gt 0 ] || set -- "recovery_target = 'immediate'"
 	sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d; /^archive_mode/d; /^restore_command/d; /^recovery_target/d' \
 		"$dir/postgresql.conf"
-	printf "archive_mode = off\nrestore_command = 'env %s %s wal-fetch %%f %%p'\nrecovery_target_action = 'promote'\n" \
-		"$envs" "$WALC_PG" >>"$dir/postgresql.conf"
+	printf "archive_mode = off\nrestore_command = '%s wal-fetch %%f %%p'\nrecovery_target_action = 'promote'\n" \
+		"$fetch" >>"$dir/postgresql.conf"
 	printf '%s\n' "$@" >>"$dir/postgresql.conf"
 	touch "$dir/recovery.signal"
 	pg_own "$dir"

@@ -3,7 +3,8 @@
 # $INTEGRATION_TESTS (space-separated; "wal_matrix", "test_wal_matrix" and
 # "test_wal_matrix.sh" all name the same test). Each runs with a timeout
 # ($INTEGRATION_TIMEOUT, default 600 s); prints "PASS name (Ns)" or "FAIL name" followed by the
-# test's output, and as the last line "integration: N passed, N failed". Exit 1 if any failed.
+# test's output (after a PASS, the test's "skipped: REASON" lines, if any), and as the last line
+# "integration: N passed, N failed". Exit 1 if any failed.
 #
 # INTEGRATION_JOBS (default 1) tests run at once. A test whose header has the line
 # "# integration: solo" runs with no other test beside it (it asserts timings that load would
@@ -72,6 +73,8 @@ run_one() {
 	{
 		if [ $rc -eq 0 ]; then
 			echo "PASS $name (${took}s)"
+			# a test that could not run what it checks says why in a "skipped: ..." line
+			grep -E '(^|\] )skipped: ' "$out" | sed 's/^/  /' || true
 		else
 			if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 				echo "FAIL $name (timed out after ${TIMEOUT}s)"
