@@ -2,7 +2,8 @@
 # Shared helpers for walc's integration tests (sourced by test_*.sh and test/demo.sh).
 #
 # Conventions:
-#   - it_setup creates the test's own directory $T under /tmp (owned by postgres, since the
+#   - it_setup creates the test's own directory $T under /tmp, or in the run's directory
+#     $WALC_IT_RUN under test/integration/run.sh (owned by postgres, since the
 #     servers and their archive/restore commands run as postgres), its own HOME and PGDATA for
 #     walc runs, and an EXIT trap that stops every server started here and removes $T
 #     (KEEP=1 keeps it).
@@ -142,7 +143,8 @@ it_cleanup() {
 it_setup() {
 	[ -x "$WALC" ] || fail "walc binary not found or not executable: $WALC (run 'make walc', or set WALC)"
 	[ -x "$PGBIN/initdb" ] || fail "PostgreSQL 15 binaries not found in $PGBIN"
-	T=$(mktemp -d "/tmp/walc-${1:-it}.XXXXXX")
+	# Under run.sh, in the run's directory: its check for processes left running finds them by it.
+	T=$(mktemp -d "${WALC_IT_RUN:-/tmp}/walc-${1:-it}.XXXXXX")
 	trap it_cleanup EXIT
 	trap 'exit 143' TERM
 	trap 'exit 130' INT
