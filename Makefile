@@ -22,14 +22,17 @@ FUZZ_SRC  := $(sort $(wildcard test/fuzz/fuzz_*.c))
 VERSION   := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-.PHONY: all deps test unit integration demo asan tsan fuzz fuzz-smoke clean format lint check-deps \
-        archive-module archive-module-install lint-deploy static test-static test-versions test-faults \
-        asan-run tsan-run
+.PHONY: all deps deps-demo test unit integration demo asan tsan fuzz fuzz-smoke clean format lint \
+        check-deps archive-module archive-module-install lint-deploy static test-static \
+        test-versions test-faults asan-run tsan-run
 
 all: walc
 
+# deps: everything make test and CI use; deps-demo: only the build and make demo (PostgreSQL 15).
 deps:
-	@deploy/deps.sh
+	@deploy/deps.sh test
+deps-demo:
+	@deploy/deps.sh demo
 
 # Replace by rename: tests may be running the old binary.
 walc: $(BUILD)/walc
@@ -72,7 +75,7 @@ integration: walc
 test-faults: deps walc
 	@INTEGRATION_FAULTS=1 test/integration/run.sh
 
-demo: deps walc
+demo: deps-demo walc
 	@test/demo.sh
 
 # Sanitizer builds live in their own build directories and rerun the same tests.
@@ -152,6 +155,6 @@ clean:
 # BENCH_SCALE=10 BENCH_RUNS=1 for a quick run). See docs/PERFORMANCE.md.
 .PHONY: bench
 bench:
-	@deploy/deps.sh
+	@deploy/deps.sh test
 	$(MAKE) walc
 	@test/bench/run.sh

@@ -123,8 +123,28 @@ typedef struct job {
 	const config *cfg;
 	char *dir;
 	chan *names;
-	int missing; /* atomic: the archive ended */
+	/* atomic: the lowest segment found missing, where the archive ends (UINT64_MAX: none).
+	 * Workers take names in any order: one that finds N+2 missing must not stop another
+	 * from fetching N+1. */
+	uint64_t end;
 } job;
+
+static uint64_t segno_of(const job *j, const char *name)
+{
+	uint32_t tli;
+	uint64_t segno;
+	if (wal_name_parse(name, seg_size(j->cfg), &tli, &segno) != E_OK)
+		return UINT64_MAX;
+	return segno;
+}
+
+static void archive_ends_at(job *j, uint64_t segno)
+{
+	uint64_t cur = __atomic_load_n(&j->end, __ATOMIC_RELAXED);
+	while (segno < cur && !__atomic_compare_exchange_n(&j->end, &cur, segno, false,
+							  __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
 
 static err_code fetch_one(job *j, const char *name)
 {
@@ -143,7 +163,7 @@ static err_code fetch_one(job *j, const char *name)
 	dprintf(fd, "%d\n", (int)getpid());
 	rc = repo_find(j->r, base, &key);
 	if (rc == E_NOTFOUND) {
-		__atomic_store_n(&j->missing, 1, __ATOMIC_RELAXED);
+		archive_ends_at(j, segno_of(j, name));
 		log_debug("prefetch: %s is not archived (yet)", name);
 		rc = E_OK;
 		goto out;
@@ -172,7 +192,7 @@ static err_code worker(void *arg)
 	job *j = arg;
 	void *item;
 	while (chan_recv(j->names, &item)) {
-		if (!__atomic_load_n(&j->missing, __ATOMIC_RELAXED))
+		if (segno_of(j, item) < __atomic_load_n(&j->end, __ATOMIC_RELAXED))
 			fetch_one(j, item);
 		free(item);
 	}
@@ -207,7 +227,7 @@ static void prefetch_run(repo *r, const config *cfg, const char *name, const cha
 	uint64_t segno, segsize = seg_size(cfg);
 	if (wal_name_parse(name, segsize, &tli, &segno) != E_OK)
 		return;
-	job j = { .r = r, .cfg = cfg, .dir = prefetch_dir(cfg, dest) };
+	job j = { .r = r, .cfg = cfg, .dir = prefetch_dir(cfg, dest), .end = UINT64_MAX };
 	char *running = xasprintf("%s/running", j.dir);
 	if (mkdir_p(running, 0700) != E_OK) {
 		free(running);

@@ -22,6 +22,8 @@
 # rotated from one run to the next; ratios are medians of the per-run ratios.
 # shellcheck source=test/integration/lib.sh
 . "$(dirname "$0")/../integration/lib.sh"
+# shellcheck source=deploy/apt.sh
+. "$ROOT/deploy/apt.sh"
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 SCALE=${BENCH_SCALE:-100}
@@ -48,10 +50,8 @@ command -v zstd >/dev/null || need_pkgs+=(zstd)
 if [ "$PERF" = 1 ] && ! command -v perf >/dev/null; then need_pkgs+=(linux-perf); fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	log "installing ${need_pkgs[*]}"
-	sudo=""
-	[ "$(id -u)" -ne 0 ] && sudo=sudo
-	$sudo apt-get update -q >/dev/null
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${need_pkgs[@]}" >/dev/null
+	apt_get update -q >/dev/null
+	apt_get install -y -q --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi
 if [ "$PERF" = 1 ] && ! perf stat -e task-clock true >/dev/null 2>&1; then
 	log "perf does not work here: skipping the profiles"

@@ -66,7 +66,7 @@ hrun() {
 	W_OUT=$(cat "$T/.w_out")
 	W_ERR=$(cat "$T/.w_err")
 	H_RSS=$(cat "$T/rss")
-	if printf '%s\n' "$W_ERR" | grep -Eq "$SANITIZER_RE"; then
+	if grep -Eq "$SANITIZER_RE" <<<"$W_ERR"; then
 		printf '%s\n' "$W_ERR" >&2
 		fail "sanitizer report from: walc $*"
 	fi
@@ -235,7 +235,7 @@ for c in "${DELTAS[@]}"; do
 	case $c in delta-inc* | delta-entry* | delta-files* | delta-notjson | delta-nometa) needle=files_metadata.json ;; esac
 	fetch_refused "$c" "$DELTA" "$needle"
 	f=$T/sb-$c/dest/base/1/16384
-	if [ -e "$f" ] && head -c 4 "$f" | grep -q 'wi1U'; then
+	if [ -e "$f" ] && [ "$(head -c 4 "$f")" = wi1U ]; then
 		fail "$c: the increment's bytes were written as base/1/16384"
 	fi
 	log "  $c: exit 1: $(first_error)"
