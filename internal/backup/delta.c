@@ -138,7 +138,7 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 	d->system_id = cs.system_id;
 	if (cs.start_time == NULL || !time_parse_rfc3339(cs.start_time, &d->start, &d->start_nsec))
 		d->start = 0; /* unknown: never skip by mtime */
-	log_info("taking delta %d of %d from %s (full backup %s)", count, cfg->delta_max_steps,
+	log_info("taking delta %d of %ld from %s (full backup %s)", count, cfg->delta_max_steps,
 			 d->name, d->full_name);
 out:
 	free(cand);

@@ -123,7 +123,7 @@ static err_code rm_entry_end(void *ctx)
 		__atomic_add_fetch(&rm->st->uncompressed, size, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&rm->st->nfiles, 1, __ATOMIC_RELAXED);
 	}
-	if (rm->p.content > rm->st->cfg->tar_size_threshold)
+	if (rm->p.content > (uint64_t)rm->st->cfg->tar_size_threshold)
 		return part_close(rm->st, &rm->p);
 	return E_OK;
 }

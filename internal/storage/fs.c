@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FS_TMP_MARK ".walc-tmp."
 
 static atomic_ulong fs_tmp_seq;
 
@@ -92,17 +91,27 @@ static err_code fs_put_start(storage *st, const char *key, bool exclusive, sink 
 		return rc;
 	}
 	char *slash = strrchr(path, '/');
-	*slash = '\0';
-	err_code rc = mkdir_p(path, 0755);
-	*slash = '/';
+	/* Hidden temporary beside the target: same file system, so rename is atomic. */
+	char *tmp = xasprintf("%.*s/.%s" STORAGE_TMP_MARK "%d.%lx", (int)(slash - path), path, slash + 1,
+						  (int)getpid(), (unsigned long)atomic_fetch_add(&fs_tmp_seq, 1));
+	int fd = -1;
+	err_code rc = E_OK;
+	/* A deletion emptying the folder may remove it between mkdir and open: try again. */
+	for (int attempt = 0; fd < 0 && attempt < 3; attempt++) {
+		*slash = '\0';
+		rc = mkdir_p(path, 0755);
+		*slash = '/';
+		if (rc != E_OK)
+			break;
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+		if (fd < 0 && errno != ENOENT)
+			break;
+	}
 	if (rc != E_OK) {
+		free(tmp);
 		free(path);
 		return rc;
 	}
-	/* Hidden temporary beside the target: same file system, so rename is atomic. */
-	char *tmp = xasprintf("%.*s/.%s" FS_TMP_MARK "%d.%lx", (int)(slash - path), path, slash + 1,
-						  (int)getpid(), (unsigned long)atomic_fetch_add(&fs_tmp_seq, 1));
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
 	if (fd < 0) {
 		rc = err_errno(E_IO, errno, "creating %s", tmp);
 		free(tmp);
@@ -215,6 +224,52 @@ static err_code fs_list_dir(fs_storage *fs, const char *rel, bool recursive, obj
 	return rc;
 }
 
+/* Hidden temporaries (".NAME.walc-tmp.PID.SEQ") below rel, at any depth. */
+static err_code fs_temps_dir(fs_storage *fs, const char *rel, obj_list *out)
+{
+	char *dirpath = rel[0] ? xasprintf("%s/%s", fs->root, rel) : xstrdup(fs->root);
+	DIR *d = opendir(dirpath);
+	if (d == NULL) {
+		err_code rc = errno == ENOENT ? E_OK : err_errno(E_IO, errno, "listing %s", dirpath);
+		free(dirpath);
+		return rc;
+	}
+	err_code rc = E_OK;
+	struct dirent *de;
+	while (rc == E_OK && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		char *key = rel[0] ? xasprintf("%s/%s", rel, de->d_name) : xstrdup(de->d_name);
+		char *path = xasprintf("%s/%s", dirpath, de->d_name);
+		struct stat sb;
+		if (lstat(path, &sb) == 0) {
+			if (S_ISREG(sb.st_mode) && de->d_name[0] == '.' &&
+				strstr(de->d_name, STORAGE_TMP_MARK) != NULL)
+				obj_list_add(out, key, (uint64_t)sb.st_size, sb.st_mtim.tv_sec,
+							 sb.st_mtim.tv_nsec);
+			else if (S_ISDIR(sb.st_mode) && de->d_name[0] != '.')
+				rc = fs_temps_dir(fs, key, out);
+		}
+		free(path);
+		free(key);
+	}
+	closedir(d);
+	free(dirpath);
+	return rc;
+}
+
+static err_code fs_list_temporaries(storage *st, const char *prefix, obj_list *out)
+{
+	fs_storage *fs = (fs_storage *)st;
+	char *rel = xstrdup(prefix);
+	size_t n = strlen(rel);
+	while (n > 0 && rel[n - 1] == '/')
+		rel[--n] = '\0';
+	err_code rc = fs_temps_dir(fs, rel, out);
+	free(rel);
+	return rc;
+}
+
 static err_code fs_list(storage *st, const char *prefix, bool recursive, obj_list *out)
 {
 	fs_storage *fs = (fs_storage *)st;
@@ -227,6 +282,21 @@ static err_code fs_list(storage *st, const char *prefix, bool recursive, obj_lis
 	return rc;
 }
 
+/*
+ * Object stores have no folders; on a file system the folders a deletion emptied go too
+ * (up to the root, never a folder holding anything, hidden temporaries included).
+ */
+static void remove_empty_parents(fs_storage *fs, char *path)
+{
+	size_t root = strlen(fs->root);
+	for (char *slash = strrchr(path, '/'); slash != NULL && (size_t)(slash - path) > root;
+		 slash = strrchr(path, '/')) {
+		*slash = '\0';
+		if (rmdir(path) != 0)
+			break;
+	}
+}
+
 static err_code fs_remove(storage *st, const char *key)
 {
 	fs_storage *fs = (fs_storage *)st;
@@ -234,6 +304,8 @@ static err_code fs_remove(storage *st, const char *key)
 	err_code rc = E_OK;
 	if (unlink(path) != 0 && errno != ENOENT)
 		rc = err_errno(E_IO, errno, "removing %s", path);
+	if (rc == E_OK)
+		remove_empty_parents(fs, path);
 	free(path);
 	return rc;
 }
@@ -252,6 +324,7 @@ static void fs_free(storage *st)
 
 static const storage_ops fs_ops = {
 	fs_put_open, fs_get, fs_stat, fs_list, fs_remove, fs_describe, fs_free, fs_put_new,
+	fs_list_temporaries,
 };
 
 err_code storage_fs_open(const char *root, storage **out)
