@@ -47,7 +47,7 @@ $(BUILD)/libwalc.a: $(LIB_OBJ)
 
 $(BUILD)/cmd/walc/version.o: CPPFLAGS += -DWALC_VERSION='"$(VERSION)"' -DWALC_GIT_REV='"$(GIT_REV)"'
 
-$(BUILD)/%.o: %.c $(wildcard internal/*/*.h)
+$(BUILD)/%.o: %.c $(wildcard internal/*/*.h cmd/walc/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 

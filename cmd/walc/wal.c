@@ -1,78 +1,84 @@
-/* The wal-push and wal-fetch verbs. */
+/* The WAL verbs: wal-push, wal-fetch, wal-show, wal-verify. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd/walc/commands.h"
+#include "internal/pg/pg.h"
 #include "internal/wal/wal.h"
 
-static int usage(const char *u)
-{
-	log_error("usage: walc %s", u);
-	return 1;
-}
-
-int cmd_wal_push(const config *cfg, int argc, char **argv)
+int cmd_wal_push(const config *cfg, const args *a)
 {
 	repo r;
-	if (argc != 2)
-		return usage(command_find("wal-push")->usage);
-	err_code rc = repo_open(cfg, &r);
+	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
+	if (rc != E_OK)
+		return command_fail(rc);
+	rc = repo_open(cfg, &r);
 	if (rc == E_OK)
-		rc = wal_push(&r, cfg, argv[1]);
+		rc = wal_push(&r, cfg, a->pos[0]);
 	repo_close(&r);
 	return command_fail(rc);
 }
 
-int cmd_wal_fetch(const config *cfg, int argc, char **argv)
+int cmd_wal_fetch(const config *cfg, const args *a)
 {
 	repo r;
-	if (argc != 3)
-		return usage(command_find("wal-fetch")->usage);
-	err_code rc = repo_open(cfg, &r);
+	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
+	if (rc != E_OK)
+		return command_fail(rc);
+	rc = repo_open(cfg, &r);
 	if (rc == E_OK)
-		rc = wal_fetch(&r, cfg, argv[1], argv[2]);
+		rc = wal_fetch(&r, cfg, a->pos[0], a->pos[1]);
 	repo_close(&r);
 	int code = command_fail(rc);
 	return rc == E_NOTFOUND ? EXIT_NOT_FOUND : code;
 }
 
-int cmd_wal_show(const config *cfg, int argc, char **argv)
+int cmd_wal_show(const config *cfg, const args *a)
 {
-	bool detailed = false, without_backups = false;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--detailed-json") == 0)
-			detailed = true;
-		else if (strcmp(argv[i], "--without-backups") == 0)
-			without_backups = true;
-		else
-			return usage(command_find("wal-show")->usage);
-	}
 	repo r;
 	err_code rc = repo_open(cfg, &r);
 	if (rc == E_OK)
-		rc = wal_show(&r, cfg, detailed, without_backups, stdout);
+		rc = wal_show(&r, cfg, arg_set(a, "detailed-json"), arg_set(a, "without-backups"),
+					  stdout);
 	repo_close(&r);
 	return command_fail(rc);
 }
 
-int cmd_wal_verify(const config *cfg, int argc, char **argv)
+bool wal_verify_words_ok(const args *a)
 {
-	bool integrity = false, timeline = false, json = false, failed = false;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "integrity") == 0)
-			integrity = true;
-		else if (strcmp(argv[i], "timeline") == 0)
-			timeline = true;
-		else if (strcmp(argv[i], "--json") == 0)
-			json = true;
-		else
-			return usage(command_find("wal-verify")->usage);
+	for (int i = 0; i < a->npos; i++)
+		if (strcmp(a->pos[i], "integrity") != 0 && strcmp(a->pos[i], "timeline") != 0)
+			return false;
+	return true;
+}
+
+int cmd_wal_verify(const config *cfg, const args *a)
+{
+	verify_options o = { .json = arg_set(a, "json"), .backup_name = arg(a, "backup-name") };
+	for (int i = 0; i < a->npos; i++) {
+		o.integrity |= strcmp(a->pos[i], "integrity") == 0;
+		o.timeline |= strcmp(a->pos[i], "timeline") == 0;
 	}
-	if (!integrity && !timeline)
-		return usage(command_find("wal-verify")->usage);
+	const char *tli = arg(a, "timeline"), *lsn = arg(a, "lsn");
+	/* WAL-G: --timeline and --lsn together replace the cluster's position. */
+	if ((tli == NULL) != (lsn == NULL)) {
+		log_error("wal-verify: --timeline and --lsn go together");
+		return 1;
+	}
+	if (tli != NULL) {
+		long t;
+		err_code prc = config_parse_long("--timeline", tli, 0, 1, 0x7fffffffL, &t);
+		if (prc == E_OK)
+			prc = pg_lsn_parse(lsn, &o.at_lsn);
+		if (prc != E_OK)
+			return command_fail(err_wrap(prc, "wal-verify"));
+		o.at_timeline = (uint32_t)t;
+	}
+	bool failed = false;
 	repo r;
 	err_code rc = repo_open(cfg, &r);
 	if (rc == E_OK)
-		rc = wal_verify(&r, cfg, integrity, timeline, json, &failed, stdout);
+		rc = wal_verify(&r, cfg, &o, &failed, stdout);
 	repo_close(&r);
 	if (rc == E_OK && failed) {
 		log_error("wal-verify: a check reported FAILURE");

@@ -7,6 +7,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,9 @@ static void close_member(extractor *x)
 
 static bool needed(const extractor *x, const char *member)
 {
+	/* --mask, as WAL-G matches it: "/" + mask against the member's name, '*' not across '/'. */
+	if (x->lvl->mask != NULL && fnmatch(x->lvl->mask, member, FNM_PATHNAME) != 0)
+		return false;
 	return x->lvl->need == NULL || json_object_get(x->lvl->need, member) != NULL;
 }
 

@@ -382,16 +382,19 @@ static err_code store_tail(push_state *st, backup_sentinel *sen, const char *lab
 	free(mkey);
 	TRY(rc);
 
-	json_t *fm = json_object();
-	json_object_set(fm, "Files", st->files);
-	json_object_set(fm, "TarFileSets", st->tar_sets);
-	char *fkey = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", st->name);
-	rc = catalog_put_json(st->r, fkey, fm);
-	json_decref(fm);
-	if (rc == E_OK)
-		push_published(st, fkey);
-	free(fkey);
-	TRY(rc);
+	/* WALG_WITHOUT_FILES_METADATA: the sentinel says so; restores then take every part. */
+	if (!sen->files_metadata_disabled) {
+		json_t *fm = json_object();
+		json_object_set(fm, "Files", st->files);
+		json_object_set(fm, "TarFileSets", st->tar_sets);
+		char *fkey = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", st->name);
+		rc = catalog_put_json(st->r, fkey, fm);
+		json_decref(fm);
+		if (rc == E_OK)
+			push_published(st, fkey);
+		free(fkey);
+		TRY(rc);
+	}
 	TRY(verify_objects(st));
 
 	char *skey = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, st->name);
@@ -664,6 +667,7 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	gethostname(host, sizeof(host) - 1);
 	sen.hostname = xstrdup(host);
 	sen.is_permanent = opt->permanent;
+	sen.files_metadata_disabled = opt->without_files_metadata || cfg->without_files_metadata;
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);

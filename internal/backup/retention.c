@@ -7,6 +7,8 @@
  */
 #include "internal/backup/backup.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -147,18 +149,7 @@ static err_code load(repo *r, const config *cfg, set *st)
 		}
 		if (rc != E_OK)
 			break;
-		b->permanent = b->s.is_permanent;
-		char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", b->name);
-		json_t *meta = NULL;
-		/* metadata.json is authoritative for permanence, as in WAL-G. */
-		if (catalog_read_json(r, key, CATALOG_JSON_MAX, &meta) == E_OK) {
-			json_t *p = catalog_json_get(meta, "is_permanent");
-			if (json_is_boolean(p))
-				b->permanent = json_is_true(p);
-		}
-		err_clear();
-		free(key);
-		json_decref(meta);
+		b->permanent = catalog_permanent(r, b->name, &b->s);
 		const char *start = b->s.start_time;
 		time_t sec;
 		long nsec;
@@ -275,6 +266,32 @@ static void plan_add(plan *p, const obj_info *o)
 	p->bytes += o->size;
 }
 
+/*
+ * Hidden temporaries of writers killed mid-object (file storage): untouched for an hour and
+ * not of a process alive here. A running writer's temporary grows as it writes.
+ */
+#define TEMP_MIN_AGE_S 3600
+
+static err_code plan_temporaries(repo *r, bool backups, bool wal, plan *p)
+{
+	const char *dirs[2] = { backups ? REPO_BACKUP_DIR : NULL, wal ? REPO_WAL_DIR : NULL };
+	time_t now = time(NULL);
+	for (int d = 0; d < 2; d++) {
+		if (dirs[d] == NULL)
+			continue;
+		obj_list t;
+		TRY(storage_list_temporaries(r->st, dirs[d], &t));
+		for (size_t i = 0; i < t.len; i++) {
+			long pid = storage_temporary_pid(t.items[i].key);
+			bool alive = pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+			if (now - t.items[i].mtime >= TEMP_MIN_AGE_S && !alive)
+				plan_add(p, &t.items[i]);
+		}
+		obj_list_free(&t);
+	}
+	return E_OK;
+}
+
 /* Backups marked gone (sentinel first, then the folder) and WAL nobody kept needs. */
 static err_code plan_objects(repo *r, set *st, bool backups, bool wal, bool orphans, bool every,
 						   plan *p)
@@ -310,6 +327,8 @@ static err_code plan_objects(repo *r, set *st, bool backups, bool wal, bool orph
 			}
 		obj_list_free(&objs);
 	}
+	if (orphans)
+		TRY(plan_temporaries(r, backups, wal, p));
 	if (every) {
 		/* An emptied repository belongs to no cluster any more. */
 		obj_info info;
@@ -499,10 +518,7 @@ err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE
 		}
 		if (o->modifier == MOD_FIND_FULL)
 			target = full_of(&st, target);
-		else if (st.b[target].s.is_delta) {
-			rc = delta_target_error(&st.b[target]);
-			break;
-		}
+		/* WAL-G takes the older of the two targets, and only that one must not be a delta. */
 		if (o->after != NULL) {
 			size_t a;
 			rc = resolve_point(&st, o->after, &a);
@@ -511,6 +527,10 @@ err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE
 			if (o->modifier != MOD_NONE || st.b[a].s.is_delta)
 				a = full_of(&st, a);
 			target = a < target ? a : target;
+		}
+		if (st.b[target].s.is_delta) {
+			rc = delta_target_error(&st.b[target]);
+			break;
 		}
 		rc = delete_older(r, &st, target, o->confirm, out);
 		break;
@@ -615,10 +635,14 @@ err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE
 			st.b[i].gone = false;
 			any |= !st.b[i].permanent;
 		}
-		if (!any) {
-			log_info("delete garbage: no non-permanent backup, nothing to do");
+		if (!any && !o->without_backup_check) {
+			log_info("delete garbage: no non-permanent backup, nothing to do "
+					 "(--without-backup-check deletes garbage anyway)");
 			break;
 		}
+		if (!any)
+			log_info("delete garbage: no non-permanent backup; deleting garbage anyway "
+					 "(--without-backup-check): what no permanent backup needs");
 		rc = plan_and_run(r, &st, o->modifier != MOD_ARCHIVES, o->modifier != MOD_BACKUPS,
 						  true, false, o->confirm, out);
 		break;

@@ -79,7 +79,7 @@ err_code daemon_parse(const unsigned char *buf, size_t len, daemon_request *out)
 	default:
 		return err_set(E_CORRUPT, "daemon: unknown message type 0x%02x", buf[0]);
 	}
-	if (!wal_is_archive_name(out->name))
+	if (!wal_is_file_name(out->name))
 		return err_set(E_CORRUPT, "daemon: \"%s\" is not a WAL file name", out->name);
 	return E_OK;
 }

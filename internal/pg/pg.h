@@ -15,6 +15,11 @@ bool wal_is_segment_name(const char *name);
  * "<seg>.<8 hex>.backup" or "<8 hex>.history". Anything else (paths, "..") is refused.
  */
 bool wal_is_archive_name(const char *name);
+/*
+ * A name wal-push and wal-fetch take, as WAL-G does (it archives any file under its base
+ * name): not empty, no '/', not "." or "..", no control character.
+ */
+bool wal_is_file_name(const char *name);
 /* Parses a segment name with seg_size bytes per segment. */
 err_code wal_name_parse(const char *name, uint64_t seg_size, uint32_t *tli, uint64_t *segno);
 void wal_name_format(char out[WAL_NAME_LEN + 1], uint32_t tli, uint64_t segno, uint64_t seg_size);

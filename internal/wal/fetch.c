@@ -8,10 +8,12 @@
 
 err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest)
 {
-	if (!wal_is_archive_name(name))
-		return err_set(E_CONFIG, "wal-fetch: \"%s\" is not a WAL file name", name);
-	bool taken;
-	TRY(prefetch_take(cfg, name, dest, &taken));
+	if (!wal_is_file_name(name))
+		return err_set(E_CONFIG, "wal-fetch: \"%s\" is not a file name walc restores", name);
+	/* Only segments are prefetched. */
+	bool taken = false, segment = wal_is_segment_name(name);
+	if (segment)
+		TRY(prefetch_take(cfg, name, dest, &taken));
 	if (taken) {
 		prefetch_spawn(r, cfg, name, dest);
 		return E_OK;
@@ -33,7 +35,8 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 	if (rc == E_OK) {
 		log_fields(LOG_DEBUG, "restored WAL file", "file", name, "object", key, "dest", dest,
 				   NULL);
-		prefetch_spawn(r, cfg, name, dest);
+		if (segment)
+			prefetch_spawn(r, cfg, name, dest);
 	}
 	free(key);
 	return rc;

@@ -27,8 +27,12 @@
 
 char *prefetch_dir(const config *cfg, const char *dest)
 {
-	if (cfg->prefetch_dir != NULL)
-		return xasprintf("%s/.wal-g/prefetch", cfg->prefetch_dir);
+	if (cfg->prefetch_dir != NULL) {
+		size_t n = strlen(cfg->prefetch_dir);
+		while (n > 1 && cfg->prefetch_dir[n - 1] == '/')
+			n--;
+		return xasprintf("%.*s/.wal-g/prefetch", (int)n, cfg->prefetch_dir);
+	}
 	const char *slash = strrchr(dest, '/');
 	if (slash == NULL)
 		return xstrdup(".wal-g/prefetch");

@@ -84,8 +84,8 @@ err_code wal_push_one(repo *r, const config *cfg, const char *path)
 	const char *name = base_name(path);
 	struct stat sb;
 
-	if (!wal_is_archive_name(name))
-		return err_set(E_CONFIG, "wal-push: %s is not a WAL file name", path);
+	if (!wal_is_file_name(name))
+		return err_set(E_CONFIG, "wal-push: \"%s\" is not a file name walc archives", path);
 	if (stat(path, &sb) != 0)
 		return err_errno(errno == ENOENT ? E_NOTFOUND : E_IO, errno, "wal-push: %s", path);
 	if (!S_ISREG(sb.st_mode))

@@ -31,13 +31,21 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 /* wal-show: timelines, ranges and gaps in wal_005/, as a table or detailed JSON. */
 err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_backups,
 				  FILE *out);
+/* wal-verify's checks and WAL-G's options for them. */
+typedef struct verify_options {
+	bool integrity;			 /* every segment from the earliest backup to now is archived */
+	bool timeline;			 /* storage's highest timeline is the cluster's */
+	bool json;
+	const char *backup_name; /* integrity from this backup's start, not the earliest's */
+	uint32_t at_timeline;	 /* with at_lsn: "now" is this, not the cluster's position */
+	uint64_t at_lsn;
+} verify_options;
 /*
- * wal-verify: integrity (every segment from the oldest backup to the cluster's current one)
- * and/or timeline (storage's highest timeline vs the cluster's). *failed when a check says
- * FAILURE.
+ * wal-verify. The earliest backup is the oldest non-permanent one on a timeline the current
+ * one descends from (WAL-G's rule). *failed when a check says FAILURE.
  */
-err_code wal_verify(repo *r, const config *cfg, bool check_integrity, bool check_timeline,
-					bool as_json, bool *failed, FILE *out);
+err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *failed,
+					FILE *out);
 
 /* The prefetch directory for a destination: <WALG_PREFETCH_DIR or dest's dir>/.wal-g/prefetch. */
 char *prefetch_dir(const config *cfg, const char *dest);
