@@ -144,8 +144,13 @@ lint-deploy:
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(wildcard internal/*/*.h) $(UNIT_SRC) $(FUZZ_SRC)
 
+# cppcheck, and the layering rules of docs/ARCHITECTURE.md (with a self-test that a planted
+# upward include, sideways include or fork() below cmd/ is caught).
 lint:
-	cppcheck --quiet --error-exitcode=1 --enable=warning,portability -I. internal cmd
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --suppress=unknownMacro \
+	  -I. internal cmd
+	@test/lint/layers.sh
+	@test/lint/layers.sh --self-test
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz build-static walc walc-asan walc-static

@@ -24,12 +24,12 @@ build=(
 )
 # test/demo.sh: a PostgreSQL 15 cluster (server, pgbench, pg_dumpall)
 demo=(postgresql-15 postgresql-client-15)
-# make test, test-faults, asan, tsan, fuzz-smoke, archive-module-install; the S3 servers
+# make test, test-faults, asan, tsan, fuzz-smoke, lint, archive-module-install; the S3 servers
 tests=(
 	clang libclang-rt-14-dev libcmocka-dev
 	postgresql-contrib postgresql-server-dev-15
 	python3 python3-prometheus-client python3-botocore awscli
-	zstd lz4 brotli xz-utils openssl curl shellcheck valgrind
+	zstd lz4 brotli xz-utils openssl curl shellcheck valgrind cppcheck
 	radosgw ceph-mon ceph-osd ceph-common
 )
 

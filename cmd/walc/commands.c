@@ -183,6 +183,10 @@ static const command cmd_table[] = {
 	  "implement. Settings come from flags (--walg-s3-prefix=...), the environment, then the\n"
 	  "configuration file (--config FILE, WALG_CONFIG_PATH or ~/.walg.json).",
 	  false, cmd_env, NULL },
+	/* Hidden (no summary): started by wal-fetch, as WAL-G's wal-prefetch is. */
+	{ "wal-prefetch", "WAL_NAME DESTINATION", 2, 2, none, NULL,
+	  "Prefetches the segments after WAL_NAME beside DESTINATION; wal-fetch starts it.", true,
+	  cmd_wal_prefetch, NULL },
 	{ "help", "[COMMAND]", 0, 1, none, "show help", "Shows the commands, or one command's help.",
 	  false, cmd_help, NULL },
 	{ "version", "", 0, 0, none, "print the version", "Same as --version.", false, cmd_version, NULL },

@@ -81,6 +81,11 @@ int cmd_daemon(const config *cfg, const args *a);
 int cmd_env(const config *cfg, const args *a);
 int cmd_help(const config *cfg, const args *a);
 int cmd_version(const config *cfg, const args *a);
+int cmd_wal_prefetch(const config *cfg, const args *a);
+/* Starts the detached prefetcher for the segments after name (wal-fetch's follow-up). */
+void spawn_prefetch(const char *name, const char *dest);
+/* This program's path, for re-executing it (/proc/self/exe, else argv[0]). */
+const char *self_path(void);
 bool delete_words_ok(const args *a);
 bool wal_verify_words_ok(const args *a);
 bool st_words_ok(const args *a);

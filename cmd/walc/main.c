@@ -105,6 +105,37 @@ static err_code split_globals(int argc, char **argv, globals *g)
 	return E_OK;
 }
 
+static const char *argv0 = "walc";
+
+const char *self_path(void)
+{
+	static char path[4096];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	if (n <= 0)
+		return argv0;
+	path[n] = '\0';
+	return path;
+}
+
+static void on_signal(int sig)
+{
+	cancel_request(sig);
+}
+
+/*
+ * Commands that run long stop cleanly on SIGINT and SIGTERM: the handler only asks for
+ * cancellation, which their loops and transfers watch (no SA_RESTART: a blocked accept()
+ * returns so the daemon can stop).
+ */
+static void cancel_on_signals(void)
+{
+	struct sigaction sa = { 0 };
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
 /* WALG_LOG_DESTINATION: the log (stderr) appended to a file, as WAL-G does. */
 static err_code redirect_log(const char *path)
 {
@@ -138,6 +169,7 @@ int main(int argc, char **argv)
 	conffile file;
 
 	signal(SIGPIPE, SIG_IGN);
+	argv0 = argv[0];
 	log_setup(LOG_INFO, false, "walc");
 	if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-v") == 0))
 		return cmd_version(NULL, NULL);
@@ -198,6 +230,8 @@ int main(int argc, char **argv)
 		conffile_free(&file);
 		return code;
 	}
+	if (cmd->run == cmd_backup_push || cmd->run == cmd_daemon)
+		cancel_on_signals();
 	/* env shows where each value came from, which exporting would hide. */
 	if (cmd->run != cmd_env)
 		export_settings(&g, &file);

@@ -45,6 +45,7 @@ int cmd_help(const config *cfg, const args *a)
 		   "flags (--walg-s3-prefix=...). walc help COMMAND shows a command's arguments.\n\n"
 		   "Commands:\n");
 	for (const command *const *c = command_all(); *c != NULL; c++)
-		printf("  %-13s %s\n", (*c)->name, (*c)->summary);
+		if ((*c)->summary != NULL)
+			printf("  %-13s %s\n", (*c)->name, (*c)->summary);
 	return 0;
 }

@@ -20,23 +20,9 @@
 #define PROGRESS_EVERY_MS 10000
 #define POLL_MS 100
 
-static volatile sig_atomic_t push_signal;
-
-static void on_signal(int sig)
-{
-	push_signal = sig;
-}
-
-bool push_interrupted(void)
-{
-	return push_signal != 0;
-}
-
 err_code push_stopped(push_state *st)
 {
-	if (push_signal != 0)
-		return err_set(E_CANCELLED, push_signal == SIGINT ? "interrupted (SIGINT)"
-														  : "stopped by a signal");
+	TRY(cancel_check());
 	if (__atomic_load_n(&st->claim_lost, __ATOMIC_ACQUIRE))
 		return catalog_claim_check(st->claim);
 	return E_OK;
@@ -405,35 +391,6 @@ static err_code store_tail(push_state *st, backup_sentinel *sen, const char *lab
 	return rc;
 }
 
-/* A file is archived once its .done exists, or when neither it nor its .ready is left. */
-static bool archive_busy(const char *pgdata, const char *name)
-{
-	char *done = xasprintf("%s/pg_wal/archive_status/%s.done", pgdata, name);
-	char *ready = xasprintf("%s/pg_wal/archive_status/%s.ready", pgdata, name);
-	char *file = xasprintf("%s/pg_wal/%s", pgdata, name);
-	bool busy = access(done, F_OK) != 0 && (access(ready, F_OK) == 0 || access(file, F_OK) == 0);
-	free(done);
-	free(ready);
-	free(file);
-	return busy;
-}
-
-/* Uploads a file of the backup's WAL that PostgreSQL has marked .ready and not archived yet. */
-static err_code push_if_ready(push_state *st, const char *name, bool *pushed)
-{
-	char *ready = xasprintf("%s/pg_wal/archive_status/%s.ready", st->pgdata, name);
-	char *path = xasprintf("%s/pg_wal/%s", st->pgdata, name);
-	err_code rc = E_OK;
-	*pushed = false;
-	if (access(ready, F_OK) == 0) {
-		rc = wal_push_one(st->r, st->cfg, path);
-		*pushed = rc == E_OK;
-	}
-	free(ready);
-	free(path);
-	return rc;
-}
-
 /*
  * The backup is complete once its WAL (start to stop segment) and its .backup history file
  * are archived. PostgreSQL's own wait in pg_backup_stop waits for the archiver, which runs
@@ -479,11 +436,11 @@ static err_code wait_archived(pg_session *s, push_state *st, const backup_sentin
 	for (;;) {
 		const char *busy = NULL;
 		for (size_t i = 0; i < n; i++) {
-			if (ours[i] || !archive_busy(st->pgdata, names[i]))
+			if (ours[i] || wal_archived(st->pgdata, names[i]))
 				continue;
 			if (!push_failed) {
 				bool pushed;
-				if (push_if_ready(st, names[i], &pushed) != E_OK) {
+				if (wal_push_if_ready(st->r, st->cfg, st->pgdata, names[i], &pushed) != E_OK) {
 					log_warn("uploading %s: %s; waiting for archive_command instead", names[i],
 							 err_msg());
 					push_failed = true;
@@ -657,7 +614,6 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	backup_sentinel sen = { 0 };
 	pg_session *s = NULL;
 	char host[256] = "";
-	struct sigaction sa = { 0 }, old_int, old_term;
 
 	pthread_mutex_init(&st.lock, NULL);
 	st.disk = cfg->disk_rate_limit ? rate_new(cfg->disk_rate_limit) : NULL;
@@ -668,9 +624,6 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	sen.hostname = xstrdup(host);
 	sen.is_permanent = opt->permanent;
 	sen.files_metadata_disabled = opt->without_files_metadata || cfg->without_files_metadata;
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
 
 	err_code rc = opt->pgdata != NULL ? push_local(cfg, opt, &st, &sen, &s)
 									  : push_remote_all(cfg, opt, &st, &sen);
@@ -694,8 +647,6 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	catalog_claim_end(st.claim, rc != E_OK);
 	/* Closing the session ends a backup still running on the server. */
 	pg_disconnect(s);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
 	catalog_sentinel_free(&sen);
 	json_decref(st.files);
 	json_decref(st.tar_sets);

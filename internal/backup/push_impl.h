@@ -3,7 +3,6 @@
 #define WALC_INTERNAL_BACKUP_PUSH_IMPL_H
 
 #include <pthread.h>
-#include <signal.h>
 #include <sys/stat.h>
 
 #include "internal/backup/backup.h"
@@ -108,9 +107,7 @@ err_code part_close(push_state *st, part *p);
 void part_discard(part *p);
 
 void walk_entry_free(walk_entry *e);
-/* SIGINT or SIGTERM arrived: long loops stop at their next chunk. */
-bool push_interrupted(void);
-/* A signal came or the push lost its claim: st's long loops stop with the reason set. */
+/* cmd asked to stop (a signal) or the push lost its claim: long loops stop, the reason set. */
 err_code push_stopped(push_state *st);
 /*
  * Claims st->name before the backup's first object (two writers never mix objects under one

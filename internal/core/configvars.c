@@ -8,20 +8,20 @@
 
 #include <limits.h>
 
-#define F(field) offsetof(config, field)
-#define TEXT(n, field, fl, def, help) { n, V_TEXT, def, 0, 0, NULL, fl, F(field), NULL, help }
-#define BOOL(n, field, fl, def, help) { n, V_BOOL, def, 0, 0, NULL, fl, F(field), NULL, help }
+#define FIELD_AT(field) offsetof(config, field)
+#define TEXT(n, field, fl, def, help) { n, V_TEXT, def, 0, 0, NULL, fl, FIELD_AT(field), NULL, help }
+#define BOOL(n, field, fl, def, help) { n, V_BOOL, def, 0, 0, NULL, fl, FIELD_AT(field), NULL, help }
 #define INT(n, field, fl, def, lo, hi, help) \
-	{ n, V_INT, def, lo, hi, NULL, fl, F(field), NULL, help }
+	{ n, V_INT, def, lo, hi, NULL, fl, FIELD_AT(field), NULL, help }
 #define DURATION(n, field, fl, def, help) \
-	{ n, V_DURATION, def, 0, 0, NULL, fl, F(field), NULL, help }
+	{ n, V_DURATION, def, 0, 0, NULL, fl, FIELD_AT(field), NULL, help }
 #define CHOICE(n, field, fl, def, choices, help) \
-	{ n, V_CHOICE, def, 0, 0, choices, fl, F(field), NULL, help }
+	{ n, V_CHOICE, def, 0, 0, choices, fl, FIELD_AT(field), NULL, help }
 #define LIBPQ(n, fl, help) { n, V_TEXT, NULL, 0, 0, NULL, fl, NO_FIELD, NULL, help }
 #define REFUSED(n, fl, off_value, why) { n, V_REFUSED, off_value, 0, 0, NULL, fl, NO_FIELD, NULL, why }
 #define WARN(n) { n, V_WARN, NULL, 0, 0, NULL, 0, NO_FIELD, NULL, NULL }
 #define NOOP(n) { n, V_NOOP, NULL, 0, 0, NULL, 0, NO_FIELD, NULL, NULL }
-#define S3(field) F(s3.field)
+#define S3(field) FIELD_AT(s3.field)
 
 #define NO_PGP "walc does not support OpenPGP encryption yet; use WALG_LIBSODIUM_KEY"
 #define NO_GPG "walc does not support gpg keyrings; use WALG_LIBSODIUM_KEY"

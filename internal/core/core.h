@@ -52,6 +52,17 @@ const char *err_name(err_code code);
 			return try_rc_;                                                                   \
 	} while (0)
 
+/*
+ * Cancellation of the whole run: cmd asks for it (a signal handler, a deadline); long loops,
+ * retries and transfers below look and stop with E_CANCELLED. Safe in a signal handler.
+ */
+#define CANCEL_DEADLINE (-1) /* the reason when a deadline, not a signal, stopped the run */
+void cancel_request(int reason);
+/* 0, or the reason: the signal number or CANCEL_DEADLINE. */
+int cancel_requested(void);
+/* E_CANCELLED with a message saying why, or E_OK when nothing asked to stop. */
+err_code cancel_check(void);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Logging: WAL-G's line format on stderr, or one JSON object per line.                        */
 /* ------------------------------------------------------------------------------------------ */

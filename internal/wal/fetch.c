@@ -6,8 +6,10 @@
 
 #include "internal/pg/pg.h"
 
-err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest)
+err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest,
+				   bool *prefetch)
 {
+	*prefetch = false;
 	if (!wal_is_file_name(name))
 		return err_set(E_CONFIG, "wal-fetch: \"%s\" is not a file name walc restores", name);
 	/* Only segments are prefetched. */
@@ -15,7 +17,7 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 	if (segment)
 		TRY(prefetch_take(cfg, name, dest, &taken));
 	if (taken) {
-		prefetch_spawn(r, cfg, name, dest);
+		*prefetch = wal_prefetch_wanted(cfg, name);
 		return E_OK;
 	}
 
@@ -34,9 +36,8 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 		rc = repo_get(r, key, out);
 	if (rc == E_OK) {
 		log_fields(LOG_DEBUG, "restored WAL file", "file", name, "object", key, "dest", dest,
-				   NULL);
-		if (segment)
-			prefetch_spawn(r, cfg, name, dest);
+				   (const char *)NULL);
+		*prefetch = wal_prefetch_wanted(cfg, name);
 	}
 	free(key);
 	return rc;

@@ -225,7 +225,7 @@ static void clean_older(const char *dir, uint32_t tli, uint64_t segno, uint64_t 
 	closedir(d);
 }
 
-static void prefetch_run(repo *r, const config *cfg, const char *name, const char *dest)
+void wal_prefetch(repo *r, const config *cfg, const char *name, const char *dest)
 {
 	uint32_t tli;
 	uint64_t segno, segsize = seg_size(cfg);
@@ -259,25 +259,7 @@ static void prefetch_run(repo *r, const config *cfg, const char *name, const cha
 	free(j.dir);
 }
 
-void prefetch_spawn(repo *r, const config *cfg, const char *name, const char *dest)
+bool wal_prefetch_wanted(const config *cfg, const char *name)
 {
-	if (cfg->download_concurrency <= 1 || !wal_is_segment_name(name))
-		return;
-	pid_t pid = fork();
-	if (pid != 0) {
-		if (pid < 0)
-			log_debug("prefetch not started: fork: %s", strerror(errno));
-		return;
-	}
-	/* The child: detached from PostgreSQL's restore_command and quiet unless DEVEL. */
-	setsid();
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, STDIN_FILENO);
-		dup2(null, STDOUT_FILENO);
-		if (!log_enabled(LOG_DEBUG))
-			dup2(null, STDERR_FILENO);
-	}
-	prefetch_run(r, cfg, name, dest);
-	_exit(0);
+	return cfg->download_concurrency > 1 && wal_is_segment_name(name);
 }
