@@ -99,19 +99,6 @@ static bool is_incremented(const extractor *x, const char *member)
 	return f != NULL && json_is_true(catalog_json_get(f, "IsIncremented"));
 }
 
-static err_code make_parent(const char *path)
-{
-	char *dir = xstrdup(path);
-	char *slash = strrchr(dir, '/');
-	err_code rc = E_OK;
-	if (slash != NULL && slash != dir) {
-		*slash = '\0';
-		rc = mkdir_p(dir, 0700);
-	}
-	free(dir);
-	return rc;
-}
-
 static err_code on_entry(void *ctx, const tar_entry *e)
 {
 	extractor *x = ctx;
@@ -138,7 +125,7 @@ static err_code on_entry(void *ctx, const tar_entry *e)
 		return E_OK;
 	x->skip = false;
 	x->mode = e->mode & 07777 ? e->mode & 07777 : 0600;
-	TRY(make_parent(x->path));
+	TRY(mkdir_parent(x->path, 0700));
 	x->increment = is_incremented(x, e->name);
 	if (x->increment) {
 		x->head_len = 0;

@@ -130,10 +130,41 @@ sink *compare_sink_new(const char *path, bool *equal);
  * Refuses to replace an existing path unless replace is set.
  */
 err_code file_sink_new(const char *path, bool durable, bool replace, sink **out);
+/* The same with every choice: mode of the new file (0 = 0600), and its folders created. */
+typedef struct file_sink_opts {
+	bool durable;
+	bool replace;
+	unsigned mode;
+	bool make_parents;
+} file_sink_opts;
+err_code file_sink_open(const char *path, const file_sink_opts *o, sink **out);
+/* In the hidden temporary's name of an unfinished file: ".NAME.walc-tmp.PID.SEQ". */
+#define FILE_TMP_MARK ".walc-tmp."
 /* Push a whole file through a sink in chunks (does not finish the sink). */
 err_code sink_write_file(sink *s, const char *path);
 /* The same from an open descriptor until its end (standard input); what names it in errors. */
 err_code sink_write_fd(sink *s, int fd, const char *what);
+
+/*
+ * Chunker: feeds put() pieces of exactly size bytes (but the last), or with pass_large
+ * gathers small writes into pieces of up to size bytes and passes bigger writes on whole.
+ * hold_last: a full piece waits until more bytes come, so the caller decides at the end
+ * (chunker_flush) what the last one is. buf is fixed, or with get() fresh for every piece
+ * (the piece's buffer is then the consumer's).
+ */
+typedef struct chunker {
+	size_t size;
+	bool hold_last;
+	bool pass_large;
+	unsigned char *buf;
+	size_t fill;
+	err_code (*get)(void *arg, unsigned char **buf);
+	err_code (*put)(void *arg, const unsigned char *data, size_t len);
+	void *arg;
+} chunker;
+err_code chunker_write(chunker *c, const void *data, size_t len);
+/* Passes on what is held, if anything. */
+err_code chunker_flush(chunker *c);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Configuration: one table of every setting (configvars.c), read once into this struct.      */
@@ -326,7 +357,12 @@ bool str_has_suffix(const char *s, const char *suffix);
 err_code fd_write_all(int fd, const void *buf, size_t len, const char *what);
 /* fsync the directory holding path. */
 err_code fsync_parent_dir(const char *path);
+/* Fill a fixed buffer from a stream: copies min(room, *len) bytes of *p to dst, advances *p and
+ * shrinks *len past them; returns how many. */
+size_t take_bytes(unsigned char *dst, size_t room, const unsigned char **p, size_t *len);
 /* mkdir -p with mode. */
 err_code mkdir_p(const char *path, unsigned mode);
+/* mkdir -p of the folder holding path (nothing for a bare name or one under "/"). */
+err_code mkdir_parent(const char *path, unsigned mode);
 
 #endif

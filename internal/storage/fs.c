@@ -1,12 +1,11 @@
 /*
- * File-system storage: objects are files under the root. Writes go to a hidden temporary
- * name beside the target, are fsynced, renamed into place and the directory fsynced, so a
- * reader sees the whole object or nothing.
+ * File-system storage: objects are files under the root, written as core's file sink writes
+ * (a hidden temporary beside the target, fsync, rename, fsync of the directory), so a reader
+ * sees the whole object or nothing.
  */
 #include "internal/storage/storage.h"
 
 #include <dirent.h>
-#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -15,7 +14,6 @@
 #include <unistd.h>
 
 
-static atomic_ulong fs_tmp_seq;
 
 typedef struct fs_storage {
 	storage base;
@@ -27,105 +25,16 @@ static char *fs_path(fs_storage *fs, const char *key)
 	return xasprintf("%s/%s", fs->root, key);
 }
 
-/* put */
-
-typedef struct fs_put {
-	sink base;
-	int fd;
-	char *tmp;
-	char *path;
-	bool done;
-	bool exclusive; /* publish with link(): never replace */
-} fs_put;
-
-static err_code fs_put_write(sink *s, const void *buf, size_t len)
-{
-	fs_put *p = (fs_put *)s;
-	return fd_write_all(p->fd, buf, len, p->path);
-}
-
-static err_code fs_put_finish(sink *s)
-{
-	fs_put *p = (fs_put *)s;
-	if (fsync(p->fd) != 0)
-		return err_errno(E_IO, errno, "fsync of %s", p->tmp);
-	if (close(p->fd) != 0) {
-		p->fd = -1;
-		return err_errno(E_IO, errno, "closing %s", p->tmp);
-	}
-	p->fd = -1;
-	if (p->exclusive) {
-		if (link(p->tmp, p->path) != 0)
-			return errno == EEXIST ? err_set(E_EXISTS, "%s already exists", p->path)
-								   : err_errno(E_IO, errno, "creating %s", p->path);
-		unlink(p->tmp);
-	} else if (rename(p->tmp, p->path) != 0) {
-		return err_errno(E_IO, errno, "renaming %s to %s", p->tmp, p->path);
-	}
-	p->done = true;
-	return fsync_parent_dir(p->path);
-}
-
-static void fs_put_free(sink *s)
-{
-	fs_put *p = (fs_put *)s;
-	if (p->fd >= 0)
-		close(p->fd);
-	if (!p->done)
-		unlink(p->tmp);
-	free(p->tmp);
-	free(p->path);
-	free(p);
-}
-
-static const sink_ops fs_put_ops = { fs_put_write, fs_put_finish, fs_put_free };
-
+/* put: core's atomic file sink, with the object's folders made and readable by the group. */
 static err_code fs_put_start(storage *st, const char *key, bool exclusive, sink **out)
 {
 	fs_storage *fs = (fs_storage *)st;
 	char *path = fs_path(fs, key);
-	/* Fail before any work when the object is already there (finish re-checks atomically). */
-	if (exclusive && access(path, F_OK) == 0) {
-		err_code rc = err_set(E_EXISTS, "%s already exists", path);
-		free(path);
-		return rc;
-	}
-	char *slash = strrchr(path, '/');
-	/* Hidden temporary beside the target: same file system, so rename is atomic. */
-	char *tmp = xasprintf("%.*s/.%s" STORAGE_TMP_MARK "%d.%lx", (int)(slash - path), path, slash + 1,
-						  (int)getpid(), (unsigned long)atomic_fetch_add(&fs_tmp_seq, 1));
-	int fd = -1;
-	err_code rc = E_OK;
-	/* A deletion emptying the folder may remove it between mkdir and open: try again. */
-	for (int attempt = 0; fd < 0 && attempt < 3; attempt++) {
-		*slash = '\0';
-		rc = mkdir_p(path, 0755);
-		*slash = '/';
-		if (rc != E_OK)
-			break;
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-		if (fd < 0 && errno != ENOENT)
-			break;
-	}
-	if (rc != E_OK) {
-		free(tmp);
-		free(path);
-		return rc;
-	}
-	if (fd < 0) {
-		rc = err_errno(E_IO, errno, "creating %s", tmp);
-		free(tmp);
-		free(path);
-		return rc;
-	}
-	fs_put *p = xcalloc(1, sizeof(*p));
-	p->base.ops = &fs_put_ops;
-	p->fd = fd;
-	p->tmp = tmp;
-	p->path = path;
-	p->exclusive = exclusive;
-	*out = &p->base;
-	return E_OK;
+	file_sink_opts o = { .durable = true, .replace = !exclusive, .mode = 0640,
+						 .make_parents = true };
+	err_code rc = file_sink_open(path, &o, out);
+	free(path);
+	return rc;
 }
 
 static err_code fs_put_open(storage *st, const char *key, sink **out)
@@ -244,7 +153,7 @@ static err_code fs_temps_dir(fs_storage *fs, const char *rel, obj_list *out)
 		struct stat sb;
 		if (lstat(path, &sb) == 0) {
 			if (S_ISREG(sb.st_mode) && de->d_name[0] == '.' &&
-				strstr(de->d_name, STORAGE_TMP_MARK) != NULL)
+				strstr(de->d_name, FILE_TMP_MARK) != NULL)
 				obj_list_add(out, key, (uint64_t)sb.st_size, sb.st_mtim.tv_sec,
 							 sb.st_mtim.tv_nsec);
 			else if (S_ISDIR(sb.st_mode) && de->d_name[0] != '.')

@@ -810,13 +810,7 @@ static err_code put_write(sink *sk, const void *data, size_t len)
 			}
 			p->len = 0;
 		}
-		size_t n = p->s->part_size - p->len;
-		if (n > len)
-			n = len;
-		memcpy(p->buf + p->len, d, n);
-		p->len += n;
-		d += n;
-		len -= n;
+		p->len += take_bytes(p->buf + p->len, p->s->part_size - p->len, &d, &len);
 		if (p->len == p->s->part_size && len > 0)
 			TRY(mp_send(p));
 	}

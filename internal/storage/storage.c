@@ -82,12 +82,12 @@ err_code storage_list_temporaries(storage *st, const char *prefix, obj_list *out
 
 long storage_temporary_pid(const char *key)
 {
-	const char *mark = strstr(key, STORAGE_TMP_MARK);
+	const char *mark = strstr(key, FILE_TMP_MARK);
 	if (mark == NULL)
 		return 0;
 	char *end;
-	long pid = strtol(mark + strlen(STORAGE_TMP_MARK), &end, 10);
-	return end != mark + strlen(STORAGE_TMP_MARK) && *end == '.' && pid > 0 ? pid : 0;
+	long pid = strtol(mark + strlen(FILE_TMP_MARK), &end, 10);
+	return end != mark + strlen(FILE_TMP_MARK) && *end == '.' && pid > 0 ? pid : 0;
 }
 
 err_code storage_remove(storage *st, const char *key)

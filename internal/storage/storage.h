@@ -12,8 +12,6 @@
 
 typedef struct storage storage;
 
-/* In the hidden name of a file-storage temporary: ".NAME.walc-tmp.PID.SEQ". */
-#define STORAGE_TMP_MARK ".walc-tmp."
 
 typedef struct obj_info {
 	char *key;		/* relative to the listed prefix's root (full key) */
