@@ -347,6 +347,8 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* RFC 3339 with optional fraction and zone ("Z", "+01:00") -> seconds and nanoseconds. */
 bool time_parse_rfc3339(const char *s, time_t *sec, long *nsec);
+/* -1, 0 or 1 as (sec1, nsec1) is before, at or after (sec2, nsec2). */
+int time_cmp(time_t sec1, long nsec1, time_t sec2, long nsec2);
 /* Now as WAL-G writes backup times: UTC with microseconds, "2026-11-29T23:42:29.586708Z". */
 char *time_now_rfc3339(void);
 
