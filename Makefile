@@ -165,7 +165,7 @@ lint:
 	@test/lint/layers.sh --self-test
 
 clean:
-	rm -rf build build-asan build-cov build-tsan build-fuzz build-static walc walc-asan walc-cov walc-static
+	rm -rf build build-asan build-cov build-tsan build-fuzz build-static walc walc-asan walc-cov walc-static *.gcda *.gcno
 	$(MAKE) -C cmd/walc_archive PG_CONFIG=$(PG_CONFIG) clean
 
 # make bench: walc vs pgBackRest vs the tar|zstd limit on the same data (not part of make test;
