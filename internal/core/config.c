@@ -62,6 +62,9 @@ static const config_var config_vars[] = {
 	  "backup-push: how long pg_backup_stop may wait for WAL archiving (0 = no limit)" },
 	{ "WALG_SENTINEL_USER_DATA", NULL, false, "backup-push: JSON stored as the backup's user data" },
 	{ "WALG_DISK_RATE_LIMIT", NULL, false, "backup-push: bytes per second read from disk" },
+	{ "WALG_REMOTE_COMPRESSION", "none", false,
+	  "walc extension: backup-push without PGDATA asks PostgreSQL 15+ to compress the stream: "
+	  "none, zstd or lz4, optionally :LEVEL or :level=N,workers=N" },
 	{ "WALG_NETWORK_RATE_LIMIT", NULL, false,
 	  "backup-push and backup-fetch: bytes per second to or from storage" },
 	{ "WALG_DELTA_MAX_STEPS", "0", false,
@@ -520,6 +523,8 @@ err_code config_load(config *c, bool need_storage)
 					   origin);
 	if (env("WALG_DELTA_FROM_NAME") != NULL)
 		c->delta_from_name = xstrdup(env("WALG_DELTA_FROM_NAME"));
+	if (env("WALG_REMOTE_COMPRESSION") != NULL) /* checked by pg_bb_compression_parse */
+		c->remote_compression = xstrdup(env("WALG_REMOTE_COMPRESSION"));
 	if (env("WALG_DELTA_FROM_USER_DATA") != NULL)
 		c->delta_from_user_data = xstrdup(env("WALG_DELTA_FROM_USER_DATA"));
 	TRY(parse_bool("WALG_VERIFY_PAGE_CHECKSUMS", false, &c->verify_page_checksums));
@@ -558,6 +563,7 @@ void config_free(config *c)
 	free(c->metrics_address);
 	free(c->delta_from_name);
 	free(c->delta_from_user_data);
+	free(c->remote_compression);
 	free(c->log_destination);
 	memset(c, 0, sizeof(*c));
 }
