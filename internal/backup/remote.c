@@ -291,8 +291,8 @@ static err_code run_remote(const push_options *opt, push_state *st, backup_senti
 		rc = pg_server_info_get(s, &si);
 	if (rc == E_OK && o.compression != NULL && si.version < 150000)
 		rc = err_set(E_CONFIG, "WALG_REMOTE_COMPRESSION: server-side compression needs "
-							   "PostgreSQL 15 or later (this server is %d)",
-					 si.version);
+							   "PostgreSQL 15 or later (this server is %d.%d)",
+					 si.version / 10000, si.version % 10000);
 	if (rc == E_OK)
 		rc = catalog_check_cluster(st->r, si.system_id, st->cfg->allow_system_id_change,
 								   "backup-push");

@@ -194,11 +194,12 @@ err_code remote_delta_choose(push_state *st, const push_options *opt, const pg_s
 	if (si->version < 170000) {
 		if (explicit_base)
 			return err_set(E_CONFIG, "a delta backup without PGDATA needs PostgreSQL 17 or later "
-									 "(incremental backups from WAL summaries); this server is %d",
-						   si->version);
+									 "(incremental backups from WAL summaries); this server is "
+									 "%d.%d",
+						   si->version / 10000, si->version % 10000);
 		log_info("taking a full backup: remote deltas need PostgreSQL 17 or later (this server "
-				 "is %d)",
-				 si->version);
+				 "is %d.%d)",
+				 si->version / 10000, si->version % 10000);
 		return E_OK;
 	}
 	if (!si->summarize_wal) {

@@ -320,11 +320,14 @@ check_remote_incremental() {
 	full=$(rpush WALG_DELTA_MAX_STEPS=3)
 	assert_contains "$(cat "$T/rpush.err")" "taking a full backup: summarize_wal is off" "remote delta without summaries"
 	[[ $full =~ ^base_[0-9A-F]{24}$ ]] || fail "without summaries: expected a full backup, got '$full'"
+	# summaries from a checkpoint after that full on: the server refuses an incremental from it
+	psqlc "$PORT" "CHECKPOINT" >/dev/null
 	psqlc "$PORT" "ALTER SYSTEM SET summarize_wal = on" >/dev/null
 	psqlc "$PORT" "SELECT pg_reload_conf()" >/dev/null
 	sleep 1
-	# a base taken while summaries are kept
-	full=$(rpush)
+	full=$(rpush WALG_DELTA_MAX_STEPS=3)
+	assert_contains "$(cat "$T/rpush.err")" "taking a full backup: the server refused an incremental one" "remote delta over a gap in the summaries"
+	[[ $full =~ ^base_[0-9A-F]{24}$ ]] || fail "after the refusal: expected a full backup, got '$full'"
 	[ -n "$(find "$T/repo/basebackups_005/$full" -maxdepth 1 -name 'walc_backup_manifest*')" ] ||
 		fail "$full: no walc_backup_manifest beside its metadata"
 	[ -z "$(find "$T/repo/basebackups_005/$full/tar_partitions" -name '*manifest*')" ] ||
