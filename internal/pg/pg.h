@@ -1,5 +1,6 @@
 /*
- * pg: PostgreSQL knowledge that needs no server: WAL file names, LSNs and segment arithmetic.
+ * pg: PostgreSQL knowledge: WAL file names, LSNs, pages and file formats; and the server
+ * itself, through libpq, which no other module uses (sessions, facts, backups, BASE_BACKUP).
  */
 #ifndef WALC_INTERNAL_PG_PG_H
 #define WALC_INTERNAL_PG_PG_H

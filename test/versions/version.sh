@@ -314,7 +314,12 @@ walg_restore() {
 # files stored as WAL-G increments; the chain restores with walc and with WAL-G
 check_remote_incremental() {
 	local full d1 d2 out
-	[ "$MAJOR" -ge 17 ] || not_applicable "incremental backups (WAL summaries) are PostgreSQL 17+"
+	if [ "$MAJOR" -lt 17 ]; then
+		full=$(rpush WALG_DELTA_MAX_STEPS=3)
+		[[ $full =~ ^base_[0-9A-F]{24}$ ]] || fail "a remote delta before 17: expected a full backup, got '$full'"
+		assert_contains "$(cat "$T/rpush.err")" "taking a full backup: remote deltas need PostgreSQL 17 or later" "remote delta before 17"
+		not_applicable "incremental backups are 17+ (checked: a remote delta is a full backup, saying why)"
+	fi
 	psqlc "$PORT" "ALTER SYSTEM SET summarize_wal = off" >/dev/null
 	psqlc "$PORT" "SELECT pg_reload_conf()" >/dev/null
 	full=$(rpush WALG_DELTA_MAX_STEPS=3)
@@ -359,7 +364,12 @@ check_remote_incremental() {
 # PostgreSQL 15+: WALG_REMOTE_COMPRESSION has the server compress the stream
 check_remote_compression() {
 	local name m
-	[ "$MAJOR" -ge 15 ] || not_applicable "server-side compression is PostgreSQL 15+"
+	if [ "$MAJOR" -lt 15 ]; then
+		wrun_pg "${ENVS[@]}" WALG_REMOTE_COMPRESSION=zstd PGHOST="$T" PGPORT="$PORT" -- backup-push
+		[ "$W_RC" = 1 ] || fail "WALG_REMOTE_COMPRESSION on $MAJOR: $(wdesc)"
+		assert_contains "$W_ERR" "server-side compression needs PostgreSQL 15 or later" "WALG_REMOTE_COMPRESSION on $MAJOR"
+		not_applicable "server-side compression is 15+ (checked: walc refuses it in one line)"
+	fi
 	for m in zstd:level=3,workers=2 lz4; do
 		dump_norm "$PORT" >"$T/dump-cmp"
 		name=$(rpush WALG_REMOTE_COMPRESSION=$m)
