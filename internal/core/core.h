@@ -240,6 +240,7 @@ typedef struct config {
 	bool verify_page_checksums;		/* WALG_VERIFY_PAGE_CHECKSUMS */
 	bool store_all_corrupt_blocks;	/* WALG_STORE_ALL_CORRUPT_BLOCKS */
 	long disk_rate_limit;			/* WALG_DISK_RATE_LIMIT, bytes/s, 0 = none */
+	char *remote_compression;		/* WALG_REMOTE_COMPRESSION (walc extension), NULL = none */
 	long network_rate_limit;		/* WALG_NETWORK_RATE_LIMIT, bytes/s, 0 = none */
 	long pg_wal_size_mb;			/* WALG_PG_WAL_SIZE */
 	bool allow_system_id_change;	/* WALG_ALLOW_SYSTEM_ID_CHANGE (walc extension) */
