@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test/unit/unit.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,18 +21,14 @@ static char *root;
 static int setup(void **state)
 {
 	(void)state;
-	char tmpl[] = "/tmp/walc-unit-repo-XXXXXX";
-	assert_non_null(mkdtemp(tmpl));
-	root = xstrdup(tmpl);
+	root = unit_tmpdir();
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	char *cmd = xasprintf("rm -rf %s", root);
-	int rc = system(cmd);
-	free(cmd);
+	int rc = unit_rmtree(root);
 	free(root);
 	unsetenv("WALG_LIBSODIUM_KEY");
 	unsetenv("WALG_LIBSODIUM_KEY_TRANSFORM");
