@@ -270,21 +270,24 @@ EOF
 
 # matrix_push_all NAME...: $T/push-all.sh, an archive_command (%p relative to the data
 # directory, the cwd) that wal-pushes with each configuration in turn (stderr to
-# $T/log/push-NAME.log; a failure is noted in $T/archive-failed), then keeps a golden copy of
-# the segment in $T/golden
+# $T/log/push-NAME.log; a failure is noted in $T/archive-failed), then, when $T/golden exists,
+# keeps a golden copy of the segment there. wal-push leaves a marker under
+# $PGDATA/walg_data/walg_archive_status for each file it uploads in the background, so that
+# the next wal-push of it returns at once: each configuration gets its own PGDATA for them.
 matrix_push_all() {
 	cat >"$T/push-all.sh" <<EOF
 #!/bin/sh
 p=\$1
 f=\$(basename "\$p")
-export PGDATA="\$PWD" HOME='$T/home'
+export HOME='$T/home'
 for c in $*; do
-	if ! '$T/conf/'\$c.sh wal-push "\$p" 2>>'$T/log/push-'\$c.log; then
+	mkdir -p '$T/markers/'\$c/pg_wal
+	if ! PGDATA='$T/markers/'\$c '$T/conf/'\$c.sh wal-push "\$p" 2>>'$T/log/push-'\$c.log; then
 		echo "\$(date +%T) wal-push \$p failed for configuration \$c (see $T/log/push-\$c.log)" >>'$T/archive-failed'
 		exit 1
 	fi
 done
-cp "\$p" '$T/golden/.'"\$f" && mv '$T/golden/.'"\$f" '$T/golden/'"\$f"
+[ ! -d '$T/golden' ] || { cp "\$p" '$T/golden/.'"\$f" && mv '$T/golden/.'"\$f" '$T/golden/'"\$f"; }
 EOF
 	chmod 755 "$T/push-all.sh"
 }
