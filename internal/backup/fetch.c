@@ -379,7 +379,10 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	/* The backup first: a wrong name or a broken chain must not leave a new empty directory. */
-	err_code rc = opt->name != NULL
+	target_reach reach;
+	err_code rc = opt->target != NULL ? backup_pick_for_target(r, opt->cfg, opt->target, &name,
+															   &reach)
+		: opt->name != NULL
 		? catalog_resolve(r, opt->name, &name)
 		: catalog_find_by_user_data(r, opt->user_data, "backup-fetch --target-user-data", &name);
 	if (rc == E_OK)
@@ -401,6 +404,8 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 					 c.lv[0].name);
 		rc = fetch_chain(r, opt, dest, &c);
 	}
+	if (rc == E_OK && opt->target != NULL)
+		rc = backup_write_recovery(dest, opt->target, opt->restore_command, opt->target_action);
 	if (rc == E_OK) {
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		log_info("backup %s restored into %s in %.1f s", name, dest,

@@ -300,6 +300,13 @@ err_code config_parse_long(const char *name, const char *value, long def, long m
 const char *config_flag_setting(const char *flag, bool *is_bool);
 /* Whether name is a setting of the table (any class), so a file's key is not unknown. */
 bool config_known(const char *name);
+/*
+ * Calls fn for every setting walc implements that is set (from a flag, the environment or
+ * the configuration file), with the name it was set under and its value. Settings libpq
+ * reads itself are left out.
+ */
+void config_each_set(void (*fn)(const char *name, const char *value, bool secret, void *arg),
+					 void *arg);
 /* Prints every setting walc reads: value (secrets masked) and its source, default, meaning. */
 void config_print_env(FILE *out);
 /* At DEVEL level, logs each setting that is set (secrets masked). */
