@@ -171,7 +171,8 @@ int cmd_backup_list(const config *cfg, const args *a)
 {
 	list_options opt = { .pretty = arg_set(a, "pretty"),
 						 .json = arg_set(a, "json"),
-						 .detail = arg_set(a, "detail") };
+						 .detail = arg_set(a, "detail"),
+						 .cfg = cfg };
 	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
 	if (rc != E_OK)
 		return command_fail(rc);

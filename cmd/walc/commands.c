@@ -11,6 +11,7 @@ static const opt wal_fetch_opts[] = { TARGET_STORAGE, END };
 static const opt wal_show_opts[] = {
 	{ "detailed-json", 0, NULL, "detailed JSON output" },
 	{ "without-backups", 0, NULL, "do not count backups per timeline" },
+	{ "restore-points", 0, NULL, "the restore points in the archived WAL (reads all of it)" },
 	END,
 };
 static const opt wal_verify_opts[] = {
@@ -57,7 +58,7 @@ static const opt backup_fetch_opts[] = {
 static const opt backup_list_opts[] = {
 	{ "pretty", 0, NULL, "a framed table" },
 	{ "json", 0, NULL, "a JSON array" },
-	{ "detail", 0, NULL, "metadata.json fields too" },
+	{ "detail", 0, NULL, "metadata.json fields too; with --json each backup's recovery window (reads the WAL)" },
 	TARGET_STORAGE,
 	END,
 };

@@ -85,7 +85,8 @@ err_code backup_mark(repo *r, const char *name, bool impermanent);
 typedef struct list_options {
 	bool pretty;
 	bool json;
-	bool detail;
+	bool detail; /* with json and cfg: each backup's recovery window, from the archived WAL */
+	const config *cfg;
 } list_options;
 err_code backup_list(repo *r, const list_options *opt, FILE *out);
 

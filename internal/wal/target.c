@@ -5,8 +5,10 @@
  */
 #include "internal/wal/wal.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal/pg/pg.h"
 #include "internal/wal/wal_impl.h"
@@ -127,6 +129,130 @@ err_code wal_reach_target(repo *r, const config *cfg, uint64_t from_lsn,
 	out->end_lsn = end;
 	wal_reader_free(rd);
 	wal_index_free(&ix);
+	return rc;
+}
+
+/* Windows: each record extends the current run; commits and restore points are noted. */
+static bool window_record(const wal_record *rec, void *arg)
+{
+	wal_windows *w = arg;
+	wal_run *run = &w->runs[w->nruns - 1];
+	if (rec->kind == WAL_REC_COMMIT) {
+		run->last_commit_us = rec->time_us;
+		run->last_commit_lsn = rec->lsn;
+	} else if (rec->kind == WAL_REC_RESTORE_POINT) {
+		w->points = xrealloc(w->points, (w->npoints + 1) * sizeof(*w->points));
+		wal_restore_point *p = &w->points[w->npoints++];
+		memcpy(p->name, rec->name, sizeof(p->name));
+		p->time_us = rec->time_us;
+		p->lsn = rec->lsn;
+	}
+	return true;
+}
+
+static void run_close(wal_windows *w, wal_reader **rd)
+{
+	if (*rd == NULL)
+		return;
+	wal_reader_done(*rd, &w->runs[w->nruns - 1].end_lsn);
+	wal_reader_free(*rd);
+	*rd = NULL;
+}
+
+err_code wal_read_windows(repo *r, const config *cfg, wal_windows *out)
+{
+	memset(out, 0, sizeof(*out));
+	wal_index ix;
+	TRY(wal_index_build(r, cfg, false, &ix));
+	out->timeline = ix.n > 0 ? ix.tl[ix.n - 1].id : 1;
+	uint64_t first = UINT64_MAX, last = 0;
+	for (size_t i = 0; i < ix.n; i++)
+		for (size_t j = 0; j < ix.tl[i].nsegs; j++) {
+			uint64_t seg = ix.tl[i].segs[j];
+			if (wal_index_tli_for(&ix, out->timeline, seg) != ix.tl[i].id)
+				continue;
+			first = seg < first ? seg : first;
+			last = seg > last ? seg : last;
+		}
+	wal_reader *rd = NULL;
+	err_code rc = E_OK;
+	for (uint64_t seg = first; rc == E_OK && first != UINT64_MAX && seg <= last; seg++) {
+		uint32_t tli = wal_index_tli_for(&ix, out->timeline, seg);
+		char name[WAL_NAME_LEN + 1];
+		wal_name_format(name, tli, seg, ix.segsize);
+		if (!wal_index_has(&ix, tli, seg)) {
+			run_close(out, &rd);
+			continue;
+		}
+		if (rd == NULL) {
+			out->runs = xrealloc(out->runs, (out->nruns + 1) * sizeof(*out->runs));
+			out->runs[out->nruns++] = (wal_run){ .start_lsn = seg * ix.segsize };
+			rd = wal_reader_new(ix.segsize, seg * ix.segsize, window_record, out);
+		}
+		rc = feed_segment(r, name, rd);
+		uint64_t end;
+		if (rc == E_OK && wal_reader_done(rd, &end))
+			run_close(out, &rd); /* invalid WAL: the run ends; a later segment starts another */
+	}
+	run_close(out, &rd);
+	wal_index_free(&ix);
+	if (rc != E_OK)
+		wal_windows_free(out);
+	return rc;
+}
+
+void wal_windows_free(wal_windows *w)
+{
+	free(w->runs);
+	free(w->points);
+	memset(w, 0, sizeof(*w));
+}
+
+const wal_run *wal_windows_run_at(const wal_windows *w, uint64_t lsn)
+{
+	for (size_t i = 0; i < w->nruns; i++)
+		if (lsn >= w->runs[i].start_lsn && lsn <= w->runs[i].end_lsn)
+			return &w->runs[i];
+	return NULL;
+}
+
+err_code wal_show_restore_points(repo *r, const config *cfg, bool json, FILE *out)
+{
+	wal_windows w;
+	TRY(wal_read_windows(r, cfg, &w));
+	wal_path path;
+	err_code rc = wal_timeline_path(r, cfg, &path);
+	static const char *const hdr[] = { "NAME", "TIME", "LSN", "TLI" };
+	static const bool right[] = { false, false, true, true };
+	table *t = table_new(4, hdr, right);
+	json_t *arr = json_array();
+	for (size_t i = 0; rc == E_OK && i < w.npoints; i++) {
+		const wal_restore_point *p = &w.points[i];
+		char when[64], lsn[32], tli[16];
+		time_t sec = (time_t)(p->time_us / 1000000);
+		struct tm tm;
+		gmtime_r(&sec, &tm);
+		strftime(when, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+		snprintf(when + strlen(when), sizeof(when) - strlen(when), ".%06ldZ",
+				 (long)(p->time_us % 1000000));
+		pg_lsn_format(p->lsn, lsn);
+		snprintf(tli, sizeof(tli), "%u", wal_path_tli_at(&path, p->lsn));
+		const char *cells[] = { p->name, when, lsn, tli };
+		table_add(t, cells);
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:i}", "name", p->name, "time",
+											 when, "lsn", lsn, "timeline",
+											 (json_int_t)wal_path_tli_at(&path, p->lsn)));
+	}
+	if (rc == E_OK && json) {
+		char *s = json_dumps(arr, JSON_INDENT(2));
+		fprintf(out, "%s\n", s);
+		free(s);
+	} else if (rc == E_OK) {
+		table_print(t, out, false);
+	}
+	json_decref(arr);
+	table_free(t);
+	wal_windows_free(&w);
 	return rc;
 }
 

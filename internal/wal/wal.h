@@ -108,6 +108,35 @@ typedef struct target_reach {
 err_code wal_reach_target(repo *r, const config *cfg, uint64_t from_lsn,
 						  const recovery_target *t, target_reach *out);
 
+/*
+ * What the archived WAL lets a restore reach, read whole along the newest timeline's history
+ * from its oldest segment: the runs of consecutive segments, each with the last commit read
+ * in it, and the restore points. Reads every archived segment on that path.
+ */
+typedef struct wal_run {
+	uint64_t start_lsn, end_lsn; /* end: where the valid WAL of the run ends */
+	int64_t last_commit_us;		 /* 0: none */
+	uint64_t last_commit_lsn;
+} wal_run;
+typedef struct wal_restore_point {
+	char name[65];
+	int64_t time_us;
+	uint64_t lsn;
+} wal_restore_point;
+typedef struct wal_windows {
+	uint32_t timeline;
+	wal_run *runs;
+	size_t nruns;
+	wal_restore_point *points;
+	size_t npoints;
+} wal_windows;
+err_code wal_read_windows(repo *r, const config *cfg, wal_windows *out);
+void wal_windows_free(wal_windows *w);
+/* wal-show --restore-points: name, time, LSN and timeline of each, as a table or JSON. */
+err_code wal_show_restore_points(repo *r, const config *cfg, bool json, FILE *out);
+/* The run holding lsn, or NULL. */
+const wal_run *wal_windows_run_at(const wal_windows *w, uint64_t lsn);
+
 /* The prefetch directory for a destination: <WALG_PREFETCH_DIR or dest's dir>/.wal-g/prefetch. */
 char *prefetch_dir(const config *cfg, const char *dest);
 /* Serves name from the prefetch directory if a complete copy is there (*taken). */

@@ -5,7 +5,8 @@
 # time on timeline 2) `backup-fetch DEST --target-...` picks the backup, writes the recovery
 # settings, and `pg_ctl start` alone gives exactly the rows of that point. Unreachable targets
 # (after the archive's last commit, before every backup, across a gap in the archive) are
-# refused with nothing written.
+# refused with nothing written. backup-list --detail --json gives each backup's recovery window
+# (checked against the commits made) and wal-show --restore-points lists the restore point.
 . "$(dirname "$0")/lib.sh"
 it_setup pitr-target
 
@@ -94,10 +95,32 @@ N=$T/r-name
 psqlc "$RPORT" "INSERT INTO t VALUES (40)"
 M40=$(sleep 1; psqlc "$RPORT" "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"; sleep 1)
 psqlc "$RPORT" "INSERT INTO t VALUES (41)"
+M41=$(psqlc "$RPORT" "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")
 archive_all "$RPORT" "$N"
 pg_stop "$N"
 compgen -G "$R/wal_005/00000002.history*" >/dev/null || fail "no 00000002.history archived"
 ok "the restore point 'before five' recovered and promoted to timeline 2"
+
+# Recovery windows: the first backup recovers through timeline 2 up to the commit of 41; the
+# second ended on timeline 1 after the switch point, off the path recovery follows.
+wrun "${E[@]}" -- backup-list --detail --json
+expect_rc 0 "backup-list --detail --json"
+"$PY" - "$W_OUT" "$B1" "$M40" "$M41" <<'EOF' || fail "backup-list recovery windows: $W_OUT"
+import json, sys
+rows, b1, m40, m41 = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+win = {r["backup_name"]: r["recovery_window"] for r in rows}
+w = win[b1]
+assert w["timeline"] == 2 and w["from_lsn"] and w["to_lsn"], w
+# RFC 3339 UTC strings of the same form compare as times
+assert m40 < w["to_time"] < m41, (m40, w["to_time"], m41)
+others = [n for n in win if n != b1]
+assert len(others) == 1 and win[others[0]] is None, win
+EOF
+ok "backup-list --detail --json: the first backup recovers to the commit of 41, the second is off the path"
+wrun "${E[@]}" -- wal-show --restore-points
+expect_rc 0 "wal-show --restore-points"
+assert_match "$W_OUT" "before five +[0-9T:.Z-]+ +[0-9A-F]+/[0-9A-F]+ +1" "wal-show --restore-points"
+ok "wal-show --restore-points lists 'before five' on timeline 1"
 
 recover --target-time "$M40" "1,2,3,4,40"
 assert_eq "backup $B1" "$PICKED" "a time on timeline 2 picks the backup before the switch"
