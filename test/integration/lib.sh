@@ -162,6 +162,14 @@ it_setup() {
 	pg_own "$T"
 }
 
+# plain_make ARGS...: make as a fresh shell would run it. Under make coverage (or asan) the
+# calling make exports its command-line variables (CC, EXTRA_CFLAGS, BUILD...) and MAKEFLAGS,
+# which would build the tests' helpers instrumented, into the wrong directory.
+plain_make() {
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u CC -u EXTRA_CFLAGS -u EXTRA_LDFLAGS -u BUILD \
+		-u SAN_BIN make "$@"
+}
+
 pg_own() { # chown to postgres (no-op when not root)
 	if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$@"; fi
 }
