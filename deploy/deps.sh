@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(
 	build-essential pkg-config clang libclang-rt-14-dev
-	libzstd-dev liblz4-dev libbrotli-dev liblzma-dev libsodium-dev
+	libzstd-dev liblz4-dev libbrotli-dev liblzma-dev libsodium-dev librnp-dev
 	libcurl4-openssl-dev libssl-dev libpq-dev libjansson-dev libexpat1-dev libcmocka-dev
 	postgresql-15 postgresql-client-15 postgresql-contrib postgresql-server-dev-15
 	python3-prometheus-client

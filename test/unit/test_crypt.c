@@ -13,6 +13,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "test/unit/unit.h"
+
 #define CT_CHUNK (CRYPT_CHUNK + 17)
 #define FIXTURE "fixtures/walg-v3.0.9/zstd-libsodium-base64"
 #define FIXTURE_WAL "repo/wal_005/000000010000000000000024.zst"
@@ -27,81 +29,12 @@ static const unsigned char key_b[CRYPT_KEY_BYTES] = { 0xff };
 /* Helpers                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Deterministic, incompressible-looking bytes so that a failure is reproducible. */
-static unsigned char *pattern(size_t n, uint32_t seed)
-{
-	unsigned char *p = xmalloc(n ? n : 1);
-	uint32_t x = seed * 2654435761u + 1;
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		p[i] = (unsigned char)x;
-	}
-	return p;
-}
-
-/* A sink that records what reaches the end of a chain: bytes, finish calls, free. */
-typedef struct probe {
-	membuf mb;
-	int finishes;
-	bool freed;
-} probe;
-
-typedef struct probe_sink {
-	sink base;
-	probe *p;
-} probe_sink;
-
-static err_code probe_write(sink *s, const void *buf, size_t len)
-{
-	return sink_write(s->next, buf, len);
-}
-
-static err_code probe_finish(sink *s)
-{
-	((probe_sink *)s)->p->finishes++;
-	return sink_finish(s->next);
-}
-
-static void probe_free(sink *s)
-{
-	((probe_sink *)s)->p->freed = true;
-	sink_free(s->next);
-	free(s);
-}
-
-static const sink_ops probe_ops = { probe_write, probe_finish, probe_free };
-
-static sink *probe_new(probe *p)
-{
-	memset(p, 0, sizeof(*p));
-	probe_sink *s = xcalloc(1, sizeof(*s));
-	s->base.ops = &probe_ops;
-	s->base.next = membuf_sink_new(&p->mb);
-	s->p = p;
-	return &s->base;
-}
-
-enum feed_mode { WHOLE, ODD, BYTES };
-
 /* Write sizes that straddle every boundary of the framing. */
 static const size_t odd_sizes[] = { 1, 7, 8191, 3, 8209, 100003, 24, 8193, 17, 16 };
 
 static err_code feed(sink *s, const unsigned char *p, size_t n, enum feed_mode mode)
 {
-	size_t i = 0;
-	while (n > 0) {
-		size_t k = mode == WHOLE ? n
-				 : mode == BYTES ? 1
-								 : odd_sizes[i++ % (sizeof(odd_sizes) / sizeof(odd_sizes[0]))];
-		if (k > n)
-			k = n;
-		TRY(sink_write(s, p, k));
-		p += k;
-		n -= k;
-	}
-	return E_OK;
+	return feed_sizes(s, p, n, mode, odd_sizes, sizeof(odd_sizes) / sizeof(odd_sizes[0]));
 }
 
 static void encrypt_buf(const unsigned char *key, const unsigned char *pt, size_t n,
@@ -168,27 +101,6 @@ static void check_framing(const unsigned char *ct, size_t len, const unsigned ch
 	}
 	assert_int_equal(off, n);
 	free(plain);
-}
-
-static unsigned char *read_all(const char *path, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	membuf mb = { 0 };
-	sink *s = membuf_sink_new(&mb);
-	unsigned char buf[4096];
-	ssize_t n;
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		assert_int_equal(sink_write(s, buf, (size_t)n), E_OK);
-	sink_free(s);
-	close(fd);
-	if (n < 0) {
-		free(mb.data);
-		return NULL;
-	}
-	*len = mb.len;
-	return mb.data ? mb.data : xmalloc(1);
 }
 
 static char *shared_path(const char *rel)
