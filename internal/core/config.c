@@ -32,6 +32,10 @@ static const config_var config_vars[] = {
 	{ "WALG_LIBSODIUM_KEY_PATH", NULL, false, "file holding the libsodium key" },
 	{ "WALG_LIBSODIUM_KEY_TRANSFORM", "none", false,
 	  "how the key material becomes 32 bytes: none, hex or base64" },
+	{ "WALG_PGP_KEY", NULL, true,
+	  "OpenPGP: armored key text (\\n escapes allowed); public to push, secret to fetch" },
+	{ "WALG_PGP_KEY_PATH", NULL, false, "OpenPGP: file holding the armored key" },
+	{ "WALG_PGP_KEY_PASSPHRASE", NULL, true, "OpenPGP: passphrase of a protected secret key" },
 	{ "WALG_PREVENT_WAL_OVERWRITE", "false", false,
 	  "refuse to overwrite an archived WAL file with different content" },
 	{ "WALG_UPLOAD_CONCURRENCY", "16", false, "parallel uploads" },
@@ -133,18 +137,16 @@ typedef struct refused_var {
 	const char *why;
 } refused_var;
 
-#define NO_PGP "walc does not support OpenPGP encryption yet; use WALG_LIBSODIUM_KEY"
-#define NO_GPG "walc does not support gpg keyrings; use WALG_LIBSODIUM_KEY"
-#define NO_ENVELOPE "walc does not support envelope encryption; use WALG_LIBSODIUM_KEY"
+#define NO_GPG "walc does not read gpg keyrings; export the key into WALG_PGP_KEY_PATH (WAL-G " \
+			   "v3.0.9 stores plaintext with only this set)"
+#define NO_ENVELOPE "walc does not support envelope encryption; use WALG_PGP_KEY or " \
+					"WALG_LIBSODIUM_KEY"
 #define NO_KMS "walc does not support KMS client-side encryption; use WALG_LIBSODIUM_KEY " \
 			   "(or S3_SSE=aws:kms for server-side encryption)"
 #define NO_STORE "walc supports only WALG_FILE_PREFIX and WALG_S3_PREFIX storage"
 #define NO_FAILOVER "walc does not support failover storages"
 
 static const refused_var config_refused[] = {
-	{ "WALG_PGP_KEY", NULL, false, NO_PGP },
-	{ "WALG_PGP_KEY_PATH", NULL, false, NO_PGP },
-	{ "WALG_PGP_KEY_PASSPHRASE", NULL, false, NO_PGP },
 	{ "WALG_GPG_KEY_ID", NULL, false, NO_GPG },
 	{ "WALE_GPG_KEY_ID", NULL, false, NO_GPG },
 	{ "WALG_ENVELOPE_PGP_KEY", NULL, false, NO_ENVELOPE },

@@ -61,6 +61,14 @@ typedef enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARNING, LOG_ERROR } log_l
 /* level: minimum level printed; json: JSON lines; command: added to every JSON line. */
 void log_setup(log_level level, bool json, const char *command);
 bool log_enabled(log_level level);
+/*
+ * Keeps stderr's descriptor for the log alone, below DEVEL level: libraries that print to
+ * the stderr stream on their own (Debian's librnp is built without NDEBUG and prints its
+ * diagnostics there) would break the line format. Only the stream moves (to /dev/null), so
+ * sanitizer and crash reports, written to descriptor 2, still show. glibc only (musl's stderr
+ * is const; the static build's librnp is quiet). For the program's main, after log_setup.
+ */
+void log_claim_stderr(void);
 void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*
  * A message with structured fields: NULL-terminated key, value string pairs. Text mode prints
