@@ -173,6 +173,7 @@ typedef struct pgp_sink {
 	err_code failed;	 /* caller side: the first error, repeated by every later call */
 	char failed_msg[ERR_MSG_MAX];
 	rnp_ffi_t ffi;
+	pgp_keys *pool;		 /* decryption: where ffi goes back to */
 	pthread_t th;
 	bool started;
 	pgp_frame frame;	 /* decryption only */
@@ -501,7 +502,10 @@ static void pgp_free(sink *base)
 		pthread_mutex_unlock(&s->mu);
 		pthread_join(s->th, NULL);
 	}
-	if (s->ffi != NULL)
+	/* No operation is left on it once the worker has been joined. */
+	if (s->ffi != NULL && s->pool != NULL)
+		pgp_keys_give(s->pool, s->ffi);
+	else if (s->ffi != NULL)
 		rnp_ffi_destroy(s->ffi);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
@@ -530,19 +534,9 @@ static pgp_sink *sink_alloc(bool decrypt, const char *var, sink *next)
 	return s;
 }
 
-static void sink_start(pgp_sink *s, const pgp_buf *keys)
+/* Starts the worker on s->ffi, which holds the keys. */
+static void sink_start(pgp_sink *s)
 {
-	rnp_result_t rr;
-	s->ffi = pgp_ffi_new();
-	if (s->ffi == NULL) {
-		fail(s, err_set(E_FAIL, "librnp: cannot create a context"));
-		return;
-	}
-	if ((rr = pgp_import(s->ffi, keys->data, keys->len)) != RNP_SUCCESS) {
-		fail(s, err_set(E_FAIL, "OpenPGP: librnp cannot import the keys again: %s",
-						rnp_result_to_string(rr)));
-		return;
-	}
 	s->in.buf = xmalloc(RING_CAP);
 	s->out.buf = xmalloc(RING_CAP);
 	pthread_attr_t attr;
@@ -559,20 +553,28 @@ static void sink_start(pgp_sink *s, const pgp_buf *keys)
 sink *pgp_encrypt_new(const pgp_keys *k, sink *next)
 {
 	pgp_sink *s = sink_alloc(false, k->var, next);
-	if (k->enc_rc != E_OK)
+	rnp_result_t rr;
+	if (k->enc_rc != E_OK) {
 		fail(s, err_set(k->enc_rc, "%s", k->enc_msg));
-	else
-		sink_start(s, &k->pub);
+	} else if ((s->ffi = pgp_ffi_new()) == NULL) {
+		fail(s, err_set(E_FAIL, "librnp: cannot create a context"));
+	} else if ((rr = pgp_import(s->ffi, k->pub.data, k->pub.len)) != RNP_SUCCESS) {
+		fail(s, err_set(E_FAIL, "OpenPGP: librnp cannot import the keys again: %s",
+						rnp_result_to_string(rr)));
+	} else {
+		sink_start(s);
+	}
 	return &s->base;
 }
 
 sink *pgp_decrypt_new(pgp_keys *k, sink *next)
 {
 	pgp_sink *s = sink_alloc(true, k->var, next);
-	const pgp_buf *sec;
-	if (pgp_keys_secret(k, &sec) != E_OK)
+	if (pgp_keys_take(k, &s->ffi) != E_OK) {
 		fail(s, err_last());
-	else
-		sink_start(s, sec);
+	} else {
+		s->pool = k;
+		sink_start(s);
+	}
 	return &s->base;
 }

@@ -8,6 +8,8 @@
 #include <rnp/rnp.h>
 #include <rnp/rnp_err.h>
 
+#define PGP_IDLE_MAX 16
+
 /* A growable byte buffer for key material: wiped whenever it moves and when freed. */
 typedef struct pgp_buf {
 	unsigned char *data;
@@ -25,12 +27,19 @@ struct pgp_keys {
 	bool have_secret;
 	err_code enc_rc;	/* set when some key cannot be encrypted to (expired, no subkey) */
 	char enc_msg[256];
-	/* Unlocked secret keys, made by the first decryption (pgp_keys_secret). */
+	/* Unlocked secret keys, made by the first decryption (pgp_keys_take). */
 	pthread_mutex_t mu;
 	bool unlocked;
 	err_code unlock_rc;
 	char unlock_msg[256];
 	pgp_buf sec;
+	/*
+	 * Decryption contexts holding them, kept for the next stream: librnp checks a secret
+	 * key's material on its first use in a context (for RSA, primality tests: about 0.2 s
+	 * for 3072 bits), which a new context per object would pay every time.
+	 */
+	rnp_ffi_t idle[PGP_IDLE_MAX];
+	int nidle;
 };
 
 /* A librnp context whose diagnostics go to /dev/null (to stderr at DEVEL). NULL on failure. */
@@ -38,10 +47,13 @@ rnp_ffi_t pgp_ffi_new(void);
 /* Imports binary or armored keys (public and secret) from memory into ffi. */
 rnp_result_t pgp_import(rnp_ffi_t ffi, const unsigned char *buf, size_t len);
 /*
- * The unlocked secret keys for a decryption: unlocks them on the first call (every protected
- * key with the passphrase) and remembers the outcome. E_CONFIG naming the variables when there
- * is no secret key, no passphrase for a protected one, or a wrong passphrase.
+ * A decryption context with the unlocked secret keys: an idle one, or a new one. The first
+ * call unlocks the keys (every protected one with the passphrase) and the outcome is kept:
+ * E_CONFIG naming the variables when there is no secret key, no passphrase for a protected
+ * one, or a wrong passphrase.
  */
-err_code pgp_keys_secret(pgp_keys *k, const pgp_buf **out);
+err_code pgp_keys_take(pgp_keys *k, rnp_ffi_t *out);
+/* Back for the next stream, once no operation uses it. */
+void pgp_keys_give(pgp_keys *k, rnp_ffi_t ffi);
 
 #endif

@@ -343,7 +343,8 @@ static err_code unlock_all(pgp_keys *k, char *msg, size_t msglen)
 	return rc;
 }
 
-err_code pgp_keys_secret(pgp_keys *k, const pgp_buf **out)
+/* The unlocked keys, unlocked once. */
+static err_code unlock_once(pgp_keys *k, const pgp_buf **out)
 {
 	pthread_mutex_lock(&k->mu);
 	if (!k->unlocked) {
@@ -363,6 +364,42 @@ err_code pgp_keys_secret(pgp_keys *k, const pgp_buf **out)
 	return rc == E_OK ? E_OK : err_set(rc, "%s", k->unlock_msg);
 }
 
+err_code pgp_keys_take(pgp_keys *k, rnp_ffi_t *out)
+{
+	const pgp_buf *sec;
+	rnp_result_t rr;
+	*out = NULL;
+	TRY(unlock_once(k, &sec));
+	pthread_mutex_lock(&k->mu);
+	if (k->nidle > 0)
+		*out = k->idle[--k->nidle];
+	pthread_mutex_unlock(&k->mu);
+	if (*out != NULL)
+		return E_OK;
+	rnp_ffi_t ffi = pgp_ffi_new();
+	if (ffi == NULL)
+		return err_set(E_FAIL, "librnp: cannot create a context");
+	if ((rr = pgp_import(ffi, sec->data, sec->len)) != RNP_SUCCESS) {
+		rnp_ffi_destroy(ffi);
+		return err_set(E_FAIL, "OpenPGP: librnp cannot import the unlocked keys: %s",
+					   rnp_result_to_string(rr));
+	}
+	*out = ffi;
+	return E_OK;
+}
+
+void pgp_keys_give(pgp_keys *k, rnp_ffi_t ffi)
+{
+	pthread_mutex_lock(&k->mu);
+	if (k->nidle < PGP_IDLE_MAX) {
+		k->idle[k->nidle++] = ffi;
+		ffi = NULL;
+	}
+	pthread_mutex_unlock(&k->mu);
+	if (ffi != NULL)
+		rnp_ffi_destroy(ffi);
+}
+
 bool pgp_keys_have_secret(const pgp_keys *k)
 {
 	return k->have_secret;
@@ -372,6 +409,8 @@ void pgp_keys_free(pgp_keys *k)
 {
 	if (k == NULL)
 		return;
+	for (int i = 0; i < k->nidle; i++)
+		rnp_ffi_destroy(k->idle[i]);
 	pgp_buf_wipe(&k->block);
 	pgp_buf_wipe(&k->pub);
 	pgp_buf_wipe(&k->sec);
