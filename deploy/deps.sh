@@ -1,32 +1,49 @@
 #!/usr/bin/env bash
-# Installs every Debian package walc's build, tests and demo need. Idempotent and quick when
-# everything is present: apt runs only for what is missing.
+# Installs what walc's build, demo and tests need, by purpose:
+#
+#   deploy/deps.sh demo    building ./walc and `make demo` (PostgreSQL 15, file repository)
+#   deploy/deps.sh [test]  that, and everything the test suites use (`make test`, .ci/run):
+#                          the unit-test and sanitizer toolchain, the codecs' command-line tools,
+#                          Ceph RGW, awscli, valgrind, Node.js, and s3rver from npm (into
+#                          test/servers/node_modules, see test/servers/s3rver.sh)
+#
+# Idempotent and quick when everything is there: apt runs only for what is missing. Runs as
+# root or with sudo. When another process holds apt's lock, waits for it (APT_LOCK_WAIT seconds,
+# default 600; see deploy/apt.sh).
 set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=apt.sh
+. "$HERE/apt.sh"
 
-pkgs=(
-	build-essential pkg-config clang libclang-rt-14-dev
+# ./walc: compiler and the libraries of the Makefile's PKGS (xxhash is header-only)
+build=(
+	build-essential pkg-config
 	libzstd-dev liblz4-dev libbrotli-dev liblzma-dev libsodium-dev librnp-dev
-	libcurl4-openssl-dev libssl-dev libpq-dev libjansson-dev libexpat1-dev libcmocka-dev
-	postgresql-15 postgresql-client-15 postgresql-contrib postgresql-server-dev-15
-	python3-prometheus-client
-	zstd lz4 brotli xz-utils python3 shellcheck curl libxxhash-dev
-	awscli python3-botocore
+	libcurl4-openssl-dev libssl-dev libpq-dev libjansson-dev libexpat1-dev libxxhash-dev
+)
+# test/demo.sh: a PostgreSQL 15 cluster (server, pgbench, pg_dumpall)
+demo=(postgresql-15 postgresql-client-15)
+# make test, test-faults, asan, coverage, tsan, fuzz-smoke, lint, archive-module-install; the S3 servers
+tests=(
+	clang libclang-rt-14-dev llvm libcmocka-dev gcovr
+	postgresql-contrib postgresql-server-dev-15
+	python3 python3-prometheus-client python3-botocore awscli
+	zstd lz4 brotli xz-utils openssl curl shellcheck valgrind cppcheck
 	radosgw ceph-mon ceph-osd ceph-common
 )
 
-# Node.js may come from elsewhere on the machine (its npm conflicts with Debian's): only
-# install Debian's when there is none at all.
-command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
-
-missing=()
-for p in "${pkgs[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	echo "deps: installing ${missing[*]}"
-	sudo=""
-	[ "$(id -u)" -ne 0 ] && sudo="sudo"
-	$sudo apt-get update -q
-	# The package's own cluster is not wanted: tests make their own on private ports.
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+case ${1:-test} in
+demo) apt_install "${build[@]}" "${demo[@]}" ;;
+test)
+	# Node.js may come from elsewhere on the machine (its npm conflicts with Debian's): only
+	# install Debian's when there is none at all.
+	command -v npm >/dev/null 2>&1 || tests+=(nodejs npm)
+	apt_install "${build[@]}" "${demo[@]}" "${tests[@]}"
+	"$ROOT/test/servers/s3rver.sh" install
+	;;
+*)
+	echo "usage: deploy/deps.sh [demo|test]" >&2
+	exit 2
+	;;
+esac

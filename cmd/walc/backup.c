@@ -1,103 +1,82 @@
-/* The backup verbs: backup-fetch, backup-list. */
+/* The backup verbs: backup-push, backup-fetch, backup-list. */
 #include <string.h>
 
 #include "cmd/walc/commands.h"
 #include "internal/backup/backup.h"
 
-static int usage(const char *verb)
+int cmd_backup_push(const config *cfg, const args *a)
 {
-	log_error("usage: walc %s", command_find(verb)->usage);
-	return 1;
-}
-
-int cmd_backup_push(const config *cfg, int argc, char **argv)
-{
-	push_options opt = { 0 };
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--full") == 0 || strcmp(argv[i], "-f") == 0)
-			opt.full = true;
-		else if (strcmp(argv[i], "--permanent") == 0 || strcmp(argv[i], "-p") == 0)
-			opt.permanent = true;
-		else if (strcmp(argv[i], "--add-user-data") == 0 && i + 1 < argc)
-			opt.user_data = argv[++i];
-		else if (str_has_prefix(argv[i], "--add-user-data="))
-			opt.user_data = argv[i] + strlen("--add-user-data=");
-		else if (strcmp(argv[i], "--delta-from-name") == 0 && i + 1 < argc)
-			opt.delta_from_name = argv[++i];
-		else if (strcmp(argv[i], "--delta-from-user-data") == 0 && i + 1 < argc)
-			opt.delta_from_user_data = argv[++i];
-		else if (strcmp(argv[i], "--verify") == 0 || strcmp(argv[i], "-v") == 0)
-			opt.verify = true;
-		else if (strcmp(argv[i], "--store-all-corrupt") == 0 || strcmp(argv[i], "-s") == 0)
-			opt.store_all_corrupt = true;
-		else if (argv[i][0] == '-' || opt.pgdata != NULL)
-			return usage("backup-push");
-		else
-			opt.pgdata = argv[i];
-	}
+	push_options opt = {
+		.pgdata = a->npos > 0 ? a->pos[0] : NULL,
+		.full = arg_set(a, "full"),
+		.permanent = arg_set(a, "permanent"),
+		.user_data = arg(a, "add-user-data"),
+		.delta_from_name = arg(a, "delta-from-name"),
+		.delta_from_user_data = arg(a, "delta-from-user-data"),
+		.verify = arg_set(a, "verify"),
+		.store_all_corrupt = arg_set(a, "store-all-corrupt"),
+		.without_files_metadata = arg_set(a, "without-files-metadata"),
+	};
+	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
+	if (rc != E_OK)
+		return command_fail(rc);
 	repo r;
-	err_code rc = repo_open(cfg, &r);
+	rc = repo_open(cfg, &r);
 	if (rc == E_OK) {
-		repo_limit_network(&r, cfg->network_rate_limit);
+		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
 		rc = backup_push(&r, cfg, &opt);
 	}
 	repo_close(&r);
 	return command_fail(rc);
 }
 
-int cmd_backup_fetch(const config *cfg, int argc, char **argv)
+int cmd_backup_fetch(const config *cfg, const args *a)
 {
-	fetch_options opt = { .fsync = !cfg->tar_disable_fsync,
-						  .concurrency = cfg->download_concurrency,
-						  .delta = cfg->delta_restore };
-	const char *pos[2] = { NULL, NULL };
-	int npos = 0;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--restore-spec") == 0 && i + 1 < argc)
-			opt.restore_spec = argv[++i];
-		else if (str_has_prefix(argv[i], "--restore-spec="))
-			opt.restore_spec = argv[i] + strlen("--restore-spec=");
-		else if (strcmp(argv[i], "--delta") == 0)
-			opt.delta = true;
-		else if (strcmp(argv[i], "--force") == 0)
-			opt.force = true;
-		else if (argv[i][0] == '-' && argv[i][1] != '\0')
-			return usage("backup-fetch");
-		else if (npos < 2)
-			pos[npos++] = argv[i];
-		else
-			return usage("backup-fetch");
-	}
-	if (npos != 2)
-		return usage("backup-fetch");
-	opt.dest = pos[0];
-	opt.name = pos[1];
-
+	fetch_options opt = { .dest = a->pos[0],
+						  .name = a->npos > 1 ? a->pos[1] : NULL,
+						  .user_data = arg(a, "target-user-data"),
+						  .mask = arg(a, "mask"),
+						  .restore_spec = arg(a, "restore-spec"),
+						  .fsync = !cfg->tar_disable_fsync,
+						  .concurrency = (int)cfg->download_concurrency,
+						  .delta = cfg->delta_restore || arg_set(a, "delta"),
+						  .force = arg_set(a, "force") };
+	if (opt.user_data == NULL && opt.name == NULL)
+		opt.user_data = cfg->fetch_target_user_data;
+	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
+	if (rc == E_OK && opt.mask != NULL && opt.delta)
+		rc = err_set(E_CONFIG, "backup-fetch: --mask and --delta cannot be combined (a delta "
+							   "restore removes the files the backup does not have)");
+	if (rc == E_OK && arg_set(a, "restore-only"))
+		rc = err_set(E_CONFIG, "backup-fetch --restore-only: walc does not restore single "
+							   "databases or tables; restore the whole backup");
+	if (rc == E_OK && (opt.name == NULL) == (opt.user_data == NULL))
+		rc = err_set(E_CONFIG, opt.name == NULL
+								   ? "backup-fetch: name a backup (NAME or LATEST) or give "
+									 "--target-user-data"
+								   : "backup-fetch: give NAME or --target-user-data, not both");
+	if (rc != E_OK)
+		return command_fail(rc);
 	repo r;
-	err_code rc = repo_open(cfg, &r);
+	rc = repo_open(cfg, &r);
 	if (rc == E_OK) {
-		repo_limit_network(&r, cfg->network_rate_limit);
+		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
 		rc = backup_fetch(&r, &opt);
 	}
 	repo_close(&r);
 	return command_fail(rc);
 }
 
-int cmd_backup_list(const config *cfg, int argc, char **argv)
+int cmd_backup_list(const config *cfg, const args *a)
 {
-	list_options opt = { 0 };
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--pretty") == 0)
-			opt.pretty = true;
-		else if (strcmp(argv[i], "--json") == 0)
-			opt.json = true;
-		else if (strcmp(argv[i], "--detail") == 0)
-			opt.detail = true;
-		else
-			return usage("backup-list");
-	}
+	list_options opt = { .pretty = arg_set(a, "pretty"),
+						 .json = arg_set(a, "json"),
+						 .detail = arg_set(a, "detail") };
+	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
+	if (rc != E_OK)
+		return command_fail(rc);
 	repo r;
-	err_code rc = repo_open(cfg, &r);
+	rc = repo_open(cfg, &r);
 	if (rc == E_OK)
 		rc = backup_list(&r, &opt, stdout);
 	repo_close(&r);

@@ -1,4 +1,7 @@
-/* The command table: each verb's entry point, usage and help, shared by main and help. */
+/*
+ * The command table: each verb's arguments and options as data, its help, and its entry
+ * point. One parser (args.c) reads every command line and one usage() prints every verb's.
+ */
 #ifndef WALC_CMD_WALC_COMMANDS_H
 #define WALC_CMD_WALC_COMMANDS_H
 
@@ -7,38 +10,84 @@
 /* WAL-G's exit code for "archive does not exist" in wal-fetch. */
 #define EXIT_NOT_FOUND 74
 
-typedef struct command {
+/* One option of a verb: --name, -s, with a value or not. */
+typedef struct opt {
+	const char *name;  /* "full" for --full */
+	char shorthand;	   /* 'f' for -f, or 0 */
+	const char *value; /* the value's name in usage ("JSON"), or NULL for a flag */
+	const char *help;  /* NULL: WAL-G's, accepted without effect (walc does not need it) */
+} opt;
+
+#define ARGS_MAX_POS 8
+#define ARGS_MAX_OPTS 24
+
+typedef struct command command;
+
+/* A parsed command line: positional arguments, and each option's value ("" for a flag). */
+typedef struct args {
+	const command *cmd;
+	const char *pos[ARGS_MAX_POS];
+	int npos;
+	const char *val[ARGS_MAX_OPTS];
+} args;
+
+struct command {
 	const char *name;
-	const char *usage;
+	const char *positional; /* usage of the positional arguments: "WAL_NAME DESTINATION" */
+	int min_pos, max_pos;
+	const opt *opts;		/* ends with { NULL } */
 	const char *summary;
 	const char *help;
 	bool needs_storage;
-	/* argv[0] is the command name. Returns the process exit code. */
-	int (*run)(const config *cfg, int argc, char **argv);
-} command;
+	/* Returns the process exit code. */
+	int (*run)(const config *cfg, const args *a);
+	/* Optional: checks the positional words before any configuration is read. */
+	bool (*words_ok)(const args *a);
+};
 
 const command *command_find(const char *name);
 const command *const *command_all(void);
 
-int cmd_wal_push(const config *cfg, int argc, char **argv);
-int cmd_wal_fetch(const config *cfg, int argc, char **argv);
-int cmd_backup_push(const config *cfg, int argc, char **argv);
-int cmd_backup_fetch(const config *cfg, int argc, char **argv);
-int cmd_backup_list(const config *cfg, int argc, char **argv);
-int cmd_wal_show(const config *cfg, int argc, char **argv);
-int cmd_wal_verify(const config *cfg, int argc, char **argv);
-int cmd_delete(const config *cfg, int argc, char **argv);
-int cmd_backup_mark(const config *cfg, int argc, char **argv);
-int cmd_st(const config *cfg, int argc, char **argv);
-int cmd_daemon(const config *cfg, int argc, char **argv);
-int cmd_env(const config *cfg, int argc, char **argv);
-int cmd_help(const config *cfg, int argc, char **argv);
-int cmd_version(const config *cfg, int argc, char **argv);
-
-/* `walc help COMMAND`: usage and help text. */
+/*
+ * Parses argv (the words after the verb) against c's options. A mistake is E_CONFIG with
+ * one line saying what is wrong; the caller prints the usage.
+ */
+err_code args_parse(const command *c, int argc, char **argv, args *out);
+/* The option's value ("" for a flag given), or NULL when absent. name must be in the table. */
+const char *arg(const args *a, const char *name);
+bool arg_set(const args *a, const char *name);
+/* `walc help COMMAND`: usage, options and help text. */
 void command_print_help(const command *c, FILE *out);
+/* Logs one line, why (may be NULL) and "usage: walc ...", and returns 1 (a usage error). */
+int command_usage(const command *c, const char *why);
 
 /* Logs the current error as one line and returns the exit code for it. */
 int command_fail(err_code rc);
+
+/* WAL-G's --target-storage / st --target: with one storage only "default" (or "all"). */
+err_code check_target_storage(const char *value, const char *flag);
+
+int cmd_wal_push(const config *cfg, const args *a);
+int cmd_wal_fetch(const config *cfg, const args *a);
+int cmd_backup_push(const config *cfg, const args *a);
+int cmd_backup_fetch(const config *cfg, const args *a);
+int cmd_backup_list(const config *cfg, const args *a);
+int cmd_wal_show(const config *cfg, const args *a);
+int cmd_wal_verify(const config *cfg, const args *a);
+int cmd_delete(const config *cfg, const args *a);
+int cmd_backup_mark(const config *cfg, const args *a);
+int cmd_st(const config *cfg, const args *a);
+int cmd_daemon(const config *cfg, const args *a);
+int cmd_env(const config *cfg, const args *a);
+int cmd_help(const config *cfg, const args *a);
+int cmd_version(const config *cfg, const args *a);
+int cmd_wal_prefetch(const config *cfg, const args *a);
+/* Starts the detached prefetcher for the segments after name (wal-fetch's follow-up). */
+void spawn_prefetch(const char *name, const char *dest);
+/* This program's path, for re-executing it (/proc/self/exe, else argv[0]). */
+const char *self_path(void);
+bool delete_words_ok(const args *a);
+bool wal_verify_words_ok(const args *a);
+bool st_words_ok(const args *a);
 
 #endif

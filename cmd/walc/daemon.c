@@ -2,19 +2,15 @@
 #include "cmd/walc/commands.h"
 #include "internal/daemon/daemon.h"
 
-int cmd_daemon(const config *cfg, int argc, char **argv)
+int cmd_daemon(const config *cfg, const args *a)
 {
-	if (argc != 2) {
-		log_error("usage: walc %s", command_find("daemon")->usage);
-		return 1;
-	}
 	/* One stuck request must not end the daemon: no whole-process deadline here. */
 	config own = *cfg;
 	own.wal_push_timeout_ms = 0;
 	repo r;
 	err_code rc = repo_open(&own, &r);
 	if (rc == E_OK)
-		rc = daemon_run(&r, &own, argv[1], own.metrics_address);
+		rc = daemon_run(&r, &own, a->pos[0], own.metrics_address);
 	repo_close(&r);
 	return command_fail(rc);
 }

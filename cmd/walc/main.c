@@ -1,4 +1,9 @@
-/* walc: PostgreSQL backup and WAL archiving, configured by environment variables. */
+/*
+ * walc: PostgreSQL backup and WAL archiving in WAL-G's repository format. main reads the
+ * command line (global options anywhere, as WAL-G's cobra does), the optional WAL-G
+ * configuration file, then the configuration once, and runs one verb. It owns what acts on
+ * the whole process: signals, the log's file descriptor, the environment.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -8,131 +13,127 @@
 #include <unistd.h>
 
 #include "cmd/walc/commands.h"
+#include "cmd/walc/conffile.h"
 
-static const command cmd_table[] = {
-	{ "wal-push", "wal-push WAL_FILE_PATH", "archive one WAL file (archive_command = 'walc wal-push %p')",
-	  "Compresses (WALG_COMPRESSION_METHOD) and, with a libsodium key, encrypts the file, then\n"
-	  "stores it as wal_005/<name>.<ext>. With WALG_PREVENT_WAL_OVERWRITE=true, and always for\n"
-	  ".history files, an archived copy with different content is an error and stays as it was;\n"
-	  "an identical copy is success without upload.",
-	  true, cmd_wal_push },
-	{ "wal-fetch", "wal-fetch WAL_NAME DESTINATION",
-	  "restore one WAL file (restore_command = 'walc wal-fetch %f %p')",
-	  "Finds wal_005/<name> whatever compression it was stored with, decrypts, decompresses and\n"
-	  "writes DESTINATION atomically. Exit 74 when the archive has no such file, 1 on any other\n"
-	  "failure (DESTINATION is then not created).",
-	  true, cmd_wal_fetch },
-	{ "wal-show", "wal-show [--detailed-json] [--without-backups]",
-	  "show archived WAL per timeline, with gaps",
-	  "Lists wal_005/ by timeline: parent and switch point (from .history files), first and\n"
-	  "last segment, how many there are and how many the range needs (STATUS LOST_SEGMENTS\n"
-	  "when some are missing), and how many backups start on each timeline.",
-	  true, cmd_wal_show },
-	{ "wal-verify", "wal-verify integrity|timeline... [--json]",
-	  "check that the archive can restore up to now",
-	  "integrity: every segment from the oldest backup's start to the cluster's current one is\n"
-	  "archived (FOUND; MISSING_UPLOADING within WALG_UPLOAD_CONCURRENCY of now; MISSING_DELAYED\n"
-	  "within WALG_INTEGRITY_MAX_DELAYED_WALS; MISSING_LOST otherwise). timeline: the highest\n"
-	  "timeline in storage is the cluster's. Connects with the PG* variables. Unlike WAL-G, walc\n"
-	  "exits 1 when a check reports FAILURE.",
-	  true, cmd_wal_verify },
-	{ "backup-push",
-	  "backup-push PGDATA [--full] [--permanent] [--verify] [--add-user-data JSON]"
-	  " [--delta-from-name NAME] [--delta-from-user-data JSON]",
-	  "take a base backup of a running cluster",
-	  "Starts a non-exclusive backup over a libpq session (PG* variables), streams PGDATA and\n"
-	  "its tablespaces as tar partitions (WALG_TAR_SIZE_THRESHOLD, WALG_UPLOAD_DISK_CONCURRENCY\n"
-	  "packers; compressed, then encrypted), stops the backup, and writes metadata and the\n"
-	  "sentinel last: a backup exists only once its sentinel does. SIGINT or SIGTERM stop it\n"
-	  "with no sentinel. PGDATA must be the server's data_directory.\n\n"
-	  "With WALG_DELTA_MAX_STEPS > 0 the backup is a delta of the latest one (or of the latest\n"
-	  "full with WALG_DELTA_ORIGIN=LATEST_FULL, or of --delta-from-name): relation files hold\n"
-	  "only pages changed since the base started; files unchanged since well before the base\n"
-	  "are not stored at all. --verify checks every page's checksum and records corrupt blocks.",
-	  true, cmd_backup_push },
-	{ "backup-fetch", "backup-fetch DESTINATION NAME|LATEST [--restore-spec FILE] [--delta [--force]]",
-	  "restore a base backup into an empty directory",
-	  "Restores backup NAME (or the newest, LATEST) into DESTINATION, which must be empty or\n"
-	  "absent. A delta backup is applied forward: its full backup first, then each delta.\n"
-	  "Tablespaces go where the backup's spec says, or where --restore-spec FILE (WAL-G's spec\n"
-	  "JSON) puts them. pg_control is written last; WALG_DOWNLOAD_CONCURRENCY streams run at\n"
-	  "once. Then add restore_command = 'walc wal-fetch %f %p' and recovery.signal.\n\n"
-	  "--delta (or WALG_DELTA_RESTORE=true): DESTINATION holds an old copy of the cluster,\n"
-	  "stopped. Files whose size and checksum match the backup's are kept, the others are\n"
-	  "restored, files the backup does not have are removed, and tar parts holding nothing\n"
-	  "needed are not downloaded. A directory of another cluster is refused unless --force.",
-	  true, cmd_backup_fetch },
-	{ "backup-list", "backup-list [--pretty] [--json] [--detail]", "list base backups",
-	  "Lists backups with a sentinel, oldest first (by the sentinel's time), in WAL-G's columns.\n"
-	  "--detail adds metadata.json fields; --json prints a JSON array; --pretty a framed table.",
-	  true, cmd_backup_list },
-	{ "delete",
-	  "delete retain [FULL|FIND_FULL] N [--after TIME|NAME] | before [FIND_FULL] NAME|TIME |"
-	  " everything [FORCE] | target [FIND_FULL] NAME | target --target-user-data JSON |"
-	  " garbage [ARCHIVES|BACKUPS]  [--confirm]",
-	  "retention: delete old backups and WAL (a dry run without --confirm)",
-	  "retain N keeps the N newest backups (FULL: N newest fulls; FIND_FULL: back to the full\n"
-	  "of the N-th), --after also keeps everything since a time or backup; before deletes\n"
-	  "what is older than a backup or time; target deletes one backup and every delta built\n"
-	  "on it (FIND_FULL: its whole chain), never WAL; garbage deletes leftovers older than the\n"
-	  "oldest backup (failed pushes' objects, unneeded WAL); everything deletes basebackups_005/\n"
-	  "and wal_005/ (FORCE: even permanent backups). Permanent backups and the WAL they need\n"
-	  "survive every mode but everything FORCE, and every ancestor of a kept delta is kept.\n"
-	  "Unlike WAL-G, backups are ordered by their start time (metadata.json), so a timeline\n"
-	  "reset cannot make old backups look new; --use-sentinel-time is accepted and implied.",
-	  true, cmd_delete },
-	{ "backup-mark", "backup-mark NAME [-i|--impermanent]", "make a backup permanent (or not)",
-	  "Permanent backups survive delete. Marking a delta permanent marks its whole chain; a\n"
-	  "backup cannot become impermanent while a permanent delta is based on it. Updates\n"
-	  "metadata.json and (unlike WAL-G) the sentinel too.",
-	  true, cmd_backup_mark },
-	{ "st", "st ls [-r] [PREFIX] | get KEY FILE | cat KEY | put FILE KEY [-f] | rm KEY|PREFIX",
-	  "storage tools on raw repository objects",
-	  "get and cat decrypt and decompress (by extension) unless --no-decrypt/--no-decompress;\n"
-	  "put compresses and encrypts like walc's own objects, appending the codec's extension to\n"
-	  "KEY (--no-compress, --no-encrypt), and refuses to overwrite without -f; rm removes one\n"
-	  "object or everything under a folder.",
-	  true, cmd_st },
-	{ "daemon", "daemon SOCKET", "serve archiving over a socket (archive_library = 'walc_archive')",
-	  "Listens on the UNIX socket SOCKET for WAL-G's daemon protocol: the walc_archive module\n"
-	  "(PostgreSQL 15+ archive_library) sends each file to archive and walc stores it as\n"
-	  "wal-push would, with no process per segment; wal-fetch requests are served too. PGDATA\n"
-	  "must be set. With WALG_METRICS_ADDRESS=host:port it also serves Prometheus /metrics\n"
-	  "and /healthz. Stops on SIGINT or SIGTERM.",
-	  true, cmd_daemon },
-	{ "env", "env", "list every environment variable walc reads",
-	  "Prints each variable with its current value (secrets masked), default and meaning.",
-	  false, cmd_env },
-	{ "help", "help [COMMAND]", "show help", "Shows the commands, or one command's help.",
-	  false, cmd_help },
-	{ "version", "version", "print the version", "Same as --version.", false, cmd_version },
-};
+#define MAX_FLAGS 64
 
-#define NCMDS (sizeof(cmd_table) / sizeof(cmd_table[0]))
+/* Global options: before or after the verb, as WAL-G accepts them. */
+typedef struct globals {
+	const char *config_file; /* --config */
+	bool turbo;				 /* --turbo: accepted, walc has no throttles to lift */
+	bool help;
+	config_pair flags[MAX_FLAGS]; /* --walg-s3-prefix=..., --pghost ... */
+	size_t nflags;
+	char *rest[256]; /* everything else, the verb first */
+	int nrest;
+} globals;
 
-const command *command_find(const char *name)
+static err_code take_setting_flag(globals *g, const command *cmd, int argc, char **argv, int *i,
+								  bool *taken)
 {
-	for (size_t i = 0; i < NCMDS; i++)
-		if (strcmp(cmd_table[i].name, name) == 0)
-			return &cmd_table[i];
-	return NULL;
+	const char *w = argv[*i];
+	*taken = false;
+	if (!str_has_prefix(w, "--") || w[2] == '\0')
+		return E_OK;
+	const char *name = w + 2, *eq = strchr(name, '=');
+	char flag[128];
+	snprintf(flag, sizeof(flag), "%.*s", (int)(eq ? eq - name : (long)strlen(name)), name);
+	/* The verb's own options come first (wal-verify --timeline is not a setting). */
+	if (cmd != NULL)
+		for (const opt *o = cmd->opts; o != NULL && o->name != NULL; o++)
+			if (strcmp(o->name, flag) == 0)
+				return E_OK;
+	bool is_bool;
+	const char *setting = config_flag_setting(flag, &is_bool);
+	if (setting == NULL)
+		return E_OK;
+	const char *value;
+	if (eq != NULL)
+		value = eq + 1;
+	else if (is_bool && (*i + 1 >= argc || argv[*i + 1][0] == '-' ||
+						 config_parse_bool("", argv[*i + 1], false, &(bool){ false }) != E_OK))
+		value = "true";
+	else if (*i + 1 < argc)
+		value = argv[++*i];
+	else
+		return err_set(E_CONFIG, "--%s needs a value (the setting %s)", flag, setting);
+	err_clear();
+	if (g->nflags == MAX_FLAGS)
+		return err_set(E_CONFIG, "too many setting flags");
+	g->flags[g->nflags++] = (config_pair){ setting, value };
+	*taken = true;
+	return E_OK;
 }
 
-const command *const *command_all(void)
+static err_code split_globals(int argc, char **argv, globals *g)
 {
-	static const command *all[NCMDS + 1];
-	for (size_t i = 0; i < NCMDS; i++)
-		all[i] = &cmd_table[i];
-	all[NCMDS] = NULL;
-	return all;
+	memset(g, 0, sizeof(*g));
+	const command *cmd = NULL;
+	for (int i = 1; i < argc; i++) {
+		const char *w = argv[i];
+		if (strcmp(w, "--") == 0) {
+			for (; i < argc && g->nrest < 256; i++)
+				g->rest[g->nrest++] = argv[i];
+			break;
+		}
+		if (strcmp(w, "--config") == 0 && i + 1 < argc) {
+			g->config_file = argv[++i];
+			continue;
+		}
+		if (str_has_prefix(w, "--config=")) {
+			g->config_file = w + strlen("--config=");
+			continue;
+		}
+		if (strcmp(w, "--turbo") == 0) {
+			g->turbo = true;
+			continue;
+		}
+		if (strcmp(w, "--help") == 0 || (strcmp(w, "-h") == 0)) {
+			g->help = true;
+			continue;
+		}
+		bool taken;
+		TRY(take_setting_flag(g, cmd, argc, argv, &i, &taken));
+		if (taken)
+			continue;
+		if (g->nrest == 256)
+			return err_set(E_CONFIG, "too many arguments");
+		if (cmd == NULL && w[0] != '-')
+			cmd = command_find(w);
+		g->rest[g->nrest++] = argv[i];
+	}
+	return E_OK;
 }
 
-int command_fail(err_code rc)
+static const char *argv0 = "walc";
+
+const char *self_path(void)
 {
-	if (rc == E_OK)
-		return 0;
-	log_error("%s", err_msg());
-	return 1;
+	static char path[4096];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	if (n <= 0)
+		return argv0;
+	path[n] = '\0';
+	return path;
+}
+
+static void on_signal(int sig)
+{
+	cancel_request(sig);
+}
+
+/*
+ * Commands that run long stop cleanly on SIGINT and SIGTERM: the handler only asks for
+ * cancellation, which their loops and transfers watch (no SA_RESTART: a blocked accept()
+ * returns so the daemon can stop).
+ */
+static void cancel_on_signals(void)
+{
+	struct sigaction sa = { 0 };
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 }
 
 /* WALG_LOG_DESTINATION: the log (stderr) appended to a file, as WAL-G does. */
@@ -148,43 +149,64 @@ static err_code redirect_log(const char *path)
 	return rc;
 }
 
-static bool wants_help(int argc, char **argv)
+/*
+ * WAL-G writes its merged settings back into its environment, so that libpq (PG*) and the
+ * other readers of the environment see a file's or a flag's values: so does walc.
+ */
+static void export_settings(const globals *g, const conffile *f)
 {
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-			return true;
-	return false;
+	for (size_t i = 0; i < g->nflags; i++)
+		setenv(g->flags[i].name, g->flags[i].value, 1);
+	for (size_t i = 0; i < f->n; i++)
+		if (getenv(f->pairs[i].name) == NULL)
+			setenv(f->pairs[i].name, f->pairs[i].value, 0);
 }
 
 int main(int argc, char **argv)
 {
 	config cfg;
+	globals g;
+	conffile file;
 
 	signal(SIGPIPE, SIG_IGN);
-	if (argc < 2) {
+	argv0 = argv[0];
+	log_setup(LOG_INFO, false, "walc");
+	if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-v") == 0))
+		return cmd_version(NULL, NULL);
+	if (split_globals(argc, argv, &g) != E_OK)
+		return command_fail(E_CONFIG);
+	if (g.nrest == 0) {
+		if (g.help)
+			return cmd_help(NULL, NULL);
 		fprintf(stderr, "usage: walc COMMAND [ARGS]; see walc help\n");
 		return 1;
 	}
-	const char *name = argv[1];
-	if (strcmp(name, "--version") == 0 || strcmp(name, "-v") == 0)
-		name = "version";
-	else if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
-		name = "help";
-	const command *cmd = command_find(name);
-	log_setup(LOG_INFO, false, cmd != NULL ? cmd->name : "walc");
+	const command *cmd = command_find(g.rest[0]);
 	if (cmd == NULL) {
-		log_error("unknown command \"%s\"; see walc help", argv[1]);
+		log_error("unknown command \"%s\"; see walc help", g.rest[0]);
 		return 1;
 	}
-	/* Help needs no configuration at all: `walc backup-push --help` works anywhere. */
-	if (cmd->run == cmd_help || cmd->run == cmd_version)
-		return cmd->run(NULL, argc - 1, argv + 1);
-	if (wants_help(argc - 1, argv + 1)) {
+	log_setup(LOG_INFO, false, cmd->name);
+	/* Help and usage need no configuration at all: `walc backup-push --help` works anywhere. */
+	if (g.help) {
 		command_print_help(cmd, stdout);
 		return 0;
 	}
+	args a;
+	if (args_parse(cmd, g.nrest - 1, g.rest + 1, &a) != E_OK)
+		return command_usage(cmd, err_msg());
+	if (cmd->words_ok != NULL && !cmd->words_ok(&a))
+		return command_usage(cmd, NULL);
+	if (cmd->run == cmd_help || cmd->run == cmd_version)
+		return cmd->run(NULL, &a);
 
-	err_code rc = config_load(&cfg, cmd->needs_storage);
+	err_code rc = conffile_load(g.config_file, &file);
+	if (rc == E_OK) {
+		config_sources src = { g.flags, g.nflags, file.pairs, file.n, file.path };
+		rc = config_load_from(&cfg, cmd->needs_storage, &src);
+	} else {
+		memset(&cfg, 0, sizeof(cfg));
+	}
 	/* The log's shape comes first, so that warnings and the error below have it. */
 	if (cfg.logging_loaded) {
 		if (cfg.log_destination != NULL) {
@@ -197,17 +219,27 @@ int main(int argc, char **argv)
 	}
 	/* Unknown names are reported even when another setting is wrong. */
 	config_warn_unknown();
+	if (g.turbo)
+		log_debug("--turbo has no effect in walc (it has no throttles beyond the rate limits "
+				  "you set)");
 	if (rc != E_OK) {
 		/* `walc env` still lists what is set, so the mistake can be found. */
-		if (cmd->run == cmd_env)
-			cmd_env(NULL, argc - 1, argv + 1);
+		if (cmd->run == cmd_env && cfg.logging_loaded)
+			cmd_env(NULL, &a);
 		int code = command_fail(rc);
 		config_free(&cfg);
+		conffile_free(&file);
 		return code;
 	}
+	if (cmd->run == cmd_backup_push || cmd->run == cmd_daemon)
+		cancel_on_signals();
+	/* env shows where each value came from, which exporting would hide. */
+	if (cmd->run != cmd_env)
+		export_settings(&g, &file);
 	config_log_env();
 
-	int code = cmd->run(&cfg, argc - 1, argv + 1);
+	int code = cmd->run(&cfg, &a);
 	config_free(&cfg);
+	conffile_free(&file);
 	return code;
 }

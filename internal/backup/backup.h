@@ -21,13 +21,16 @@ typedef struct push_options {
 	const char *delta_from_user_data; /* --delta-from-user-data */
 	bool verify;					  /* --verify */
 	bool store_all_corrupt;			  /* --store-all-corrupt */
+	bool without_files_metadata;	  /* --without-files-metadata */
 } push_options;
 err_code backup_push(repo *r, const config *cfg, const push_options *opt);
 
 /* backup-fetch */
 typedef struct fetch_options {
 	const char *dest;
-	const char *name;		  /* name or LATEST */
+	const char *name;		  /* name or LATEST, or NULL with user_data */
+	const char *user_data;	  /* --target-user-data: the backup with this user data (JSON) */
+	const char *mask;		  /* --mask: only files whose path matches this glob */
 	const char *restore_spec; /* path or NULL */
 	bool fsync;
 	int concurrency;
@@ -54,6 +57,7 @@ typedef struct delete_options {
 	const char *user_data; /* target --target-user-data */
 	bool force;			   /* everything FORCE */
 	bool confirm;		   /* otherwise a dry run */
+	bool without_backup_check; /* garbage: even with no non-permanent backup */
 } delete_options;
 /* Lists (dry run) or deletes what the mode selects; one line per object on out. */
 err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE *out);

@@ -16,50 +16,6 @@
 
 #define SCAN_CHUNK (128u * PG_PAGE_SIZE)
 
-static err_code find_by_user_data(repo *r, const char *json_text, char **name)
-{
-	json_error_t jerr;
-	json_t *want = json_loads(json_text, JSON_DECODE_ANY, &jerr);
-	if (want == NULL)
-		return err_set(E_CONFIG, "delta-from user data is not valid JSON: %s", jerr.text);
-	backup_refs refs;
-	err_code rc = catalog_backups(r, &refs);
-	*name = NULL;
-	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
-		char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", refs.items[i].name);
-		json_t *meta = NULL;
-		if (catalog_read_json(r, key, CATALOG_JSON_MAX, &meta) == E_OK &&
-			json_equal(catalog_json_get(meta, "user_data"), want)) {
-			if (*name != NULL) {
-				rc = err_set(E_CONFIG, "more than one backup has that user data");
-			} else
-				*name = xstrdup(refs.items[i].name);
-		}
-		err_clear();
-		json_decref(meta);
-		free(key);
-	}
-	catalog_backups_free(&refs);
-	json_decref(want);
-	if (rc == E_OK && *name == NULL)
-		rc = err_set(E_NOTFOUND, "no backup has that user data");
-	return rc;
-}
-
-static bool is_permanent(repo *r, const char *name, const backup_sentinel *s)
-{
-	char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", name);
-	json_t *meta = NULL;
-	bool perm = s->is_permanent;
-	/* metadata.json is authoritative: backup-mark edits it (reference §4.5). */
-	if (catalog_read_json(r, key, CATALOG_JSON_MAX, &meta) == E_OK)
-		perm = json_is_true(catalog_json_get(meta, "is_permanent"));
-	err_clear();
-	json_decref(meta);
-	free(key);
-	return perm;
-}
-
 static err_code full_because(const char *why)
 {
 	log_info("taking a full backup: %s", why);
@@ -79,12 +35,15 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 	memset(d, 0, sizeof(*d));
 	if (opt->full)
 		return full_because("--full");
+	/* A delta's files are known only from files metadata, which this backup would not have. */
+	if (opt->without_files_metadata || cfg->without_files_metadata)
+		return full_because("without files metadata");
 	if (cfg->delta_max_steps <= 0 && !explicit_base)
 		return E_OK;
 	if (from_name != NULL)
 		rc = catalog_resolve(r, from_name, &cand);
 	else if (from_ud != NULL)
-		rc = find_by_user_data(r, from_ud, &cand);
+		rc = catalog_find_by_user_data(r, from_ud, "delta-from user data", &cand);
 	else {
 		rc = catalog_resolve(r, "LATEST", &cand);
 		if (rc == E_NOTFOUND) {
@@ -101,7 +60,7 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 		full_because("the chain reached WALG_DELTA_MAX_STEPS");
 		goto out;
 	}
-	if (!explicit_base && !opt->permanent && is_permanent(r, cand, &cs)) {
+	if (!explicit_base && !opt->permanent && catalog_permanent(r, cand, &cs)) {
 		full_because("the latest backup is permanent (a delta would pin it)");
 		goto out;
 	}
@@ -138,7 +97,7 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 	d->system_id = cs.system_id;
 	if (cs.start_time == NULL || !time_parse_rfc3339(cs.start_time, &d->start, &d->start_nsec))
 		d->start = 0; /* unknown: never skip by mtime */
-	log_info("taking delta %d of %d from %s (full backup %s)", count, cfg->delta_max_steps,
+	log_info("taking delta %d of %ld from %s (full backup %s)", count, cfg->delta_max_steps,
 			 d->name, d->full_name);
 out:
 	free(cand);

@@ -7,6 +7,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,9 @@ static void close_member(extractor *x)
 
 static bool needed(const extractor *x, const char *member)
 {
+	/* --mask, as WAL-G matches it: "/" + mask against the member's name, '*' not across '/'. */
+	if (x->lvl->mask != NULL && fnmatch(x->lvl->mask, member, FNM_PATHNAME) != 0)
+		return false;
 	return x->lvl->need == NULL || json_object_get(x->lvl->need, member) != NULL;
 }
 
@@ -98,19 +102,6 @@ static bool is_incremented(const extractor *x, const char *member)
 {
 	const json_t *f = x->lvl->files ? json_object_get(x->lvl->files, member) : NULL;
 	return f != NULL && json_is_true(catalog_json_get(f, "IsIncremented"));
-}
-
-static err_code make_parent(const char *path)
-{
-	char *dir = xstrdup(path);
-	char *slash = strrchr(dir, '/');
-	err_code rc = E_OK;
-	if (slash != NULL && slash != dir) {
-		*slash = '\0';
-		rc = mkdir_p(dir, 0700);
-	}
-	free(dir);
-	return rc;
 }
 
 static err_code on_entry(void *ctx, const tar_entry *e)
@@ -139,7 +130,7 @@ static err_code on_entry(void *ctx, const tar_entry *e)
 		return E_OK;
 	x->skip = false;
 	x->mode = e->mode & 07777 ? e->mode & 07777 : 0600;
-	TRY(make_parent(x->path));
+	TRY(mkdir_parent(x->path, 0700));
 	x->increment = is_incremented(x, e->name);
 	if (x->increment) {
 		x->head_len = 0;

@@ -11,6 +11,7 @@ typedef struct extract_level {
 	const json_t *files;	/* this backup's Files (IsIncremented) or NULL */
 	bool skip_tablespace_map;
 	const char *backup;		/* name, for messages */
+	const char *mask;		/* only members matching this glob ("/" + --mask), or NULL */
 } extract_level;
 
 /* A sink that extracts a tar stream into lvl->dest (borrows lvl). */

@@ -344,11 +344,14 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest,
 	if (rc == E_OK && opt->delta)
 		rc = delta_restore_prepare(opt, dest, c, spec);
 
+	char *mask = opt->mask != NULL ? xasprintf("/%s", opt->mask) : NULL;
 	for (size_t i = 0; rc == E_OK && i < c->n; i++) {
 		level *l = &c->lv[i];
-		l->ex = (extract_level){ dest, l->need, files_of(l), opt->restore_spec != NULL, l->name };
+		l->ex = (extract_level){ dest, l->need, files_of(l), opt->restore_spec != NULL, l->name,
+								 mask };
 		rc = extract_level_tars(r, l, opt->concurrency, i == c->n - 1);
 	}
+	free(mask);
 	if (rc == E_OK && opt->fsync) {
 		rc = sync_tree(dest);
 		const json_t *list = spec ? catalog_json_get(spec, "tablespaces") : NULL;
@@ -396,7 +399,9 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	/* The backup first: a wrong name or a broken chain must not leave a new empty directory. */
-	err_code rc = catalog_resolve(r, opt->name, &name);
+	err_code rc = opt->name != NULL
+		? catalog_resolve(r, opt->name, &name)
+		: catalog_find_by_user_data(r, opt->user_data, "backup-fetch --target-user-data", &name);
 	if (rc == E_OK)
 		rc = load_chain(r, name, &c);
 	if (rc == E_OK)

@@ -42,18 +42,6 @@ static err_code mark_one(repo *r, const char *name, bool permanent)
 	return rc;
 }
 
-static bool is_permanent(repo *r, const char *name)
-{
-	char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", name);
-	json_t *doc = NULL;
-	bool p = catalog_read_json(r, key, CATALOG_JSON_MAX, &doc) == E_OK &&
-		json_is_true(catalog_json_get(doc, "is_permanent"));
-	err_clear();
-	json_decref(doc);
-	free(key);
-	return p;
-}
-
 err_code backup_mark(repo *r, const char *name, bool impermanent)
 {
 	char *resolved;
@@ -70,7 +58,7 @@ err_code backup_mark(repo *r, const char *name, bool impermanent)
 				continue;
 			}
 			if (s.is_delta && strcmp(s.delta_from, resolved) == 0 &&
-				is_permanent(r, refs.items[i].name))
+				catalog_permanent(r, refs.items[i].name, NULL))
 				rc = err_set(E_CONFIG, "cannot mark %s impermanent: permanent backup %s is based "
 									   "on it",
 							 resolved, refs.items[i].name);
@@ -78,7 +66,7 @@ err_code backup_mark(repo *r, const char *name, bool impermanent)
 		}
 		catalog_backups_free(&refs);
 		if (rc == E_OK) {
-			if (!is_permanent(r, resolved))
+			if (!catalog_permanent(r, resolved, NULL))
 				log_warn("%s is already impermanent", resolved);
 			rc = mark_one(r, resolved, false);
 		}
@@ -92,7 +80,7 @@ err_code backup_mark(repo *r, const char *name, bool impermanent)
 		rc = catalog_sentinel_read(r, cur, &s);
 		if (rc != E_OK)
 			break;
-		if (is_permanent(r, cur))
+		if (catalog_permanent(r, cur, NULL))
 			log_warn("%s is already permanent", cur);
 		rc = mark_one(r, cur, true);
 		char *next = s.is_delta ? xstrdup(s.delta_from) : NULL;

@@ -289,7 +289,7 @@ static err_code pack_one(push_state *st, part *p, const walk_entry *e, unsigned 
 	json_array_append_new(p->members, json_string(e->member));
 	if (strcmp(e->member, "/") != 0)
 		record(st, e, kind, &c);
-	if (p->content > st->cfg->tar_size_threshold)
+	if (p->content > (uint64_t)st->cfg->tar_size_threshold)
 		return part_close(st, p);
 	return E_OK;
 }

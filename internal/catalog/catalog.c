@@ -221,11 +221,8 @@ json_t *catalog_sentinel_json(const backup_sentinel *s)
 static int ref_cmp(const void *a, const void *b)
 {
 	const backup_ref *x = a, *y = b;
-	if (x->mtime != y->mtime)
-		return x->mtime < y->mtime ? -1 : 1;
-	if (x->mtime_nsec != y->mtime_nsec)
-		return x->mtime_nsec < y->mtime_nsec ? -1 : 1;
-	return strcmp(x->name, y->name);
+	int by_time = time_cmp(x->mtime, x->mtime_nsec, y->mtime, y->mtime_nsec);
+	return by_time != 0 ? by_time : strcmp(x->name, y->name);
 }
 
 err_code catalog_backups(repo *r, backup_refs *out)
@@ -310,4 +307,57 @@ err_code catalog_put_json(repo *r, const char *key, const json_t *doc)
 err_code catalog_put_json_new(repo *r, const char *key, const json_t *doc)
 {
 	return put_json(r, key, doc, true);
+}
+
+bool catalog_permanent(repo *r, const char *name, const backup_sentinel *s)
+{
+	char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", name);
+	json_t *meta = NULL;
+	bool perm = s != NULL && s->is_permanent;
+	/* metadata.json is authoritative: backup-mark edits it (reference §4.5). */
+	if (catalog_read_json(r, key, CATALOG_JSON_MAX, &meta) == E_OK) {
+		json_t *p = catalog_json_get(meta, "is_permanent");
+		if (json_is_boolean(p))
+			perm = json_is_true(p);
+	}
+	err_clear();
+	json_decref(meta);
+	free(key);
+	return perm;
+}
+
+err_code catalog_find_by_user_data(repo *r, const char *json_text, const char *what,
+								   char **name)
+{
+	json_error_t jerr;
+	*name = NULL;
+	json_t *want = json_loads(json_text, JSON_DECODE_ANY, &jerr);
+	if (want == NULL)
+		return err_set(E_CONFIG, "%s is not valid JSON: %s", what, jerr.text);
+	backup_refs refs;
+	err_code rc = catalog_backups(r, &refs);
+	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
+		char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", refs.items[i].name);
+		json_t *meta = NULL;
+		bool match = catalog_read_json(r, key, CATALOG_JSON_MAX, &meta) == E_OK &&
+			json_equal(catalog_json_get(meta, "user_data"), want);
+		err_clear();
+		if (match && *name != NULL)
+			rc = err_set(E_CONFIG, "%s: more than one backup has that user data (%s, %s)", what,
+						 *name, refs.items[i].name);
+		else if (match)
+			*name = xstrdup(refs.items[i].name);
+		json_decref(meta);
+		free(key);
+	}
+	catalog_backups_free(&refs);
+	json_decref(want);
+	if (rc == E_OK && *name == NULL)
+		rc = err_set(E_NOTFOUND, "%s: no backup in %s has that user data", what,
+					 storage_describe(r->st));
+	if (rc != E_OK) {
+		free(*name);
+		*name = NULL;
+	}
+	return rc;
 }

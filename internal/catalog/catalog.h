@@ -71,6 +71,14 @@ err_code catalog_sentinel_read(repo *r, const char *name, backup_sentinel *out);
 err_code catalog_sentinel_parse(const json_t *root, const char *name, backup_sentinel *out);
 json_t *catalog_sentinel_json(const backup_sentinel *s);
 void catalog_sentinel_free(backup_sentinel *s);
+/* Whether a backup is permanent: metadata.json says (backup-mark edits it), else s (or no). */
+bool catalog_permanent(repo *r, const char *name, const backup_sentinel *s);
+/*
+ * The one backup whose user data (metadata.json) equals the JSON text; what names the
+ * option in messages. E_NOTFOUND when none does, E_CONFIG when several do.
+ */
+err_code catalog_find_by_user_data(repo *r, const char *json_text, const char *what,
+								   char **name);
 /* Case-insensitive member lookup, as Go's encoding/json does when WAL-G reads. */
 json_t *catalog_json_get(const json_t *obj, const char *key);
 

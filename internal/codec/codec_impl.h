@@ -20,6 +20,37 @@ struct codec {
 /* A library refused to create a context: only out-of-memory can cause it, so abort like xmalloc. */
 void codec_fatal(const char *what) __attribute__((noreturn));
 
+/*
+ * What a method's library does, one call at a time; the driver (driver.c) owns the buffer,
+ * the loops, flushing to the next sink, and the end-of-stream and garbage checks, once for
+ * every method.
+ */
+typedef struct codec_io {
+	const unsigned char *in; /* the step advances in and in_len by what it consumed */
+	size_t in_len;
+	unsigned char *out; /* ... and out and out_room by what it produced */
+	size_t out_room;
+} codec_io;
+
+typedef struct codec_step {
+	const char *name; /* for messages: "zstd" */
+	/*
+	 * One library call. finishing: no input will follow (an encoder ends its stream). *ended:
+	 * the stream, or for multi-frame formats the last frame, is complete here. A step that
+	 * needs more room than out_room consumes and produces nothing; the driver then flushes.
+	 */
+	err_code (*step)(void *state, codec_io *io, bool finishing, bool *ended);
+	void (*free)(void *state);
+	bool single_stream; /* decoding: nothing may follow the end (brotli, LZMA-alone) */
+} codec_step;
+
+/*
+ * A sink running step over its input into next (takes ownership of state and next), with an
+ * output buffer of out_size bytes (0: CODEC_BUF_SIZE).
+ */
+sink *codec_driver_new(const codec_step *step, void *state, bool decoding, size_t out_size,
+					   sink *next);
+
 sink *codec_none_compress_new(int level, sink *next);
 sink *codec_none_decompress_new(sink *next);
 sink *codec_lz4_compress_new(int level, sink *next);

@@ -12,62 +12,41 @@
 /* Dictionaries above this in a hostile header are refused rather than allocated. */
 #define LZMA_DEC_MEMLIMIT (256u << 20)
 
-typedef struct lzma_enc {
-	sink base;
-	lzma_stream strm;
-	unsigned char buf[CODEC_BUF_SIZE];
-} lzma_enc;
-
-/* Runs action over the input, keeping output in buf and flushing it to next when full. */
-static err_code lzma_enc_run(lzma_enc *e, lzma_action action)
+static lzma_ret code(lzma_stream *strm, codec_io *io, lzma_action action)
 {
-	for (;;) {
-		lzma_ret r = lzma_code(&e->strm, action);
-		if (r != LZMA_OK && r != LZMA_STREAM_END)
-			return err_set(E_FAIL, "lzma: compression failed (liblzma error %d)", (int)r);
-		if (e->strm.avail_out == 0 || r == LZMA_STREAM_END) {
-			TRY(sink_write(e->base.next, e->buf, sizeof(e->buf) - e->strm.avail_out));
-			e->strm.next_out = e->buf;
-			e->strm.avail_out = sizeof(e->buf);
-		}
-		if (r == LZMA_STREAM_END || (action == LZMA_RUN && e->strm.avail_in == 0))
-			return E_OK;
-	}
+	strm->next_in = io->in;
+	strm->avail_in = io->in_len;
+	strm->next_out = io->out;
+	strm->avail_out = io->out_room;
+	lzma_ret r = lzma_code(strm, action);
+	io->in = strm->next_in;
+	io->in_len = strm->avail_in;
+	io->out = strm->next_out;
+	io->out_room = strm->avail_out;
+	return r;
 }
 
-static err_code lzma_enc_write(sink *s, const void *buf, size_t len)
+static err_code enc_step(void *state, codec_io *io, bool finishing, bool *ended)
 {
-	lzma_enc *e = (lzma_enc *)s;
-	e->strm.next_in = buf;
-	e->strm.avail_in = len;
-	return lzma_enc_run(e, LZMA_RUN);
+	lzma_ret r = code(state, io, finishing ? LZMA_FINISH : LZMA_RUN);
+	if (r != LZMA_OK && r != LZMA_STREAM_END)
+		return err_set(E_FAIL, "lzma: compression failed (liblzma error %d)", (int)r);
+	*ended = r == LZMA_STREAM_END;
+	return E_OK;
 }
 
-static err_code lzma_enc_finish(sink *s)
+static void lzma_free(void *state)
 {
-	lzma_enc *e = (lzma_enc *)s;
-	e->strm.next_in = NULL;
-	e->strm.avail_in = 0;
-	TRY(lzma_enc_run(e, LZMA_FINISH));
-	return sink_finish(e->base.next);
+	lzma_end(state);
+	free(state);
 }
 
-static void lzma_enc_free(sink *s)
-{
-	lzma_enc *e = (lzma_enc *)s;
-	lzma_end(&e->strm);
-	sink_free(e->base.next);
-	free(e);
-}
-
-static const sink_ops lzma_enc_ops = { lzma_enc_write, lzma_enc_finish, lzma_enc_free };
+static const codec_step lzma_enc = { "lzma", enc_step, lzma_free, false };
 
 sink *codec_lzma_compress_new(int level, sink *next)
 {
-	lzma_enc *e = xcalloc(1, sizeof(*e));
-	e->base.ops = &lzma_enc_ops;
-	e->base.next = next;
-	e->strm = (lzma_stream)LZMA_STREAM_INIT;
+	lzma_stream *strm = xmalloc(sizeof(*strm));
+	*strm = (lzma_stream)LZMA_STREAM_INIT;
 	lzma_options_lzma opt;
 	if (lzma_lzma_preset(&opt, (uint32_t)level))
 		codec_fatal("lzma preset");
@@ -76,28 +55,19 @@ sink *codec_lzma_compress_new(int level, sink *next)
 	opt.lp = 0;
 	opt.pb = 2;
 	/* the options are fixed and valid, so only a failed allocation can make this fail */
-	if (lzma_alone_encoder(&e->strm, &opt) != LZMA_OK)
+	if (lzma_alone_encoder(strm, &opt) != LZMA_OK)
 		codec_fatal("lzma encoder");
-	e->strm.next_out = e->buf;
-	e->strm.avail_out = sizeof(e->buf);
-	return &e->base;
+	return codec_driver_new(&lzma_enc, strm, false, 0, next);
 }
 
-typedef struct lzma_dec {
-	sink base;
-	lzma_stream strm;
-	bool ended;
-	unsigned char buf[CODEC_BUF_SIZE];
-} lzma_dec;
-
-static err_code lzma_dec_error(lzma_ret r)
+static err_code dec_error(lzma_ret r)
 {
 	switch (r) {
 	case LZMA_FORMAT_ERROR:
 		return err_set(E_CORRUPT, "lzma: not an lzma stream");
 	case LZMA_MEMLIMIT_ERROR:
 		return err_set(E_CORRUPT, "lzma: dictionary larger than the %u MiB limit",
-			LZMA_DEC_MEMLIMIT >> 20);
+					   LZMA_DEC_MEMLIMIT >> 20);
 	case LZMA_MEM_ERROR:
 		return err_set(E_FAIL, "lzma: out of memory");
 	default:
@@ -105,53 +75,24 @@ static err_code lzma_dec_error(lzma_ret r)
 	}
 }
 
-static err_code lzma_dec_write(sink *s, const void *buf, size_t len)
+/* One stream that nothing may follow. */
+static err_code dec_step(void *state, codec_io *io, bool finishing, bool *ended)
 {
-	lzma_dec *d = (lzma_dec *)s;
-	d->strm.next_in = buf;
-	d->strm.avail_in = len;
-	while (!d->ended) {
-		d->strm.next_out = d->buf;
-		d->strm.avail_out = sizeof(d->buf);
-		lzma_ret r = lzma_code(&d->strm, LZMA_RUN);
-		if (r != LZMA_OK && r != LZMA_STREAM_END)
-			return lzma_dec_error(r);
-		TRY(sink_write(d->base.next, d->buf, sizeof(d->buf) - d->strm.avail_out));
-		d->ended = r == LZMA_STREAM_END;
-		/* a full output buffer may mean more is held back: only a short one means done */
-		if (d->strm.avail_in == 0 && d->strm.avail_out > 0)
-			break;
-	}
-	if (d->ended && d->strm.avail_in > 0)
-		return err_set(E_CORRUPT, "lzma: garbage after the end of the stream");
+	(void)finishing;
+	lzma_ret r = code(state, io, LZMA_RUN);
+	if (r != LZMA_OK && r != LZMA_STREAM_END)
+		return dec_error(r);
+	*ended = r == LZMA_STREAM_END;
 	return E_OK;
 }
 
-static err_code lzma_dec_finish(sink *s)
-{
-	lzma_dec *d = (lzma_dec *)s;
-	if (!d->ended)
-		return err_set(E_CORRUPT, "lzma stream truncated");
-	return sink_finish(d->base.next);
-}
-
-static void lzma_dec_free(sink *s)
-{
-	lzma_dec *d = (lzma_dec *)s;
-	lzma_end(&d->strm);
-	sink_free(d->base.next);
-	free(d);
-}
-
-static const sink_ops lzma_dec_ops = { lzma_dec_write, lzma_dec_finish, lzma_dec_free };
+static const codec_step lzma_dec = { "lzma", dec_step, lzma_free, true };
 
 sink *codec_lzma_decompress_new(sink *next)
 {
-	lzma_dec *d = xcalloc(1, sizeof(*d));
-	d->base.ops = &lzma_dec_ops;
-	d->base.next = next;
-	d->strm = (lzma_stream)LZMA_STREAM_INIT;
-	if (lzma_alone_decoder(&d->strm, LZMA_DEC_MEMLIMIT) != LZMA_OK)
+	lzma_stream *strm = xmalloc(sizeof(*strm));
+	*strm = (lzma_stream)LZMA_STREAM_INIT;
+	if (lzma_alone_decoder(strm, LZMA_DEC_MEMLIMIT) != LZMA_OK)
 		codec_fatal("lzma decoder");
-	return &d->base;
+	return codec_driver_new(&lzma_dec, strm, true, 0, next);
 }

@@ -52,6 +52,17 @@ const char *err_name(err_code code);
 			return try_rc_;                                                                   \
 	} while (0)
 
+/*
+ * Cancellation of the whole run: cmd asks for it (a signal handler, a deadline); long loops,
+ * retries and transfers below look and stop with E_CANCELLED. Safe in a signal handler.
+ */
+#define CANCEL_DEADLINE (-1) /* the reason when a deadline, not a signal, stopped the run */
+void cancel_request(int reason);
+/* 0, or the reason: the signal number or CANCEL_DEADLINE. */
+int cancel_requested(void);
+/* E_CANCELLED with a message saying why, or E_OK when nothing asked to stop. */
+err_code cancel_check(void);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Logging: WAL-G's line format on stderr, or one JSON object per line.                        */
 /* ------------------------------------------------------------------------------------------ */
@@ -127,75 +138,184 @@ sink *compare_sink_new(const char *path, bool *equal);
  * Refuses to replace an existing path unless replace is set.
  */
 err_code file_sink_new(const char *path, bool durable, bool replace, sink **out);
+/* The same with every choice: mode of the new file (0 = 0600), and its folders created. */
+typedef struct file_sink_opts {
+	bool durable;
+	bool replace;
+	unsigned mode;
+	bool make_parents;
+} file_sink_opts;
+err_code file_sink_open(const char *path, const file_sink_opts *o, sink **out);
+/* In the hidden temporary's name of an unfinished file: ".NAME.walc-tmp.PID.SEQ". */
+#define FILE_TMP_MARK ".walc-tmp."
 /* Push a whole file through a sink in chunks (does not finish the sink). */
 err_code sink_write_file(sink *s, const char *path);
+/* The same from an open descriptor until its end (standard input); what names it in errors. */
+err_code sink_write_fd(sink *s, int fd, const char *what);
+
+/*
+ * Chunker: feeds put() pieces of exactly size bytes (but the last), or with pass_large
+ * gathers small writes into pieces of up to size bytes and passes bigger writes on whole.
+ * hold_last: a full piece waits until more bytes come, so the caller decides at the end
+ * (chunker_flush) what the last one is. buf is fixed, or with get() fresh for every piece
+ * (the piece's buffer is then the consumer's).
+ */
+typedef struct chunker {
+	size_t size;
+	bool hold_last;
+	bool pass_large;
+	unsigned char *buf;
+	size_t fill;
+	err_code (*get)(void *arg, unsigned char **buf);
+	err_code (*put)(void *arg, const unsigned char *data, size_t len);
+	void *arg;
+} chunker;
+err_code chunker_write(chunker *c, const void *data, size_t len);
+/* Passes on what is held, if anything. */
+err_code chunker_flush(chunker *c);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Configuration: environment only, read once into an immutable struct.                      */
+/* Configuration: one table of every setting (configvars.c), read once into this struct.      */
 /* ------------------------------------------------------------------------------------------ */
+
+/* S3 settings (each also read as WALG_NAME and WALE_NAME, as WAL-G does). */
+typedef struct s3_settings {
+	char *endpoint;				/* AWS_ENDPOINT */
+	char *region;				/* AWS_REGION, NULL = us-east-1 or detected on AWS */
+	bool force_path_style;		/* AWS_S3_FORCE_PATH_STYLE */
+	char *sse;					/* S3_SSE: AES256 or aws:kms */
+	char *sse_kms_id;			/* S3_SSE_KMS_ID */
+	char *sse_c;				/* S3_SSE_C, 32 bytes */
+	char *storage_class;		/* S3_STORAGE_CLASS */
+	char *ca_cert_file;			/* S3_CA_CERT_FILE */
+	long max_part_size;			/* S3_MAX_PART_SIZE */
+	long max_retries;			/* S3_MAX_RETRIES */
+	long connect_timeout;		/* S3_CONNECT_TIMEOUT, seconds */
+	long low_speed_timeout;		/* S3_LOW_SPEED_TIMEOUT, seconds */
+	/* credentials, as the AWS SDK reads them (no WALG_ forms) */
+	char *access_key;			/* AWS_ACCESS_KEY_ID or AWS_ACCESS_KEY */
+	char *secret_key;			/* AWS_SECRET_ACCESS_KEY or AWS_SECRET_KEY */
+	char *session_token;		/* AWS_SESSION_TOKEN */
+	char *web_identity_token_file; /* AWS_WEB_IDENTITY_TOKEN_FILE */
+	char *role_arn;				/* AWS_ROLE_ARN */
+	char *role_session_name;	/* AWS_ROLE_SESSION_NAME */
+	char *sts_endpoint;			/* AWS_STS_ENDPOINT */
+	char *shared_credentials_file; /* AWS_SHARED_CREDENTIALS_FILE */
+	char *profile;				/* AWS_PROFILE or AWS_DEFAULT_PROFILE */
+	char *container_relative_uri; /* AWS_CONTAINER_CREDENTIALS_RELATIVE_URI */
+	char *container_full_uri;	/* AWS_CONTAINER_CREDENTIALS_FULL_URI */
+	char *container_token;		/* AWS_CONTAINER_AUTHORIZATION_TOKEN */
+	char *container_token_file; /* AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, re-read each time */
+	bool ec2_metadata_disabled; /* AWS_EC2_METADATA_DISABLED */
+	char *ec2_metadata_endpoint; /* AWS_EC2_METADATA_SERVICE_ENDPOINT */
+	char *home;					/* HOME, for ~/.aws/credentials */
+} s3_settings;
 
 typedef struct config {
 	/* storage */
 	char *file_prefix;		/* WALG_FILE_PREFIX, normalised to an absolute path */
 	char *s3_prefix;		/* WALG_S3_PREFIX */
 	char *storage_prefix;	/* WALG_STORAGE_PREFIX */
+	s3_settings s3;
 	/* compression */
 	char *compression;		/* WALG_COMPRESSION_METHOD */
-	int compression_level;	/* WALG_COMPRESSION_LEVEL (walc extension), 0 = WAL-G's default */
-	/* encryption */
-	bool have_key;
-	unsigned char key[32]; /* derived from WALG_LIBSODIUM_KEY[_PATH] + _TRANSFORM */
+	long compression_level; /* WALG_COMPRESSION_LEVEL (walc extension) or WALG_ZSTD_LEVEL */
+	char *zstd_level;		/* WALG_ZSTD_LEVEL: fastest, default, better or best */
 	/* behaviour */
 	bool prevent_wal_overwrite;
-	int upload_concurrency;
-	int download_concurrency;
+	long upload_concurrency;
+	long download_concurrency;
 	bool tar_disable_fsync;	/* WALG_TAR_DISABLE_FSYNC */
 	bool delta_restore;			/* WALG_DELTA_RESTORE: backup-fetch --delta */
-	int total_bg_uploaded_limit;	/* TOTAL_BG_UPLOADED_LIMIT */
+	long total_bg_uploaded_limit;	/* TOTAL_BG_UPLOADED_LIMIT */
 	bool pg_ready_rename;			/* PG_READY_RENAME */
 	long wal_push_timeout_ms;		/* WALG_WAL_PUSH_TIMEOUT, 0 = none */
 	char *prefetch_dir;				/* WALG_PREFETCH_DIR */
-	int integrity_max_delayed_wals;	/* WALG_INTEGRITY_MAX_DELAYED_WALS */
+	long integrity_max_delayed_wals; /* WALG_INTEGRITY_MAX_DELAYED_WALS */
 	char *metrics_address;			/* WALG_METRICS_ADDRESS, host:port for the daemon */
-	int upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
-	uint64_t tar_size_threshold;	/* WALG_TAR_SIZE_THRESHOLD, bytes */
+	long upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
+	long tar_size_threshold;		/* WALG_TAR_SIZE_THRESHOLD, bytes */
 	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */
 	long stop_backup_timeout_ms;	/* WALG_STOP_BACKUP_TIMEOUT, 0 = wait */
 	char *sentinel_user_data;		/* WALG_SENTINEL_USER_DATA, JSON text */
-	int delta_max_steps;			/* WALG_DELTA_MAX_STEPS, 0 = full backups only */
-	bool delta_origin_full;			/* WALG_DELTA_ORIGIN=LATEST_FULL */
+	long delta_max_steps;			/* WALG_DELTA_MAX_STEPS, 0 = full backups only */
+	char *delta_origin;				/* WALG_DELTA_ORIGIN: LATEST or LATEST_FULL */
+	bool delta_origin_full;			/* ... it is LATEST_FULL */
 	char *delta_from_name;			/* WALG_DELTA_FROM_NAME */
 	char *delta_from_user_data;		/* WALG_DELTA_FROM_USER_DATA */
+	char *fetch_target_user_data;	/* WALG_FETCH_TARGET_USER_DATA */
+	bool without_files_metadata;	/* WALG_WITHOUT_FILES_METADATA */
 	bool verify_page_checksums;		/* WALG_VERIFY_PAGE_CHECKSUMS */
 	bool store_all_corrupt_blocks;	/* WALG_STORE_ALL_CORRUPT_BLOCKS */
-	uint64_t disk_rate_limit;		/* WALG_DISK_RATE_LIMIT, bytes/s, 0 = none */
-	uint64_t network_rate_limit;	/* WALG_NETWORK_RATE_LIMIT, bytes/s, 0 = none */
-	long pg_wal_size_mb;
+	long disk_rate_limit;			/* WALG_DISK_RATE_LIMIT, bytes/s, 0 = none */
+	char *remote_compression;		/* WALG_REMOTE_COMPRESSION (walc extension), NULL = none */
+	long network_rate_limit;		/* WALG_NETWORK_RATE_LIMIT, bytes/s, 0 = none */
+	long pg_wal_size_mb;			/* WALG_PG_WAL_SIZE */
 	bool allow_system_id_change;	/* WALG_ALLOW_SYSTEM_ID_CHANGE (walc extension) */
+	/* encryption (the key itself is read and derived by crypt) */
+	char *libsodium_key;			/* WALG_LIBSODIUM_KEY */
+	char *libsodium_key_path;		/* WALG_LIBSODIUM_KEY_PATH */
+	char *libsodium_key_transform;	/* WALG_LIBSODIUM_KEY_TRANSFORM */
+	char *pgp_key;					/* WALG_PGP_KEY */
+	char *pgp_key_path;				/* WALG_PGP_KEY_PATH */
+	char *pgp_key_passphrase;		/* WALG_PGP_KEY_PASSPHRASE */
 	/* logging */
+	char *log_level_name;	/* WALG_LOG_LEVEL */
 	log_level log_level;
+	char *log_format;		/* WALG_LOG_FORMAT */
 	bool log_json;
 	char *log_destination;	/* WALG_LOG_DESTINATION, NULL = stderr */
-	bool logging_loaded;	/* the three above are valid even when config_load failed later */
+	bool logging_loaded;	/* the four above are valid even when config_load failed later */
 	/* postgres */
-	char *pgdata;
+	char *pgdata;			/* PGDATA */
+	char *pg_appname;		/* PGAPPNAME */
 } config;
 
 /*
- * Reads and validates the environment. On a bad value returns E_CONFIG with a message naming
- * the variable and what is accepted. need_storage: fail when no storage prefix is set.
+ * Where settings come from besides the environment, as in WAL-G: command-line flags
+ * (--walg-s3-prefix=..., highest precedence), then the environment, then a configuration
+ * file's entries. The caller (cmd) parses both; config only reads the name/value pairs.
  */
+typedef struct config_pair {
+	const char *name;
+	const char *value;
+} config_pair;
+
+typedef struct config_sources {
+	const config_pair *flags;
+	size_t nflags;
+	const config_pair *file;
+	size_t nfile;
+	const char *file_name; /* for messages, or NULL */
+} config_sources;
+
+/*
+ * Reads and validates every setting. On a bad value returns E_CONFIG with a message naming
+ * the setting (and the file it came from) and what is accepted; a WAL-G setting walc does not
+ * implement that would change what is stored or how it is protected is an error too.
+ * need_storage: fail when no storage prefix is set (checked last). src may be NULL.
+ */
+err_code config_load_from(config *out, bool need_storage, const config_sources *src);
+/* config_load_from with the environment only. */
 err_code config_load(config *out, bool need_storage);
 void config_free(config *c);
 /* One value, for modules with settings of their own: a message names `name` on error. */
 err_code config_parse_bool(const char *name, const char *value, bool def, bool *out);
 err_code config_parse_long(const char *name, const char *value, long def, long min, long max,
 						   long *out);
-/* Prints every known variable: value (secrets masked), default, meaning. */
+/*
+ * The setting a flag name sets ("walg-s3-prefix" or "pghost" -> "WALG_S3_PREFIX",
+ * "PGHOST"), as WAL-G exposes every setting as a hidden flag; NULL when none does. *is_bool
+ * tells whether the flag may stand without a value.
+ */
+const char *config_flag_setting(const char *flag, bool *is_bool);
+/* Whether name is a setting of the table (any class), so a file's key is not unknown. */
+bool config_known(const char *name);
+/* Prints every setting walc reads: value (secrets masked) and its source, default, meaning. */
 void config_print_env(FILE *out);
-/* At DEVEL level, logs each variable that is set (secrets masked). */
+/* At DEVEL level, logs each setting that is set (secrets masked). */
 void config_log_env(void);
-/* Warns about WALG_* variables walc does not know. */
+/* Warns about WALG_* variables (and file entries) walc does not know, notes no-op ones. */
 void config_warn_unknown(void);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -239,6 +359,8 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* RFC 3339 with optional fraction and zone ("Z", "+01:00") -> seconds and nanoseconds. */
 bool time_parse_rfc3339(const char *s, time_t *sec, long *nsec);
+/* -1, 0 or 1 as (sec1, nsec1) is before, at or after (sec2, nsec2). */
+int time_cmp(time_t sec1, long nsec1, time_t sec2, long nsec2);
 /* Now as WAL-G writes backup times: UTC with microseconds, "2026-11-29T23:42:29.586708Z". */
 char *time_now_rfc3339(void);
 
@@ -249,7 +371,12 @@ bool str_has_suffix(const char *s, const char *suffix);
 err_code fd_write_all(int fd, const void *buf, size_t len, const char *what);
 /* fsync the directory holding path. */
 err_code fsync_parent_dir(const char *path);
+/* Fill a fixed buffer from a stream: copies min(room, *len) bytes of *p to dst, advances *p and
+ * shrinks *len past them; returns how many. */
+size_t take_bytes(unsigned char *dst, size_t room, const unsigned char **p, size_t *len);
 /* mkdir -p with mode. */
 err_code mkdir_p(const char *path, unsigned mode);
+/* mkdir -p of the folder holding path (nothing for a bare name or one under "/"). */
+err_code mkdir_parent(const char *path, unsigned mode);
 
 #endif

@@ -1,6 +1,9 @@
 /* Per-thread error record: the one place a failure's detail is kept until it is reported. */
 #include "internal/core/core.h"
 
+#include <signal.h>
+#include <stdatomic.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -85,4 +88,28 @@ const char *err_name(err_code code)
 	case E_CANCELLED: return "cancelled";
 	}
 	return "unknown error";
+}
+
+/* Lock-free, so that a signal handler may set it while threads read it. */
+static atomic_int cancel_reason;
+
+void cancel_request(int reason)
+{
+	int none = 0;
+	atomic_compare_exchange_strong(&cancel_reason, &none, reason);
+}
+
+int cancel_requested(void)
+{
+	return atomic_load_explicit(&cancel_reason, memory_order_relaxed);
+}
+
+err_code cancel_check(void)
+{
+	int why = cancel_requested();
+	if (why == 0)
+		return E_OK;
+	if (why == CANCEL_DEADLINE)
+		return err_set(E_CANCELLED, "stopped at its deadline");
+	return err_set(E_CANCELLED, why == SIGINT ? "interrupted (SIGINT)" : "stopped by a signal");
 }

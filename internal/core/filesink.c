@@ -63,22 +63,43 @@ static void file_free(sink *s)
 
 static const sink_ops file_ops = { file_write, file_finish, file_free };
 
-err_code file_sink_new(const char *path, bool durable, bool replace, sink **out)
+/*
+ * A hidden temporary beside the target (same file system, so the rename is atomic), named
+ * so that a killed writer's leftovers can be found and told from a running one's: PID.
+ */
+static char *temp_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	unsigned long seq = (unsigned long)atomic_fetch_add(&file_tmp_seq, 1);
+	return slash ? xasprintf("%.*s/.%s" FILE_TMP_MARK "%d.%lu", (int)(slash - path), path,
+							 slash + 1, (int)getpid(), seq)
+				 : xasprintf(".%s" FILE_TMP_MARK "%d.%lu", path, (int)getpid(), seq);
+}
+
+/* The temporary, its folder created when asked: a deletion emptying the folder may race us. */
+static err_code open_temp(const char *path, const char *tmp, const file_sink_opts *o, int *fd)
+{
+	for (int attempt = 0;; attempt++) {
+		if (o->make_parents)
+			TRY(mkdir_parent(path, 0755));
+		*fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, o->mode ? o->mode : 0600);
+		if (*fd >= 0)
+			return E_OK;
+		if (errno != ENOENT || !o->make_parents || attempt == 2)
+			return err_errno(E_IO, errno, "creating %s", tmp);
+	}
+}
+
+err_code file_sink_open(const char *path, const file_sink_opts *o, sink **out)
 {
 	*out = NULL;
-	const char *slash = strrchr(path, '/');
-	char *tmp = slash
-		? xasprintf("%.*s/.%s.walc-tmp.%d.%lu", (int)(slash - path), path, slash + 1,
-					(int)getpid(), (unsigned long)atomic_fetch_add(&file_tmp_seq, 1))
-		: xasprintf(".%s.walc-tmp.%d.%lu", path, (int)getpid(),
-					(unsigned long)atomic_fetch_add(&file_tmp_seq, 1));
-	if (!replace && access(path, F_OK) == 0) {
-		free(tmp);
+	/* Fail before any work when the file is there already (finish checks again, atomically). */
+	if (!o->replace && access(path, F_OK) == 0)
 		return err_set(E_EXISTS, "%s already exists", path);
-	}
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		err_code rc = err_errno(E_IO, errno, "creating %s", tmp);
+	char *tmp = temp_name(path);
+	int fd;
+	err_code rc = open_temp(path, tmp, o, &fd);
+	if (rc != E_OK) {
 		free(tmp);
 		return rc;
 	}
@@ -87,8 +108,14 @@ err_code file_sink_new(const char *path, bool durable, bool replace, sink **out)
 	f->fd = fd;
 	f->path = xstrdup(path);
 	f->tmp = tmp;
-	f->durable = durable;
-	f->replace = replace;
+	f->durable = o->durable;
+	f->replace = o->replace;
 	*out = &f->base;
 	return E_OK;
+}
+
+err_code file_sink_new(const char *path, bool durable, bool replace, sink **out)
+{
+	file_sink_opts o = { .durable = durable, .replace = replace };
+	return file_sink_open(path, &o, out);
 }

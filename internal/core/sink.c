@@ -218,11 +218,8 @@ sink *compare_sink_new(const char *path, bool *equal)
 	return &c->base;
 }
 
-err_code sink_write_file(sink *s, const char *path)
+err_code sink_write_fd(sink *s, int fd, const char *what)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return err_errno(errno == ENOENT ? E_NOTFOUND : E_IO, errno, "opening %s", path);
 	unsigned char *buf = xmalloc(FILE_CHUNK);
 	err_code rc = E_OK;
 	for (;;) {
@@ -230,7 +227,7 @@ err_code sink_write_file(sink *s, const char *path)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			rc = err_errno(E_IO, errno, "reading %s", path);
+			rc = err_errno(E_IO, errno, "reading %s", what);
 			break;
 		}
 		if (n == 0)
@@ -240,6 +237,15 @@ err_code sink_write_file(sink *s, const char *path)
 			break;
 	}
 	free(buf);
+	return rc;
+}
+
+err_code sink_write_file(sink *s, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return err_errno(errno == ENOENT ? E_NOTFOUND : E_IO, errno, "opening %s", path);
+	err_code rc = sink_write_fd(s, fd, path);
 	close(fd);
 	return rc;
 }

@@ -186,3 +186,34 @@ char *time_now_rfc3339(void)
 	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
 	return xasprintf("%s.%06ldZ", buf, (long)tv.tv_usec);
 }
+
+err_code mkdir_parent(const char *path, unsigned mode)
+{
+	char *dir = xstrdup(path);
+	char *slash = strrchr(dir, '/');
+	err_code rc = E_OK;
+	if (slash != NULL && slash != dir) {
+		*slash = '\0';
+		rc = mkdir_p(dir, mode);
+	}
+	free(dir);
+	return rc;
+}
+
+size_t take_bytes(unsigned char *dst, size_t room, const unsigned char **p, size_t *len)
+{
+	size_t n = room < *len ? room : *len;
+	memcpy(dst, *p, n);
+	*p += n;
+	*len -= n;
+	return n;
+}
+
+int time_cmp(time_t sec1, long nsec1, time_t sec2, long nsec2)
+{
+	if (sec1 != sec2)
+		return sec1 < sec2 ? -1 : 1;
+	if (nsec1 != nsec2)
+		return nsec1 < nsec2 ? -1 : 1;
+	return 0;
+}

@@ -26,7 +26,7 @@ typedef struct enc_sink {
 	crypto_secretstream_xchacha20poly1305_state st;
 	unsigned char hdr[HDR_BYTES];
 	bool hdr_sent;
-	size_t fill; /* bytes waiting in plain */
+	chunker chunks; /* plaintext cut into CRYPT_CHUNK pieces, in plain */
 	unsigned char plain[CRYPT_CHUNK];
 	unsigned char out[CT_CHUNK];
 } enc_sink;
@@ -50,40 +50,23 @@ static err_code enc_push(enc_sink *e, const unsigned char *m, size_t mlen, unsig
 	return sink_write(e->base.next, e->out, (size_t)clen);
 }
 
+/* Every full chunk is a MESSAGE as soon as it is complete. */
+static err_code enc_chunk(void *arg, const unsigned char *m, size_t mlen)
+{
+	return enc_push(arg, m, mlen, TAG_MESSAGE);
+}
+
 static err_code enc_write(sink *s, const void *buf, size_t len)
 {
-	enc_sink *e = (enc_sink *)s;
-	const unsigned char *p = buf;
-
-	while (len > 0) {
-		/* Whole chunks straight from the caller's buffer save a copy. */
-		if (e->fill == 0 && len >= CRYPT_CHUNK) {
-			TRY(enc_push(e, p, CRYPT_CHUNK, TAG_MESSAGE));
-			p += CRYPT_CHUNK;
-			len -= CRYPT_CHUNK;
-			continue;
-		}
-		size_t n = CRYPT_CHUNK - e->fill;
-		if (n > len)
-			n = len;
-		memcpy(e->plain + e->fill, p, n);
-		e->fill += n;
-		p += n;
-		len -= n;
-		if (e->fill == CRYPT_CHUNK) {
-			TRY(enc_push(e, e->plain, CRYPT_CHUNK, TAG_MESSAGE));
-			e->fill = 0;
-		}
-	}
-	return E_OK;
+	return chunker_write(&((enc_sink *)s)->chunks, buf, len);
 }
 
 static err_code enc_finish(sink *s)
 {
 	enc_sink *e = (enc_sink *)s;
 	/* Always a FINAL chunk, empty when the plaintext filled its last chunk exactly. */
-	TRY(enc_push(e, e->plain, e->fill, TAG_FINAL));
-	e->fill = 0;
+	TRY(enc_push(e, e->plain, e->chunks.fill, TAG_FINAL));
+	e->chunks.fill = 0;
 	return sink_finish(s->next);
 }
 
@@ -104,6 +87,7 @@ sink *crypt_encrypt_new(const unsigned char key[CRYPT_KEY_BYTES], sink *next)
 	e->base.next = next;
 	/* init_push cannot fail; the state keeps what it needs, so the key is not kept. */
 	crypto_secretstream_xchacha20poly1305_init_push(&e->st, e->hdr, key);
+	e->chunks = (chunker){ .size = CRYPT_CHUNK, .buf = e->plain, .put = enc_chunk, .arg = e };
 	return &e->base;
 }
 
@@ -118,8 +102,8 @@ typedef struct dec_sink {
 	size_t hdr_fill;
 	bool final_seen;
 	err_code failed; /* an earlier write failed: the stream position is lost */
-	uint64_t chunks; /* chunks pulled so far, for messages */
-	size_t fill;	 /* bytes waiting in in */
+	uint64_t chunks;	/* chunks pulled so far, for messages */
+	chunker pieces; /* ciphertext cut into CT_CHUNK pieces, in in */
 	unsigned char hdr[HDR_BYTES];
 	unsigned char in[CT_CHUNK];
 	unsigned char plain[CRYPT_CHUNK];
@@ -140,16 +124,19 @@ static err_code dec_pull(dec_sink *d, const unsigned char *c, size_t clen)
 	return sink_write(d->base.next, d->plain, (size_t)mlen);
 }
 
+/* A whole ciphertext chunk; nothing may come after the FINAL one. */
+static err_code dec_chunk(void *arg, const unsigned char *c, size_t clen)
+{
+	dec_sink *d = arg;
+	if (d->final_seen)
+		return err_set(E_CORRUPT, "libsodium: data after the final chunk");
+	return dec_pull(d, c, clen);
+}
+
 static err_code dec_write_inner(dec_sink *d, const unsigned char *p, size_t len)
 {
 	if (d->hdr_fill < HDR_BYTES) {
-		size_t n = HDR_BYTES - d->hdr_fill;
-		if (n > len)
-			n = len;
-		memcpy(d->hdr + d->hdr_fill, p, n);
-		d->hdr_fill += n;
-		p += n;
-		len -= n;
+		d->hdr_fill += take_bytes(d->hdr + d->hdr_fill, HDR_BYTES - d->hdr_fill, &p, &len);
 		if (d->hdr_fill < HDR_BYTES)
 			return E_OK;
 		if (crypto_secretstream_xchacha20poly1305_init_pull(&d->st, d->hdr, d->key) != 0)
@@ -159,28 +146,9 @@ static err_code dec_write_inner(dec_sink *d, const unsigned char *p, size_t len)
 	 * Chunks are pulled as soon as they are complete: the tag says whether one is the last, so
 	 * a full-size chunk never has to wait for the next write to learn that.
 	 */
-	while (len > 0) {
-		if (d->final_seen)
-			return err_set(E_CORRUPT, "libsodium: data after the final chunk");
-		if (d->fill == 0 && len >= CT_CHUNK) {
-			TRY(dec_pull(d, p, CT_CHUNK));
-			p += CT_CHUNK;
-			len -= CT_CHUNK;
-			continue;
-		}
-		size_t n = CT_CHUNK - d->fill;
-		if (n > len)
-			n = len;
-		memcpy(d->in + d->fill, p, n);
-		d->fill += n;
-		p += n;
-		len -= n;
-		if (d->fill == CT_CHUNK) {
-			d->fill = 0;
-			TRY(dec_pull(d, d->in, CT_CHUNK));
-		}
-	}
-	return E_OK;
+	if (len > 0 && d->final_seen)
+		return err_set(E_CORRUPT, "libsodium: data after the final chunk");
+	return chunker_write(&d->pieces, p, len);
 }
 
 static err_code dec_write(sink *s, const void *buf, size_t len)
@@ -200,11 +168,8 @@ static err_code dec_finish(sink *s)
 	if (d->hdr_fill < HDR_BYTES)
 		return err_set(E_CORRUPT, "libsodium: stream truncated: header is %zu of %zu bytes",
 					   d->hdr_fill, (size_t)HDR_BYTES);
-	if (d->fill > 0) {
-		/* The short last chunk; the while loop in write refused anything after a FINAL. */
-		TRY(dec_pull(d, d->in, d->fill));
-		d->fill = 0;
-	}
+	/* The short last chunk; dec_chunk refused anything after a FINAL. */
+	TRY(chunker_flush(&d->pieces));
 	if (!d->final_seen)
 		return err_set(E_CORRUPT, "libsodium: stream truncated: no final chunk");
 	return sink_finish(s->next);
@@ -227,5 +192,6 @@ sink *crypt_decrypt_new(const unsigned char key[CRYPT_KEY_BYTES], sink *next)
 	d->base.next = next;
 	/* A copy, because the pull state can only be set up once the header has arrived. */
 	memcpy(d->key, key, CRYPT_KEY_BYTES);
+	d->pieces = (chunker){ .size = CT_CHUNK, .buf = d->in, .put = dec_chunk, .arg = d };
 	return &d->base;
 }

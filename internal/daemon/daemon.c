@@ -7,8 +7,8 @@
 
 #include <sys/time.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -26,13 +26,6 @@
 
 #include "internal/daemon/metrics.h"
 
-static volatile sig_atomic_t daemon_stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	daemon_stop = 1;
-}
 
 err_code daemon_parse(const unsigned char *buf, size_t len, daemon_request *out)
 {
@@ -79,7 +72,7 @@ err_code daemon_parse(const unsigned char *buf, size_t len, daemon_request *out)
 	default:
 		return err_set(E_CORRUPT, "daemon: unknown message type 0x%02x", buf[0]);
 	}
-	if (!wal_is_archive_name(out->name))
+	if (!wal_is_file_name(out->name))
 		return err_set(E_CORRUPT, "daemon: \"%s\" is not a WAL file name", out->name);
 	return E_OK;
 }
@@ -123,7 +116,7 @@ static char answer_push(conn *c, const daemon_request *q)
 	return rc == E_OK ? DAEMON_OK : DAEMON_ERROR;
 }
 
-static char answer_fetch(conn *c, const daemon_request *q)
+static char answer_fetch(conn *c, const daemon_request *q, char **prefetch_dest)
 {
 	/* Relative to PGDATA unless it already names it, as WAL-G's daemon does. */
 	char *dest = q->dest[0] == '/' && str_has_prefix(q->dest, c->cfg->pgdata)
@@ -133,8 +126,13 @@ static char answer_fetch(conn *c, const daemon_request *q)
 	if (strstr(q->dest, "..") != NULL) {
 		log_error("daemon: refusing destination %s", q->dest);
 	} else {
-		err_code rc = wal_fetch(c->r, c->cfg, q->name, dest);
+		bool prefetch = false;
+		err_code rc = wal_fetch(c->r, c->cfg, q->name, dest, &prefetch);
 		answer = rc == E_OK ? DAEMON_OK : rc == E_NOTFOUND ? DAEMON_MISSING : DAEMON_ERROR;
+		if (rc == E_OK && prefetch) {
+			*prefetch_dest = dest;
+			dest = NULL;
+		}
 		metrics_fetched(rc == E_OK);
 		if (rc != E_OK && rc != E_NOTFOUND)
 			log_error("daemon: restoring %s: %s", q->name, err_msg());
@@ -143,10 +141,14 @@ static char answer_fetch(conn *c, const daemon_request *q)
 	return answer;
 }
 
+/* Connections still being served: the daemon waits for them before the repository closes. */
+static atomic_int active;
+
 static void *serve(void *arg)
 {
 	conn *c = arg;
 	unsigned char *buf = xmalloc(MSG_MAX);
+	char *prefetch_dest = NULL, prefetch_name[sizeof(((daemon_request *)0)->name)] = "";
 	for (;;) {
 		if (!read_full(c->fd, buf, 3))
 			break;
@@ -165,14 +167,21 @@ static void *serve(void *arg)
 		} else if (q.type == DAEMON_PUSH) {
 			answer = answer_push(c, &q);
 		} else {
-			answer = answer_fetch(c, &q);
+			answer = answer_fetch(c, &q, &prefetch_dest);
+			if (prefetch_dest != NULL)
+				snprintf(prefetch_name, sizeof(prefetch_name), "%s", q.name);
 		}
 		if (write(c->fd, &answer, 1) != 1 || q.type != DAEMON_CHECK || answer == DAEMON_ERROR)
 			break;
 	}
 	close(c->fd);
+	/* After the answer: the restore goes on while the next segments arrive (no fork here). */
+	if (prefetch_dest != NULL && cancel_requested() == 0)
+		wal_prefetch(c->r, c->cfg, prefetch_name, prefetch_dest);
+	free(prefetch_dest);
 	free(buf);
 	free(c);
+	atomic_fetch_sub(&active, 1);
 	return NULL;
 }
 
@@ -218,17 +227,14 @@ err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
 			return rc;
 		}
 	}
-	struct sigaction sa = { 0 };
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	log_info("daemon listening on %s%s%s", socket_path, metrics_addr ? ", metrics on " : "",
 			 metrics_addr ? metrics_addr : "");
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, PIPE_THREAD_STACK);
-	while (!daemon_stop) {
+	/* cmd turns SIGINT and SIGTERM into cancellation; accept() returns EINTR on them. */
+	while (cancel_requested() == 0) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno != EINTR)
@@ -240,7 +246,9 @@ err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
 		conn *c = xcalloc(1, sizeof(*c));
 		*c = (conn){ fd, r, cfg };
 		pthread_t t;
+		atomic_fetch_add(&active, 1);
 		if (pthread_create(&t, &attr, serve, c) != 0) {
+			atomic_fetch_sub(&active, 1);
 			char e = DAEMON_ERROR;
 			if (write(fd, &e, 1) < 0) { /* the client sees the error either way */
 			}
@@ -251,6 +259,11 @@ err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
 	pthread_attr_destroy(&attr);
 	close(lfd);
 	unlink(socket_path);
+	/* Requests in flight finish (their transfers see the cancellation) before r goes. */
+	for (int i = 0; atomic_load(&active) > 0 && i < 600; i++) {
+		struct timespec ts = { 0, 50 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 	metrics_stop();
 	log_info("daemon stopped");
 	return E_OK;

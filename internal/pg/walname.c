@@ -32,6 +32,17 @@ bool wal_is_archive_name(const char *name)
 	return false;
 }
 
+bool wal_is_file_name(const char *name)
+{
+	if (name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+		strlen(name) > 255)
+		return false;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		if (*p == '/' || *p < 0x20 || *p == 0x7f)
+			return false;
+	return true;
+}
+
 static uint64_t segs_per_xlogid(uint64_t seg_size)
 {
 	return (UINT64_C(1) << 32) / seg_size;

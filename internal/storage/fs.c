@@ -1,12 +1,11 @@
 /*
- * File-system storage: objects are files under the root. Writes go to a hidden temporary
- * name beside the target, are fsynced, renamed into place and the directory fsynced, so a
- * reader sees the whole object or nothing.
+ * File-system storage: objects are files under the root, written as core's file sink writes
+ * (a hidden temporary beside the target, fsync, rename, fsync of the directory), so a reader
+ * sees the whole object or nothing.
  */
 #include "internal/storage/storage.h"
 
 #include <dirent.h>
-#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -14,9 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FS_TMP_MARK ".walc-tmp."
 
-static atomic_ulong fs_tmp_seq;
 
 typedef struct fs_storage {
 	storage base;
@@ -28,95 +25,16 @@ static char *fs_path(fs_storage *fs, const char *key)
 	return xasprintf("%s/%s", fs->root, key);
 }
 
-/* put */
-
-typedef struct fs_put {
-	sink base;
-	int fd;
-	char *tmp;
-	char *path;
-	bool done;
-	bool exclusive; /* publish with link(): never replace */
-} fs_put;
-
-static err_code fs_put_write(sink *s, const void *buf, size_t len)
-{
-	fs_put *p = (fs_put *)s;
-	return fd_write_all(p->fd, buf, len, p->path);
-}
-
-static err_code fs_put_finish(sink *s)
-{
-	fs_put *p = (fs_put *)s;
-	if (fsync(p->fd) != 0)
-		return err_errno(E_IO, errno, "fsync of %s", p->tmp);
-	if (close(p->fd) != 0) {
-		p->fd = -1;
-		return err_errno(E_IO, errno, "closing %s", p->tmp);
-	}
-	p->fd = -1;
-	if (p->exclusive) {
-		if (link(p->tmp, p->path) != 0)
-			return errno == EEXIST ? err_set(E_EXISTS, "%s already exists", p->path)
-								   : err_errno(E_IO, errno, "creating %s", p->path);
-		unlink(p->tmp);
-	} else if (rename(p->tmp, p->path) != 0) {
-		return err_errno(E_IO, errno, "renaming %s to %s", p->tmp, p->path);
-	}
-	p->done = true;
-	return fsync_parent_dir(p->path);
-}
-
-static void fs_put_free(sink *s)
-{
-	fs_put *p = (fs_put *)s;
-	if (p->fd >= 0)
-		close(p->fd);
-	if (!p->done)
-		unlink(p->tmp);
-	free(p->tmp);
-	free(p->path);
-	free(p);
-}
-
-static const sink_ops fs_put_ops = { fs_put_write, fs_put_finish, fs_put_free };
-
+/* put: core's atomic file sink, with the object's folders made and readable by the group. */
 static err_code fs_put_start(storage *st, const char *key, bool exclusive, sink **out)
 {
 	fs_storage *fs = (fs_storage *)st;
 	char *path = fs_path(fs, key);
-	/* Fail before any work when the object is already there (finish re-checks atomically). */
-	if (exclusive && access(path, F_OK) == 0) {
-		err_code rc = err_set(E_EXISTS, "%s already exists", path);
-		free(path);
-		return rc;
-	}
-	char *slash = strrchr(path, '/');
-	*slash = '\0';
-	err_code rc = mkdir_p(path, 0755);
-	*slash = '/';
-	if (rc != E_OK) {
-		free(path);
-		return rc;
-	}
-	/* Hidden temporary beside the target: same file system, so rename is atomic. */
-	char *tmp = xasprintf("%.*s/.%s" FS_TMP_MARK "%d.%lx", (int)(slash - path), path, slash + 1,
-						  (int)getpid(), (unsigned long)atomic_fetch_add(&fs_tmp_seq, 1));
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-	if (fd < 0) {
-		rc = err_errno(E_IO, errno, "creating %s", tmp);
-		free(tmp);
-		free(path);
-		return rc;
-	}
-	fs_put *p = xcalloc(1, sizeof(*p));
-	p->base.ops = &fs_put_ops;
-	p->fd = fd;
-	p->tmp = tmp;
-	p->path = path;
-	p->exclusive = exclusive;
-	*out = &p->base;
-	return E_OK;
+	file_sink_opts o = { .durable = true, .replace = !exclusive, .mode = 0640,
+						 .make_parents = true };
+	err_code rc = file_sink_open(path, &o, out);
+	free(path);
+	return rc;
 }
 
 static err_code fs_put_open(storage *st, const char *key, sink **out)
@@ -215,6 +133,52 @@ static err_code fs_list_dir(fs_storage *fs, const char *rel, bool recursive, obj
 	return rc;
 }
 
+/* Hidden temporaries (".NAME.walc-tmp.PID.SEQ") below rel, at any depth. */
+static err_code fs_temps_dir(fs_storage *fs, const char *rel, obj_list *out)
+{
+	char *dirpath = rel[0] ? xasprintf("%s/%s", fs->root, rel) : xstrdup(fs->root);
+	DIR *d = opendir(dirpath);
+	if (d == NULL) {
+		err_code rc = errno == ENOENT ? E_OK : err_errno(E_IO, errno, "listing %s", dirpath);
+		free(dirpath);
+		return rc;
+	}
+	err_code rc = E_OK;
+	struct dirent *de;
+	while (rc == E_OK && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		char *key = rel[0] ? xasprintf("%s/%s", rel, de->d_name) : xstrdup(de->d_name);
+		char *path = xasprintf("%s/%s", dirpath, de->d_name);
+		struct stat sb;
+		if (lstat(path, &sb) == 0) {
+			if (S_ISREG(sb.st_mode) && de->d_name[0] == '.' &&
+				strstr(de->d_name, FILE_TMP_MARK) != NULL)
+				obj_list_add(out, key, (uint64_t)sb.st_size, sb.st_mtim.tv_sec,
+							 sb.st_mtim.tv_nsec);
+			else if (S_ISDIR(sb.st_mode) && de->d_name[0] != '.')
+				rc = fs_temps_dir(fs, key, out);
+		}
+		free(path);
+		free(key);
+	}
+	closedir(d);
+	free(dirpath);
+	return rc;
+}
+
+static err_code fs_list_temporaries(storage *st, const char *prefix, obj_list *out)
+{
+	fs_storage *fs = (fs_storage *)st;
+	char *rel = xstrdup(prefix);
+	size_t n = strlen(rel);
+	while (n > 0 && rel[n - 1] == '/')
+		rel[--n] = '\0';
+	err_code rc = fs_temps_dir(fs, rel, out);
+	free(rel);
+	return rc;
+}
+
 static err_code fs_list(storage *st, const char *prefix, bool recursive, obj_list *out)
 {
 	fs_storage *fs = (fs_storage *)st;
@@ -227,6 +191,21 @@ static err_code fs_list(storage *st, const char *prefix, bool recursive, obj_lis
 	return rc;
 }
 
+/*
+ * Object stores have no folders; on a file system the folders a deletion emptied go too
+ * (up to the root, never a folder holding anything, hidden temporaries included).
+ */
+static void remove_empty_parents(fs_storage *fs, char *path)
+{
+	size_t root = strlen(fs->root);
+	for (char *slash = strrchr(path, '/'); slash != NULL && (size_t)(slash - path) > root;
+		 slash = strrchr(path, '/')) {
+		*slash = '\0';
+		if (rmdir(path) != 0)
+			break;
+	}
+}
+
 static err_code fs_remove(storage *st, const char *key)
 {
 	fs_storage *fs = (fs_storage *)st;
@@ -234,6 +213,8 @@ static err_code fs_remove(storage *st, const char *key)
 	err_code rc = E_OK;
 	if (unlink(path) != 0 && errno != ENOENT)
 		rc = err_errno(E_IO, errno, "removing %s", path);
+	if (rc == E_OK)
+		remove_empty_parents(fs, path);
 	free(path);
 	return rc;
 }
@@ -252,6 +233,7 @@ static void fs_free(storage *st)
 
 static const storage_ops fs_ops = {
 	fs_put_open, fs_get, fs_stat, fs_list, fs_remove, fs_describe, fs_free, fs_put_new,
+	fs_list_temporaries,
 };
 
 err_code storage_fs_open(const char *root, storage **out)

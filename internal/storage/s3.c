@@ -63,40 +63,6 @@ static void curl_init(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_ALL);
 }
 
-/* A storage setting: NAME, then WALG_NAME, then WALE_NAME (WAL-G's aliasing). *used names it. */
-static const char *setting(const char *name, const char **used)
-{
-	static __thread char buf[128];
-	const char *v = getenv(name);
-	*used = name;
-	if (v != NULL && v[0] != '\0')
-		return v;
-	static const char *const pre[] = { "WALG_", "WALE_" };
-	for (size_t i = 0; i < 2; i++) {
-		snprintf(buf, sizeof(buf), "%s%s", pre[i], name);
-		v = getenv(buf);
-		if (v != NULL && v[0] != '\0') {
-			*used = buf;
-			return v;
-		}
-	}
-	return NULL;
-}
-
-static err_code setting_long(const char *name, long def, long min, long max, long *out)
-{
-	const char *used;
-	const char *v = setting(name, &used);
-	return config_parse_long(v ? used : name, v, def, min, max, out);
-}
-
-static err_code setting_bool(const char *name, bool def, bool *out)
-{
-	const char *used;
-	const char *v = setting(name, &used);
-	return config_parse_bool(v ? used : name, v, def, out);
-}
-
 static char *trim_slashes(const char *s)
 {
 	while (*s == '/')
@@ -195,28 +161,28 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	size_t rl = strlen(s->root);
 	s->describe = xasprintf("s3://%s/%.*s", s->bucket, (int)(rl ? rl - 1 : 0), s->root);
 
-	const char *used;
-	const char *region = setting("AWS_REGION", &used);
+	const s3_settings *set = &cfg->s3;
+	const char *region = set->region;
 	if (region != NULL) {
 		for (const char *p = region; *p; p++)
 			if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_')
-				return err_set(E_CONFIG, "%s: expected a region name like us-east-1, got "
-										 "\"%s\"",
-							   used, region);
+				return err_set(E_CONFIG, "AWS_REGION: expected a region name like us-east-1, "
+										 "got \"%s\"",
+							   region);
 		s->region = xstrdup(region);
 	} else {
 		s->region = xstrdup("us-east-1");
 	}
 
-	const char *ep = setting("AWS_ENDPOINT", &used);
+	const char *ep = set->endpoint;
 	s->detect_region = region == NULL && ep == NULL;
 	if (ep != NULL)
-		TRY(parse_endpoint(s, ep, used));
+		TRY(parse_endpoint(s, ep, "AWS_ENDPOINT"));
 	else {
 		s->scheme = xstrdup("https");
 		s->hostport = xasprintf("s3.%s.amazonaws.com", s->region);
 	}
-	TRY(setting_bool("AWS_S3_FORCE_PATH_STYLE", false, &s->path_style));
+	s->path_style = set->force_path_style;
 	/* Virtual-hosted names cannot work on an IP address, nor over TLS with a dotted bucket. */
 	if (!s->path_style && is_ip_literal(s->hostport)) {
 		log_debug("s3: endpoint %s is an IP address: using path-style requests", s->hostport);
@@ -229,8 +195,8 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	if (!s->path_style && (strchr(s->bucket, '_') || strpbrk(s->bucket, "ABCDEFGHIJKLMNOPQRSTUVWXYZ")))
 		s->path_style = true;
 
-	const char *sse = setting("S3_SSE", &used);
-	const char *kms = setting("S3_SSE_KMS_ID", &used);
+	const char *sse = set->sse;
+	const char *kms = set->sse_kms_id;
 	if (sse != NULL) {
 		if (strcmp(sse, "AES256") != 0 && strcmp(sse, "aws:kms") != 0)
 			return err_set(E_CONFIG, "S3_SSE: expected AES256 or aws:kms, got \"%s\"", sse);
@@ -250,11 +216,12 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 		s->sse_kms_id = xstrdup(kms);
 	}
 
-	const char *ssec = setting("S3_SSE_C", &used);
+	const char *ssec = set->sse_c;
 	if (ssec != NULL) {
 		if (strlen(ssec) != 32)
-			return err_set(E_CONFIG, "%s: expected a 32-byte AES-256 customer key, got %zu bytes",
-						   used, strlen(ssec));
+			return err_set(E_CONFIG, "S3_SSE_C: expected a 32-byte AES-256 customer key, got "
+									 "%zu bytes",
+						   strlen(ssec));
 		if (s->sse != NULL)
 			return err_set(E_CONFIG, "S3_SSE_C and S3_SSE are both set: use one of them");
 		s->ssec_key_b64 = s3_base64(ssec, 32);
@@ -263,20 +230,18 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 		s->ssec_md5_b64 = xstrdup(md5);
 	}
 
-	const char *sc = setting("S3_STORAGE_CLASS", &used);
+	const char *sc = set->storage_class;
 	if (sc != NULL) {
 		for (const char *p = sc; *p; p++)
 			if (!isupper((unsigned char)*p) && !isdigit((unsigned char)*p) && *p != '_')
-				return err_set(E_CONFIG, "%s: expected a storage class like STANDARD or "
-										 "STANDARD_IA, got \"%s\"",
-							   used, sc);
+				return err_set(E_CONFIG, "S3_STORAGE_CLASS: expected a storage class like "
+										 "STANDARD or STANDARD_IA, got \"%s\"",
+							   sc);
 		s->storage_class = xstrdup(sc);
 	}
 
-	long part;
-	TRY(setting_long("S3_MAX_PART_SIZE", (long)S3_DEFAULT_PART, (long)S3_MIN_PART,
-					 (long)S3_MAX_PART, &part));
-	s->part_size = (size_t)part;
+	/* The table bounds it (5 MiB to 5 GiB); an unset one (a hand-made config) is the default. */
+	s->part_size = set->max_part_size > 0 ? (size_t)set->max_part_size : S3_DEFAULT_PART;
 	s->concurrency = cfg->upload_concurrency > 0 ? cfg->upload_concurrency : 16;
 	/*
 	 * Each upload fills its first part in a buffer of its own (an object that fits is one PUT)
@@ -293,19 +258,17 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	s->parts = pool_new(nparts, s->part_size);
 
 	s3_retry rt = { 0 };
-	long n;
-	TRY(setting_long("S3_MAX_RETRIES", 15, 0, 100, &n));
-	rt.max_retries = (int)n;
-	TRY(setting_long("S3_CONNECT_TIMEOUT", 10, 1, 600, &rt.connect_timeout));
-	TRY(setting_long("S3_LOW_SPEED_TIMEOUT", 30, 1, 3600, &rt.low_speed_time));
+	rt.max_retries = (int)set->max_retries;
+	rt.connect_timeout = set->connect_timeout > 0 ? set->connect_timeout : 10;
+	rt.low_speed_time = set->low_speed_timeout > 0 ? set->low_speed_timeout : 30;
 	rt.base_ms = 100;
 	rt.cap_ms = 5000;
 
-	const char *ca = setting("S3_CA_CERT_FILE", &used);
+	const char *ca = set->ca_cert_file;
 	if (ca != NULL && access(ca, R_OK) != 0)
-		return err_errno(E_CONFIG, errno, "%s: cannot read %s", used, ca);
+		return err_errno(E_CONFIG, errno, "S3_CA_CERT_FILE: cannot read %s", ca);
 	s3_http_init(&s->http, ca, &rt);
-	TRY(s3_credprov_init(&s->creds, s->region, &s->http));
+	TRY(s3_credprov_init(&s->creds, set, s->region, &s->http));
 	s->signer.creds = &s->creds;
 	s->signer.region = s->region;
 	return E_OK;
@@ -847,13 +810,7 @@ static err_code put_write(sink *sk, const void *data, size_t len)
 			}
 			p->len = 0;
 		}
-		size_t n = p->s->part_size - p->len;
-		if (n > len)
-			n = len;
-		memcpy(p->buf + p->len, d, n);
-		p->len += n;
-		d += n;
-		len -= n;
+		p->len += take_bytes(p->buf + p->len, p->s->part_size - p->len, &d, &len);
 		if (p->len == p->s->part_size && len > 0)
 			TRY(mp_send(p));
 	}
@@ -1214,5 +1171,5 @@ static const char *s3_describe(storage *st)
 }
 
 static const storage_ops s3_ops = {
-	s3_put_open, s3_get, s3_stat, s3_list, s3_remove, s3_describe, s3_free, s3_put_new,
+	s3_put_open, s3_get, s3_stat, s3_list, s3_remove, s3_describe, s3_free, s3_put_new, NULL,
 };

@@ -147,12 +147,18 @@ typedef struct s3_credprov {
 	/* shared file */
 	char *file;
 	char *profile;
+	/* container (ECS, EKS Pod Identity) and instance metadata endpoints */
+	char *ecs_url;
+	char *ecs_token;
+	char *ecs_token_file; /* read at every refresh: the token rotates */
+	char *imds_endpoint;
 	/* timeouts and TLS for credential endpoints */
 	s3_http *http;
 } s3_credprov;
 
-/* Decides the source from the environment (no network yet). */
-err_code s3_credprov_init(s3_credprov *p, const char *region, s3_http *http);
+/* Decides the source from the settings, copying what it needs (no network yet). */
+err_code s3_credprov_init(s3_credprov *p, const s3_settings *set, const char *region,
+						  s3_http *http);
 /* Current credentials, fetched or refreshed when needed. force: refresh now (ExpiredToken). */
 err_code s3_credprov_get(s3_credprov *p, bool force, s3_creds *out);
 void s3_credprov_free(s3_credprov *p);

@@ -21,11 +21,6 @@
 #define CRED_FILE_MAX (1u << 20)
 #define TOKEN_FILE_MAX (64u << 10)
 
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-	return v != NULL && v[0] != '\0' ? v : NULL;
-}
 
 /* A control character inside a credential would end up in an HTTP header. */
 static bool has_control(const char *s)
@@ -50,11 +45,6 @@ static char *trimmed(const char *s)
 	return out;
 }
 
-static const char *env_first(const char *a, const char *b)
-{
-	const char *v = env(a);
-	return v != NULL ? v : env(b);
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Shared credentials file                                                                    */
@@ -326,11 +316,9 @@ static err_code parse_meta_json(const char *doc, const char *what, s3_creds *out
 	return rc;
 }
 
-static err_code fetch_imds(s3_creds *out)
+static err_code fetch_imds(const s3_credprov *p, s3_creds *out)
 {
-	const char *base = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-	if (base == NULL)
-		base = IMDS_DEFAULT;
+	const char *base = p->imds_endpoint != NULL ? p->imds_endpoint : IMDS_DEFAULT;
 	size_t bl = strlen(base);
 	while (bl > 0 && base[bl - 1] == '/')
 		bl--;
@@ -377,13 +365,31 @@ static err_code fetch_imds(s3_creds *out)
 	return rc;
 }
 
-static err_code fetch_ecs(s3_creds *out)
+static err_code fetch_ecs(const s3_credprov *p, s3_creds *out)
 {
-	const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
-	const char *full = env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
-	const char *auth = env("AWS_CONTAINER_AUTHORIZATION_TOKEN");
-	char *url = rel ? xasprintf(ECS_HOST "%s", rel) : xstrdup(full);
+	char *file_token = NULL;
+	if (p->ecs_token_file != NULL) {
+		/* EKS Pod Identity rotates the token in its file: read it at every refresh. */
+		TRY(read_small_file(p->ecs_token_file, TOKEN_FILE_MAX, &file_token));
+		char *t = trimmed(file_token);
+		memset(file_token, 0, strlen(file_token));
+		free(file_token);
+		file_token = t;
+		if (has_control(file_token)) {
+			memset(file_token, 0, strlen(file_token));
+			free(file_token);
+			return err_set(E_CONFIG, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE: %s holds a "
+									 "control character",
+						   p->ecs_token_file);
+		}
+	}
+	const char *auth = file_token != NULL ? file_token : p->ecs_token;
 	char *hdr = auth ? xasprintf("Authorization: %s", auth) : NULL;
+	if (file_token != NULL) {
+		memset(file_token, 0, strlen(file_token));
+		free(file_token);
+	}
+	char *url = xstrdup(p->ecs_url);
 	long st;
 	membuf body;
 	err_code rc = meta_http("GET", url, hdr, &st, &body);
@@ -419,14 +425,14 @@ static bool valid_session_name(const char *s)
 	return true;
 }
 
-err_code s3_credprov_init(s3_credprov *p, const char *region, s3_http *http)
+err_code s3_credprov_init(s3_credprov *p, const s3_settings *set, const char *region,
+						  s3_http *http)
 {
 	memset(p, 0, sizeof(*p));
 	pthread_mutex_init(&p->mu, NULL);
 	p->http = http;
 
-	const char *ak = env_first("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY");
-	const char *sk = env_first("AWS_SECRET_ACCESS_KEY", "AWS_SECRET_KEY");
+	const char *ak = set->access_key, *sk = set->secret_key;
 	if (ak != NULL || sk != NULL) {
 		if (ak == NULL || sk == NULL)
 			return err_set(E_CONFIG, "%s is set but %s is not: set both or neither",
@@ -434,7 +440,7 @@ err_code s3_credprov_init(s3_credprov *p, const char *region, s3_http *http)
 						   ak ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
 		p->cur.access_key = trimmed(ak);
 		p->cur.secret_key = trimmed(sk);
-		const char *tk = env("AWS_SESSION_TOKEN");
+		const char *tk = set->session_token;
 		p->cur.token = tk ? trimmed(tk) : NULL;
 		p->cur.source = "environment";
 		if (p->cur.access_key[0] == '\0' || p->cur.secret_key[0] == '\0')
@@ -450,18 +456,18 @@ err_code s3_credprov_init(s3_credprov *p, const char *region, s3_http *http)
 		return E_OK;
 	}
 
-	const char *tf = env("AWS_WEB_IDENTITY_TOKEN_FILE"), *arn = env("AWS_ROLE_ARN");
+	const char *tf = set->web_identity_token_file, *arn = set->role_arn;
 	if (tf != NULL && arn != NULL) {
 		p->kind = S3_CRED_WEBID;
 		p->token_file = xstrdup(tf);
 		p->role_arn = xstrdup(arn);
-		const char *sn = env("AWS_ROLE_SESSION_NAME");
+		const char *sn = set->role_session_name;
 		p->session_name = xstrdup(sn ? sn : "walc");
 		if (!valid_session_name(p->session_name))
 			return err_set(E_CONFIG, "AWS_ROLE_SESSION_NAME: expected 2 to 64 of A-Z a-z 0-9 "
 									 "_+=,.@-, got \"%s\"",
 						   p->session_name);
-		const char *ep = env("AWS_STS_ENDPOINT");
+		const char *ep = set->sts_endpoint;
 		if (ep != NULL) {
 			if (!str_has_prefix(ep, "https://") && !str_has_prefix(ep, "http://"))
 				return err_set(E_CONFIG, "AWS_STS_ENDPOINT: expected an http:// or https:// "
@@ -474,9 +480,9 @@ err_code s3_credprov_init(s3_credprov *p, const char *region, s3_http *http)
 		return E_OK;
 	}
 
-	const char *file = env("AWS_SHARED_CREDENTIALS_FILE");
-	const char *profile = env_first("AWS_PROFILE", "AWS_DEFAULT_PROFILE");
-	const char *home = env("HOME");
+	const char *file = set->shared_credentials_file;
+	const char *profile = set->profile;
+	const char *home = set->home;
 	char *path = file ? xstrdup(file) : home ? xasprintf("%s/.aws/credentials", home) : NULL;
 	if (path != NULL) {
 		s3_creds c;
@@ -501,13 +507,20 @@ err_code s3_credprov_init(s3_credprov *p, const char *region, s3_http *http)
 		free(path);
 	}
 
-	if (env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") || env("AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
+	if (set->container_relative_uri != NULL || set->container_full_uri != NULL) {
 		p->kind = S3_CRED_ECS;
+		p->ecs_url = set->container_relative_uri != NULL
+			? xasprintf(ECS_HOST "%s", set->container_relative_uri)
+			: xstrdup(set->container_full_uri);
+		p->ecs_token = set->container_token ? xstrdup(set->container_token) : NULL;
+		p->ecs_token_file =
+			set->container_token_file ? xstrdup(set->container_token_file) : NULL;
 		return E_OK;
 	}
-	const char *off = env("AWS_EC2_METADATA_DISABLED");
-	if (off == NULL || strcasecmp(off, "true") != 0) {
+	if (!set->ec2_metadata_disabled) {
 		p->kind = S3_CRED_IMDS;
+		p->imds_endpoint =
+			set->ec2_metadata_endpoint ? xstrdup(set->ec2_metadata_endpoint) : NULL;
 		return E_OK;
 	}
 	p->kind = S3_CRED_NONE;
@@ -542,9 +555,9 @@ err_code s3_credprov_get(s3_credprov *p, bool force, s3_creds *out)
 		if (p->kind == S3_CRED_WEBID)
 			rc = fetch_web_identity(p, &c);
 		else if (p->kind == S3_CRED_ECS)
-			rc = fetch_ecs(&c);
+			rc = fetch_ecs(p, &c);
 		else
-			rc = fetch_imds(&c);
+			rc = fetch_imds(p, &c);
 		if (rc == E_OK) {
 			s3_creds_free(&p->cur);
 			p->cur = c;
@@ -583,6 +596,13 @@ void s3_credprov_free(s3_credprov *p)
 	free(p->sts_endpoint);
 	free(p->file);
 	free(p->profile);
+	free(p->ecs_url);
+	if (p->ecs_token != NULL) {
+		memset(p->ecs_token, 0, strlen(p->ecs_token));
+		free(p->ecs_token);
+	}
+	free(p->ecs_token_file);
+	free(p->imds_endpoint);
 	pthread_mutex_destroy(&p->mu);
 	memset(p, 0, sizeof(*p));
 }

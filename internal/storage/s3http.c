@@ -123,10 +123,15 @@ long s3_retry_budget_ms(const s3_retry *r)
 }
 
 /* Sleeps ms, waking early when cancelled. false when cancelled. */
+static bool cancelled(const atomic_bool *cancel)
+{
+	return (cancel != NULL && atomic_load(cancel)) || cancel_requested() != 0;
+}
+
 static bool sleep_ms(long ms, const atomic_bool *cancel)
 {
 	while (ms > 0) {
-		if (cancel != NULL && atomic_load(cancel))
+		if (cancelled(cancel))
 			return false;
 		long step = ms < 50 ? ms : 50;
 		struct timespec ts = { step / 1000, (step % 1000) * 1000000L };
@@ -134,7 +139,7 @@ static bool sleep_ms(long ms, const atomic_bool *cancel)
 			;
 		ms -= step;
 	}
-	return cancel == NULL || !atomic_load(cancel);
+	return !cancelled(cancel);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -305,7 +310,7 @@ static int progress_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 {
 	(void)dt, (void)ut;
 	xfer *x = ud;
-	if (x->req->cancel != NULL && atomic_load(x->req->cancel))
+	if (cancelled(x->req->cancel))
 		return 1;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
@@ -483,7 +488,7 @@ err_code s3_http_do(s3_http *h, const s3_signer *sg, s3_request *req, s3_respons
 	const s3_retry *rt = &h->retry;
 
 	for (int attempt = 0;; attempt++) {
-		if (req->cancel != NULL && atomic_load(req->cancel))
+		if (cancelled(req->cancel))
 			return err_set(E_CANCELLED, "%s: cancelled", req->what);
 		if (req->into != NULL && have_total && x.delivered == total && x.delivered > 0)
 			return E_OK; /* the connection broke after the last byte */

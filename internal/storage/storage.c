@@ -72,6 +72,24 @@ err_code storage_list(storage *st, const char *prefix, bool recursive, obj_list 
 	return st->ops->list(st, prefix, recursive, out);
 }
 
+err_code storage_list_temporaries(storage *st, const char *prefix, obj_list *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (prefix[0] != '\0')
+		TRY(storage_check_key(prefix));
+	return st->ops->list_temporaries ? st->ops->list_temporaries(st, prefix, out) : E_OK;
+}
+
+long storage_temporary_pid(const char *key)
+{
+	const char *mark = strstr(key, FILE_TMP_MARK);
+	if (mark == NULL)
+		return 0;
+	char *end;
+	long pid = strtol(mark + strlen(FILE_TMP_MARK), &end, 10);
+	return end != mark + strlen(FILE_TMP_MARK) && *end == '.' && pid > 0 ? pid : 0;
+}
+
 err_code storage_remove(storage *st, const char *key)
 {
 	TRY(storage_check_key(key));

@@ -12,6 +12,7 @@
 
 typedef struct storage storage;
 
+
 typedef struct obj_info {
 	char *key;		/* relative to the listed prefix's root (full key) */
 	uint64_t size;
@@ -35,6 +36,8 @@ typedef struct storage_ops {
 	void (*free)(storage *st);
 	/* Optional: as put, but finish fails with E_EXISTS if key appeared meanwhile. */
 	err_code (*put_new)(storage *st, const char *key, sink **out);
+	/* Optional: the hidden temporaries of unfinished puts below prefix (file system). */
+	err_code (*list_temporaries)(storage *st, const char *prefix, obj_list *out);
 } storage_ops;
 
 struct storage {
@@ -66,6 +69,15 @@ err_code storage_stat(storage *st, const char *key, obj_info *info);
  * everything below it, otherwise only its direct objects. A missing folder is an empty list.
  */
 err_code storage_list(storage *st, const char *prefix, bool recursive, obj_list *out);
+/*
+ * The temporaries of puts that were never finished or discarded below prefix, with their
+ * last change and, in temp_pid, the writer's process id (0 when unknown): file storage
+ * writes each object under a hidden name first, and a killed writer leaves it. Stores that
+ * publish atomically by themselves have none. storage_remove deletes one.
+ */
+err_code storage_list_temporaries(storage *st, const char *prefix, obj_list *out);
+/* The process id a temporary's key names, 0 when it names none. */
+long storage_temporary_pid(const char *key);
 /* Deleting an absent object succeeds. */
 err_code storage_remove(storage *st, const char *key);
 const char *storage_describe(storage *st);

@@ -431,10 +431,7 @@ static err_code step(tar_reader *r, const unsigned char *p, size_t len, size_t *
 	case RD_HEADER:
 		if (r->blen == 0)
 			r->hdr_off = r->off;
-		n = TAR_BLOCK - r->blen;
-		if (n > len)
-			n = len;
-		memcpy(r->blk + r->blen, p, n);
+		n = take_bytes(r->blk + r->blen, TAR_BLOCK - r->blen, &p, &len);
 		r->blen += n;
 		*used = n;
 		if (r->blen < TAR_BLOCK)

@@ -11,8 +11,7 @@
 
 struct tar_writer {
 	sink *next;
-	unsigned char *buf;
-	size_t len;
+	chunker out;		/* headers and small writes gathered; big content goes straight on */
 	uint64_t offset;	/* stream bytes produced, buffered or not */
 	uint64_t size;		/* declared size of the open member */
 	uint64_t written;	/* content bytes written to it so far */
@@ -29,36 +28,20 @@ typedef struct pax_buf {
 
 static const unsigned char zero_blocks[2 * TAR_BLOCK];
 
+static err_code to_next(void *arg, const unsigned char *data, size_t len)
+{
+	return sink_write(((tar_writer *)arg)->next, data, len);
+}
+
 static err_code flush(tar_writer *w)
 {
-	if (w->len == 0)
-		return E_OK;
-	err_code rc = sink_write(w->next, w->buf, w->len);
-	w->len = 0;
-	return rc;
+	return chunker_flush(&w->out);
 }
 
 static err_code emit(tar_writer *w, const void *buf, size_t len)
 {
-	const unsigned char *p = buf;
 	w->offset += len;
-	if (len >= WRITER_BUF) {
-		/* Big content goes straight through: copying it would only cost time. */
-		TRY(flush(w));
-		return sink_write(w->next, p, len);
-	}
-	while (len > 0) {
-		size_t n = WRITER_BUF - w->len;
-		if (n > len)
-			n = len;
-		memcpy(w->buf + w->len, p, n);
-		w->len += n;
-		p += n;
-		len -= n;
-		if (w->len == WRITER_BUF)
-			TRY(flush(w));
-	}
-	return E_OK;
+	return chunker_write(&w->out, buf, len);
 }
 
 /* Marks the writer failed so that a half-written stream is never finished as if whole. */
@@ -260,7 +243,8 @@ tar_writer *tar_writer_new(sink *next)
 {
 	tar_writer *w = xcalloc(1, sizeof(*w));
 	w->next = next;
-	w->buf = xmalloc(WRITER_BUF);
+	w->out = (chunker){ .size = WRITER_BUF, .pass_large = true, .buf = xmalloc(WRITER_BUF),
+						.put = to_next, .arg = w };
 	return w;
 }
 
@@ -331,6 +315,6 @@ void tar_writer_free(tar_writer *w)
 	if (w == NULL)
 		return;
 	sink_free(w->next);
-	free(w->buf);
+	free(w->out.buf);
 	free(w);
 }

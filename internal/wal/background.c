@@ -10,7 +10,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -151,36 +150,10 @@ static err_code upload(void *arg)
 	return E_OK;
 }
 
-/* A wal-push that hangs would stop PostgreSQL's archiver: give up at the deadline. */
-static void *watchdog(void *arg)
-{
-	long ms = *(long *)arg;
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-	log_error("wal-push did not finish within WALG_WAL_PUSH_TIMEOUT (%ld ms); giving up so "
-			  "PostgreSQL retries",
-			  ms);
-	_exit(1);
-	return NULL;
-}
-
 err_code wal_push(repo *r, const config *cfg, const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	const char *name = slash ? slash + 1 : path;
-
-	if (cfg->wal_push_timeout_ms > 0) {
-		static long timeout;
-		pthread_t t;
-		pthread_attr_t attr;
-		timeout = cfg->wal_push_timeout_ms;
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&attr, PIPE_THREAD_STACK);
-		if (pthread_create(&t, &attr, watchdog, &timeout) != 0)
-			log_warn("could not start the wal-push watchdog");
-		pthread_attr_destroy(&attr);
-	}
 
 	/* Already uploaded by an earlier call's background work. */
 	char *marker = marker_path(cfg, name);

@@ -6,14 +6,18 @@
 
 #include "internal/pg/pg.h"
 
-err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest)
+err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest,
+				   bool *prefetch)
 {
-	if (!wal_is_archive_name(name))
-		return err_set(E_CONFIG, "wal-fetch: \"%s\" is not a WAL file name", name);
-	bool taken;
-	TRY(prefetch_take(cfg, name, dest, &taken));
+	*prefetch = false;
+	if (!wal_is_file_name(name))
+		return err_set(E_CONFIG, "wal-fetch: \"%s\" is not a file name walc restores", name);
+	/* Only segments are prefetched. */
+	bool taken = false, segment = wal_is_segment_name(name);
+	if (segment)
+		TRY(prefetch_take(cfg, name, dest, &taken));
 	if (taken) {
-		prefetch_spawn(r, cfg, name, dest);
+		*prefetch = wal_prefetch_wanted(cfg, name);
 		return E_OK;
 	}
 
@@ -32,8 +36,8 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 		rc = repo_get(r, key, out);
 	if (rc == E_OK) {
 		log_fields(LOG_DEBUG, "restored WAL file", "file", name, "object", key, "dest", dest,
-				   NULL);
-		prefetch_spawn(r, cfg, name, dest);
+				   (const char *)NULL);
+		*prefetch = wal_prefetch_wanted(cfg, name);
 	}
 	free(key);
 	return rc;

@@ -27,8 +27,12 @@
 
 char *prefetch_dir(const config *cfg, const char *dest)
 {
-	if (cfg->prefetch_dir != NULL)
-		return xasprintf("%s/.wal-g/prefetch", cfg->prefetch_dir);
+	if (cfg->prefetch_dir != NULL) {
+		size_t n = strlen(cfg->prefetch_dir);
+		while (n > 1 && cfg->prefetch_dir[n - 1] == '/')
+			n--;
+		return xasprintf("%.*s/.wal-g/prefetch", (int)n, cfg->prefetch_dir);
+	}
 	const char *slash = strrchr(dest, '/');
 	if (slash == NULL)
 		return xstrdup(".wal-g/prefetch");
@@ -123,8 +127,28 @@ typedef struct job {
 	const config *cfg;
 	char *dir;
 	chan *names;
-	int missing; /* atomic: the archive ended */
+	/* atomic: the lowest segment found missing, where the archive ends (UINT64_MAX: none).
+	 * Workers take names in any order: one that finds N+2 missing must not stop another
+	 * from fetching N+1. */
+	uint64_t end;
 } job;
+
+static uint64_t segno_of(const job *j, const char *name)
+{
+	uint32_t tli;
+	uint64_t segno;
+	if (wal_name_parse(name, seg_size(j->cfg), &tli, &segno) != E_OK)
+		return UINT64_MAX;
+	return segno;
+}
+
+static void archive_ends_at(job *j, uint64_t segno)
+{
+	uint64_t cur = __atomic_load_n(&j->end, __ATOMIC_RELAXED);
+	while (segno < cur && !__atomic_compare_exchange_n(&j->end, &cur, segno, false,
+							  __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
 
 static err_code fetch_one(job *j, const char *name)
 {
@@ -143,7 +167,7 @@ static err_code fetch_one(job *j, const char *name)
 	dprintf(fd, "%d\n", (int)getpid());
 	rc = repo_find(j->r, base, &key);
 	if (rc == E_NOTFOUND) {
-		__atomic_store_n(&j->missing, 1, __ATOMIC_RELAXED);
+		archive_ends_at(j, segno_of(j, name));
 		log_debug("prefetch: %s is not archived (yet)", name);
 		rc = E_OK;
 		goto out;
@@ -172,7 +196,7 @@ static err_code worker(void *arg)
 	job *j = arg;
 	void *item;
 	while (chan_recv(j->names, &item)) {
-		if (!__atomic_load_n(&j->missing, __ATOMIC_RELAXED))
+		if (segno_of(j, item) < __atomic_load_n(&j->end, __ATOMIC_RELAXED))
 			fetch_one(j, item);
 		free(item);
 	}
@@ -201,13 +225,13 @@ static void clean_older(const char *dir, uint32_t tli, uint64_t segno, uint64_t 
 	closedir(d);
 }
 
-static void prefetch_run(repo *r, const config *cfg, const char *name, const char *dest)
+void wal_prefetch(repo *r, const config *cfg, const char *name, const char *dest)
 {
 	uint32_t tli;
 	uint64_t segno, segsize = seg_size(cfg);
 	if (wal_name_parse(name, segsize, &tli, &segno) != E_OK)
 		return;
-	job j = { .r = r, .cfg = cfg, .dir = prefetch_dir(cfg, dest) };
+	job j = { .r = r, .cfg = cfg, .dir = prefetch_dir(cfg, dest), .end = UINT64_MAX };
 	char *running = xasprintf("%s/running", j.dir);
 	if (mkdir_p(running, 0700) != E_OK) {
 		free(running);
@@ -235,25 +259,7 @@ static void prefetch_run(repo *r, const config *cfg, const char *name, const cha
 	free(j.dir);
 }
 
-void prefetch_spawn(repo *r, const config *cfg, const char *name, const char *dest)
+bool wal_prefetch_wanted(const config *cfg, const char *name)
 {
-	if (cfg->download_concurrency <= 1 || !wal_is_segment_name(name))
-		return;
-	pid_t pid = fork();
-	if (pid != 0) {
-		if (pid < 0)
-			log_debug("prefetch not started: fork: %s", strerror(errno));
-		return;
-	}
-	/* The child: detached from PostgreSQL's restore_command and quiet unless DEVEL. */
-	setsid();
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, STDIN_FILENO);
-		dup2(null, STDOUT_FILENO);
-		if (!log_enabled(LOG_DEBUG))
-			dup2(null, STDERR_FILENO);
-	}
-	prefetch_run(r, cfg, name, dest);
-	_exit(0);
+	return cfg->download_concurrency > 1 && wal_is_segment_name(name);
 }

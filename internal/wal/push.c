@@ -84,8 +84,8 @@ err_code wal_push_one(repo *r, const config *cfg, const char *path)
 	const char *name = base_name(path);
 	struct stat sb;
 
-	if (!wal_is_archive_name(name))
-		return err_set(E_CONFIG, "wal-push: %s is not a WAL file name", path);
+	if (!wal_is_file_name(name))
+		return err_set(E_CONFIG, "wal-push: \"%s\" is not a file name walc archives", path);
 	if (stat(path, &sb) != 0)
 		return err_errno(errno == ENOENT ? E_NOTFOUND : E_IO, errno, "wal-push: %s", path);
 	if (!S_ISREG(sb.st_mode))
@@ -131,11 +131,39 @@ err_code wal_push_one(repo *r, const config *cfg, const char *path)
 		snprintf(ms, sizeof(ms), "%.1f", now_ms() - t0);
 		snprintf(size, sizeof(size), "%lld", (long long)sb.st_size);
 		log_fields(LOG_INFO, "archived WAL file", "file", name, "object", key, "bytes", size,
-				   "ms", ms, NULL);
+				   "ms", ms, (const char *)NULL);
 	} else {
 		err_wrap(rc, "wal-push %s to %s", name, storage_describe(r->st));
 	}
 	free(key);
 	free(base);
+	return rc;
+}
+
+bool wal_archived(const char *pgdata, const char *name)
+{
+	char *done = xasprintf("%s/pg_wal/archive_status/%s.done", pgdata, name);
+	char *ready = xasprintf("%s/pg_wal/archive_status/%s.ready", pgdata, name);
+	char *file = xasprintf("%s/pg_wal/%s", pgdata, name);
+	bool busy = access(done, F_OK) != 0 && (access(ready, F_OK) == 0 || access(file, F_OK) == 0);
+	free(done);
+	free(ready);
+	free(file);
+	return !busy;
+}
+
+err_code wal_push_if_ready(repo *r, const config *cfg, const char *pgdata, const char *name,
+						   bool *pushed)
+{
+	char *ready = xasprintf("%s/pg_wal/archive_status/%s.ready", pgdata, name);
+	char *path = xasprintf("%s/pg_wal/%s", pgdata, name);
+	err_code rc = E_OK;
+	*pushed = false;
+	if (access(ready, F_OK) == 0) {
+		rc = wal_push_one(r, cfg, path);
+		*pushed = rc == E_OK;
+	}
+	free(ready);
+	free(path);
 	return rc;
 }

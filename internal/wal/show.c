@@ -300,62 +300,124 @@ static json_t *integrity(const wal_index *ix, const config *cfg, uint32_t cur_tl
 static err_code current_position(uint32_t *tli, uint64_t *segno, uint64_t segsize)
 {
 	pg_session *s;
-	char *standby = NULL, *lsn = NULL, *t = NULL;
 	uint64_t l = 0;
 	TRY(pg_connect(false, &s));
-	err_code rc = pg_query_value(s, "SELECT pg_is_in_recovery()", &standby);
+	err_code rc = pg_wal_position(s, tli, &l);
+	/* The segment being written cannot be archived yet: check up to the one before. */
 	if (rc == E_OK)
-		rc = pg_query_value(s,
-							strcmp(standby, "t") == 0
-								? "SELECT COALESCE(pg_last_wal_receive_lsn(), "
-								  "pg_last_wal_replay_lsn())"
-								: "SELECT pg_current_wal_lsn()",
-							&lsn);
-	/* After a promotion pg_control_checkpoint() lags until the next checkpoint. */
-	if (rc == E_OK)
-		rc = pg_query_value(s,
-							strcmp(standby, "t") == 0
-								? "SELECT timeline_id FROM pg_control_checkpoint()"
-								: "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), "
-								  "1, 8))::bit(32)::int",
-							&t);
-	if (rc == E_OK)
-		rc = pg_lsn_parse(lsn, &l);
-	if (rc == E_OK) {
-		*tli = (uint32_t)strtoul(t, NULL, 10);
-		/* The segment being written cannot be archived yet: check up to the one before. */
 		*segno = l / segsize > 0 ? l / segsize - 1 : 0;
-	}
-	free(standby);
-	free(lsn);
-	free(t);
 	pg_disconnect(s);
 	return rc;
 }
 
-err_code wal_verify(repo *r, const config *cfg, bool check_integrity, bool check_timeline,
-					bool as_json, bool *failed, FILE *out)
+/*
+ * Whether a backup starting at segment seg of timeline tli can be restored forward to the
+ * current timeline: tli is cur or an ancestor of it (by the history files), and the backup
+ * began on tli after tli began and before the timeline that followed branched off.
+ */
+static bool reaches(wal_index *ix, uint32_t cur, uint32_t tli, uint64_t seg)
+{
+	const timeline *own = NULL;
+	for (size_t i = 0; i < ix->n; i++)
+		if (ix->tl[i].id == tli)
+			own = &ix->tl[i];
+	if (own != NULL && own->has_history && seg < own->switch_lsn / ix->segsize)
+		return false;
+	uint32_t child = 0, at = cur;
+	for (int guard = 0; at != 0 && guard < 100000; guard++) {
+		if (at == tli) {
+			if (child == 0)
+				return true;
+			for (size_t i = 0; i < ix->n; i++)
+				if (ix->tl[i].id == child)
+					return seg <= ix->tl[i].switch_lsn / ix->segsize;
+			return true;
+		}
+		const timeline *t = NULL;
+		for (size_t i = 0; i < ix->n; i++)
+			if (ix->tl[i].id == at)
+				t = &ix->tl[i];
+		if (t == NULL || !t->has_history)
+			return false;
+		child = at;
+		at = t->parent;
+	}
+	return false;
+}
+
+/*
+ * Where integrity starts: the named backup's start, or the earliest backup that is not
+ * permanent (a permanent one keeps only its own WAL after delete garbage) and reaches the
+ * current timeline (WAL-G's findEarliestBackup). *first stays at cur_seg when none does.
+ */
+static err_code integrity_start(repo *r, wal_index *ix, const verify_options *o, uint32_t cur_tli,
+								uint64_t *first)
+{
+	backup_refs refs;
+	TRY(catalog_backups(r, &refs));
+	err_code rc = E_OK;
+	const char *picked = NULL;
+	bool found = false;
+	for (size_t i = 0; i < refs.len; i++) {
+		const char *name = refs.items[i].name;
+		uint32_t t;
+		uint64_t s;
+		char seg[WAL_NAME_LEN + 1];
+		snprintf(seg, sizeof(seg), "%.24s", name + strlen("base_"));
+		if (!str_has_prefix(name, "base_") || wal_name_parse(seg, ix->segsize, &t, &s) != E_OK)
+			continue;
+		if (o->backup_name != NULL) {
+			if (strcmp(name, o->backup_name) == 0) {
+				*first = s;
+				found = true;
+				picked = name;
+			}
+			continue;
+		}
+		if (s >= *first || !reaches(ix, cur_tli, t, s))
+			continue;
+		backup_sentinel bs;
+		bool perm = false;
+		if (catalog_sentinel_read(r, name, &bs) == E_OK) {
+			perm = catalog_permanent(r, name, &bs);
+			catalog_sentinel_free(&bs);
+		}
+		err_clear();
+		if (perm) {
+			log_info("wal-verify: %s is permanent, not eligible as the earliest backup", name);
+			continue;
+		}
+		*first = s;
+		picked = name;
+	}
+	if (o->backup_name != NULL && !found)
+		rc = err_set(E_NOTFOUND, "wal-verify: backup %s does not exist in %s", o->backup_name,
+					 storage_describe(r->st));
+	else if (picked != NULL)
+		log_info("wal-verify: checking from backup %s", picked);
+	catalog_backups_free(&refs);
+	return rc;
+}
+
+err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *failed,
+					FILE *out)
 {
 	wal_index ix;
 	uint32_t cur_tli = 0;
 	uint64_t cur_seg = 0;
+	uint64_t segsize = (uint64_t)cfg->pg_wal_size_mb << 20;
 	*failed = false;
-	TRY(current_position(&cur_tli, &cur_seg, (uint64_t)cfg->pg_wal_size_mb << 20));
+	if (o->at_timeline != 0) {
+		cur_tli = o->at_timeline;
+		cur_seg = o->at_lsn / segsize;
+	} else {
+		TRY(current_position(&cur_tli, &cur_seg, segsize));
+	}
 	TRY(index_build(r, cfg, false, &ix));
 	json_t *res = json_object();
-	if (check_integrity) {
-		backup_refs refs;
-		err_code rc = catalog_backups(r, &refs);
+	if (o->integrity) {
 		uint64_t first = cur_seg;
-		for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
-			uint32_t t;
-			uint64_t s;
-			char seg[WAL_NAME_LEN + 1];
-			snprintf(seg, sizeof(seg), "%.24s", refs.items[i].name + strlen("base_"));
-			if (wal_name_parse(seg, ix.segsize, &t, &s) == E_OK && s < first)
-				first = s;
-		}
-		catalog_backups_free(&refs);
+		err_code rc = integrity_start(r, &ix, o, cur_tli, &first);
 		if (rc != E_OK) {
 			json_decref(res);
 			index_free(&ix);
@@ -369,7 +431,7 @@ err_code wal_verify(repo *r, const config *cfg, bool check_integrity, bool check
 		json_object_set_new(res, "integrity", o);
 		*failed |= strcmp(overall, "FAILURE") == 0;
 	}
-	if (check_timeline) {
+	if (o->timeline) {
 		uint32_t highest = 0;
 		for (size_t i = 0; i < ix.n; i++)
 			if (ix.tl[i].nsegs > 0 || ix.tl[i].has_history)
@@ -384,7 +446,7 @@ err_code wal_verify(repo *r, const config *cfg, bool check_integrity, bool check
 		json_object_set_new(res, "timeline", o);
 		*failed |= strcmp(st, "FAILURE") == 0;
 	}
-	if (as_json) {
+	if (o->json) {
 		char *s = json_dumps(res, JSON_PRESERVE_ORDER);
 		fprintf(out, "%s\n", s);
 		free(s);
@@ -393,6 +455,7 @@ err_code wal_verify(repo *r, const config *cfg, bool check_integrity, bool check
 		if (in != NULL) {
 			fprintf(out, "[wal-verify] integrity check status: %s\n",
 					json_string_value(json_object_get(in, "status")));
+			fprintf(out, "[wal-verify] integrity check details:\n");
 			static const char *const hdr[] = { "TLI", "START", "END", "SEGMENTS COUNT",
 											   "STATUS" };
 			static const bool right[] = { true, false, false, true, false };

@@ -22,28 +22,51 @@ err_code wal_push(repo *r, const config *cfg, const char *path);
 /* The upload of one file alone, without markers or background uploads. */
 err_code wal_push_one(repo *r, const config *cfg, const char *path);
 /*
+ * PostgreSQL has archived pgdata's WAL file name: its .done exists, or neither the file nor
+ * its .ready is left.
+ */
+bool wal_archived(const char *pgdata, const char *name);
+/*
+ * Uploads pgdata's WAL file name if PostgreSQL marked it .ready (*pushed), without a marker
+ * and without touching archive_status: backup-push's own WAL, ahead of a slow archiver.
+ */
+err_code wal_push_if_ready(repo *r, const config *cfg, const char *pgdata, const char *name,
+						   bool *pushed);
+/*
  * Restores WAL file name into dest atomically, whatever extension it was stored with.
  * E_NOTFOUND with "Archive '<name>' does not exist." when there is none; on any failure dest
- * is not created.
+ * is not created. *prefetch says whether the segments after name should be prefetched now
+ * (wal_prefetch, which the caller runs where it fits: a child process, or a thread).
  */
-err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest);
+err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest,
+				   bool *prefetch);
 
 /* wal-show: timelines, ranges and gaps in wal_005/, as a table or detailed JSON. */
 err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_backups,
 				  FILE *out);
+/* wal-verify's checks and WAL-G's options for them. */
+typedef struct verify_options {
+	bool integrity;			 /* every segment from the earliest backup to now is archived */
+	bool timeline;			 /* storage's highest timeline is the cluster's */
+	bool json;
+	const char *backup_name; /* integrity from this backup's start, not the earliest's */
+	uint32_t at_timeline;	 /* with at_lsn: "now" is this, not the cluster's position */
+	uint64_t at_lsn;
+} verify_options;
 /*
- * wal-verify: integrity (every segment from the oldest backup to the cluster's current one)
- * and/or timeline (storage's highest timeline vs the cluster's). *failed when a check says
- * FAILURE.
+ * wal-verify. The earliest backup is the oldest non-permanent one on a timeline the current
+ * one descends from (WAL-G's rule). *failed when a check says FAILURE.
  */
-err_code wal_verify(repo *r, const config *cfg, bool check_integrity, bool check_timeline,
-					bool as_json, bool *failed, FILE *out);
+err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *failed,
+					FILE *out);
 
 /* The prefetch directory for a destination: <WALG_PREFETCH_DIR or dest's dir>/.wal-g/prefetch. */
 char *prefetch_dir(const config *cfg, const char *dest);
 /* Serves name from the prefetch directory if a complete copy is there (*taken). */
 err_code prefetch_take(const config *cfg, const char *name, const char *dest, bool *taken);
-/* Starts a detached child that prefetches the segments after name. */
-void prefetch_spawn(repo *r, const config *cfg, const char *name, const char *dest);
+/* Whether fetching name should be followed by prefetching (WALG_DOWNLOAD_CONCURRENCY > 1). */
+bool wal_prefetch_wanted(const config *cfg, const char *name);
+/* Fetches the WALG_DOWNLOAD_CONCURRENCY segments after name into the prefetch directory. */
+void wal_prefetch(repo *r, const config *cfg, const char *name, const char *dest);
 
 #endif

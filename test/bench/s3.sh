@@ -24,13 +24,7 @@ S3_BUCKET=bench
 # s3_rgw_nodelay gives.
 s3_tls_start() {
 	local dir=$1 i
-	if ! command -v stunnel4 >/dev/null; then
-		log "installing stunnel4"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends stunnel4 >/dev/null 2>&1 || {
-			apt-get update -q >/dev/null
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends stunnel4 >/dev/null
-		}
-	fi
+	command -v stunnel4 >/dev/null || apt_install stunnel4 >/dev/null # apt.sh, sourced by run.sh
 	S3_CERT=$dir/cert.pem
 	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
 		-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$dir/key.pem" -out "$S3_CERT" \

@@ -29,7 +29,7 @@ wal_cleanup() {
 	set +e
 	[ -z "$WAL_DPID" ] || kill "$WAL_DPID" 2>/dev/null
 	[ -z "$WAL_PROXY_PID" ] || kill "$WAL_PROXY_PID" 2>/dev/null
-	[ -z "$WAL_RGW_DIR" ] || "$S3_SHARED/ceph-rgw.sh" stop "$WAL_RGW_DIR" >/dev/null 2>&1
+	[ -z "$WAL_RGW_DIR" ] || "$S3_SERVERS/ceph-rgw.sh" stop "$WAL_RGW_DIR" >/dev/null 2>&1
 	WAL_DPID="" WAL_PROXY_PID="" WAL_RGW_DIR=""
 	return "$rc"
 }
@@ -275,7 +275,7 @@ bench_wal() {
 	s3port=$(s3_port 10)
 	WAL_RGW_DIR=$W/rgw
 	log "wal: starting Ceph RGW on port $s3port"
-	"$S3_SHARED/ceph-rgw.sh" start "$WAL_RGW_DIR" "$s3port" >"$T/log/wal-rgw.log" 2>&1 ||
+	"$S3_SERVERS/ceph-rgw.sh" start "$WAL_RGW_DIR" "$s3port" >"$T/log/wal-rgw.log" 2>&1 ||
 		{ cat "$T/log/wal-rgw.log" >&2; fail "ceph-rgw.sh start"; }
 	WAL_KEY=$(sed -n 's/^AWS_ACCESS_KEY_ID=//p' "$WAL_RGW_DIR/env")
 	WAL_SECRET=$(sed -n 's/^AWS_SECRET_ACCESS_KEY=//p' "$WAL_RGW_DIR/env")

@@ -54,21 +54,16 @@ skip() { echo "SKIP $1"; }
 
 # --- set-up (idempotent) -------------------------------------------------------------------
 
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+# shellcheck source-path=SCRIPTDIR source=../../deploy/apt.sh
+. "$ROOT/deploy/apt.sh"
 
 install_debian() {
 	local pkgs=(golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
-		golang-gopkg-yaml.v3-dev yamllint shellcheck) missing=() p
+		golang-gopkg-yaml.v3-dev yamllint shellcheck)
 	# Debian's nodejs and npm, unless a node and npm are there already (e.g. NodeSource's).
 	command -v node >/dev/null || pkgs+=(nodejs)
 	command -v npm >/dev/null || pkgs+=(npm)
-	for p in "${pkgs[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	echo "installing ${missing[*]}"
-	as_root apt-get update -q &&
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+	apt_install "${pkgs[@]}"
 }
 
 install_npm() {

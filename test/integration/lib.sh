@@ -2,7 +2,8 @@
 # Shared helpers for walc's integration tests (sourced by test_*.sh and test/demo.sh).
 #
 # Conventions:
-#   - it_setup creates the test's own directory $T under /tmp (owned by postgres, since the
+#   - it_setup creates the test's own directory $T under /tmp, or in the run's directory
+#     $WALC_IT_RUN under test/integration/run.sh (owned by postgres, since the
 #     servers and their archive/restore commands run as postgres), its own HOME and PGDATA for
 #     walc runs, and an EXIT trap that stops every server started here and removes $T
 #     (KEEP=1 keeps it).
@@ -73,7 +74,7 @@ assert_not_contains() { # HAYSTACK NEEDLE WHAT
 	case $1 in *"$2"*) fail "$3: must not contain '$2', got: $1" ;; *) ;; esac
 }
 assert_match() { # HAYSTACK ERE WHAT
-	printf '%s\n' "$1" | grep -Eq -- "$2" || fail "$3: expected to match /$2/, got: $1"
+	grep -Eq -- "$2" <<<"$1" || fail "$3: expected to match /$2/, got: $1"
 }
 assert_absent() { # PATH WHAT
 	if [ -e "$1" ] || [ -L "$1" ]; then fail "$2: $1 must not exist"; fi
@@ -87,7 +88,7 @@ assert_no_sanitizer_reports() { # FILE...
 	for f in "$@"; do
 		[ -f "$f" ] || continue
 		if grep -Eq "$SANITIZER_RE" "$f"; then
-			grep -En -B2 -A20 "$SANITIZER_RE" "$f" | head -n 60 >&2
+			grep -En -B2 -A20 "$SANITIZER_RE" "$f" | sed -n 1,60p >&2
 			fail "sanitizer report in $f"
 		fi
 	done
@@ -142,7 +143,8 @@ it_cleanup() {
 it_setup() {
 	[ -x "$WALC" ] || fail "walc binary not found or not executable: $WALC (run 'make walc', or set WALC)"
 	[ -x "$PGBIN/initdb" ] || fail "PostgreSQL 15 binaries not found in $PGBIN"
-	T=$(mktemp -d "/tmp/walc-${1:-it}.XXXXXX")
+	# Under run.sh, in the run's directory: its check for processes left running finds them by it.
+	T=$(mktemp -d "${WALC_IT_RUN:-/tmp}/walc-${1:-it}.XXXXXX")
 	trap it_cleanup EXIT
 	trap 'exit 143' TERM
 	trap 'exit 130' INT
@@ -177,7 +179,7 @@ wrun() {
 	# shellcheck disable=SC2034
 	W_OUT=$(cat "$T/.w_out")
 	W_ERR=$(cat "$T/.w_err")
-	if printf '%s\n' "$W_ERR" | grep -Eq "$SANITIZER_RE"; then
+	if grep -Eq "$SANITIZER_RE" <<<"$W_ERR"; then
 		printf '%s\n' "$W_ERR" >&2
 		fail "sanitizer report from: walc $*"
 	fi
@@ -195,7 +197,7 @@ wrun_pg() {
 	# shellcheck disable=SC2034
 	W_OUT=$(cat "$T/.w_out")
 	W_ERR=$(cat "$T/.w_err")
-	if printf '%s\n' "$W_ERR" | grep -Eq "$SANITIZER_RE"; then
+	if grep -Eq "$SANITIZER_RE" <<<"$W_ERR"; then
 		printf '%s\n' "$W_ERR" >&2
 		fail "sanitizer report from (as postgres): walc $*"
 	fi
@@ -420,14 +422,15 @@ sodium_decrypt() { "$PY" "$IT_DIR/sodium.py" decrypt "$1" "$2"; }
 
 # recover_conf DIR "WALC ENV" [LINE...]: make a restored data directory recover through
 # walc wal-fetch and promote; LINEs replace the default recovery_target = 'immediate'.
+# RECOVER_FETCH=COMMAND: another wal-fetch than walc's (e.g. WAL-G's) as restore_command.
 recover_conf() {
-	local dir=$1 envs=$2
+	local dir=$1 fetch="${RECOVER_FETCH:-env $2 $WALC_PG}"
 	shift 2
 	[ $# -gt 0 ] || set -- "recovery_target = 'immediate'"
 	sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d; /^archive_mode/d; /^restore_command/d; /^recovery_target/d' \
 		"$dir/postgresql.conf"
-	printf "archive_mode = off\nrestore_command = 'env %s %s wal-fetch %%f %%p'\nrecovery_target_action = 'promote'\n" \
-		"$envs" "$WALC_PG" >>"$dir/postgresql.conf"
+	printf "archive_mode = off\nrestore_command = '%s wal-fetch %%f %%p'\nrecovery_target_action = 'promote'\n" \
+		"$fetch" >>"$dir/postgresql.conf"
 	printf '%s\n' "$@" >>"$dir/postgresql.conf"
 	touch "$dir/recovery.signal"
 	pg_own "$dir"

@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # Helpers for the S3 integration tests (sourced after lib.sh and it_setup): real servers on
-# loopback from shared/s3 (Ceph RGW, s3rver), the helper programs built with the Makefile's
-# flags, awscli as an independent client, and the cleanup of everything started here.
+# loopback started by test/servers (Ceph RGW, s3rver), the helper programs built with the
+# Makefile's flags, awscli as an independent client, and the cleanup of everything started here.
 
-S3_SHARED=${WALC_SHARED:-$ROOT/../shared}/s3
+S3_SERVERS=$ROOT/test/servers
 S3_PIDS=()      # helper processes (fault proxy, fake STS) to stop on exit
 S3_RGW_DIR=""   # Ceph cluster started here, stopped on exit
 S3_S3RVER_DIR=""
@@ -12,8 +12,8 @@ s3_cleanup() {
 	local p
 	set +e # runs from the EXIT trap: a helper that already exited must not stop the cleanup
 	for p in "${S3_PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	if [ -n "$S3_RGW_DIR" ]; then "$S3_SHARED/ceph-rgw.sh" stop "$S3_RGW_DIR" >/dev/null 2>&1; fi
-	if [ -n "$S3_S3RVER_DIR" ]; then "$S3_SHARED/s3rver.sh" stop "$S3_S3RVER_DIR" >/dev/null 2>&1; fi
+	if [ -n "$S3_RGW_DIR" ]; then "$S3_SERVERS/ceph-rgw.sh" stop "$S3_RGW_DIR" >/dev/null 2>&1; fi
+	if [ -n "$S3_S3RVER_DIR" ]; then "$S3_SERVERS/s3rver.sh" stop "$S3_S3RVER_DIR" >/dev/null 2>&1; fi
 	return 0
 }
 
@@ -46,11 +46,11 @@ s3_s3rver_start() {
 	for try in 1 2 3; do
 		S3RVER_PORT=$(s3_port 1)
 		log "starting s3rver ($mode) on port $S3RVER_PORT"
-		if "$S3_SHARED/s3rver.sh" start "$S3_S3RVER_DIR" "$S3RVER_PORT" "$mode" >"$T/log/s3rver.out" 2>&1; then
+		if "$S3_SERVERS/s3rver.sh" start "$S3_S3RVER_DIR" "$S3RVER_PORT" "$mode" >"$T/log/s3rver.out" 2>&1; then
 			return 0
 		fi
 		log "s3rver did not start (try $try): $(tail -n 3 "$S3_S3RVER_DIR/log" 2>/dev/null | tr '\n' ' ')"
-		"$S3_SHARED/s3rver.sh" stop "$S3_S3RVER_DIR" >/dev/null 2>&1 || true
+		"$S3_SERVERS/s3rver.sh" stop "$S3_S3RVER_DIR" >/dev/null 2>&1 || true
 	done
 	cat "$T/log/s3rver.out" "$S3_S3RVER_DIR/log" >&2 2>/dev/null
 	fail "s3rver.sh start"
@@ -64,7 +64,9 @@ s3_build_helpers() {
 	local warn="-Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -Wvla -Wwrite-strings -Wcast-qual -Werror"
 	# tests may run side by side (INTEGRATION_JOBS): one make at a time in a build directory
 	mkdir -p "$build"
-	flock "$build/.make.lock" make -s -C "$ROOT" BUILD="$build" "$build/libwalc.a" >"$T/log/build.log" 2>&1 ||
+	# and without the calling make's variables: under make coverage they would build it instrumented
+	flock "$build/.make.lock" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$ROOT" \
+		BUILD="$build" "$build/libwalc.a" >"$T/log/build.log" 2>&1 ||
 		{ cat "$T/log/build.log" >&2; fail "building libwalc.a"; }
 	S3_LIVE=$T/bin/s3_live
 	S3_UNIT=$T/bin/test_s3
@@ -86,7 +88,7 @@ s3_rgw_start() {
 	port=$(s3_port 10)
 	S3_RGW_DIR=$T/rgw
 	log "starting Ceph RGW on port $port"
-	"$S3_SHARED/ceph-rgw.sh" start "$S3_RGW_DIR" "$port" >"$T/log/rgw-start.log" 2>&1 ||
+	"$S3_SERVERS/ceph-rgw.sh" start "$S3_RGW_DIR" "$port" >"$T/log/rgw-start.log" 2>&1 ||
 		{ cat "$T/log/rgw-start.log" >&2; fail "ceph-rgw.sh start"; }
 	set -a
 	# shellcheck disable=SC1091

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # WAL-G settings walc does not implement that change what is stored, where, or how it is
-# protected are errors, never warnings (issue 14 §1); the OpenPGP ones walc implements are not. A repository with a full backup and its
-# WAL, a running cluster; then each such setting alone, on top of a configuration that works:
+# protected are errors, never warnings (issue 14 §1); the OpenPGP ones walc implements are not.
+# A repository with a full backup and its WAL, a running cluster; then each such setting alone,
+# on top of a configuration that works:
 #   - wal-push of a real segment, backup-push of the running cluster and backup-fetch of the
 #     backup each exit 1 with exactly one stderr line naming the setting;
 #   - the repository's listing (names, sizes, times) is the same before and after, and
@@ -107,8 +108,31 @@ for v in S3_RETENTION_PERIOD=3600 WALG_S3_RETENTION_PERIOD=3600 WALE_S3_RETENTIO
 	S3_USE_YC_SESSION_TOKEN=true; do
 	refused "$v"
 done
-refused WALG_CONFIG_PATH=/etc/walg/walg.json
-ok "object lock, metadata, page sizes, request rewriting and configuration files are refused"
+ok "object lock, metadata, page sizes and request rewriting are refused"
+
+# a configuration file in a format walc does not read (WAL-G reads YAML too): refused, naming it
+printf 'WALG_PGP_KEY_PATH: /etc/walg/key.asc\n' >"$T/walg.yaml"
+for cmd in wal-push backup-push backup-fetch; do
+	before=$(listing)
+	rm -rf "$T/dest"
+	case $cmd in
+	wal-push) wrun_pg "${ENVS[@]}" WALG_CONFIG_PATH="$T/walg.yaml" -- wal-push "$SRC/pg_wal/$SEG" ;;
+	backup-push) wrun_pg "${ENVS[@]}" "${PGENV[@]}" -- --config "$T/walg.yaml" backup-push "$SRC" ;;
+	backup-fetch) wrun_pg "${ENVS[@]}" -- backup-fetch "$T/dest" LATEST --config "$T/walg.yaml" ;;
+	esac
+	expect_rc 1 "$cmd with a YAML configuration file"
+	assert_eq 1 "$(nlines "$W_ERR")" "$cmd with a YAML file: stderr lines (stderr: $W_ERR)"
+	assert_contains "$W_ERR" "$T/walg.yaml" "$cmd with a YAML file: the message names it"
+	assert_eq "$before" "$(listing)" "$cmd with a YAML file: the repository's listing"
+	assert_absent "$T/dest" "$cmd with a YAML file: the destination"
+done
+# ...and a refused setting inside a JSON one is refused like one in the environment
+printf '{"WALG_CSE_KMS_ID": "arn:aws:kms:eu-west-1:1:key/abc"}\n' >"$T/walg.json"
+chmod 644 "$T/walg.yaml" "$T/walg.json"
+wrun_pg "${ENVS[@]}" WALG_CONFIG_PATH="$T/walg.json" -- wal-push "$SRC/pg_wal/$SEG"
+expect_rc 1 "wal-push with a refused setting in the JSON file"
+assert_contains "$W_ERR" "WALG_CSE_KMS_ID (in $T/walg.json) is set, but" "the refusal names the file"
+ok "configuration files: other formats refused naming the file, refused settings in JSON too"
 
 # "off" values are accepted, and the harmless ones stay quiet or warn
 wrun_pg "${ENVS[@]}" WALG_TARGET_STORAGE=default WALG_UPLOAD_WAL_METADATA=NOMETADATA \

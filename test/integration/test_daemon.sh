@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 it_setup daemon
 
-make -s -C "$ROOT" archive-module-install >"$T/module.log" 2>&1 || { cat "$T/module.log"; fail "installing walc_archive"; }
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$ROOT" archive-module-install >"$T/module.log" 2>&1 || { cat "$T/module.log"; fail "installing walc_archive"; }
 mkdir -p "$T/repo"
 pg_own "$T"
 pg_init "$T/src" --wal-segsize=1
@@ -16,16 +16,21 @@ SOCK=$T/walc.sock
 pg_conf "$T/src" "wal_level = replica" "archive_mode = on" "archive_library = 'walc_archive'" \
 	"walc_archive.socket = '$SOCK'" "wal_keep_size = 1GB" "archive_timeout = 0"
 
+# start_daemon: walc daemon on $SOCK, as postgres. DAEMON is the job (a subshell running as_pg's
+# runuser), WALC_D walc itself, found by its exact command line. A killed daemon leaves its
+# socket file behind: it is removed first, so that the socket seen below is the new daemon's.
 start_daemon() {
+	rm -f "$SOCK"
 	as_pg env PGDATA="$T/src" WALG_FILE_PREFIX="$T/repo" WALG_PG_WAL_SIZE=1 \
 		WALG_METRICS_ADDRESS="127.0.0.1:$MPORT" ASAN_OPTIONS="$ASAN_OPTIONS" \
 		"$WALC_PG" daemon "$SOCK" >>"$T/daemon.log" 2>&1 &
 	DAEMON=$!
 	BG_PIDS+=("$DAEMON")
-	for _ in $(seq 1 100); do
-		if [ -S "$SOCK" ]; then
-			# runuser is the job; the cleanup must stop walc itself.
-			BG_PIDS+=($(pgrep -f " daemon $SOCK" || true))
+	WALC_D=""
+	for _ in $(seq 1 200); do
+		[ -n "$WALC_D" ] || WALC_D=$(pgrep -xf "$WALC_PG daemon $SOCK" || true)
+		if [ -n "$WALC_D" ] && [ -S "$SOCK" ]; then
+			BG_PIDS+=("$WALC_D") # the cleanup must stop walc, not only runuser
 			return 0
 		fi
 		sleep 0.05
@@ -46,7 +51,7 @@ switch_n() {
 }
 last=$(switch_n 55)
 wait_archived "$T/src" "$last" 120
-n=$(ls "$T/repo/wal_005" | grep -cE '^[0-9A-F]{24}\.lz4$')
+n=$(find "$T/repo/wal_005" -name '[0-9A-F]*.lz4' | grep -cE '/[0-9A-F]{24}\.lz4$')
 [ "$n" -ge 50 ] || fail "only $n segments archived through the daemon"
 archived=$(psqlc "$PORT" "SELECT archived_count FROM pg_stat_archiver")
 metrics=$(curl -sf "http://127.0.0.1:$MPORT/metrics") || fail "GET /metrics"
@@ -62,8 +67,7 @@ assert "walc_wal_archived" in names and "walc_archive_lag_seconds" in names, nam
 log "$n segments archived through the daemon (PostgreSQL: $archived), metrics parse"
 
 # Daemon gone: archiving fails and PostgreSQL keeps the files; back: it resumes, nothing lost.
-# (as_pg's runuser is the parent: kill walc itself)
-pkill -9 -f " daemon $SOCK" || fail "no daemon process to kill"
+kill -KILL "$WALC_D" || fail "no daemon process to kill"
 wait "$DAEMON" 2>/dev/null || true
 failed0=$(psqlc "$PORT" "SELECT failed_count FROM pg_stat_archiver")
 last=$(switch_n 5)

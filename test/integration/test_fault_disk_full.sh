@@ -18,7 +18,7 @@
 . "$(dirname "$0")/lib.sh"
 it_setup fault-disk-full
 START=$SECONDS
-[ "$(id -u)" = 0 ] || { log "SKIP: mounting a tmpfs needs root"; exit 0; }
+[ "$(id -u)" = 0 ] || { log "skipped: mounting a tmpfs needs root"; exit 0; }
 MOUNTS=()
 # unmount before it_cleanup removes $T; it reads the test's status from $?
 # shellcheck disable=SC2154 # rc is assigned inside the trap string

@@ -53,7 +53,7 @@ hrun() {
 	W_OUT=$(cat "$T/.w_out")
 	W_ERR=$(cat "$T/.w_err")
 	H_RSS=$(cat "$T/rss")
-	if printf '%s\n' "$W_ERR" | grep -Eq "$SANITIZER_RE"; then
+	if grep -Eq "$SANITIZER_RE" <<<"$W_ERR"; then
 		printf '%s\n' "$W_ERR" >&2
 		fail "sanitizer report from: walc $*"
 	fi

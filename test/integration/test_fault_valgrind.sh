@@ -14,7 +14,7 @@
 it_setup fault-valgrind
 START=$SECONDS
 VG=$(command -v valgrind || true)
-[ -n "$VG" ] || { log "SKIP: valgrind is not installed"; exit 0; }
+[ -n "$VG" ] || { log "skipped: valgrind is not installed"; exit 0; }
 VGOPTS=(--error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --track-fds=no
 	--child-silent-after-fork=yes --num-callers=30)
 

@@ -26,7 +26,7 @@ wcat() {
 	W_RC=$?
 	set -e
 	W_ERR=$(cat "$T/.w_err")
-	if printf '%s\n' "$W_ERR" | grep -Eq "$SANITIZER_RE"; then
+	if grep -Eq "$SANITIZER_RE" <<<"$W_ERR"; then
 		printf '%s\n' "$W_ERR" >&2
 		fail "sanitizer report from: walc $*"
 	fi

@@ -210,3 +210,27 @@ wrun "WALG_FILE_PREFIX=$T/repo" -- wal-fetch "$SEG" "$T/no/such/dir/RECOVERYXLOG
 expect_rc 1 "wal-fetch into a missing directory"
 assert_contains "$W_ERR" "$T/no/such/dir" "wal-fetch into a missing directory: message names the path"
 ok "destination in a missing directory: exit 1 naming it"
+
+# ---- the wal-push deadline -----------------------------------------------------------------------
+# A store that accepts the connection and never answers: at WALG_WAL_PUSH_TIMEOUT the push is
+# cancelled and fails (PostgreSQL retries later), long before its retries would give up.
+HPORT=$(free_port)
+"$PY" -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16)
+conns = []
+while True:
+    c, _ = s.accept(); conns.append(c)
+' "$HPORT" &
+BG_PIDS+=("$!")
+sleep 0.5
+start=$SECONDS
+wrun WALG_S3_PREFIX=s3://bucket/p AWS_ENDPOINT="http://127.0.0.1:$HPORT" AWS_ACCESS_KEY_ID=k \
+	AWS_SECRET_ACCESS_KEY=s AWS_S3_FORCE_PATH_STYLE=true WALG_WAL_PUSH_TIMEOUT=2s \
+	S3_LOW_SPEED_TIMEOUT=600 -- wal-push "$T/wal/$SEG"
+took=$((SECONDS - start))
+expect_rc 1 "wal-push to a store that never answers"
+assert_contains "$W_ERR" "WALG_WAL_PUSH_TIMEOUT" "the deadline is named"
+[ "$took" -le 8 ] || fail "wal-push stopped $took s after start (deadline 2 s)"
+ok "wal-push stops at WALG_WAL_PUSH_TIMEOUT ($took s)"

@@ -85,17 +85,17 @@ EOF
 chmod 755 "$T/push-all.sh"
 pg_own "$T"
 
-# ---- decoder self-check against a WAL-G fixture, when shared/ is there ----------------------
-for fx in "$ROOT/../shared/fixtures/walg-v3.0.9" /work/shared/fixtures/walg-v3.0.9; do
-	obj=$fx/zstd-libsodium-base64/repo/wal_005/000000010000000000000025.zst
-	if [ -f "$obj" ] && [ -f "$fx/zstd/repo/wal_005/000000010000000000000025.zst" ]; then
-		a=$(sodium_decrypt "$fx/zstd-libsodium-base64/libsodium-base64.key" base64 <"$obj" | zstd -dcq | sha256sum)
-		b=$(zstd -dcq <"$fx/zstd/repo/wal_005/000000010000000000000025.zst" | sha256sum)
-		assert_eq "$b" "$a" "sodium.py self-check on the WAL-G fixture"
-		log "sodium.py decrypts WAL-G's fixture object correctly"
-		break
-	fi
-done
+# ---- decoder self-check against a WAL-G fixture ---------------------------------------------
+fx=${WALC_FIXTURES_WALG:-$ROOT/test/fixtures/walg-v3.0.9}
+obj=$fx/zstd-libsodium-base64/repo/wal_005/000000010000000000000025.zst
+plain=$fx/zstd/repo/wal_005/000000010000000000000025.zst
+if [ ! -f "$obj" ] || [ ! -f "$plain" ]; then
+	fail "WAL-G fixture objects not found under $fx (WALC_FIXTURES_WALG)"
+fi
+a=$(sodium_decrypt "$fx/zstd-libsodium-base64/libsodium-base64.key" base64 <"$obj" | zstd -dcq | sha256sum)
+b=$(zstd -dcq <"$plain" | sha256sum)
+assert_eq "$b" "$a" "sodium.py self-check on the WAL-G fixture"
+log "sodium.py decrypts WAL-G's fixture object correctly"
 
 # ---- source cluster -------------------------------------------------------------------------
 SRC=$T/src

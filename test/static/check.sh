@@ -44,7 +44,7 @@ else
 fi
 
 out=$(LC_ALL=C readelf -lW "$BIN" 2>&1)
-if printf '%s\n' "$out" | grep -qE '^[[:space:]]*(INTERP|DYNAMIC)[[:space:]]'; then
+if grep -qE '^[[:space:]]*(INTERP|DYNAMIC)[[:space:]]' <<<"$out"; then
 	failc "readelf -l: no INTERP/DYNAMIC program header" "$(printf '%s\n' "$out" | grep -E 'INTERP|DYNAMIC|interpreter')"
 else
 	pass "readelf -l: no INTERP/DYNAMIC program header"

@@ -22,12 +22,12 @@ STORAGE=${1:?usage: scenario.sh file|s3}
 . "$(dirname "$0")/../integration/lib.sh"
 it_setup "static-$STORAGE"
 START=$SECONDS
-SHARED=${WALC_SHARED:-$ROOT/../shared}
+S3RVER_SH=$ROOT/test/servers/s3rver.sh
 S3RVER_DIR=""
 
 cleanup() {
 	local rc=$?
-	if [ -n "$S3RVER_DIR" ]; then bash "$SHARED/s3/s3rver.sh" stop "$S3RVER_DIR" >/dev/null 2>&1; fi
+	if [ -n "$S3RVER_DIR" ]; then "$S3RVER_SH" stop "$S3RVER_DIR" >/dev/null 2>&1; fi
 	(exit "$rc")
 	it_cleanup
 }
@@ -48,8 +48,8 @@ s3)
 	done
 	S3RVER_DIR=$T/s3rver
 	log "starting s3rver (https) on 127.0.0.1:$S3PORT"
-	bash "$SHARED/s3/s3rver.sh" start "$S3RVER_DIR" "$S3PORT" https >"$T/log/s3rver.out" 2>&1 ||
-		{ cat "$T/log/s3rver.out" "$S3RVER_DIR/log" >&2 2>/dev/null; fail "s3rver.sh start (shared/s3 at $SHARED)"; }
+	"$S3RVER_SH" start "$S3RVER_DIR" "$S3PORT" https >"$T/log/s3rver.out" 2>&1 ||
+		{ cat "$T/log/s3rver.out" "$S3RVER_DIR/log" >&2 2>/dev/null; fail "s3rver.sh start"; }
 	chmod 755 "$S3RVER_DIR"
 	chmod 644 "$S3RVER_DIR/cert.pem"
 	ENVS=(WALG_S3_PREFIX=s3://test/static AWS_ENDPOINT="https://127.0.0.1:$S3PORT"
@@ -57,7 +57,7 @@ s3)
 		AWS_REGION=us-east-1 S3_CA_CERT_FILE="$S3RVER_DIR/cert.pem")
 	# Is the S3 backend there at all? A missing WAL file must be reported as missing.
 	wrun "${ENVS[@]}" -- wal-fetch 000000010000000000000042 "$T/probe"
-	if [ "$W_RC" != 0 ] && printf '%s\n' "$W_ERR" | grep -Eiq 'not (yet )?(implemented|supported)|unsupported|unknown storage'; then
+	if [ "$W_RC" != 0 ] && grep -Eiq 'not (yet )?(implemented|supported)|unsupported|unknown storage' <<<"$W_ERR"; then
 		echo "S3 part: not run: walc's S3 backend reports: $(printf '%s\n' "$W_ERR" | head -n 1)"
 		exit 3
 	fi

@@ -2,9 +2,9 @@
 # make test-static: the self-check of the static binary (check.sh), then walc-static against a
 # real PostgreSQL 15 on file storage and over HTTPS against s3rver (scenario.sh file|s3).
 #
-# Environment: WALC_STATIC (binary, default <repo>/walc-static), WALC_SHARED (the shared/
-# directory holding s3/s3rver.sh, default <repo>/../shared), STATIC_TIMEOUT (per scenario,
-# default 600 s), KEEP=1 / KEEP_FAILED=1 as for the integration tests.
+# Environment: WALC_STATIC (binary, default <repo>/walc-static), STATIC_TIMEOUT (per scenario,
+# default 600 s), KEEP=1 / KEEP_FAILED=1 as for the integration tests. s3rver is started by
+# test/servers/s3rver.sh.
 # Last line: "test-static: N passed, N failed" for the scenarios (", N not run" when the S3
 # part could not run); exit 1 when a scenario or the self-check failed.
 set -u
@@ -12,7 +12,6 @@ DIR=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$DIR/../.." && pwd)
 export WALC=${WALC_STATIC:-$ROOT/walc-static}
 case $WALC in /*) ;; *) WALC=$ROOT/$WALC ;; esac
-export WALC_SHARED=${WALC_SHARED:-$ROOT/../shared}
 TIMEOUT=${STATIC_TIMEOUT:-600}
 
 # The self-check prints its own "static-check: N passed, N failed"; the line below counts the

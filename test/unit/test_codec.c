@@ -568,15 +568,14 @@ static void test_we_decode_cli(void **state)
 static void test_walg_objects(void **state)
 {
 	(void)state;
-	const char *shared = getenv("WALC_SHARED");
-	if (shared == NULL || *shared == '\0')
-		shared = "../shared";
+	const char *dir = getenv("WALC_FIXTURES_WALG"); /* else the copy in the repository */
+	if (dir == NULL || *dir == '\0')
+		dir = "test/fixtures/walg-v3.0.9";
 	static const char *const exts[] = { "lz4", "zst", "br", "lzma" };
 	unsigned char *first = NULL;
 	for (int i = 0; i < 4; i++) {
-		char *path = xasprintf("%s/fixtures/walg-v3.0.9/%s/repo/wal_005/"
-							   "000000010000000000000024.%s",
-			shared, compressing[i], exts[i]);
+		char *path = xasprintf("%s/%s/repo/wal_005/000000010000000000000024.%s", dir,
+			compressing[i], exts[i]);
 		size_t m;
 		unsigned char *z = read_file(path, &m); /* fails the test when the fixture is absent */
 		membuf out;

@@ -112,6 +112,96 @@ static void test_config_bools(void **state)
 	}
 }
 
+/* Flags win over the environment, which wins over a file; storage settings alias. */
+static void test_config_sources(void **state)
+{
+	(void)state;
+	config c;
+	config_pair file[] = { { "WALG_FILE_PREFIX", "/from/file" },
+						   { "WALG_COMPRESSION_METHOD", "zstd" },
+						   { "WALG_UPLOAD_CONCURRENCY", "7" } };
+	config_pair flags[] = { { "WALG_UPLOAD_CONCURRENCY", "3" } };
+	config_sources src = { flags, 1, file, 3, "/etc/walg.json" };
+	setenv("WALG_COMPRESSION_METHOD", "brotli", 1);
+	assert_int_equal(config_load_from(&c, true, &src), E_OK);
+	assert_string_equal(c.file_prefix, "/from/file");
+	assert_string_equal(c.compression, "brotli");
+	assert_int_equal(c.upload_concurrency, 3);
+	config_free(&c);
+	unsetenv("WALG_COMPRESSION_METHOD");
+	/* A bad value from the file names the file. */
+	config_pair bad[] = { { "WALG_FILE_PREFIX", "/x" }, { "WALG_DELTA_MAX_STEPS", "many" } };
+	config_sources bsrc = { NULL, 0, bad, 2, "/etc/walg.json" };
+	assert_int_equal(config_load_from(&c, true, &bsrc), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "WALG_DELTA_MAX_STEPS (in /etc/walg.json)"));
+	config_free(&c);
+	/* S3 settings as NAME, WALG_NAME or WALE_NAME; WAL-E's prefix names. */
+	setenv("WALE_S3_PREFIX", "s3://bucket/p", 1);
+	setenv("WALG_S3_SSE", "AES256", 1);
+	setenv("WALE_AWS_REGION", "eu-west-1", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_string_equal(c.s3_prefix, "s3://bucket/p");
+	assert_string_equal(c.s3.sse, "AES256");
+	assert_string_equal(c.s3.region, "eu-west-1");
+	assert_int_equal(c.s3.max_part_size, 20971520);
+	config_free(&c);
+	unsetenv("WALE_S3_PREFIX");
+	unsetenv("WALG_S3_SSE");
+	unsetenv("WALE_AWS_REGION");
+}
+
+static void test_config_refused_and_choices(void **state)
+{
+	(void)state;
+	config c;
+	setenv("WALG_FILE_PREFIX", "/tmp/repo", 1);
+	setenv("WALG_GPG_KEY_ID", "0123ABCD", 1);
+	assert_int_equal(config_load(&c, true), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "WALG_GPG_KEY_ID is set, but"));
+	config_free(&c);
+	unsetenv("WALG_GPG_KEY_ID");
+	/* OpenPGP keys are settings: parsed into the struct, the secret ones may hold anything. */
+	setenv("WALG_PGP_KEY_PATH", "/k.asc", 1);
+	setenv("WALG_PGP_KEY", "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nx", 1);
+	setenv("WALG_PGP_KEY_PASSPHRASE", "pass\r\n", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_string_equal(c.pgp_key_path, "/k.asc");
+	assert_string_equal(c.pgp_key, "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nx");
+	assert_string_equal(c.pgp_key_passphrase, "pass\r\n");
+	config_free(&c);
+	unsetenv("WALG_PGP_KEY_PATH");
+	unsetenv("WALG_PGP_KEY");
+	unsetenv("WALG_PGP_KEY_PASSPHRASE");
+	setenv("WALG_TARGET_STORAGE", "default", 1); /* the "off" value */
+	setenv("WALG_LOG_LEVEL", "devel", 1);		   /* choices ignore case */
+	setenv("WALG_COMPRESSION_METHOD", "ZSTD", 1);
+	setenv("WALG_ZSTD_LEVEL", "Best", 1);
+	setenv("WALG_ALIVE_CHECK_INTERVAL", "1m30s", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_int_equal(c.log_level, LOG_DEBUG);
+	assert_string_equal(c.compression, "zstd");
+	assert_int_equal(c.compression_level, 11);
+	assert_int_equal(c.alive_check_ms, 90000);
+	config_free(&c);
+	setenv("WALG_COMPRESSION_METHOD", "lz4", 1);
+	assert_int_equal(config_load(&c, true), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "WALG_ZSTD_LEVEL"));
+	config_free(&c);
+	unsetenv("WALG_TARGET_STORAGE");
+	unsetenv("WALG_ZSTD_LEVEL");
+	unsetenv("WALG_COMPRESSION_METHOD");
+	unsetenv("WALG_ALIVE_CHECK_INTERVAL");
+	bool is_bool;
+	assert_string_equal(config_flag_setting("walg-s3-prefix", &is_bool), "WALG_S3_PREFIX");
+	assert_false(is_bool);
+	assert_string_equal(config_flag_setting("pg-ready-rename", &is_bool), "PG_READY_RENAME");
+	assert_true(is_bool);
+	assert_null(config_flag_setting("walg-nonsense", &is_bool));
+	assert_true(config_known("WALG_S3_MAX_RETRIES"));
+	assert_true(config_known("WALE_FILE_PREFIX"));
+	assert_false(config_known("WALG_FILE_PREFX"));
+}
+
 static void test_membuf_cap(void **state)
 {
 	(void)state;
@@ -183,6 +273,8 @@ int main(void)
 		cmocka_unit_test_setup(test_config_errors, clear_env),
 		cmocka_unit_test_setup(test_config_no_storage, clear_env),
 		cmocka_unit_test_setup(test_config_bools, clear_env),
+		cmocka_unit_test_setup(test_config_sources, clear_env),
+		cmocka_unit_test_setup(test_config_refused_and_choices, clear_env),
 		cmocka_unit_test_setup(test_membuf_cap, clear_env),
 		cmocka_unit_test_setup(test_file_sink_atomic, clear_env),
 	};

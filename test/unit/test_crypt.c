@@ -16,7 +16,7 @@
 #include "test/unit/unit.h"
 
 #define CT_CHUNK (CRYPT_CHUNK + 17)
-#define FIXTURE "fixtures/walg-v3.0.9/zstd-libsodium-base64"
+#define FIXTURE "zstd-libsodium-base64"
 #define FIXTURE_WAL "repo/wal_005/000000010000000000000024.zst"
 
 static const unsigned char key_a[CRYPT_KEY_BYTES] = {
@@ -103,10 +103,12 @@ static void check_framing(const unsigned char *ct, size_t len, const unsigned ch
 	free(plain);
 }
 
-static char *shared_path(const char *rel)
+/* A file of the WAL-G v3.0.9 fixtures: test/fixtures/walg-v3.0.9 (run from the repository root,
+ * as make does), or the directory in WALC_FIXTURES_WALG. */
+static char *fixture_path(const char *rel)
 {
-	const char *shared = getenv("WALC_SHARED");
-	return xasprintf("%s/%s", shared && shared[0] ? shared : "../shared", rel);
+	const char *dir = getenv("WALC_FIXTURES_WALG");
+	return xasprintf("%s/%s", dir && dir[0] ? dir : "test/fixtures/walg-v3.0.9", rel);
 }
 
 static char *write_temp(const char *content, size_t len, unsigned mode)
@@ -738,10 +740,10 @@ static void test_load_permissions_warning(void **state)
 
 static void load_fixture_key(const char *file, const char *transform, unsigned char *key)
 {
-	char *path = shared_path(FIXTURE "/");
+	char *path = fixture_path(FIXTURE "/");
 	char *kpath = xasprintf("%s%s", path, file);
 	if (access(kpath, R_OK) != 0)
-		fail_msg("fixture key %s missing (set WALC_SHARED)", kpath);
+		fail_msg("fixture key %s missing (WALC_FIXTURES_WALG)", kpath);
 	setenv("WALG_LIBSODIUM_KEY_PATH", kpath, 1);
 	setenv("WALG_LIBSODIUM_KEY_TRANSFORM", transform, 1);
 	bool have = false;
@@ -760,11 +762,11 @@ static void test_walg_fixture(void **state)
 	load_fixture_key("libsodium-hex.key", "hex", khex);
 	assert_memory_equal(kb64, khex, CRYPT_KEY_BYTES);
 
-	char *path = shared_path(FIXTURE "/" FIXTURE_WAL);
+	char *path = fixture_path(FIXTURE "/" FIXTURE_WAL);
 	size_t len = 0;
 	unsigned char *ct = read_all(path, &len);
 	if (ct == NULL)
-		fail_msg("fixture %s missing (set WALC_SHARED)", path);
+		fail_msg("fixture %s missing (WALC_FIXTURES_WALG)", path);
 	assert_true(len > 24 + 17);
 
 	const unsigned char *keys[] = { kb64, khex };

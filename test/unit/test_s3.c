@@ -47,12 +47,31 @@ static int clean_env(void **state)
 	return 0;
 }
 
+/* The S3 storage as walc opens it: the settings read by config_load from the environment. */
 static err_code open_s3(const char *prefix, storage **st)
 {
-	config cfg = { 0 };
-	cfg.s3_prefix = (char *)(uintptr_t)prefix;
-	cfg.upload_concurrency = 3;
-	return storage_s3_open(&cfg, st);
+	config cfg;
+	*st = NULL;
+	setenv("WALG_S3_PREFIX", prefix, 1);
+	setenv("WALG_UPLOAD_CONCURRENCY", "3", 1);
+	err_code rc = config_load(&cfg, true);
+	if (rc == E_OK)
+		rc = storage_s3_open(&cfg, st);
+	config_free(&cfg);
+	unsetenv("WALG_S3_PREFIX");
+	unsetenv("WALG_UPLOAD_CONCURRENCY");
+	return rc;
+}
+
+/* The credential chain as the S3 storage starts it, from the environment's settings. */
+static err_code credprov_from_env(s3_credprov *p, s3_http *h)
+{
+	config cfg;
+	err_code rc = config_load(&cfg, false);
+	if (rc == E_OK)
+		rc = s3_credprov_init(p, &cfg.s3, "us-east-1", h);
+	config_free(&cfg);
+	return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -342,7 +361,7 @@ static void test_shared_credentials_file(void **state)
 	s3_retry rt = { 0, 1, 1, 1, 1 };
 	s3_http_init(&h, NULL, &rt);
 	s3_credprov p;
-	assert_int_equal(s3_credprov_init(&p, "us-east-1", &h), E_OK);
+	assert_int_equal(credprov_from_env(&p, &h), E_OK);
 	s3_creds c;
 	assert_int_equal(s3_credprov_get(&p, false, &c), E_OK);
 	assert_string_equal(c.access_key, "PROD");
@@ -351,11 +370,11 @@ static void test_shared_credentials_file(void **state)
 	s3_creds_free(&c);
 	s3_credprov_free(&p);
 	setenv("AWS_PROFILE", "missing", 1);
-	assert_int_equal(s3_credprov_init(&p, "us-east-1", &h), E_CONFIG);
+	assert_int_equal(credprov_from_env(&p, &h), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "AWS_PROFILE"));
 	s3_credprov_free(&p);
 	unsetenv("AWS_PROFILE");
-	assert_int_equal(s3_credprov_init(&p, "us-east-1", &h), E_OK);
+	assert_int_equal(credprov_from_env(&p, &h), E_OK);
 	assert_int_equal(s3_credprov_get(&p, false, &c), E_OK);
 	assert_string_equal(c.access_key, "DEF");
 	s3_creds_free(&c);

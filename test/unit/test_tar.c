@@ -14,8 +14,7 @@
 #include <cmocka.h>
 
 #define MTIME 1700000000
-#define WALG_PARTS "fixtures/walg-v3.0.9/zstd/repo/basebackups_005/" \
-				   "base_000000010000000000000026/tar_partitions"
+#define WALG_PARTS "zstd/repo/basebackups_005/base_000000010000000000000026/tar_partitions"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Helpers                                                                                    */
@@ -43,10 +42,12 @@ static char *repeat(char c, size_t n)
 	return s;
 }
 
-static char *shared_path(const char *rel)
+/* A file of the WAL-G v3.0.9 fixtures: test/fixtures/walg-v3.0.9 (run from the repository root,
+ * as make does), or the directory in WALC_FIXTURES_WALG. */
+static char *fixture_path(const char *rel)
 {
-	const char *shared = getenv("WALC_SHARED");
-	return xasprintf("%s/%s", shared && shared[0] ? shared : "../shared", rel);
+	const char *dir = getenv("WALC_FIXTURES_WALG");
+	return xasprintf("%s/%s", dir && dir[0] ? dir : "test/fixtures/walg-v3.0.9", rel);
 }
 
 static char *temp_dir(void)
@@ -1208,9 +1209,9 @@ static void test_reads_gnu_tar_formats(void **state)
 /* Streams `zstd -dc path` through a reader. */
 static err_code read_zstd_tar(const char *rel, collector *c)
 {
-	char *path = shared_path(rel);
+	char *path = fixture_path(rel);
 	if (access(path, R_OK) != 0)
-		fail_msg("fixture %s missing (set WALC_SHARED)", path);
+		fail_msg("fixture %s missing (WALC_FIXTURES_WALG)", path);
 	char *cmd = xasprintf("zstd -dc '%s'", path);
 	FILE *f = popen(cmd, "r");
 	assert_non_null(f);

@@ -59,7 +59,9 @@ pgv_setup() {
 pgv_module_install() {
 	local log=$1 lock
 	rm -rf "$T/module"
-	cp -r "$ROOT/cmd/walc_archive" "$T/module"
+	# Sources only: the tree may hold objects built for another major (make archive-module).
+	mkdir -p "$T/module"
+	cp "$ROOT/cmd/walc_archive/Makefile" "$ROOT/cmd/walc_archive/"*.c "$T/module/"
 	lock=${PGV_ROOT:-/tmp}/.walc-archive-install.lock
 	{
 		flock 9

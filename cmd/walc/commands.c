@@ -1,0 +1,220 @@
+/* The verbs, their arguments and options (WAL-G v3.0.9's, plus walc's own), and their help. */
+#include <string.h>
+
+#include "cmd/walc/commands.h"
+
+#define TARGET_STORAGE { "target-storage", 0, "NAME", "only \"default\": walc has one storage" }
+#define END { NULL, 0, NULL, NULL }
+
+static const opt wal_push_opts[] = { TARGET_STORAGE, END };
+static const opt wal_fetch_opts[] = { TARGET_STORAGE, END };
+static const opt wal_show_opts[] = {
+	{ "detailed-json", 0, NULL, "detailed JSON output" },
+	{ "without-backups", 0, NULL, "do not count backups per timeline" },
+	END,
+};
+static const opt wal_verify_opts[] = {
+	{ "json", 0, NULL, "JSON output" },
+	{ "timeline", 0, "N", "check up to --lsn on this timeline, not the cluster's position" },
+	{ "lsn", 0, "X/Y", "check up to this LSN (with --timeline)" },
+	{ "backup-name", 0, "NAME", "integrity: check from this backup's start" },
+	END,
+};
+static const opt backup_push_opts[] = {
+	{ "full", 'f', NULL, "a full backup even when a delta is due" },
+	{ "permanent", 'p', NULL, "a permanent backup (survives retention)" },
+	{ "verify", 'v', NULL, "check every page's checksum, record corrupt blocks" },
+	{ "store-all-corrupt", 's', NULL, "record every corrupt block, not the first 10 per file" },
+	{ "add-user-data", 0, "JSON", "user data of the backup (WALG_SENTINEL_USER_DATA)" },
+	{ "delta-from-name", 0, "NAME", "base a delta on this backup" },
+	{ "delta-from-user-data", 0, "JSON", "base a delta on the backup with this user data" },
+	{ "without-files-metadata", 0, NULL,
+	  "store no files_metadata.json (a full backup; no delta restore from it)" },
+	{ "rating-composer", 'r', NULL, NULL },
+	{ "copy-composer", 'c', NULL, NULL },
+	{ "database-composer", 'b', NULL, NULL },
+	TARGET_STORAGE,
+	END,
+};
+static const opt backup_fetch_opts[] = {
+	{ "restore-spec", 0, "FILE", "where tablespaces go (WAL-G's spec JSON)" },
+	{ "target-user-data", 0, "JSON", "restore the backup with this user data" },
+	{ "mask", 0, "GLOB", "restore only files whose path (relative to DESTINATION) matches" },
+	{ "delta", 0, NULL, "DESTINATION holds an old copy: rewrite only what differs" },
+	{ "force", 0, NULL, "with --delta: even onto another cluster's directory" },
+	{ "restore-only", 0, "NAMES", "not supported by walc (partial restore): refused" },
+	{ "reverse-unpack", 0, NULL, NULL },
+	{ "skip-redundant-tars", 0, NULL, NULL },
+	TARGET_STORAGE,
+	END,
+};
+static const opt backup_list_opts[] = {
+	{ "pretty", 0, NULL, "a framed table" },
+	{ "json", 0, NULL, "a JSON array" },
+	{ "detail", 0, NULL, "metadata.json fields too" },
+	TARGET_STORAGE,
+	END,
+};
+static const opt delete_opts[] = {
+	{ "confirm", 0, NULL, "delete (without it: a dry run)" },
+	{ "after", 'a', "TIME|NAME", "retain: also keep everything since a time or backup" },
+	{ "target-user-data", 0, "JSON", "target: the backup with this user data" },
+	{ "without-backup-check", 0, NULL, "garbage: even when no non-permanent backup exists" },
+	{ "use-sentinel-time", 0, NULL, NULL },
+	END,
+};
+static const opt backup_mark_opts[] = {
+	{ "impermanent", 'i', NULL, "make it impermanent again" },
+	END,
+};
+static const opt st_opts[] = {
+	{ "recursive", 'r', NULL, "ls: everything below the folder" },
+	{ "no-decrypt", 0, NULL, "get, cat: the stored bytes, not decrypted" },
+	{ "no-decompress", 0, NULL, "get, cat: not decompressed" },
+	{ "no-encrypt", 0, NULL, "put: not encrypted" },
+	{ "no-compress", 0, NULL, "put: not compressed" },
+	{ "force", 'f', NULL, "put: replace an existing object" },
+	{ "overwrite", 0, NULL, "put: the same as --force" },
+	{ "read-stdin", 's', NULL, "put: store standard input (put KEY)" },
+	{ "glob", 'g', NULL, "ls, rm: PREFIX is a glob pattern" },
+	{ "target", 't', "NAME", "default or all: walc has one storage" },
+	{ "decrypt", 0, NULL, NULL },
+	{ "decompress", 0, NULL, NULL },
+	{ "all-versions", 0, NULL, "not supported by walc (object versions): refused" },
+	{ "version-id", 0, "ID", "not supported by walc (object versions): refused" },
+	END,
+};
+static const opt none[] = { END };
+
+static const command cmd_table[] = {
+	{ "wal-push", "WAL_FILE_PATH", 1, 1, wal_push_opts,
+	  "archive one WAL file (archive_command = 'walc wal-push %p')",
+	  "Compresses (WALG_COMPRESSION_METHOD) and, with a libsodium key, encrypts the file, then\n"
+	  "stores it as wal_005/<name>.<ext>. With WALG_PREVENT_WAL_OVERWRITE=true, and always for\n"
+	  ".history files, an archived copy with different content is an error and stays as it was;\n"
+	  "an identical copy is success without upload. A segment of another cluster than the\n"
+	  "repository's is refused (WALG_ALLOW_SYSTEM_ID_CHANGE).",
+	  true, cmd_wal_push, NULL },
+	{ "wal-fetch", "WAL_NAME DESTINATION", 2, 2, wal_fetch_opts,
+	  "restore one WAL file (restore_command = 'walc wal-fetch %f %p')",
+	  "Finds wal_005/<name> whatever compression it was stored with, decrypts, decompresses and\n"
+	  "writes DESTINATION atomically. Exit 74 when the archive has no such file, 1 on any other\n"
+	  "failure (DESTINATION is then not created).",
+	  true, cmd_wal_fetch, NULL },
+	{ "wal-show", "", 0, 0, wal_show_opts, "show archived WAL per timeline, with gaps",
+	  "Lists wal_005/ by timeline: parent and switch point (from .history files), first and\n"
+	  "last segment, how many there are and how many the range needs (STATUS LOST_SEGMENTS\n"
+	  "when some are missing), and how many backups start on each timeline.",
+	  true, cmd_wal_show, NULL },
+	{ "wal-verify", "integrity|timeline...", 1, 2, wal_verify_opts,
+	  "check that the archive can restore up to now",
+	  "integrity: every segment from the oldest backup's start to the cluster's current one is\n"
+	  "archived (FOUND; MISSING_UPLOADING within WALG_UPLOAD_CONCURRENCY of now; MISSING_DELAYED\n"
+	  "within WALG_INTEGRITY_MAX_DELAYED_WALS; MISSING_LOST otherwise). timeline: the highest\n"
+	  "timeline in storage is the cluster's. Connects with the PG* variables (not with\n"
+	  "--timeline and --lsn). Unlike WAL-G, walc exits 1 when a check reports FAILURE.",
+	  true, cmd_wal_verify, wal_verify_words_ok },
+	{ "backup-push", "[PGDATA]", 0, 1, backup_push_opts, "take a base backup of a running cluster",
+	  "Starts a non-exclusive backup over a libpq session (PG* variables), streams PGDATA and\n"
+	  "its tablespaces as tar partitions (WALG_TAR_SIZE_THRESHOLD, WALG_UPLOAD_DISK_CONCURRENCY\n"
+	  "packers; compressed, then encrypted), stops the backup, and writes metadata and the\n"
+	  "sentinel last: a backup exists only once its sentinel does. SIGINT or SIGTERM stop it\n"
+	  "with no sentinel. PGDATA must be the server's data_directory. Without PGDATA the backup\n"
+	  "streams over a replication connection (BASE_BACKUP, remote mode: a pod without the data\n"
+	  "directory). Another push writing the same backup name makes this one stop at once.\n\n"
+	  "With WALG_DELTA_MAX_STEPS > 0 the backup is a delta of the latest one (or of the latest\n"
+	  "full with WALG_DELTA_ORIGIN=LATEST_FULL, or of --delta-from-name): relation files hold\n"
+	  "only pages changed since the base started; files unchanged since well before the base\n"
+	  "are not stored at all.",
+	  true, cmd_backup_push, NULL },
+	{ "backup-fetch", "DESTINATION [NAME|LATEST]", 1, 2, backup_fetch_opts,
+	  "restore a base backup into an empty directory",
+	  "Restores backup NAME (or the newest, LATEST, or the one --target-user-data names) into\n"
+	  "DESTINATION, which must be empty or absent. A delta backup is applied forward: its full\n"
+	  "backup first, then each delta. Tablespaces go where the backup's spec says, or where\n"
+	  "--restore-spec puts them. pg_control is written last; WALG_DOWNLOAD_CONCURRENCY streams\n"
+	  "run at once. Then add restore_command = 'walc wal-fetch %f %p' and recovery.signal.\n\n"
+	  "--delta (or WALG_DELTA_RESTORE=true): DESTINATION holds an old copy of the cluster,\n"
+	  "stopped. Files whose size and checksum match the backup's are kept, the others are\n"
+	  "restored, files the backup does not have are removed, and tar parts holding nothing\n"
+	  "needed are not downloaded. A directory of another cluster is refused unless --force.",
+	  true, cmd_backup_fetch, NULL },
+	{ "backup-list", "", 0, 0, backup_list_opts, "list base backups",
+	  "Lists backups with a sentinel, oldest first (by the sentinel's time), in WAL-G's columns.",
+	  true, cmd_backup_list, NULL },
+	{ "delete",
+	  "retain [FULL|FIND_FULL] N | before [FIND_FULL] NAME|TIME | everything [FORCE] |"
+	  " target [FIND_FULL] NAME | garbage [ARCHIVES|BACKUPS]",
+	  1, 4, delete_opts, "retention: delete old backups and WAL (a dry run without --confirm)",
+	  "retain N keeps the N newest backups (FULL: N newest fulls; FIND_FULL: back to the full\n"
+	  "of the N-th), --after also keeps everything since a time or backup; before deletes\n"
+	  "what is older than a backup or time; target deletes one backup and every delta built\n"
+	  "on it (FIND_FULL: its whole chain), never WAL; garbage deletes leftovers older than the\n"
+	  "oldest backup (failed pushes' objects, unneeded WAL); everything deletes basebackups_005/\n"
+	  "and wal_005/ (FORCE: even permanent backups). Permanent backups and the WAL they need\n"
+	  "survive every mode but everything FORCE, every ancestor of a kept delta is kept, and so\n"
+	  "is what a running backup-push needs. Unlike WAL-G, backups are ordered by their start\n"
+	  "time (metadata.json), so a timeline reset cannot make old backups look new.",
+	  true, cmd_delete, delete_words_ok },
+	{ "backup-mark", "NAME", 1, 1, backup_mark_opts, "make a backup permanent (or not)",
+	  "Permanent backups survive delete. Marking a delta permanent marks its whole chain; a\n"
+	  "backup cannot become impermanent while a permanent delta is based on it. Updates\n"
+	  "metadata.json and (unlike WAL-G) the sentinel too.",
+	  true, cmd_backup_mark, NULL },
+	{ "st", "ls [PREFIX] | get KEY FILE | cat KEY | put FILE [KEY] | rm KEY|PREFIX | stat KEY", 1,
+	  3, st_opts, "storage tools on raw repository objects",
+	  "get and cat decrypt and decompress (by extension) unless --no-decrypt/--no-decompress;\n"
+	  "put compresses and encrypts like walc's own objects, appending the codec's extension to\n"
+	  "KEY (--no-compress, --no-encrypt), and refuses to overwrite without -f; rm removes one\n"
+	  "object or everything under a folder. Keys are relative to the repository; a leading /\n"
+	  "is the repository's root, as in WAL-G.",
+	  true, cmd_st, st_words_ok },
+	{ "daemon", "SOCKET", 1, 1, none,
+	  "serve archiving over a socket (archive_library = 'walc_archive')",
+	  "Listens on the UNIX socket SOCKET for WAL-G's daemon protocol: the walc_archive module\n"
+	  "(PostgreSQL 15+ archive_library) sends each file to archive and walc stores it as\n"
+	  "wal-push would, with no process per segment; wal-fetch requests are served too. PGDATA\n"
+	  "must be set. With WALG_METRICS_ADDRESS=host:port it also serves Prometheus /metrics\n"
+	  "and /healthz. Stops on SIGINT or SIGTERM.",
+	  true, cmd_daemon, NULL },
+	{ "env", "", 0, 0, none, "list every setting walc reads",
+	  "Prints each setting with its current value (secrets masked) and where it came from,\n"
+	  "its default and meaning, then the WAL-G settings that are set but walc does not\n"
+	  "implement. Settings come from flags (--walg-s3-prefix=...), the environment, then the\n"
+	  "configuration file (--config FILE, WALG_CONFIG_PATH or ~/.walg.json).",
+	  false, cmd_env, NULL },
+	/* Hidden (no summary): started by wal-fetch, as WAL-G's wal-prefetch is. */
+	{ "wal-prefetch", "WAL_NAME DESTINATION", 2, 2, none, NULL,
+	  "Prefetches the segments after WAL_NAME beside DESTINATION; wal-fetch starts it.", true,
+	  cmd_wal_prefetch, NULL },
+	{ "help", "[COMMAND]", 0, 1, none, "show help", "Shows the commands, or one command's help.",
+	  false, cmd_help, NULL },
+	{ "version", "", 0, 0, none, "print the version", "Same as --version.", false, cmd_version, NULL },
+};
+
+#define NCMDS (sizeof(cmd_table) / sizeof(cmd_table[0]))
+
+const command *command_find(const char *name)
+{
+	for (size_t i = 0; i < NCMDS; i++)
+		if (strcmp(cmd_table[i].name, name) == 0)
+			return &cmd_table[i];
+	return NULL;
+}
+
+const command *const *command_all(void)
+{
+	static const command *all[NCMDS + 1];
+	for (size_t i = 0; i < NCMDS; i++)
+		all[i] = &cmd_table[i];
+	all[NCMDS] = NULL;
+	return all;
+}
+
+int command_fail(err_code rc)
+{
+	if (rc == E_OK)
+		return 0;
+	log_error("%s", err_msg());
+	return 1;
+}

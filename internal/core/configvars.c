@@ -1,0 +1,253 @@
+/*
+ * Every setting walc reads, and every WAL-G v3.0.9 setting (its internal/config/config.go) it
+ * does not implement, with what walc does about each. This table drives loading, validation,
+ * defaults, `walc env`, the hidden per-setting flags and the unknown-variable warning: each
+ * default is written here once.
+ */
+#include "internal/core/config_impl.h"
+
+#include <limits.h>
+
+#define FIELD_AT(field) offsetof(config, field)
+#define TEXT(n, field, fl, def, help) { n, V_TEXT, def, 0, 0, NULL, fl, FIELD_AT(field), NULL, help }
+#define BOOL(n, field, fl, def, help) { n, V_BOOL, def, 0, 0, NULL, fl, FIELD_AT(field), NULL, help }
+#define INT(n, field, fl, def, lo, hi, help) \
+	{ n, V_INT, def, lo, hi, NULL, fl, FIELD_AT(field), NULL, help }
+#define DURATION(n, field, fl, def, help) \
+	{ n, V_DURATION, def, 0, 0, NULL, fl, FIELD_AT(field), NULL, help }
+#define CHOICE(n, field, fl, def, choices, help) \
+	{ n, V_CHOICE, def, 0, 0, choices, fl, FIELD_AT(field), NULL, help }
+#define LIBPQ(n, fl, help) { n, V_TEXT, NULL, 0, 0, NULL, fl, NO_FIELD, NULL, help }
+#define REFUSED(n, fl, off_value, why) { n, V_REFUSED, off_value, 0, 0, NULL, fl, NO_FIELD, NULL, why }
+#define WARN(n) { n, V_WARN, NULL, 0, 0, NULL, 0, NO_FIELD, NULL, NULL }
+#define NOOP(n) { n, V_NOOP, NULL, 0, 0, NULL, 0, NO_FIELD, NULL, NULL }
+#define S3(field) FIELD_AT(s3.field)
+
+#define NO_GPG                                                                                \
+	"walc does not read gpg keyrings; export the key into WALG_PGP_KEY_PATH (WAL-G v3.0.9 "  \
+	"stores plaintext with only this set)"
+#define NO_ENVELOPE "walc does not support envelope encryption; use WALG_PGP_KEY or WALG_LIBSODIUM_KEY"
+#define NO_KMS                                                                                \
+	"walc does not support KMS client-side encryption; use WALG_LIBSODIUM_KEY (or "          \
+	"S3_SSE=aws:kms for server-side encryption)"
+#define NO_STORE "walc supports only WALG_FILE_PREFIX and WALG_S3_PREFIX storage"
+#define NO_GCS NO_STORE " (Google Cloud Storage is not supported yet)"
+#define NO_AZ NO_STORE " (Azure Blob Storage is not supported yet)"
+#define NO_FAILOVER "walc does not support failover storages"
+#define NO_LOCK "walc does not set S3 Object Lock retention"
+
+const config_var config_vars[] = {
+	{ "WALG_CONFIG_PATH", V_TEXT, NULL, 0, 0, NULL, 0, NO_FIELD, NULL,
+	  "WAL-G configuration file (JSON) read below the environment; default ~/.walg.json" },
+	/* storage */
+	TEXT("WALG_FILE_PREFIX", file_prefix, F_WALE, NULL,
+		 "file-system repository: an absolute path or file://localhost/abs/path"),
+	TEXT("WALG_S3_PREFIX", s3_prefix, F_WALE, NULL, "S3 repository: s3://bucket/path"),
+	TEXT("WALG_STORAGE_PREFIX", storage_prefix, 0, NULL, "extra folder below the repository prefix"),
+	/* compression and encryption */
+	CHOICE("WALG_COMPRESSION_METHOD", compression, 0, "lz4", "lz4|zstd|brotli|lzma|none",
+		   "lz4, zstd, brotli, lzma or none"),
+	INT("WALG_COMPRESSION_LEVEL", compression_level, F_EXT, "0", 0, 22,
+		"codec level, 0 = WAL-G's default (lz4 1-12, zstd 1-22, brotli 0-11, lzma 0-9)"),
+	CHOICE("WALG_ZSTD_LEVEL", zstd_level, 0, NULL, "fastest|default|better|best",
+		   "zstd level by WAL-G's name: fastest (1), default (3), better (7) or best (11)"),
+	TEXT("WALG_LIBSODIUM_KEY", libsodium_key, F_SECRET | F_RAW, NULL,
+		 "libsodium encryption key material"),
+	TEXT("WALG_LIBSODIUM_KEY_PATH", libsodium_key_path, 0, NULL, "file holding the libsodium key"),
+	CHOICE("WALG_LIBSODIUM_KEY_TRANSFORM", libsodium_key_transform, 0, "none", "none|hex|base64",
+		   "how the key material becomes 32 bytes: none, hex or base64"),
+	TEXT("WALG_PGP_KEY", pgp_key, F_SECRET | F_RAW, NULL,
+		 "OpenPGP: armored key text (\\n escapes allowed); public to push, secret to fetch"),
+	TEXT("WALG_PGP_KEY_PATH", pgp_key_path, 0, NULL, "OpenPGP: file holding the armored key"),
+	TEXT("WALG_PGP_KEY_PASSPHRASE", pgp_key_passphrase, F_SECRET | F_RAW, NULL,
+		 "OpenPGP: passphrase of a protected secret key"),
+	/* WAL */
+	BOOL("WALG_PREVENT_WAL_OVERWRITE", prevent_wal_overwrite, 0, "false",
+		 "refuse to overwrite an archived WAL file with different content"),
+	INT("WALG_UPLOAD_CONCURRENCY", upload_concurrency, 0, "16", 1, 1024, "parallel uploads"),
+	INT("WALG_DOWNLOAD_CONCURRENCY", download_concurrency, 0, "10", 1, 1024,
+		"parallel downloads"),
+	INT("TOTAL_BG_UPLOADED_LIMIT", total_bg_uploaded_limit, 0, "32", 1, 100000,
+		"wal-push: at most this many - 1 other .ready files uploaded by one call"),
+	BOOL("PG_READY_RENAME", pg_ready_rename, 0, "false",
+		 "wal-push: rename archive_status/X.ready to X.done after a background upload"),
+	TEXT("WALG_PREFETCH_DIR", prefetch_dir, 0, NULL,
+		 "wal-fetch: where prefetched segments wait (default: beside the destination)"),
+	INT("WALG_INTEGRITY_MAX_DELAYED_WALS", integrity_max_delayed_wals, 0, "0", 0, 1000000,
+		"wal-verify: missing segments this close to the current one are only delayed"),
+	TEXT("WALG_METRICS_ADDRESS", metrics_address, F_EXT, NULL,
+		 "daemon serves /metrics and /healthz on this host:port"),
+	DURATION("WALG_WAL_PUSH_TIMEOUT", wal_push_timeout_ms, F_EXT, "10m",
+			 "wal-push gives up (exit 1, PostgreSQL retries) after this long"),
+	BOOL("WALG_ALLOW_SYSTEM_ID_CHANGE", allow_system_id_change, F_EXT, "false",
+		 "let a cluster with another system identifier write to this repository (it replaces "
+		 "the old cluster's WAL of the same names)"),
+	/* backups */
+	BOOL("WALG_TAR_DISABLE_FSYNC", tar_disable_fsync, 0, "false",
+		 "backup-fetch: skip syncing restored files to disk"),
+	BOOL("WALG_DELTA_RESTORE", delta_restore, F_EXT, "false",
+		 "backup-fetch --delta by default (rewrite only files that differ)"),
+	TEXT("WALG_FETCH_TARGET_USER_DATA", fetch_target_user_data, F_RAW, NULL,
+		 "backup-fetch: restore the backup with this user data (JSON)"),
+	INT("WALG_UPLOAD_DISK_CONCURRENCY", upload_disk_concurrency, 0, "1", 1, 256,
+		"backup-push: files read and packed in parallel"),
+	INT("WALG_TAR_SIZE_THRESHOLD", tar_size_threshold, 0, "1073741823", 1, LONG_MAX,
+		"backup-push: start a new tar partition past this many bytes of file content"),
+	DURATION("WALG_ALIVE_CHECK_INTERVAL", alive_check_ms, 0, "1m",
+			 "backup-push: how often the PostgreSQL session is checked (0 = never)"),
+	DURATION("WALG_STOP_BACKUP_TIMEOUT", stop_backup_timeout_ms, 0, "0",
+			 "backup-push: how long pg_backup_stop may wait for WAL archiving (0 = no limit)"),
+	TEXT("WALG_SENTINEL_USER_DATA", sentinel_user_data, F_RAW, NULL,
+		 "backup-push: JSON stored as the backup's user data"),
+	INT("WALG_DISK_RATE_LIMIT", disk_rate_limit, 0, "0", 0, LONG_MAX,
+		"backup-push: bytes per second read from disk (0 = no limit)"),
+	TEXT("WALG_REMOTE_COMPRESSION", remote_compression, F_EXT, "none",
+		 "backup-push without PGDATA asks PostgreSQL 15+ to compress the stream: none, zstd or "
+		 "lz4, optionally :LEVEL or :level=N,workers=N"),
+	INT("WALG_NETWORK_RATE_LIMIT", network_rate_limit, 0, "0", 0, LONG_MAX,
+		"backup-push and backup-fetch: bytes per second to or from storage (0 = no limit)"),
+	INT("WALG_DELTA_MAX_STEPS", delta_max_steps, 0, "0", 0, 1000,
+		"backup-push: deltas allowed between full backups (0 = always full)"),
+	CHOICE("WALG_DELTA_ORIGIN", delta_origin, 0, "LATEST", "LATEST|LATEST_FULL",
+		   "backup-push: base of a delta: LATEST backup or the LATEST_FULL one"),
+	TEXT("WALG_DELTA_FROM_NAME", delta_from_name, 0, NULL, "backup-push: base a delta on this backup"),
+	TEXT("WALG_DELTA_FROM_USER_DATA", delta_from_user_data, F_RAW, NULL,
+		 "backup-push: base a delta on the backup with this user data"),
+	BOOL("WALG_WITHOUT_FILES_METADATA", without_files_metadata, 0, "false",
+		 "backup-push: store no files_metadata.json (always a full backup; no delta restore)"),
+	BOOL("WALG_VERIFY_PAGE_CHECKSUMS", verify_page_checksums, 0, "false",
+		 "backup-push: check every data page's checksum and record corrupt blocks"),
+	BOOL("WALG_STORE_ALL_CORRUPT_BLOCKS", store_all_corrupt_blocks, 0, "false",
+		 "backup-push: record every corrupt block number, not just the first 10 per file"),
+	INT("WALG_PG_WAL_SIZE", pg_wal_size_mb, 0, "16", 1, 1024, "WAL segment size in MiB"),
+	/* logging */
+	CHOICE("WALG_LOG_LEVEL", log_level_name, 0, "NORMAL", "NORMAL|DEVEL|ERROR",
+		   "NORMAL, DEVEL (adds debug lines) or ERROR"),
+	CHOICE("WALG_LOG_FORMAT", log_format, F_EXT, "text", "text|json",
+		   "text or json (one object per line)"),
+	TEXT("WALG_LOG_DESTINATION", log_destination, 0, NULL, "file the log is appended to, or stderr"),
+	/* PostgreSQL (libpq reads the PG* variables; walc sets the ones from a file or flag) */
+	TEXT("PGDATA", pgdata, 0, NULL, "PostgreSQL data directory"),
+	TEXT("PGAPPNAME", pg_appname, 0, "walc", "application_name of walc's sessions"),
+	LIBPQ("PGHOST", 0, "libpq: server host or socket directory"),
+	LIBPQ("PGPORT", 0, "libpq: server port"),
+	LIBPQ("PGUSER", 0, "libpq: user (needed when the uid has no /etc/passwd entry)"),
+	LIBPQ("PGPASSWORD", F_SECRET | F_RAW, "libpq: password"),
+	LIBPQ("PGPASSFILE", 0, "libpq: password file"),
+	LIBPQ("PGDATABASE", 0, "libpq: database"),
+	LIBPQ("PGSSLMODE", 0, "libpq: TLS mode"),
+	LIBPQ("PGSSLCERT", 0, "libpq: client certificate"),
+	LIBPQ("PGSSLKEY", 0, "libpq: client key"),
+	LIBPQ("PGSSLROOTCERT", 0, "libpq: CA certificate"),
+	/* S3 (storage settings: also WALG_ and WALE_ forms) */
+	TEXT("AWS_ENDPOINT", s3.endpoint, F_ALIAS, NULL, "S3 endpoint http(s)://host[:port] (default AWS)"),
+	TEXT("AWS_REGION", s3.region, F_ALIAS, NULL, "S3 region (us-east-1, or detected on AWS)"),
+	BOOL("AWS_S3_FORCE_PATH_STYLE", s3.force_path_style, F_ALIAS, "false", "S3 path-style URLs"),
+	TEXT("S3_SSE", s3.sse, F_ALIAS, NULL, "server-side encryption: AES256 or aws:kms"),
+	TEXT("S3_SSE_KMS_ID", s3.sse_kms_id, F_ALIAS, NULL, "KMS key id for aws:kms"),
+	TEXT("S3_SSE_C", s3.sse_c, F_ALIAS | F_SECRET | F_RAW, NULL, "SSE-C customer key (32 bytes)"),
+	TEXT("S3_STORAGE_CLASS", s3.storage_class, F_ALIAS, NULL, "storage class of new objects (STANDARD)"),
+	TEXT("S3_CA_CERT_FILE", s3.ca_cert_file, F_ALIAS, NULL,
+		 "CA bundle for https (default: the system's)"),
+	INT("S3_MAX_PART_SIZE", s3.max_part_size, F_ALIAS, "20971520", 5242880, 5368709120L,
+		"multipart part size, 5 MiB to 5 GiB"),
+	INT("S3_MAX_RETRIES", s3.max_retries, F_ALIAS, "15", 0, 100, "retries of a failed request"),
+	INT("S3_CONNECT_TIMEOUT", s3.connect_timeout, F_ALIAS | F_EXT, "10", 1, 600,
+		"connect timeout, seconds"),
+	INT("S3_LOW_SPEED_TIMEOUT", s3.low_speed_timeout, F_ALIAS | F_EXT, "30", 1, 3600,
+		"abandon a transfer after this many seconds without progress"),
+	/* AWS credentials, as the AWS SDK reads them */
+	{ "AWS_ACCESS_KEY_ID", V_TEXT, NULL, 0, 0, NULL, F_SECRET, S3(access_key), "AWS_ACCESS_KEY",
+	  "S3 access key id (or AWS_ACCESS_KEY)" },
+	{ "AWS_SECRET_ACCESS_KEY", V_TEXT, NULL, 0, 0, NULL, F_SECRET | F_RAW, S3(secret_key),
+	  "AWS_SECRET_KEY", "S3 secret key (or AWS_SECRET_KEY)" },
+	TEXT("AWS_SESSION_TOKEN", s3.session_token, F_SECRET | F_RAW, NULL, "S3 session token"),
+	TEXT("AWS_WEB_IDENTITY_TOKEN_FILE", s3.web_identity_token_file, 0, NULL,
+		 "web identity token file (EKS IRSA)"),
+	TEXT("AWS_ROLE_ARN", s3.role_arn, 0, NULL, "role assumed with the web identity token"),
+	TEXT("AWS_ROLE_SESSION_NAME", s3.role_session_name, 0, "walc", "STS session name"),
+	TEXT("AWS_STS_ENDPOINT", s3.sts_endpoint, 0, NULL,
+		 "STS URL (default https://sts.REGION.amazonaws.com/)"),
+	TEXT("AWS_SHARED_CREDENTIALS_FILE", s3.shared_credentials_file, 0, NULL,
+		 "shared credentials file (default ~/.aws/credentials)"),
+	{ "AWS_PROFILE", V_TEXT, NULL, 0, 0, NULL, 0, S3(profile), "AWS_DEFAULT_PROFILE",
+	  "profile in the shared credentials file (default: default)" },
+	TEXT("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", s3.container_relative_uri, 0, NULL,
+		 "ECS credentials endpoint (path on 169.254.170.2)"),
+	TEXT("AWS_CONTAINER_CREDENTIALS_FULL_URI", s3.container_full_uri, 0, NULL,
+		 "container credentials endpoint (ECS, EKS Pod Identity)"),
+	TEXT("AWS_CONTAINER_AUTHORIZATION_TOKEN", s3.container_token, F_SECRET | F_RAW, NULL,
+		 "container credentials token"),
+	TEXT("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", s3.container_token_file, 0, NULL,
+		 "file with the container credentials token, read at every refresh (EKS Pod Identity)"),
+	BOOL("AWS_EC2_METADATA_DISABLED", s3.ec2_metadata_disabled, 0, "false",
+		 "skip EC2 instance metadata"),
+	TEXT("AWS_EC2_METADATA_SERVICE_ENDPOINT", s3.ec2_metadata_endpoint, 0,
+		 "http://169.254.169.254", "EC2 instance metadata URL"),
+	TEXT("HOME", s3.home, 0, NULL, "home directory (~/.aws/credentials, ~/.walg.json)"),
+
+	/* WAL-G's settings that walc refuses: they change what is stored or how it is protected. */
+	REFUSED("WALG_GPG_KEY_ID", 0, NULL, NO_GPG),
+	REFUSED("WALE_GPG_KEY_ID", 0, NULL, NO_GPG),
+	REFUSED("WALG_ENVELOPE_PGP_KEY", F_SECRET | F_RAW, NULL, NO_ENVELOPE),
+	REFUSED("WALG_ENVELOPE_PGP_KEY_PATH", 0, NULL, NO_ENVELOPE),
+	REFUSED("WALG_ENVELOPE_PGP_YC_CSE_KMS_KEY_ID", 0, NULL, NO_ENVELOPE),
+	REFUSED("WALG_ENVELOPE_PGP_YC_SERVICE_ACCOUNT_KEY_FILE", 0, NULL, NO_ENVELOPE),
+	REFUSED("WALG_ENVELOPE_PGP_YC_ENDPOINT", 0, NULL, NO_ENVELOPE),
+	REFUSED("WALG_CSE_KMS_ID", 0, NULL, NO_KMS),
+	REFUSED("WALG_CSE_KMS_REGION", 0, NULL, NO_KMS),
+	REFUSED("YC_CSE_KMS_KEY_ID", 0, NULL, NO_KMS),
+	REFUSED("YC_SERVICE_ACCOUNT_KEY_FILE", 0, NULL, NO_KMS),
+	REFUSED("WALG_GS_PREFIX", F_WALE, NULL, NO_GCS),
+	REFUSED("WALG_AZ_PREFIX", F_WALE, NULL, NO_AZ),
+	REFUSED("WALG_SWIFT_PREFIX", F_WALE, NULL, NO_STORE),
+	REFUSED("WALG_SSH_PREFIX", F_WALE, NULL, NO_STORE),
+	REFUSED("WALG_OSS_PREFIX", F_WALE, NULL, NO_STORE),
+	REFUSED("WALG_FAILOVER_STORAGES", F_RAW, NULL, NO_FAILOVER),
+	REFUSED("WALG_TARGET_STORAGE", 0, "default", NO_FAILOVER " (only \"default\" is accepted)"),
+	REFUSED("WALG_UPLOAD_WAL_METADATA", 0, "NOMETADATA",
+			"walc does not write WAL metadata objects (only NOMETADATA is accepted)"),
+	REFUSED("WALG_PG_WAL_PAGE_SIZE", 0, "8192", "walc reads WAL pages of 8192 bytes only"),
+	REFUSED("WALG_PG_BLOCK_SIZE", 0, "8192", "walc reads data pages of 8192 bytes only"),
+	REFUSED("S3_RETENTION_PERIOD", F_ALIAS, "-1", NO_LOCK),
+	REFUSED("S3_RETENTION_MODE", F_ALIAS, NULL, NO_LOCK),
+	REFUSED("S3_ENDPOINT_SOURCE", F_ALIAS, NULL, "walc does not support S3 endpoint sources"),
+	REFUSED("S3_REQUEST_ADDITIONAL_HEADERS", F_ALIAS | F_RAW, NULL,
+			"walc does not send additional S3 request headers"),
+	REFUSED("S3_USE_YC_SESSION_TOKEN", F_ALIAS, NULL, "walc does not support Yandex session tokens"),
+
+	/* WAL-G's settings walc does not implement whose absence changes nothing stored. */
+	WARN("WALG_STATSD_ADDRESS"),
+	WARN("WALG_STATSD_EXTRA_TAGS"),
+	/* WAL-G's settings for what walc does not have (composers, the Go runtime, ...). */
+	NOOP("WALG_USE_REVERSE_UNPACK"),
+	NOOP("WALG_SKIP_REDUNDANT_TARS"),
+	NOOP("WALG_USE_RATING_COMPOSER"),
+	NOOP("WALG_USE_COPY_COMPOSER"),
+	NOOP("WALG_USE_DATABASE_COMPOSER"),
+	NOOP("WALG_USE_WAL_DELTA"),
+	NOOP("WALG_FORCE_WAL_DELTA"),
+	NOOP("WALG_SERIALIZER_TYPE"),
+	NOOP("WALG_UPLOAD_QUEUE"),
+	NOOP("WALG_DIRECT_IO"),
+	NOOP("WALG_DIRECT_IO_BLOCK_COUNT"),
+	NOOP("WALG_DISABLE_PARTIAL_RESTORE"),
+	NOOP("WALG_DOWNLOAD_FILE_RETRIES"),
+	NOOP("WALG_DAEMON_WAL_UPLOAD_TIMEOUT"),
+	NOOP("WALG_SLOTNAME"),
+	NOOP("WALG_STREAM_CREATE_COMMAND"),
+	NOOP("WALG_STREAM_RESTORE_COMMAND"),
+	NOOP("WALG_ENVELOPE_CACHE_EXPIRATION"),
+	NOOP("WALG_FAILOVER_STORAGES_CHECK"),
+	NOOP("WALG_FAILOVER_STORAGES_CHECK_TIMEOUT"),
+	NOOP("WALG_FAILOVER_STORAGES_CHECK_SIZE"),
+	NOOP("WALG_FAILOVER_STORAGES_CACHE_LIFETIME"),
+	NOOP("WALG_FAILOVER_STORAGES_CACHE_EMA_ALIVE_LIMIT"),
+	NOOP("WALG_FAILOVER_STORAGES_CACHE_EMA_DEAD_LIMIT"),
+	NOOP("WALG_FAILOVER_STORAGES_CACHE_EMA_ALPHA_ALIVE_MAX"),
+	NOOP("WALG_FAILOVER_STORAGES_CACHE_EMA_ALPHA_ALIVE_MIN"),
+	NOOP("WALG_FAILOVER_STORAGES_CACHE_EMA_ALPHA_DEAD_MAX"),
+	NOOP("WALG_FAILOVER_STORAGES_CACHE_EMA_ALPHA_DEAD_MIN"),
+};
+
+const size_t config_nvars = sizeof(config_vars) / sizeof(config_vars[0]);
