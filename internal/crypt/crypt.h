@@ -17,12 +17,14 @@
 err_code crypt_init(void);
 
 /*
- * Loads the key the way WAL-G does (reference §11.1): WALG_LIBSODIUM_KEY used exactly as given,
- * else the file at WALG_LIBSODIUM_KEY_PATH with surrounding whitespace trimmed; then the
- * transform (none, hex, base64). *have_key is false when neither variable is set.
- * Errors are E_CONFIG naming the variable; a "none" key that is padded or truncated is warned.
+ * Loads the key from the parsed settings the way WAL-G does (reference §11.1):
+ * cfg->libsodium_key (WALG_LIBSODIUM_KEY) used exactly as given, else the file at
+ * cfg->libsodium_key_path with surrounding whitespace trimmed; then the transform
+ * (cfg->libsodium_key_transform: none, hex, base64; NULL = none). *have_key is false when
+ * neither is set. Errors are E_CONFIG naming the variable; a "none" key that is padded or
+ * truncated is warned.
  */
-err_code crypt_key_load(unsigned char key[CRYPT_KEY_BYTES], bool *have_key);
+err_code crypt_key_load(const config *cfg, unsigned char key[CRYPT_KEY_BYTES], bool *have_key);
 
 /* The transform alone, for tests: material -> 32-byte key. */
 err_code crypt_key_derive(const char *material, size_t len, const char *transform,
@@ -58,11 +60,11 @@ typedef struct pgp_keys pgp_keys;
 err_code pgp_keys_parse(const char *text, size_t len, const char *passphrase, const char *var,
 						pgp_keys **out);
 /*
- * From the environment, as WAL-G does: WALG_PGP_KEY (every two-character "\n" becomes a
- * newline) wins over the file at WALG_PGP_KEY_PATH; WALG_PGP_KEY_PASSPHRASE with trailing CR
- * and LF removed. *out is NULL when neither key variable is set.
+ * From the parsed settings, as WAL-G reads them: cfg->pgp_key (WALG_PGP_KEY; every
+ * two-character "\n" becomes a newline) wins over the file at cfg->pgp_key_path;
+ * cfg->pgp_key_passphrase with trailing CR and LF removed. *out is NULL when neither key is set.
  */
-err_code pgp_keys_load(pgp_keys **out);
+err_code pgp_keys_load(const config *cfg, pgp_keys **out);
 void pgp_keys_free(pgp_keys *k); /* NULL is a no-op */
 /* Some secret key is present (possibly still locked). */
 bool pgp_keys_have_secret(const pgp_keys *k);
@@ -90,11 +92,11 @@ sink *pgp_decrypt_new(pgp_keys *k, sink *next);
 typedef struct crypter crypter;
 
 /*
- * Reads whichever method the environment configures (libsodium or OpenPGP). *out is NULL
- * when none is. Both configured at once is E_CONFIG naming the variables (WAL-G would quietly
- * prefer OpenPGP). Call crypt_init() first.
+ * Reads whichever method the settings configure (libsodium or OpenPGP). *out is NULL when
+ * none is. Both configured at once is E_CONFIG naming the variables (WAL-G would quietly
+ * prefer OpenPGP). Borrows cfg for the call only. Call crypt_init() first.
  */
-err_code crypter_load(crypter **out);
+err_code crypter_load(const config *cfg, crypter **out);
 void crypter_free(crypter *c); /* NULL is a no-op */
 const char *crypter_name(const crypter *c); /* "libsodium" or "OpenPGP" */
 /* Encrypt / decrypt into next (takes ownership of next; borrows c). */

@@ -15,9 +15,9 @@ struct crypter {
 	pgp_keys *pgp;
 };
 
-static const char *set_var(const char *a, const char *b)
+/* a's name when va is set, else b's when vb is, else NULL. */
+static const char *set_var(const char *a, const char *va, const char *b, const char *vb)
 {
-	const char *va = getenv(a), *vb = getenv(b);
 	if (va != NULL && va[0] != '\0')
 		return a;
 	if (vb != NULL && vb[0] != '\0')
@@ -25,11 +25,12 @@ static const char *set_var(const char *a, const char *b)
 	return NULL;
 }
 
-err_code crypter_load(crypter **out)
+err_code crypter_load(const config *cfg, crypter **out)
 {
 	*out = NULL;
-	const char *sodium = set_var("WALG_LIBSODIUM_KEY", "WALG_LIBSODIUM_KEY_PATH");
-	const char *pgp = set_var("WALG_PGP_KEY", "WALG_PGP_KEY_PATH");
+	const char *sodium = set_var("WALG_LIBSODIUM_KEY", cfg->libsodium_key,
+								 "WALG_LIBSODIUM_KEY_PATH", cfg->libsodium_key_path);
+	const char *pgp = set_var("WALG_PGP_KEY", cfg->pgp_key, "WALG_PGP_KEY_PATH", cfg->pgp_key_path);
 	if (sodium != NULL && pgp != NULL)
 		return err_set(E_CONFIG,
 					   "%s and %s are both set: walc encrypts with one method, unset one (WAL-G "
@@ -39,15 +40,15 @@ err_code crypter_load(crypter **out)
 	err_code rc;
 	if (pgp != NULL) {
 		c->kind = KIND_PGP;
-		rc = pgp_keys_load(&c->pgp);
+		rc = pgp_keys_load(cfg, &c->pgp);
 	} else {
 		bool have = false;
 		c->kind = KIND_SODIUM;
-		rc = crypt_key_load(c->key, &have);
+		rc = crypt_key_load(cfg, c->key, &have);
 		if (rc == E_OK && !have) {
 			/* Nothing configured: the passphrase alone is warned about by pgp_keys_load. */
 			pgp_keys *none = NULL;
-			rc = pgp_keys_load(&none);
+			rc = pgp_keys_load(cfg, &none);
 			pgp_keys_free(none);
 			crypter_free(c);
 			return rc;

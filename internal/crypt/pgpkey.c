@@ -423,12 +423,12 @@ void pgp_keys_free(pgp_keys *k)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* The environment                                                                            */
+/* The settings                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-static const char *env(const char *name)
+/* Empty counts as unset, as in WAL-G (viper ignores empty values). */
+static const char *set(const char *v)
 {
-	const char *v = getenv(name);
 	return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
@@ -463,11 +463,11 @@ static err_code read_key_file(const char *path, pgp_buf *out, bool *loose)
 	return rc;
 }
 
-err_code pgp_keys_load(pgp_keys **out)
+err_code pgp_keys_load(const config *cfg, pgp_keys **out)
 {
-	const char *inline_key = env("WALG_PGP_KEY");
-	const char *path = env("WALG_PGP_KEY_PATH");
-	const char *pass = env("WALG_PGP_KEY_PASSPHRASE");
+	const char *inline_key = set(cfg->pgp_key);
+	const char *path = set(cfg->pgp_key_path);
+	const char *pass = set(cfg->pgp_key_passphrase);
 	pgp_buf text = { 0 };
 	char *pw = NULL;
 	bool loose = false;

@@ -26,7 +26,7 @@ err_code repo_open(const config *cfg, repo *out)
 	memset(out, 0, sizeof(*out));
 	TRY(check_codec(cfg, out));
 	TRY(crypt_init());
-	TRY(crypter_load(&out->crypt));
+	TRY(crypter_load(cfg, &out->crypt));
 	return storage_open(cfg, &out->st);
 }
 

@@ -1,4 +1,7 @@
-/* Helpers shared by the stream tests: reproducible bytes, a probe at the end of a chain. */
+/*
+ * Helpers shared by the stream tests: reproducible bytes, a probe at the end of a chain, key
+ * settings cleared. Include after cmocka.h.
+ */
 #ifndef WALC_TEST_UNIT_UNIT_H
 #define WALC_TEST_UNIT_UNIT_H
 
@@ -108,6 +111,53 @@ static inline err_code feed_sizes(sink *s, const unsigned char *p, size_t n, enu
 		n -= k;
 	}
 	return E_OK;
+}
+
+/*
+ * Feeds n bytes of in through s, whose end is pr's probe, as feed_sizes does, then finishes and
+ * frees s; returns the first error. The probe's bytes go to *out (freed when out is NULL), its
+ * finish count to *finishes (may be NULL).
+ */
+static inline err_code run_probe(sink *s, probe *pr, const unsigned char *in, size_t n,
+								 enum feed_mode mode, const size_t *odd, size_t nodd, membuf *out,
+								 int *finishes)
+{
+	err_code rc = feed_sizes(s, in, n, mode, odd, nodd);
+	if (rc == E_OK)
+		rc = sink_finish(s);
+	sink_free(s);
+	assert_true(pr->freed);
+	if (finishes != NULL)
+		*finishes = pr->finishes;
+	if (out != NULL)
+		*out = pr->mb;
+	else
+		free(pr->mb.data);
+	return rc;
+}
+
+/* out holds exactly pt's n bytes, delivered with one finish (cmocka asserts); frees out's data. */
+static inline void check_plain(membuf *out, int finishes, const unsigned char *pt, size_t n)
+{
+	assert_int_equal(finishes, 1);
+	assert_int_equal(out->len, n);
+	if (n > 0)
+		assert_memory_equal(out->data, pt, n);
+	free(out->data);
+}
+
+/* cmocka setup: no key settings in the environment, no error recorded. */
+static inline int setup_env(void **state)
+{
+	(void)state;
+	static const char *const vars[] = {
+		"WALG_PGP_KEY",		  "WALG_PGP_KEY_PATH",		 "WALG_PGP_KEY_PASSPHRASE",
+		"WALG_LIBSODIUM_KEY", "WALG_LIBSODIUM_KEY_PATH", "WALG_LIBSODIUM_KEY_TRANSFORM",
+	};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	err_clear();
+	return 0;
 }
 
 #endif
