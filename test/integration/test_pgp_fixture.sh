@@ -7,6 +7,8 @@
 #   - every backup (full, delta, delta of delta) restores with backup-fetch and recovers through
 #     walc wal-fetch to its expected dump, the key given as WALG_PGP_KEY_PATH and as WALG_PGP_KEY
 #     (one line, "\n" escapes);
+#   - the key and passphrase also work from a JSON configuration file and as flags, and no
+#     output (walc env, DEVEL logs, errors) shows either;
 #   - the repository is unchanged afterwards.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -64,6 +66,39 @@ if $have_walg; then
 else
 	ok "$n WAL files decrypt with walc (WAL-G comparison skipped)"
 fi
+
+# ---- the key settings from a JSON file and as flags, never shown ------------------------------
+objs=("$T"/repo/wal_005/*.lz4)
+first=$(basename "${objs[0]}" .lz4)
+KEYLINE=$(sed -n 5p "$T/secret.asc") # a line of the armored secret key's body
+python3 -c 'import json, sys; print(json.dumps({"WALG_PGP_KEY": open(sys.argv[1]).read(), "WALG_PGP_KEY_PASSPHRASE": sys.argv[2]}))' \
+	"$T/secret.asc" "$PASS" >"$T/walg.json"
+chmod 600 "$T/walg.json"
+wrun "${BASE[@]}" WALG_CONFIG_PATH="$T/walg.json" WALG_LOG_LEVEL=DEVEL -- wal-fetch "$first" "$T/from-file"
+expect_rc 0 "wal-fetch with the key and passphrase in WALG_CONFIG_PATH"
+assert_same_file "$T/wal-walc/$first" "$T/from-file" "wal-fetch $first, key from the file"
+wrun "${BASE[@]}" -- --walg-pgp-key-path="$T/secret.asc" --walg-pgp-key-passphrase="$PASS" \
+	wal-fetch "$first" "$T/from-flags"
+expect_rc 0 "wal-fetch with the key and passphrase as flags"
+assert_same_file "$T/wal-walc/$first" "$T/from-flags" "wal-fetch $first, key from flags"
+for form in path text; do
+	if [ $form = path ]; then envs=("${BY_PATH[@]}"); else envs=("${BY_TEXT[@]}"); fi
+	wrun "${envs[@]}" WALG_LOG_LEVEL=DEVEL -- env
+	expect_rc 0 "walc env (key $form)"
+	out="$W_OUT$W_ERR"
+	wrun "${envs[@]}" WALG_LOG_LEVEL=DEVEL WALG_PGP_KEY_PATH=/nonexistent -- wal-fetch "$first" "$T/devel-$form"
+	out+="$W_OUT$W_ERR"
+	wrun "${envs[@]}" WALG_LIBSODIUM_KEY=0123456789abcdef0123456789abcdef -- wal-fetch "$first" "$T/both-$form"
+	expect_rc 1 "wal-fetch with libsodium and OpenPGP keys (key $form)"
+	assert_contains "$W_ERR" "are both set" "two methods (key $form): the error names both"
+	out+="$W_OUT$W_ERR"
+	assert_not_contains "$out" "$PASS" "walc's output (key $form): the passphrase"
+	assert_not_contains "$out" "$KEYLINE" "walc's output (key $form): the key text"
+done
+wrun "${BASE[@]}" WALG_CONFIG_PATH="$T/walg.json" WALG_LOG_LEVEL=DEVEL -- env
+assert_not_contains "$W_OUT$W_ERR" "$PASS" "walc env, key from the file: the passphrase"
+assert_not_contains "$W_OUT$W_ERR" "$KEYLINE" "walc env, key from the file: the key text"
+ok "the key settings work from a JSON file and as flags; no output shows the key or passphrase"
 
 # ---- every backup restores to its expected dump ------------------------------------------------
 cmd_wrapper "$T/by-path.sh" "$WALC_PG" "${BY_PATH[@]}"
