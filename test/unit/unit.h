@@ -1,6 +1,7 @@
 /*
- * Helpers shared by the stream tests: reproducible bytes, a probe at the end of a chain, key
- * settings cleared. Include after cmocka.h.
+ * What the unit tests share: a fresh directory under /tmp and its removal; for the stream
+ * tests, reproducible bytes, a probe at the end of a chain, key settings cleared. Included
+ * after cmocka.h (it asserts).
  */
 #ifndef WALC_TEST_UNIT_UNIT_H
 #define WALC_TEST_UNIT_UNIT_H
@@ -11,6 +12,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* A new empty directory; the path is the caller's to free. */
+static inline char *unit_tmpdir(void)
+{
+	char *dir = xstrdup("/tmp/walc-unit-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	return dir;
+}
+
+/* Removes dir and everything below it: 0 on success, for a cmocka teardown's result. */
+static inline int unit_rmtree(const char *dir)
+{
+	char *cmd = xasprintf("rm -rf '%s'", dir);
+	int rc = system(cmd);
+	free(cmd);
+	return rc;
+}
 
 /* Deterministic, incompressible-looking bytes so that a failure is reproducible. */
 static inline unsigned char *pattern(size_t n, uint32_t seed)
