@@ -371,6 +371,26 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest,
 	return rc;
 }
 
+/*
+ * An encrypted repository: the newest backup's pg_control object (a few KiB) is decoded
+ * first, so that a wrong key or passphrase fails before the destination is made.
+ */
+static err_code check_key(repo *r, const char *name)
+{
+	char *base = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/pg_control.tar", name);
+	char *key = NULL;
+	err_code rc = repo_find(r, base, &key);
+	free(base);
+	if (rc == E_NOTFOUND) {
+		err_clear(); /* reported by the extraction */
+		return E_OK;
+	}
+	if (rc == E_OK)
+		rc = repo_get(r, key, null_sink_new());
+	free(key);
+	return rc;
+}
+
 err_code backup_fetch(repo *r, const fetch_options *opt)
 {
 	char *name = NULL;
@@ -389,6 +409,8 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 		rc = load_chain(r, name, &c);
 	if (rc == E_OK)
 		rc = compute_needs(&c);
+	if (rc == E_OK && r->crypt != NULL)
+		rc = check_key(r, name);
 	char *dest = realpath(opt->dest, NULL);
 	struct stat dsb;
 	bool existing = opt->delta && dest != NULL && stat(dest, &dsb) == 0 && S_ISDIR(dsb.st_mode);

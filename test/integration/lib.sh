@@ -247,15 +247,20 @@ free_port() {
 	done
 }
 
-# walc_wrapper VAR=VALUE...: $T/walc.sh, walc as PostgreSQL's archive_command and
+# cmd_wrapper FILE PROGRAM VAR=VALUE...: FILE runs PROGRAM as PostgreSQL's archive_command and
 # restore_command run it: with HOME, PGDATA (the data directory they run in) and the given
-# variables
-walc_wrapper() {
+# variables (values may hold spaces and backslashes, not single quotes)
+cmd_wrapper() {
+	local file=$1 prog=$2
+	shift 2
 	# shellcheck disable=SC2016 # $PWD and $@ belong to the wrapper
 	printf '#!/bin/sh\nexec env HOME='"'%s'"' PGDATA="$PWD" %s'"'%s'"' "$@"\n' \
-		"$T/home" "$(printf "'%s' " "$@")" "$WALC_PG" >"$T/walc.sh"
-	chmod 755 "$T/walc.sh"
+		"$T/home" "$(printf "'%s' " "$@")" "$prog" >"$file"
+	chmod 755 "$file"
+	pg_own "$file"
 }
+# walc_wrapper VAR=VALUE...: $T/walc.sh, walc as archive_command and restore_command run it
+walc_wrapper() { cmd_wrapper "$T/walc.sh" "$WALC_PG" "$@"; }
 
 # A configuration matrix: one environment file and wrapper per configuration name, and an
 # archive_command that pushes to every configuration. A name is CODEC or CODEC-TRANSFORM (a

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+
 #define MIB (1024u * 1024)
 
 static const char *const compressing[] = { "lz4", "zstd", "brotli", "lzma", NULL };
@@ -52,15 +53,7 @@ static unsigned char *gen(size_t n, bool compressible, uint32_t seed)
 static err_code feed(sink *s, const unsigned char *p, size_t n)
 {
 	static const size_t chunks[] = { 1, 7, 4093, 65537, 13, 300001, 2, 1048583 };
-	for (size_t i = 0; n > 0; i++) {
-		size_t k = chunks[i % (sizeof(chunks) / sizeof(chunks[0]))];
-		if (k > n)
-			k = n;
-		TRY(sink_write(s, p, k));
-		p += k;
-		n -= k;
-	}
-	return E_OK;
+	return feed_sizes(s, p, n, ODD, chunks, sizeof(chunks) / sizeof(chunks[0]));
 }
 
 /* Pushes data through a filter into memory; whole: one write instead of odd chunks. */

@@ -157,11 +157,23 @@ static void test_config_refused_and_choices(void **state)
 	(void)state;
 	config c;
 	setenv("WALG_FILE_PREFIX", "/tmp/repo", 1);
-	setenv("WALG_PGP_KEY_PATH", "/k.asc", 1);
+	setenv("WALG_GPG_KEY_ID", "0123ABCD", 1);
 	assert_int_equal(config_load(&c, true), E_CONFIG);
-	assert_non_null(strstr(err_msg(), "WALG_PGP_KEY_PATH is set, but"));
+	assert_non_null(strstr(err_msg(), "WALG_GPG_KEY_ID is set, but"));
+	config_free(&c);
+	unsetenv("WALG_GPG_KEY_ID");
+	/* OpenPGP keys are settings: parsed into the struct, the secret ones may hold anything. */
+	setenv("WALG_PGP_KEY_PATH", "/k.asc", 1);
+	setenv("WALG_PGP_KEY", "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nx", 1);
+	setenv("WALG_PGP_KEY_PASSPHRASE", "pass\r\n", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_string_equal(c.pgp_key_path, "/k.asc");
+	assert_string_equal(c.pgp_key, "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nx");
+	assert_string_equal(c.pgp_key_passphrase, "pass\r\n");
 	config_free(&c);
 	unsetenv("WALG_PGP_KEY_PATH");
+	unsetenv("WALG_PGP_KEY");
+	unsetenv("WALG_PGP_KEY_PASSPHRASE");
 	setenv("WALG_TARGET_STORAGE", "default", 1); /* the "off" value */
 	setenv("WALG_LOG_LEVEL", "devel", 1);		   /* choices ignore case */
 	setenv("WALG_COMPRESSION_METHOD", "ZSTD", 1);

@@ -177,7 +177,8 @@ static void test_encrypted_objects(void **state)
 	const char *text = "secret secret secret secret secret secret secret secret";
 	repo r;
 	assert_int_equal(open_repo("none", NULL, KEY_A, &r), E_OK);
-	assert_true(r.have_key);
+	assert_non_null(r.crypt);
+	assert_string_equal(crypter_name(r.crypt), "libsodium");
 	char *key;
 	put(&r, "basebackups_005/b/tar_partitions/part_1.tar", text, &key);
 	/* What storage holds is not the plaintext. */

@@ -22,20 +22,6 @@
 /* Helpers                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Deterministic bytes so that a failure is reproducible. */
-static unsigned char *pattern(size_t n, uint32_t seed)
-{
-	unsigned char *p = xmalloc(n ? n : 1);
-	uint32_t x = seed * 2654435761u + 1;
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		p[i] = (unsigned char)x;
-	}
-	return p;
-}
-
 static char *repeat(char c, size_t n)
 {
 	char *s = xmalloc(n + 1);
