@@ -1,0 +1,171 @@
+/*
+ * backup-verify's WAL check: the archived segments of a range read whole through the
+ * repository's decoders, each page held to pg's WAL page rule, and the timeline's history.
+ */
+#include "internal/wal/wal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal/pg/pg.h"
+
+#define HISTORY_MAX ((size_t)1 << 20)
+
+/* A sink checking one segment's pages as they stream by. */
+typedef struct seg_checker {
+	sink base;
+	pg_wal_check st;
+	uint64_t segno, seg_size, sysid, total;
+	uint32_t max_tli, index;
+	unsigned char page[PG_WAL_PAGE];
+	size_t fill;
+	const char *problem; /* the first, static text */
+	uint32_t problem_page;
+} seg_checker;
+
+static void check_page(seg_checker *c, const unsigned char *p)
+{
+	const char *what = pg_wal_page_check(&c->st, p, c->segno, c->seg_size, c->index,
+										 c->max_tli, c->sysid);
+	if (what != NULL && c->problem == NULL) {
+		c->problem = what;
+		c->problem_page = c->index;
+	}
+	c->index++;
+}
+
+static err_code sc_write(sink *s, const void *buf, size_t len)
+{
+	seg_checker *c = (seg_checker *)s;
+	const unsigned char *p = buf;
+	c->total += len;
+	if (c->total > c->seg_size)
+		return E_OK; /* reported at finish */
+	while (len > 0) {
+		if (c->fill == 0 && len >= PG_WAL_PAGE) {
+			check_page(c, p);
+			p += PG_WAL_PAGE;
+			len -= PG_WAL_PAGE;
+			continue;
+		}
+		size_t n = PG_WAL_PAGE - c->fill < len ? PG_WAL_PAGE - c->fill : len;
+		memcpy(c->page + c->fill, p, n);
+		c->fill += n;
+		p += n;
+		len -= n;
+		if (c->fill == PG_WAL_PAGE) {
+			check_page(c, c->page);
+			c->fill = 0;
+		}
+	}
+	return E_OK;
+}
+
+/* What the pages showed, as the stream's end: repo_get reports it naming the object. */
+static err_code sc_finish(sink *s)
+{
+	seg_checker *c = (seg_checker *)s;
+	if (c->total != c->seg_size)
+		return err_set(E_CORRUPT, "segment is %llu bytes, not %llu", (unsigned long long)c->total,
+					   (unsigned long long)c->seg_size);
+	if (c->problem != NULL)
+		return err_set(E_CORRUPT, "page %u: %s", c->problem_page, c->problem);
+	return E_OK;
+}
+
+static void sc_free(sink *s)
+{
+	free(s);
+}
+
+static const sink_ops seg_checker_ops = { sc_write, sc_finish, sc_free };
+
+static void check_history(repo *r, uint32_t tli, wal_problem_fn fn, void *arg)
+{
+	char base[64], *key = NULL;
+	snprintf(base, sizeof(base), REPO_WAL_DIR "%08X.history", (unsigned)tli);
+	err_code rc = repo_find(r, base, &key);
+	if (rc != E_OK) {
+		fn(arg, base, rc == E_NOTFOUND ? "timeline history file missing" : err_msg());
+		err_clear();
+		return;
+	}
+	membuf mb = { .max = HISTORY_MAX };
+	rc = repo_get(r, key, membuf_sink_new(&mb));
+	if (rc != E_OK) {
+		fn(arg, key, err_msg());
+		err_clear();
+	} else {
+		const char *what = pg_history_check((const char *)mb.data, mb.len, tli);
+		if (what != NULL)
+			fn(arg, key, what);
+	}
+	free(mb.data);
+	free(key);
+}
+
+err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from, uint64_t to,
+						 uint64_t sysid, wal_problem_fn fn, void *arg, uint64_t *checked)
+{
+	*checked = 0;
+	if (tli > 1)
+		check_history(r, tli, fn, arg);
+	for (uint64_t seg = from; seg <= to; seg++) {
+		TRY(cancel_check());
+		char name[WAL_NAME_LEN + 1], base[64], *key = NULL;
+		wal_name_format(name, tli, seg, seg_size);
+		snprintf(base, sizeof(base), REPO_WAL_DIR "%s", name);
+		err_code rc = repo_find(r, base, &key);
+		if (rc != E_OK) {
+			fn(arg, base, rc == E_NOTFOUND ? "WAL segment missing" : err_msg());
+			err_clear();
+			continue;
+		}
+		seg_checker *c = xcalloc(1, sizeof(*c));
+		c->base.ops = &seg_checker_ops;
+		c->segno = seg;
+		c->seg_size = seg_size;
+		c->sysid = sysid;
+		c->max_tli = tli;
+		rc = repo_get(r, key, &c->base);
+		free(key);
+		if (rc == E_CANCELLED)
+			return rc;
+		(*checked)++;
+		if (rc != E_OK) {
+			fn(arg, base, err_msg());
+			err_clear();
+		}
+	}
+	return E_OK;
+}
+
+err_code wal_newest_segment(repo *r, uint64_t seg_size, uint32_t tli, uint64_t *segno,
+							bool *found)
+{
+	obj_list l;
+	*found = false;
+	TRY(storage_list(r->st, REPO_WAL_DIR, false, &l));
+	for (size_t i = 0; i < l.len; i++) {
+		const char *b = strrchr(l.items[i].key, '/');
+		b = b ? b + 1 : l.items[i].key;
+		char name[WAL_NAME_LEN + 1];
+		uint32_t t;
+		uint64_t s;
+		if (strlen(b) < WAL_NAME_LEN || (b[WAL_NAME_LEN] != '\0' && b[WAL_NAME_LEN] != '.') ||
+			strstr(b, ".partial") != NULL || strstr(b, ".backup") != NULL)
+			continue;
+		memcpy(name, b, WAL_NAME_LEN);
+		name[WAL_NAME_LEN] = '\0';
+		if (!wal_is_segment_name(name) || wal_name_parse(name, seg_size, &t, &s) != E_OK) {
+			err_clear();
+			continue;
+		}
+		if (t == tli && (!*found || s > *segno)) {
+			*segno = s;
+			*found = true;
+		}
+	}
+	obj_list_free(&l);
+	return E_OK;
+}
