@@ -4,6 +4,7 @@
  */
 #include "internal/pg/pg.h"
 
+#include <endian.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,17 +76,20 @@ static uint32_t mix(uint32_t sum, uint32_t value)
 
 uint16_t pg_page_checksum(const unsigned char *page, uint32_t blkno)
 {
-	unsigned char copy[PG_PAGE_SIZE];
+	/* The page as little-endian words, the lanes run over them in order: vectorizes well. */
+	uint32_t words[PG_PAGE_SIZE / 4];
 	uint32_t sums[N_SUMS];
 	uint32_t result = 0;
 
-	/* The checksum field itself counts as zero. */
-	memcpy(copy, page, PG_PAGE_SIZE);
-	copy[OFF_CHECKSUM] = copy[OFF_CHECKSUM + 1] = 0;
+	memcpy(words, page, PG_PAGE_SIZE);
+	for (size_t i = 0; i < PG_PAGE_SIZE / 4; i++)
+		words[i] = le32toh(words[i]);
+	/* The checksum field itself (bytes 8 and 9: the low half of word 2) counts as zero. */
+	words[OFF_CHECKSUM / 4] &= 0xFFFF0000u;
 	memcpy(sums, checksum_base, sizeof(sums));
 	for (size_t i = 0; i < PG_PAGE_SIZE / (4 * N_SUMS); i++)
 		for (size_t j = 0; j < N_SUMS; j++)
-			sums[j] = mix(sums[j], u32(copy, (i * N_SUMS + j) * 4));
+			sums[j] = mix(sums[j], words[i * N_SUMS + j]);
 	/* Two rounds of zeros finish the mixing. */
 	for (int round = 0; round < 2; round++)
 		for (size_t j = 0; j < N_SUMS; j++)
