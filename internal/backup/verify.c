@@ -369,7 +369,7 @@ static err_code verify_wal(repo *r, const backup_verify_options *o, vrun *v, con
 		TRY(wal_end(r, o, tli, stop, &end));
 	uint64_t checked;
 	TRY(wal_check_range(r, o->seg_size, tli, start, end, top->s.have_system_id ? top->s.system_id : 0,
-						wal_problem, v, &checked));
+						o->concurrency, wal_problem, v, &checked));
 	v->wal_segments = checked;
 	return E_OK;
 }

@@ -104,40 +104,83 @@ static void check_history(repo *r, uint32_t tli, wal_problem_fn fn, void *arg)
 	free(key);
 }
 
+/* The segments of one range, taken in turn by the workers. */
+typedef struct range_job {
+	repo *r;
+	uint64_t seg_size, sysid, to;
+	uint32_t tli;
+	wal_problem_fn fn;
+	void *arg;
+	uint64_t next;	  /* atomic */
+	uint64_t checked; /* atomic */
+} range_job;
+
+static err_code check_segment(range_job *j, uint64_t seg)
+{
+	char name[WAL_NAME_LEN + 1], base[64], *key = NULL;
+	wal_name_format(name, j->tli, seg, j->seg_size);
+	snprintf(base, sizeof(base), REPO_WAL_DIR "%s", name);
+	err_code rc = repo_find(j->r, base, &key);
+	if (rc != E_OK) {
+		j->fn(j->arg, base, rc == E_NOTFOUND ? "WAL segment missing" : err_msg());
+		err_clear();
+		return E_OK;
+	}
+	seg_checker *c = xcalloc(1, sizeof(*c));
+	c->base.ops = &seg_checker_ops;
+	c->segno = seg;
+	c->seg_size = j->seg_size;
+	c->sysid = j->sysid;
+	c->max_tli = j->tli;
+	rc = repo_get(j->r, key, &c->base);
+	free(key);
+	if (rc == E_CANCELLED)
+		return rc;
+	__atomic_add_fetch(&j->checked, 1, __ATOMIC_RELAXED);
+	if (rc != E_OK) {
+		j->fn(j->arg, base, err_msg());
+		err_clear();
+	}
+	return E_OK;
+}
+
+static err_code range_worker(void *arg)
+{
+	range_job *j = arg;
+	for (;;) {
+		TRY(cancel_check());
+		uint64_t seg = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+		if (seg > j->to)
+			return E_OK;
+		TRY(check_segment(j, seg));
+	}
+}
+
+#define CHECK_MEMORY_BUDGET ((size_t)40 << 20) /* as backup-fetch's streams */
+
 err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from, uint64_t to,
-						 uint64_t sysid, wal_problem_fn fn, void *arg, uint64_t *checked)
+						 uint64_t sysid, int concurrency, wal_problem_fn fn, void *arg,
+						 uint64_t *checked)
 {
 	*checked = 0;
 	if (tli > 1)
 		check_history(r, tli, fn, arg);
-	for (uint64_t seg = from; seg <= to; seg++) {
-		TRY(cancel_check());
-		char name[WAL_NAME_LEN + 1], base[64], *key = NULL;
-		wal_name_format(name, tli, seg, seg_size);
-		snprintf(base, sizeof(base), REPO_WAL_DIR "%s", name);
-		err_code rc = repo_find(r, base, &key);
-		if (rc != E_OK) {
-			fn(arg, base, rc == E_NOTFOUND ? "WAL segment missing" : err_msg());
-			err_clear();
-			continue;
-		}
-		seg_checker *c = xcalloc(1, sizeof(*c));
-		c->base.ops = &seg_checker_ops;
-		c->segno = seg;
-		c->seg_size = seg_size;
-		c->sysid = sysid;
-		c->max_tli = tli;
-		rc = repo_get(r, key, &c->base);
-		free(key);
-		if (rc == E_CANCELLED)
-			return rc;
-		(*checked)++;
-		if (rc != E_OK) {
-			fn(arg, base, err_msg());
-			err_clear();
-		}
-	}
-	return E_OK;
+	if (to < from)
+		return E_OK;
+	range_job j = { r, seg_size, sysid, to, tli, fn, arg, from, 0 };
+	int fit = (int)(CHECK_MEMORY_BUDGET / codec_decode_memory(r->codec));
+	if (concurrency > fit)
+		concurrency = fit > 0 ? fit : 1;
+	if ((uint64_t)concurrency > to - from + 1)
+		concurrency = (int)(to - from + 1);
+	group *g = group_new();
+	for (int i = 0; i < concurrency; i++)
+		if (group_go(g, range_worker, &j) != E_OK)
+			break;
+	err_code rc = group_wait(g);
+	group_free(g);
+	*checked = j.checked;
+	return rc;
 }
 
 err_code wal_newest_segment(repo *r, uint64_t seg_size, uint32_t tli, uint64_t *segno,
