@@ -271,6 +271,35 @@ static void check_all_seen(vlevel *vl)
 	}
 }
 
+/*
+ * Every partition files_metadata.json's TarFileSets names is stored. A missing one is one
+ * problem; its members are not listed again as files no partition holds.
+ */
+static void check_parts(vlevel *vl, const level_parts *lp)
+{
+	const json_t *sets = vl->l->meta ? catalog_json_get(vl->l->meta, "TarFileSets") : NULL;
+	const char *base;
+	json_t *members;
+	if (!json_is_object(sets))
+		return;
+	json_object_foreach((json_t *)(uintptr_t)sets, base, members)
+	{
+		bool found = false;
+		for (size_t i = 0; i < lp->tars.len && !found; i++)
+			found = strcmp(strrchr(lp->tars.items[i].key, '/') + 1, base) == 0;
+		if (found)
+			continue;
+		char obj[1024];
+		snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/tar_partitions/%s", vl->l->name, base);
+		problem(vl->v, obj, NULL, -1, "tar partition missing (files_metadata.json lists it)");
+		size_t i;
+		json_t *m;
+		json_array_foreach(members, i, m)
+			if (json_is_string(m))
+				json_object_set_new(vl->seen, json_string_value(m), json_true());
+	}
+}
+
 static err_code verify_level(repo *r, vrun *v, const level *l, int concurrency)
 {
 	vlevel *vl = xcalloc(1, sizeof(*vl));
@@ -303,8 +332,10 @@ static err_code verify_level(repo *r, vrun *v, const level *l, int concurrency)
 		lp.keys[lp.n++] = lp.label;
 	if (rc == E_OK)
 		rc = parts_run(lp.keys, lp.n, concurrency, verify_object, vl);
-	if (rc == E_OK)
+	if (rc == E_OK) {
+		check_parts(vl, &lp);
 		check_all_seen(vl);
+	}
 	level_parts_free(&lp);
 out:
 	json_decref(vl->seen);

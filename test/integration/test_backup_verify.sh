@@ -105,6 +105,15 @@ expect_problem "flipped byte (libsodium)" "${part#"$T/repo-enc/"}"
 cp "$T/enc.orig" "$part"
 ok "flipped bytes found"
 
+# 1b. A tar partition deleted: one problem naming it, not one per file it held.
+clone gone
+part=$(largest_part "$T/gone" "$FULL")
+rm "$part"
+verify WALG_FILE_PREFIX="$T/gone" -- "$FULL"
+expect_problem "deleted partition" "${part#"$T/gone/"}: tar partition missing"
+[ "$(grep -c '^PROBLEM ' <<<"$W_OUT")" = 1 ] || fail "deleted partition: one problem, got: $W_OUT"
+ok "missing partition found"
+
 # 2. A files_metadata.json checksum that does not match.
 clone meta
 "$PY" - "$T/meta/basebackups_005/$FULL/files_metadata.json" <<'PYEOF' >"$T/meta.file"
