@@ -101,6 +101,13 @@ const char *pg_wal_page_check(pg_wal_check *c, const unsigned char *page, uint64
  * is at least one; else what is wrong (static text).
  */
 const char *pg_history_check(const char *text, size_t len, uint32_t tli);
+/* The same, keeping up to max entries in out (more is a problem); *n entries read. */
+typedef struct pg_history_entry {
+	uint32_t parent;
+	uint64_t switch_lsn;
+} pg_history_entry;
+const char *pg_history_parse(const char *text, size_t len, uint32_t tli, pg_history_entry *out,
+							 size_t max, size_t *n);
 
 /* LSNs: "X/Y" text as PostgreSQL prints them. */
 err_code pg_lsn_parse(const char *text, uint64_t *lsn);

@@ -87,8 +87,16 @@ const char *pg_wal_page_check(pg_wal_check *c, const unsigned char *page, uint64
 
 const char *pg_history_check(const char *text, size_t len, uint32_t tli)
 {
+	size_t n;
+	return pg_history_parse(text, len, tli, NULL, 0, &n);
+}
+
+const char *pg_history_parse(const char *text, size_t len, uint32_t tli, pg_history_entry *out,
+							 size_t max, size_t *n_out)
+{
 	uint64_t last_parent = 0, last_lsn = 0;
 	size_t entries = 0;
+	*n_out = 0;
 	const char *p = text, *end = text + len;
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -130,9 +138,15 @@ const char *pg_history_check(const char *text, size_t len, uint32_t tli)
 			return "parent timelines do not increase";
 		if (lsn < last_lsn)
 			return "switch LSNs go back";
+		if (out != NULL) {
+			if (entries == max)
+				return "more parent timelines than walc follows";
+			out[entries] = (pg_history_entry){ (uint32_t)parent, lsn };
+		}
 		last_parent = parent;
 		last_lsn = lsn;
 		entries++;
+		*n_out = entries;
 	}
 	return entries > 0 ? NULL : "no parent timeline";
 }

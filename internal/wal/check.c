@@ -80,7 +80,11 @@ static void sc_free(sink *s)
 
 static const sink_ops seg_checker_ops = { sc_write, sc_finish, sc_free };
 
-static void check_history(repo *r, uint32_t tli, wal_problem_fn fn, void *arg)
+#define HISTORY_ENTRIES 1024
+
+/* Reads and parses <tli>.history: false (and a problem told) when it cannot be used. */
+static bool read_history(repo *r, uint32_t tli, pg_history_entry *e, size_t *n,
+						 wal_problem_fn fn, void *arg)
 {
 	char base[64], *key = NULL;
 	snprintf(base, sizeof(base), REPO_WAL_DIR "%08X.history", (unsigned)tli);
@@ -88,20 +92,54 @@ static void check_history(repo *r, uint32_t tli, wal_problem_fn fn, void *arg)
 	if (rc != E_OK) {
 		fn(arg, base, rc == E_NOTFOUND ? "timeline history file missing" : err_msg());
 		err_clear();
-		return;
+		return false;
 	}
 	membuf mb = { .max = HISTORY_MAX };
+	const char *what = NULL;
 	rc = repo_get(r, key, membuf_sink_new(&mb));
 	if (rc != E_OK) {
 		fn(arg, key, err_msg());
 		err_clear();
-	} else {
-		const char *what = pg_history_check((const char *)mb.data, mb.len, tli);
-		if (what != NULL)
-			fn(arg, key, what);
+	} else if ((what = pg_history_parse((const char *)mb.data, mb.len, tli, e, HISTORY_ENTRIES,
+										n)) != NULL) {
+		fn(arg, key, what);
 	}
 	free(mb.data);
 	free(key);
+	return rc == E_OK && what == NULL;
+}
+
+/*
+ * tli's history file, and each ancestor's: every one present and sound, and each the start of
+ * its descendant's (the same parents, switched at the same LSNs).
+ */
+static void check_history(repo *r, uint32_t tli, wal_problem_fn fn, void *arg)
+{
+	pg_history_entry *mine = xcalloc(HISTORY_ENTRIES, sizeof(*mine));
+	pg_history_entry *theirs = xcalloc(HISTORY_ENTRIES, sizeof(*theirs));
+	size_t n, m;
+	if (read_history(r, tli, mine, &n, fn, arg)) {
+		for (size_t i = n; i-- > 0;) {
+			uint32_t p = mine[i].parent;
+			if (p == 1)
+				break;
+			if (!read_history(r, p, theirs, &m, fn, arg))
+				continue;
+			bool prefix = m == i;
+			for (size_t k = 0; prefix && k < m; k++)
+				prefix = theirs[k].parent == mine[k].parent &&
+					theirs[k].switch_lsn == mine[k].switch_lsn;
+			if (!prefix) {
+				char base[64], what[128];
+				snprintf(base, sizeof(base), REPO_WAL_DIR "%08X.history", (unsigned)p);
+				snprintf(what, sizeof(what),
+						 "does not agree with timeline %u's history on the timelines before", tli);
+				fn(arg, base, what);
+			}
+		}
+	}
+	free(mine);
+	free(theirs);
 }
 
 /* The segments of one range, taken in turn by the workers. */

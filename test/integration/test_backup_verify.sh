@@ -196,6 +196,36 @@ expect_problem "bad page checksum" "/$relpath block 2: checksum mismatch"
 ok "bad page checksum found"
 pg_stop "$T/src"
 
+# 5b. A backup on timeline 2 (a restored, promoted copy): its history file is read and must be
+# sound; a bad or missing one is named.
+restore_start "$T/tl2" "$FULL" "${PLAIN[@]}"
+pg_stop "$T/tl2"
+pg_conf "$T/tl2" "archive_mode = on" "archive_command = 'env $ARCH ${PLAIN[*]} $WALC_PG wal-push %p'"
+# shellcheck disable=SC2153 # RPORT is set by restore_start
+pg_start "$T/tl2" "$RPORT"
+wrun_pg "${PLAIN[@]}" -- wal-push "$T/tl2/pg_wal/00000002.history"
+expect_rc 0 "wal-push 00000002.history"
+wrun_pg "${PLAIN[@]}" PGHOST="$T" PGPORT="$RPORT" -- backup-push "$T/tl2" --full
+expect_rc 0 "backup-push on timeline 2"
+TL2=$(printf '%s\n' "$W_ERR" | sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p')
+pg_stop "$T/tl2"
+[[ $TL2 == base_00000002* ]] || fail "the promoted copy's backup must be on timeline 2: $TL2"
+verify "${PLAIN[@]}" -- "$TL2"
+expect_clean "backup on timeline 2"
+clone hist
+hkey=$(cd "$T/hist" && find wal_005 -name '00000002.history*')
+printf '3\t0/5000000\tno such parent\n' >"$T/bad.history"
+wrun WALG_FILE_PREFIX="$T/hist" -- st rm "$hkey"
+expect_rc 0 "st rm $hkey"
+wrun WALG_FILE_PREFIX="$T/hist" WALG_COMPRESSION_METHOD=zstd -- st put "$T/bad.history" wal_005/00000002.history
+expect_rc 0 "st put a bad history"
+verify WALG_FILE_PREFIX="$T/hist" -- "$TL2"
+expect_problem "bad history file" "wal_005/00000002.history" "parent timeline is not below"
+wrun WALG_FILE_PREFIX="$T/hist" -- st rm "wal_005/00000002.history.zst"
+verify WALG_FILE_PREFIX="$T/hist" -- "$TL2"
+expect_problem "missing history file" "wal_005/00000002.history: timeline history file missing"
+ok "timeline history checked"
+
 # 6. WAL-G's fixtures: every backup whose data they keep verifies clean.
 FX=$ROOT/test/fixtures/walg-v3.0.9
 for fx in lz4 zstd brotli lzma; do

@@ -375,6 +375,16 @@ static void test_history_check(void **state)
 	char longline[400];
 	memset(longline, '1', sizeof(longline));
 	assert_string_equal(pg_history_check(longline, sizeof(longline), 2), "line too long");
+	/* parsed: the parents and switch points, in order; a bound on how many are kept */
+	pg_history_entry e[2];
+	size_t n;
+	assert_null(pg_history_parse(good, strlen(good), 3, e, 2, &n));
+	assert_int_equal(n, 2);
+	assert_int_equal(e[0].parent, 1);
+	assert_int_equal(e[0].switch_lsn, UINT64_C(0x3000060));
+	assert_int_equal(e[1].parent, 2);
+	assert_int_equal(e[1].switch_lsn, UINT64_C(0x5000000));
+	assert_non_null(pg_history_parse(good, strlen(good), 3, e, 1, &n));
 }
 
 int main(void)
