@@ -405,6 +405,29 @@ static err_code verify_wal(repo *r, const backup_verify_options *o, vrun *v, con
 	return E_OK;
 }
 
+/* Each delta's increments and unchanged files have a file under that name in its base. */
+static void check_bases(vrun *v, const chain *c)
+{
+	for (size_t i = 1; i < c->n; i++) {
+		const json_t *files = files_of(&c->lv[i]), *base = files_of(&c->lv[i - 1]);
+		const char *k;
+		json_t *rec;
+		if (!json_is_object(files))
+			continue;
+		json_object_foreach((json_t *)(uintptr_t)files, k, rec)
+		{
+			bool inc = json_is_true(catalog_json_get(rec, "IsIncremented"));
+			if ((!inc && !json_is_true(catalog_json_get(rec, "IsSkipped"))) ||
+				json_object_get(base, k) != NULL)
+				continue;
+			char obj[512];
+			snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/files_metadata.json", c->lv[i].name);
+			problem(v, obj, k, -1, "%s, but its base %s has no such file",
+					inc ? "an increment" : "unchanged since the base", c->lv[i - 1].name);
+		}
+	}
+}
+
 static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, const char *name,
 						   json_t *summaries)
 {
@@ -427,6 +450,7 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 		v->total += c.lv[i].s.uncompressed_size;
 	if (c.n > 1)
 		log_info("%s is a delta: verifying %zu backups from %s", name, c.n, c.lv[0].name);
+	check_bases(v, &c);
 	for (size_t i = 0; rc == E_OK && i < c.n; i++)
 		rc = verify_level(r, v, &c.lv[i], o->concurrency);
 	if (rc == E_OK)
