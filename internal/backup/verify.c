@@ -91,7 +91,6 @@ typedef struct vlevel {
 	const json_t *files;
 	json_t *seen; /* member names read (guarded by v->lock) */
 	bool checksums;
-	bool have_control;
 	unsigned char control[CONTROL_READ];
 	size_t control_len;
 } vlevel;
@@ -149,13 +148,13 @@ static err_code ck_increment(void *ctx, uint64_t file_size, uint32_t npages,
 							 const uint32_t *blocks)
 {
 	checker *c = ctx;
+	(void)npages;
 	(void)blocks;
 	const json_t *size = catalog_json_get(c->rec, "Size");
 	if (json_is_integer(size) && (uint64_t)json_integer_value(size) != file_size)
 		problem(c->vl->v, c->key, c->name, -1,
 				"increment is of a %llu-byte file, files_metadata.json says %lld",
 				(unsigned long long)file_size, (long long)json_integer_value(size));
-	(void)npages;
 	return E_OK;
 }
 
