@@ -72,6 +72,7 @@ int cmd_wal_fetch(const config *cfg, const args *a);
 int cmd_backup_push(const config *cfg, const args *a);
 int cmd_backup_fetch(const config *cfg, const args *a);
 int cmd_backup_list(const config *cfg, const args *a);
+int cmd_backup_verify(const config *cfg, const args *a);
 int cmd_wal_show(const config *cfg, const args *a);
 int cmd_wal_verify(const config *cfg, const args *a);
 int cmd_delete(const config *cfg, const args *a);
