@@ -30,27 +30,14 @@ WALC=${WALC:-$ROOT/walc}
 mkdir -p "$OUT/logs"
 rm -f "$OUT"/*.yaml "$OUT"/logs/*
 
-passed=0
-failed=0
 summary() {
 	echo "deploy: $passed passed, $failed failed"
 	[ "$failed" -eq 0 ]
 	exit
 }
-# check NAME COMMAND...: one check; its output is kept in build/deploy/logs and shown on failure.
-check() {
-	local name=$1 log
-	shift
-	log="$OUT/logs/$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_').log"
-	if "$@" >"$log" 2>&1; then
-		echo "PASS $name"
-		passed=$((passed + 1))
-	else
-		echo "FAIL $name"
-		sed 's/^/    /' "$log" | tail -n 60
-		failed=$((failed + 1))
-	fi
-}
+CHECK_LOGS=$OUT/logs
+# shellcheck source-path=SCRIPTDIR source=../checks.sh
+. "$ROOT/test/checks.sh"
 skip() { echo "SKIP $1"; }
 
 # --- set-up (idempotent) -------------------------------------------------------------------
@@ -231,8 +218,18 @@ check "walc.env.example: every variable is one walc reads" env_example_names
 
 # --- Dockerfiles -----------------------------------------------------------------------------
 
-check "dockerfilelint Dockerfile" "$NODE_BIN/dockerfilelint" Dockerfile
-check "dockerfilelint deploy/postgres-walc/Dockerfile" "$NODE_BIN/dockerfilelint" deploy/postgres-walc/Dockerfile
+# dockerfilelint takes `FROM ${ARG}` for an image without a tag: it reads the file with the
+# default of each ARG declared before the first FROM put in.
+dockerfilelint_args() {
+	local copy
+	copy="$OUT/lint-$(printf '%s' "$1" | tr / _)"
+	awk '!from && /^ARG [A-Za-z_]+=/ { split(substr($0, 5), kv, "="); val[kv[1]] = kv[2] }
+		/^FROM / { from = 1; for (k in val) gsub("\\$\\{" k "\\}", val[k]) } { print }' "$1" >"$copy" &&
+		"$NODE_BIN/dockerfilelint" "$copy"
+}
+check "dockerfilelint Dockerfile" dockerfilelint_args Dockerfile
+check "dockerfilelint deploy/postgres-walc/Dockerfile" dockerfilelint_args deploy/postgres-walc/Dockerfile
+check "dockerfilelint deploy/image/postgres/Dockerfile" dockerfilelint_args deploy/image/postgres/Dockerfile
 
 dockerfile_shape() {
 	local final ok=0
