@@ -148,7 +148,10 @@ S3_PORT=$(free_port) PG_PORT=$(free_port) PG2_PORT=$(free_port) METRICS_PORT=$(f
 PROM_PORT=$(free_port) GW_PORT=$(free_port)
 need "s3rver on 127.0.0.1:$S3_PORT" "$ROOT/test/servers/s3rver.sh" start "$WORK/s3" "$S3_PORT" http
 
-prometheus-pushgateway --web.listen-address="127.0.0.1:$GW_PORT" >"$LOGS/pushgateway.log" 2>&1 &
+# Debian's Pushgateway persists to /var/lib/prometheus/pushgateway.data unless told otherwise:
+# this run's groups stay in its own directory.
+prometheus-pushgateway --web.listen-address="127.0.0.1:$GW_PORT" \
+	--persistence.file="$WORK/pushgateway.data" >"$LOGS/pushgateway.log" 2>&1 &
 PIDS+=($!)
 cat >"$WORK/prometheus.yml" <<EOF
 global:
