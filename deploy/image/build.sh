@@ -16,6 +16,8 @@
 # deploy/static or deploy/apt.sh change, and the walc builder shares the host's static library
 # cache (/var/cache/walc-static, deploy/static/README.md) through a volume, so an image build
 # after `make static` compiles walc only.
+# The newest builder stages stay tagged (localhost/walc-builder:cache, localhost/postgres-walc-
+# module:cache); untagged images of earlier builds are pruned after each build.
 # podman and buildah read deploy/image/containers.conf (runc, ulimits): see the comments there.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -80,9 +82,24 @@ cmd_base() {
 	flock -u 8
 }
 
-# bud ARGS...: buildah bud with the settings every build here needs.
+# bud ARGS...: buildah bud with the settings every build here needs. The label marks every
+# image these builds make, intermediate ones included, for prune_old.
+BUILD_LABEL=io.github.walc.built-by=deploy/image/build.sh
 bud() {
-	buildah bud --layers --network host --format oci --quiet "$@" >/dev/null
+	buildah bud --layers --network host --format oci --quiet --label "$BUILD_LABEL" "$@" >/dev/null
+}
+# bud_cached CACHE_TAG TARGET TAG ARGS...: builds stage TARGET tagged CACHE_TAG, then the whole
+# file from the same layers, tagged TAG. The tag keeps the newest builder chain (and so the toolchain layers under
+# it) out of prune_old; an older chain, left untagged by a new commit's sources, goes.
+bud_cached() {
+	local cache=$1 target=$2 tag=$3
+	shift 3
+	bud --target "$target" -t "$cache" "$@" && bud -t "$tag" "$@"
+}
+# Untagged images of earlier builds, which nothing needs now: each commit's sources and build
+# would otherwise stay behind (about 30 MB each). Only images carrying BUILD_LABEL.
+prune_old() {
+	podman image prune -f --filter "label=$BUILD_LABEL" >/dev/null
 }
 
 cmd_walc() {
@@ -90,8 +107,10 @@ cmd_walc() {
 	cmd_base
 	mkdir -p "$STATIC_CACHE"
 	msg "buildah bud Dockerfile -> $WALC_IMAGE"
-	bud --build-arg "BUILDER_BASE=$BASE_IMAGE" -v "$STATIC_CACHE:/var/cache/walc-static" \
-		-t "$WALC_IMAGE" -f "$ROOT/Dockerfile" "$ROOT"
+	bud_cached localhost/walc-builder:cache builder "$WALC_IMAGE" \
+		--build-arg "BUILDER_BASE=$BASE_IMAGE" -v "$STATIC_CACHE:/var/cache/walc-static" \
+		-f "$ROOT/Dockerfile" "$ROOT"
+	prune_old
 	msg "built $WALC_IMAGE in $((SECONDS - start))s"
 }
 
@@ -100,8 +119,10 @@ cmd_postgres() {
 	msg "buildah bud deploy/image/postgres -> $PG_DEBIAN_IMAGE"
 	bud --build-arg "BASE=$BASE_IMAGE" -t "$PG_DEBIAN_IMAGE" "$HERE/postgres"
 	msg "buildah bud deploy/postgres-walc/Dockerfile -> $PG_WALC_IMAGE"
-	bud --build-arg "POSTGRES_IMAGE=$PG_DEBIAN_IMAGE" -t "$PG_WALC_IMAGE" \
+	bud_cached localhost/postgres-walc-module:cache module "$PG_WALC_IMAGE" \
+		--build-arg "POSTGRES_IMAGE=$PG_DEBIAN_IMAGE" \
 		-f "$ROOT/deploy/postgres-walc/Dockerfile" "$ROOT"
+	prune_old
 	echo "$PG_WALC_IMAGE"
 }
 
