@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test/unit/unit.h"
+
 #include "internal/codec/codec.h"
 
 #include <stdlib.h>
@@ -434,21 +436,20 @@ static void test_framing(void **state)
 /* ---------------------------------------------------------------------------------------- */
 /* Interop with the Debian command-line tools                                              */
 
-static char tmpdir[64];
+static char *tmpdir;
 
 static int make_tmpdir(void **state)
 {
 	(void)state;
-	strcpy(tmpdir, "/tmp/test_codec.XXXXXX");
-	return mkdtemp(tmpdir) == NULL ? -1 : 0;
+	tmpdir = unit_tmpdir();
+	return 0;
 }
 
 static int remove_tmpdir(void **state)
 {
 	(void)state;
-	char *cmd = xasprintf("rm -rf '%s'", tmpdir);
-	int rc = system(cmd);
-	free(cmd);
+	int rc = unit_rmtree(tmpdir);
+	free(tmpdir);
 	return rc;
 }
 

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test/unit/unit.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -202,17 +204,10 @@ static void test_membuf_cap(void **state)
 	free(mb.data);
 }
 
-static char *tmpdir(void)
-{
-	char tmpl[] = "/tmp/walc-unit-XXXXXX";
-	assert_non_null(mkdtemp(tmpl));
-	return xstrdup(tmpl);
-}
-
 static void test_file_sink_atomic(void **state)
 {
 	(void)state;
-	char *dir = tmpdir();
+	char *dir = unit_tmpdir();
 	char *path = xasprintf("%s/out", dir);
 	sink *s;
 
@@ -245,9 +240,7 @@ static void test_file_sink_atomic(void **state)
 	assert_int_equal(file_sink_new(path, false, false, &s), E_EXISTS);
 
 	free(cmd);
-	cmd = xasprintf("rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	free(cmd);
+	assert_int_equal(unit_rmtree(dir), 0);
 	free(path);
 	free(dir);
 }
