@@ -5,6 +5,7 @@
 
 #include "cmd/walc/commands.h"
 #include "internal/backup/backup.h"
+#include "internal/daemon/daemon.h"
 
 int cmd_backup_push(const config *cfg, const args *a)
 {
@@ -22,14 +23,18 @@ int cmd_backup_push(const config *cfg, const args *a)
 	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
 	if (rc != E_OK)
 		return command_fail(rc);
+	double start = command_clock();
 	repo r;
 	rc = repo_open(cfg, &r);
+	bool opened = rc == E_OK;
 	if (rc == E_OK) {
 		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
 		rc = backup_push(&r, cfg, &opt);
 	}
+	int code = command_fail(rc);
+	metrics_push(opened ? &r : NULL, cfg, "backup-push", rc == E_OK, command_clock() - start);
 	repo_close(&r);
-	return command_fail(rc);
+	return code;
 }
 
 /* restore_command text: shell-quoted, with PostgreSQL's % escaped. */
