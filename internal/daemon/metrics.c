@@ -316,13 +316,24 @@ void metrics_push(repo *r, const config *cfg, const char *command, bool ok, doub
 		c = curl_easy_perform(h);
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	}
+	/* The URL may carry a user and password: logs show it without them. */
+	char *shown = NULL;
+	CURLU *u = curl_url();
+	if (u == NULL || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+		curl_url_set(u, CURLUPART_USER, NULL, 0) != CURLUE_OK ||
+		curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) != CURLUE_OK ||
+		curl_url_get(u, CURLUPART_URL, &shown, 0) != CURLUE_OK)
+		shown = NULL;
+	curl_url_cleanup(u);
+	const char *what = shown ? shown : "the Pushgateway";
 	if (c != CURLE_OK)
-		log_warn("WALG_PUSHGATEWAY_URL: pushing metrics to %s failed: %s", url,
+		log_warn("WALG_PUSHGATEWAY_URL: pushing metrics to %s failed: %s", what,
 				 curl_easy_strerror(c));
 	else if (status / 100 != 2)
-		log_warn("WALG_PUSHGATEWAY_URL: %s answered HTTP %ld", url, status);
+		log_warn("WALG_PUSHGATEWAY_URL: %s answered HTTP %ld", what, status);
 	else
-		log_info("metrics pushed to %s", url);
+		log_info("metrics pushed to %s", what);
+	curl_free(shown);
 	curl_slist_free_all(hdr);
 	curl_easy_cleanup(h);
 	free(body);
