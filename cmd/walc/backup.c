@@ -54,6 +54,8 @@ typedef struct env_words {
 static void add_setting(const char *name, const char *value, bool secret, void *arg)
 {
 	env_words *w = arg;
+	if (strcmp(name, "PGDATA") == 0) /* the server runs it in its own data directory */
+		return;
 	if (secret) {
 		log_info("restore_command does not carry %s: PostgreSQL's environment must set it, "
 				 "or give --restore-command",
