@@ -131,11 +131,22 @@ static err_code session_chunk(void *arg, http_part *part, const atomic_bool *can
 		rc = refused_exists(p, &c.resp);
 	else if (rc == E_OK && part->last && c.resp.status != 200 && c.resp.status != 201)
 		rc = gcs_answer_error(s, what, &c.resp);
-	else if (rc == E_OK && !part->last && c.resp.status != 308)
-		rc = c.resp.status < 300 ? err_set(E_IO, "%s: the session ended before its last chunk "
-												 "(HTTP %ld)",
-											   what, c.resp.status)
-								 : gcs_answer_error(s, what, &c.resp);
+	else if (rc == E_OK && !part->last && c.resp.status < 300) {
+		/* The server made an object of a part of the stream: it must not stay. */
+		rc = err_set(E_IO, "%s: the server ended the session before its last chunk (HTTP %ld)",
+					 what, c.resp.status);
+		http_call d = { 0 };
+		char *en = http_uri_encode(p->name, false);
+		gcs_call_init(s, &d, "DELETE", xasprintf("/storage/v1/b/%s/o/%s", s->bucket, en), p->name);
+		free(en);
+		if (gcs_call(s, &d) != E_OK || (d.resp.status != 204 && d.resp.status != 404))
+			log_warn("gcs: could not delete the incomplete gs://%s/%s", s->bucket, p->name);
+		http_call_free(&d);
+		err_set(E_IO, "%s: the server ended the session before its last chunk (deleted what it "
+					  "made)",
+				what);
+	} else if (rc == E_OK && !part->last && c.resp.status != 308)
+		rc = gcs_answer_error(s, what, &c.resp);
 	else if (rc == E_OK && !part->last && !stored_through(&c.resp, end))
 		rc = err_set(E_IO, "%s: the server kept \"%s\" of bytes 0-%llu", what, c.resp.range,
 					 (unsigned long long)end);
@@ -214,8 +225,10 @@ static err_code gcs_put_new(storage *st, const char *key, sink **out)
 /* A 404 for an object whose bucket is missing is a configuration error, never "no such WAL". */
 static err_code not_found(gcs_storage *s, const char *key, const http_response *r)
 {
+	/* A one-item listing, as the emulator has no bucket resource to ask for. */
 	http_call c = { 0 };
-	gcs_call_init(s, &c, "GET", xasprintf("/storage/v1/b/%s", s->bucket), NULL);
+	http_kvs_add(&c.query, "maxResults", "1");
+	gcs_call_init(s, &c, "GET", xasprintf("/storage/v1/b/%s/o", s->bucket), NULL);
 	err_code rc = gcs_call(s, &c);
 	if (rc == E_OK && c.resp.status == 404)
 		rc = err_set(E_IO, "bucket gs://%s does not exist (%s)", s->bucket, s->base_url);

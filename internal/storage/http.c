@@ -412,7 +412,8 @@ static bool s3_style_retryable(const http_response *r)
 
 static bool status_retryable(const http_auth *auth, const http_response *r)
 {
-	if (r->status >= 500 || r->status == 429)
+	/* 501 and 505 say what was asked is not there to be had: asking again changes nothing. */
+	if ((r->status >= 500 && r->status != 501 && r->status != 505) || r->status == 429)
 		return true;
 	if (auth != NULL && auth->ops->retryable != NULL)
 		return auth->ops->retryable(r);

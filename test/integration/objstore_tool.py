@@ -1,18 +1,26 @@
 #!/usr/bin/env python3
-"""Azure helpers for the integration tests (Azurite on loopback), independent of walc.
+"""Azure and GCS helpers for the integration tests (Azurite, the GCS emulator, on loopback),
+independent of walc.
 
-  az_tool.py mkcontainer ENDPOINT ACCOUNT KEY CONTAINER CAFILE
+  objstore_tool.py mkcontainer ENDPOINT ACCOUNT KEY CONTAINER CAFILE
       create a container with a Shared Key request
-  az_tool.py sas ACCOUNT KEY CONTAINER [PERMS] [EXPIRY_SECONDS]
+  objstore_tool.py sas ACCOUNT KEY CONTAINER [PERMS] [EXPIRY_SECONDS]
       print a service SAS for the container (sp=PERMS, default racwdl; expiry from now,
       default 3600)
-  az_tool.py tokens PORT LOG [--lifetime S] [--tenant T]
-      a fake Azure AD and managed-identity token endpoint on 127.0.0.1:PORT:
-        POST /TENANT/oauth2/v2.0/token  (client_credentials, with a secret or a federated
-                                        client_assertion: checked against --assertion-file)
-        GET  /metadata/identity/oauth2/token (header Metadata: true)
-      answers unsigned JWTs as Azurite's --oauth basic checks them (issuer, audience, expiry);
-      logs "kind n" per token issued to LOG. Prints "ready PORT".
+  objstore_tool.py tokens PORT LOG [--lifetime S] [--tenant T] [--assertion-file F]
+      fake token endpoints on 127.0.0.1:PORT (what cannot run here: Azure AD, the instance
+      metadata services, Google's OAuth2 endpoint):
+        POST /TENANT/oauth2/v2.0/token  Azure AD client_credentials, with the secret
+                                        "walc-secret" or a federated client_assertion (equal
+                                        to --assertion-file's content when given)
+        GET  /metadata/identity/oauth2/token   Azure managed identity (Metadata: true)
+        GET  /computeMetadata/v1/instance/service-accounts/default/token
+                                        GCE/GKE metadata server (Metadata-Flavor: Google)
+        POST /token                     Google OAuth2: a service account's JWT (three parts,
+                                        claims iss, aud, scope; its RS256 signature is checked
+                                        by the unit tests)
+      Azure tokens are unsigned JWTs as Azurite's --oauth basic checks them (issuer, audience,
+      expiry). Logs "kind n" per token issued to LOG. Prints "ready PORT".
 """
 import base64
 import datetime
@@ -84,9 +92,19 @@ def tokens(port, log, lifetime=3600, tenant="walc-tenant", assertion_file=None):
         def log_message(self, *a):
             pass
 
-        def token(self, kind):
+        def token(self, kind, opaque=False):
             counter["n"] += 1
             now = int(time.time())
+            if opaque:  # Google's tokens are opaque strings
+                out.write(f"{kind} {counter['n']}\n")
+                body = json.dumps({"access_token": f"ya29.walc-it-{counter['n']}",
+                                   "expires_in": lifetime, "token_type": "Bearer"}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             claims = {"aud": "https://storage.azure.com", "iss": f"https://sts.windows.net/{tenant}/",
                       "iat": now, "nbf": now - 60, "exp": now + lifetime, "tid": tenant,
                       "oid": "00000000-0000-0000-0000-000000000001", "n": counter["n"]}
@@ -110,6 +128,18 @@ def tokens(port, log, lifetime=3600, tenant="walc-tenant", assertion_file=None):
         def do_POST(self):
             n = int(self.headers.get("Content-Length", 0))
             form = urllib.parse.parse_qs(self.rfile.read(n).decode())
+            if self.path == "/token":
+                jwt = form.get("assertion", [""])[0].split(".")
+                if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"] \
+                        or len(jwt) != 3:
+                    return self.fail(400, "invalid_grant")
+                pad = jwt[1] + "=" * (-len(jwt[1]) % 4)
+                claims = json.loads(base64.urlsafe_b64decode(pad))
+                if claims.get("iss") != "walc-it@test.iam.gserviceaccount.com" or \
+                        "devstorage" not in claims.get("scope", "") or \
+                        claims.get("aud") != f"http://127.0.0.1:{port}/token":
+                    return self.fail(400, "invalid_grant")
+                return self.token("google-jwt", opaque=True)
             if not self.path.startswith(f"/{tenant}/oauth2/v2.0/token"):
                 return self.fail(404, "invalid_tenant")
             if form.get("scope") != ["https://storage.azure.com/.default"] or \
@@ -127,6 +157,10 @@ def tokens(port, log, lifetime=3600, tenant="walc-tenant", assertion_file=None):
         def do_GET(self):
             u = urllib.parse.urlparse(self.path)
             q = urllib.parse.parse_qs(u.query)
+            if u.path == "/computeMetadata/v1/instance/service-accounts/default/token":
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    return self.fail(403, "missing Metadata-Flavor")
+                return self.token("gce-metadata", opaque=True)
             if u.path != "/metadata/identity/oauth2/token" or self.headers.get("Metadata") != "true" \
                     or q.get("resource") != ["https://storage.azure.com/"]:
                 return self.fail(400, "invalid_request")
