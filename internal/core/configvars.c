@@ -150,6 +150,8 @@ const config_var config_vars[] = {
 		"connect timeout, seconds"),
 	INT("S3_LOW_SPEED_TIMEOUT", s3.low_speed_timeout, F_ALIAS | F_EXT, "30", 1, 3600,
 		"abandon a transfer after this many seconds without progress"),
+	INT("S3_DELETE_BATCH_SIZE", s3.delete_batch_size, F_ALIAS, "1000", 1, 1000,
+		"keys per DeleteObjects request (retention, delete, st rm)"),
 	/* AWS credentials, as the AWS SDK reads them */
 	{ "AWS_ACCESS_KEY_ID", V_TEXT, NULL, 0, 0, NULL, F_SECRET, S3(access_key), "AWS_ACCESS_KEY",
 	  "S3 access key id (or AWS_ACCESS_KEY)" },

@@ -184,6 +184,7 @@ typedef struct s3_settings {
 	long max_retries;			/* S3_MAX_RETRIES */
 	long connect_timeout;		/* S3_CONNECT_TIMEOUT, seconds */
 	long low_speed_timeout;		/* S3_LOW_SPEED_TIMEOUT, seconds */
+	long delete_batch_size;		/* S3_DELETE_BATCH_SIZE: keys per DeleteObjects request */
 	/* credentials, as the AWS SDK reads them (no WALG_ forms) */
 	char *access_key;			/* AWS_ACCESS_KEY_ID or AWS_ACCESS_KEY */
 	char *secret_key;			/* AWS_SECRET_ACCESS_KEY or AWS_SECRET_KEY */

@@ -215,6 +215,7 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	 * mean more of them in flight in the same memory.
 	 */
 	s->parts = http_part_pool(s->part_size, S3_PARTS_MEMORY, s->concurrency);
+	s->delete_batch = set->delete_batch_size > 0 ? (size_t)set->delete_batch_size : S3_DELETE_BATCH;
 
 	http_retry rt = { 0 };
 	rt.max_retries = (int)set->max_retries;
@@ -615,12 +616,12 @@ static err_code delete_batch(void *arg, size_t from, size_t n)
 	return rc;
 }
 
-/* DeleteObjects, 1000 keys a request, WALG_UPLOAD_CONCURRENCY requests at once. */
+/* DeleteObjects, S3_DELETE_BATCH_SIZE (1000) keys a request, WALG_UPLOAD_CONCURRENCY at once. */
 static err_code s3_remove_many(storage *st, const char *const *keys, size_t n)
 {
 	s3_storage *s = (s3_storage *)st;
 	delete_job job = { s, keys };
-	return http_batches(n, S3_DELETE_BATCH, s->concurrency, delete_batch, &job);
+	return http_batches(n, s->delete_batch, s->concurrency, delete_batch, &job);
 }
 
 static const char *s3_describe(storage *st)

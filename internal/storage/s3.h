@@ -126,6 +126,7 @@ typedef struct s3_storage {
 	atomic_int bucket_seen; /* a HEAD of the bucket answered 200 or 403 */
 	size_t part_size;
 	int concurrency;
+	size_t delete_batch; /* keys per DeleteObjects request */
 	pool *parts; /* buffers for multipart parts after the first, shared by every upload */
 	http_client http;
 	s3_credprov creds;
