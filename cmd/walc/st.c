@@ -148,6 +148,10 @@ static err_code st_rm(repo *r, const st_flags *f)
 			keys[removed++] = l.items[i].key;
 	rc = storage_remove_many(r->st, keys, removed);
 	free(keys);
+	/* As WAL-G: a name that removes nothing is a mistake (a pattern may match nothing). */
+	if (rc == E_OK && removed == 0 && !f->glob)
+		rc = err_set(E_NOTFOUND, "st rm: object or folder \"%s\" does not exist in %s", f->pos[0],
+					 storage_describe(r->st));
 	if (rc == E_OK)
 		log_info("removed %zu objects under %s", removed, what[0] ? what : "/");
 	obj_list_free(&l);

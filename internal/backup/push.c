@@ -118,65 +118,38 @@ static long now_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-static err_code query_u64(pg_session *s, const char *sql, uint64_t *out)
-{
-	char *v;
-	TRY(pg_query_value(s, sql, &v));
-	char *end;
-	errno = 0;
-	*out = strtoull(v, &end, 10);
-	err_code rc = errno == 0 && end != v && *end == '\0'
-		? E_OK
-		: err_set(E_IO, "query \"%s\" returned \"%s\", not a number", sql, v);
-	free(v);
-	return rc;
-}
-
 /* The server must be running on the very directory we read. */
-static err_code check_server(pg_session *s, push_state *st, uint64_t *sysid)
+static err_code check_server(const pg_server_info *si, push_state *st)
 {
-	char *dir, *real;
-	uint64_t segsize;
-	TRY(pg_query_value(s, "SHOW data_directory", &dir));
-	real = realpath(dir, NULL);
+	char *real = realpath(si->data_dir, NULL);
 	err_code rc = E_OK;
 	if (real == NULL || strcmp(real, st->pgdata) != 0)
 		rc = err_set(E_CONFIG,
 					 "backup-push: %s is not the server's data directory (the server uses %s)",
-					 st->pgdata, dir);
+					 st->pgdata, si->data_dir);
 	free(real);
-	free(dir);
 	TRY(rc);
-	TRY(query_u64(s, "SELECT system_identifier FROM pg_control_system()", sysid));
-	TRY(query_u64(s, "SELECT bytes_per_wal_segment FROM pg_control_init()", &segsize));
-	if (segsize != (uint64_t)st->cfg->pg_wal_size_mb << 20)
+	if (si->wal_segsize != (uint64_t)st->cfg->pg_wal_size_mb << 20)
 		return err_set(E_CONFIG,
 					   "WALG_PG_WAL_SIZE: the server's WAL segments are %llu MiB, the setting says "
 					   "%ld",
-					   (unsigned long long)(segsize >> 20), st->cfg->pg_wal_size_mb);
+					   (unsigned long long)(si->wal_segsize >> 20), st->cfg->pg_wal_size_mb);
 	return E_OK;
 }
 
 /* Warns when archiving is off or unconfigured; true when the server archives. */
-static bool check_archiving(pg_session *s)
+static bool check_archiving(const pg_server_info *si)
 {
-	char *mode = NULL, *cmd = NULL, *lib = NULL;
-	bool archiving = false;
-	if (pg_query_value(s, "SHOW archive_mode", &mode) == E_OK && strcmp(mode, "off") == 0)
+	const char *mode = si->archive_mode, *cmd = si->archive_command, *lib = si->archive_library;
+	if (mode != NULL && strcmp(mode, "off") == 0)
 		log_warn("archive_mode is off: the backup can only be restored with WAL from elsewhere, "
 				 "and pg_backup_stop will not wait for archiving");
-	else if (pg_query_value(s, "SHOW archive_command", &cmd) == E_OK &&
-			 pg_query_value(s, "SHOW archive_library", &lib) == E_OK && cmd[0] == '\0' &&
-			 lib[0] == '\0')
+	else if (cmd != NULL && lib != NULL && cmd[0] == '\0' && lib[0] == '\0')
 		log_warn("archive_command is empty: pg_backup_stop will wait for WAL archiving that "
 				 "never happens (set WALG_STOP_BACKUP_TIMEOUT to bound the wait)");
 	else
-		archiving = mode != NULL;
-	err_clear();
-	free(mode);
-	free(cmd);
-	free(lib);
-	return archiving;
+		return mode != NULL;
+	return false;
 }
 
 static err_code backup_name_for(pg_session *s, const push_state *st,
@@ -187,11 +160,11 @@ static err_code backup_name_for(pg_session *s, const push_state *st,
 		return E_OK;
 	}
 	/* On a standby the server cannot name the segment: WAL-G uses lsn - 1 on its timeline. */
-	uint64_t tli;
-	TRY(query_u64(s, "SELECT timeline_id FROM pg_control_checkpoint()", &tli));
+	uint32_t tli;
+	TRY(pg_checkpoint_timeline(s, &tli));
 	char seg[WAL_NAME_LEN + 1];
 	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
-	wal_name_format(seg, (uint32_t)tli, (bs->lsn - 1) / segsize, segsize);
+	wal_name_format(seg, tli, (bs->lsn - 1) / segsize, segsize);
 	*name = xasprintf("base_%s", seg);
 	return E_OK;
 }
@@ -312,7 +285,7 @@ static json_t *metadata_json(const backup_sentinel *s, const push_state *st)
 	return o;
 }
 
-static err_code parse_user_data(const char *text, json_t **out)
+err_code push_parse_user_data(const char *text, json_t **out)
 {
 	json_error_t jerr;
 	*out = NULL;
@@ -326,17 +299,15 @@ static err_code parse_user_data(const char *text, json_t **out)
 	return E_OK;
 }
 
-/* pg_control's own tar, written after the data. */
-static err_code store_control(push_state *st, const char *control, size_t len)
+err_code push_store_control(push_state *st, const char *control, size_t len)
 {
 	const char *cname[] = { "/global/pg_control" };
 	const char *cdata[] = { control };
 	return pack_small_tar(st, "pg_control.tar", cname, cdata, &len, 1, 0600, NULL);
 }
 
-/* After the stop: backup_label, then the JSON with the sentinel last. */
-static err_code store_tail(push_state *st, backup_sentinel *sen, const char *label,
-						   const char *spcmap)
+err_code push_store_tail(push_state *st, backup_sentinel *sen, const char *label,
+						 const char *spcmap)
 {
 	char *key = NULL;
 	const char *lname[] = { "backup_label", "tablespace_map" };
@@ -407,11 +378,7 @@ static err_code wait_archived(pg_session *s, push_state *st, const backup_sentin
 							  uint32_t tli)
 {
 	char *failing = NULL;
-	if (pg_query_value(s,
-					   "SELECT CASE WHEN last_failed_time > coalesce(last_archived_time, "
-					   "'-infinity') THEN last_failed_wal || ' at ' || last_failed_time "
-					   "ELSE '' END FROM pg_stat_archiver",
-					   &failing) != E_OK) {
+	if (pg_archiver_failing(s, &failing) != E_OK) {
 		log_warn("reading pg_stat_archiver: %s", err_msg());
 		failing = xstrdup("");
 	}
@@ -486,7 +453,7 @@ static err_code finish_local(pg_session *s, push_state *st, backup_sentinel *sen
 	char *control, *label = NULL, *spcmap = NULL;
 	size_t control_len;
 	TRY(read_pg_control(st->pgdata, &control, &control_len));
-	err_code rc = store_control(st, control, control_len);
+	err_code rc = push_store_control(st, control, control_len);
 	free(control);
 	TRY(rc);
 	/* On a primary that archives, walc waits for the archive itself (faster, same rule). */
@@ -502,41 +469,11 @@ static err_code finish_local(pg_session *s, push_state *st, backup_sentinel *sen
 			return wrc;
 		}
 	}
-	rc = store_tail(st, sen, label, spcmap);
+	rc = push_store_tail(st, sen, label, spcmap);
 	free(label);
 	free(spcmap);
 	return rc;
 }
-
-/* Remote mode: BASE_BACKUP handed over pg_control, backup_label and tablespace_map. */
-static err_code push_remote_all(const config *cfg, const push_options *opt, push_state *st,
-								backup_sentinel *sen)
-{
-	membuf control = { 0 }, label = { 0 }, spcmap = { 0 };
-	err_code rc = parse_user_data(opt->user_data ? opt->user_data : cfg->sentinel_user_data,
-								  &sen->user_data);
-	if (rc == E_OK && (opt->delta_from_name || opt->delta_from_user_data))
-		rc = err_set(E_CONFIG, "delta backups need the data directory (remote mode takes full "
-							   "backups only)");
-	if (rc == E_OK) {
-		sen->start_time = time_now_rfc3339();
-		rc = push_remote(st, sen, &control, &label, &spcmap);
-	}
-	if (rc == E_OK)
-		rc = store_control(st, (const char *)control.data, control.len);
-	if (rc == E_OK) {
-		char *l = xasprintf("%.*s", (int)label.len, (const char *)label.data);
-		char *m = xasprintf("%.*s", (int)spcmap.len, spcmap.data ? (const char *)spcmap.data : "");
-		rc = store_tail(st, sen, l, m);
-		free(l);
-		free(m);
-	}
-	free(control.data);
-	free(label.data);
-	free(spcmap.data);
-	return rc;
-}
-
 
 static err_code push_local(const config *cfg, const push_options *opt,
 						   push_state *st, backup_sentinel *sen, pg_session **sp)
@@ -555,18 +492,25 @@ static err_code push_local(const config *cfg, const push_options *opt,
 		return err_set(E_CONFIG, "backup-push: %s is not a PostgreSQL data directory "
 								 "(no PG_VERSION or global/pg_control)",
 					   st->pgdata);
-	TRY(parse_user_data(opt->user_data ? opt->user_data : cfg->sentinel_user_data,
-						&sen->user_data));
+	TRY(push_parse_user_data(opt->user_data ? opt->user_data : cfg->sentinel_user_data,
+							 &sen->user_data));
 
 	sen->data_dir = xstrdup(st->pgdata);
 	TRY(delta_choose(st->r, cfg, opt, &st->delta));
 	TRY(pg_connect(false, sp));
 	pg_session *s = *sp;
-	TRY(check_server(s, st, &sen->system_id));
+	pg_server_info si;
+	err_code rc = pg_server_info_get(s, &si);
+	if (rc == E_OK)
+		rc = check_server(&si, st);
+	sen->system_id = si.system_id;
+	st->archiving = check_archiving(&si);
+	bool checksums = si.data_checksums;
+	pg_server_info_free(&si);
+	TRY(rc);
 	sen->have_system_id = true;
 	TRY(catalog_check_cluster(st->r, sen->system_id, cfg->allow_system_id_change, "backup-push"));
 	sen->pg_version = pg_server_version(s);
-	st->archiving = check_archiving(s);
 
 	sen->start_time = time_now_rfc3339();
 	pg_backup_start_info bs;
@@ -592,13 +536,9 @@ static err_code push_local(const config *cfg, const push_options *opt,
 	TRY(push_claim(st, bs.lsn, st->timeline));
 	st->verify = opt->verify || cfg->verify_page_checksums;
 	st->store_all = opt->store_all_corrupt || cfg->store_all_corrupt_blocks;
-	if (st->verify) {
-		char *on = NULL;
-		if (pg_query_value(s, "SHOW data_checksums", &on) == E_OK && strcmp(on, "on") != 0) {
-			log_warn("data_checksums is off on this cluster: page checksums are not verified");
-			st->verify = false;
-		}
-		free(on);
+	if (st->verify && !checksums) {
+		log_warn("data_checksums is off on this cluster: page checksums are not verified");
+		st->verify = false;
 	}
 	char lsn[32];
 	pg_lsn_format(bs.lsn, lsn);
@@ -655,6 +595,7 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	delta_free(&st.delta);
 	free(st.pgdata);
 	free(st.name);
+	free(st.manifest_key);
 	pthread_mutex_destroy(&st.lock);
 	rate_free(st.disk);
 	return rc;

@@ -64,6 +64,7 @@ typedef struct push_state {
 	char *pgdata; /* absolute, symlinks resolved */
 	char *name;	  /* backup name */
 	const char *remote_data_dir; /* the server's, in remote mode (borrowed) */
+	char *manifest_key;			 /* remote mode on 17+: the stored server manifest */
 	chan *entries;
 	group *g;
 	rate *disk;	   /* WALG_DISK_RATE_LIMIT, or NULL */
@@ -126,11 +127,49 @@ err_code pack_entries(void *arg);
 /* The Files record of one entry, in WAL-G's shape. */
 json_t *file_record(const struct stat *st, delta_kind kind);
 /* Stores one small tar object (pg_control, backup_label) with the given members. */
-/* backup-push over a replication connection (BASE_BACKUP), into the same layout. */
-err_code push_remote(push_state *st, backup_sentinel *sen, membuf *control, membuf *label,
-					 membuf *spcmap);
 err_code pack_small_tar(push_state *st, const char *base, const char *const *names,
 						const char *const *data, const size_t *lens, int n, uint32_t mode,
 						char **key_out);
+/* pg_control's own tar, written after the data. */
+err_code push_store_control(push_state *st, const char *control, size_t len);
+/* After the stop: backup_label, then the JSON with the sentinel last. */
+err_code push_store_tail(push_state *st, backup_sentinel *sen, const char *label,
+						 const char *spcmap);
+/* --add-user-data or WALG_SENTINEL_USER_DATA, parsed (NULL text: *out NULL). */
+err_code push_parse_user_data(const char *text, json_t **out);
+
+/* backup-push over a replication connection (BASE_BACKUP), into the same layout. */
+err_code push_remote_all(const config *cfg, const push_options *opt, push_state *st,
+						 backup_sentinel *sen);
+
+/*
+ * Remote deltas (remote_incr.c). The server's manifest of a remote backup on 17+ is stored
+ * beside its metadata, outside tar_partitions/ (WAL-G extracts that folder wholesale and
+ * ignores other objects): what the next incremental backup uploads.
+ */
+#define REMOTE_MANIFEST "walc_backup_manifest"
+typedef struct pg_server_info pg_server_info;
+err_code remote_delta_choose(push_state *st, const push_options *opt, const pg_server_info *si,
+							 membuf *manifest);
+/* The manifest of backup name, if it has one (*found), into `into` (capped). */
+err_code remote_manifest_read(repo *r, const char *name, membuf *into, bool *found);
+/* A writer for this backup's manifest object; sets st->manifest_key. */
+err_code remote_manifest_open(push_state *st, sink **out);
+/* "dir/INCREMENTAL.16384" -> "dir/16384" (*real, to free); false for other names. */
+bool incr_member_name(const char *name, char **real);
+/* Drops backup_label's "INCREMENTAL FROM ..." lines. */
+void incr_strip_label(membuf *label);
+/*
+ * One INCREMENTAL.<relfile> member converted into one WAL-G increment member, streaming:
+ * te gives the output member's name (borrowed until the first write), mode and times.
+ */
+typedef struct incr_conv incr_conv;
+incr_conv *incr_conv_new(uint64_t member_size, const tar_entry *te);
+err_code incr_conv_write(incr_conv *c, tar_writer *tw, const void *buf, size_t len);
+/* Zero pages past the truncation length, then the member's end. */
+err_code incr_conv_end(incr_conv *c, tar_writer *tw);
+/* The increment member's size (once begun). */
+uint64_t incr_conv_stored(const incr_conv *c);
+void incr_conv_free(incr_conv *c);
 
 #endif

@@ -1,83 +1,15 @@
 /*
- * delete: retention over a repository of full and delta backups and their WAL (reference
- * §14), with walc's differences: backups are ordered by their start time from metadata (name
- * only as a fallback) so a timeline reset cannot invert retention; every ancestor of a kept
- * delta is kept; WAL is deleted only where no kept backup can need it; `everything` removes
- * only basebackups_005/ and wal_005/. A dry run unless confirm is set.
+ * delete: retention over a repository of full and delta backups and their WAL. This file
+ * reads the repository into plain data, has retplan.c decide, records the intent, and
+ * deletes (or, without confirm, lists) what the plan holds.
  */
-#include "internal/backup/backup.h"
+#include "internal/backup/retention_impl.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include "internal/pg/pg.h"
-
-
-
-typedef struct bk {
-	char *name;
-	backup_sentinel s;
-	bool permanent;
-	time_t sec; /* start time, or the sentinel's mtime */
-	long nsec;
-	uint32_t tli;
-	uint64_t seg;	   /* start segment number */
-	uint64_t end_seg;  /* segment holding finish LSN - 1 */
-	bool keep;
-	bool gone;		   /* selected for deletion */
-} bk;
-
-typedef struct set {
-	bk *b;
-	size_t n;
-	uint64_t segsize;
-	claim_list running; /* pushes still writing: their base, objects and WAL are kept */
-	claim_list stale;	/* claims of pushes that died: their objects are garbage */
-} set;
-
-static int by_time(const void *a, const void *b)
-{
-	const bk *x = a, *y = b;
-	if (x->sec != y->sec)
-		return x->sec < y->sec ? -1 : 1;
-	if (x->nsec != y->nsec)
-		return x->nsec < y->nsec ? -1 : 1;
-	return strcmp(x->name, y->name);
-}
-
-static bool token24(const char *s, uint32_t *tli, uint64_t *seg, uint64_t segsize)
-{
-	for (const char *p = s; *p; p++) {
-		size_t n = 0;
-		while (p[n] && ((p[n] >= '0' && p[n] <= '9') || (p[n] >= 'A' && p[n] <= 'F')))
-			n++;
-		if (n >= 24) {
-			char name[WAL_NAME_LEN + 1];
-			snprintf(name, sizeof(name), "%.24s", p);
-			return wal_name_parse(name, segsize, tli, seg) == E_OK;
-		}
-		if (n > 0)
-			p += n - 1;
-	}
-	return false;
-}
-
-static void set_free(set *st)
-{
-	for (size_t i = 0; i < st->n; i++) {
-		free(st->b[i].name);
-		catalog_sentinel_free(&st->b[i].s);
-	}
-	free(st->b);
-	catalog_claims_free(&st->running);
-	catalog_claims_free(&st->stale);
-	memset(st, 0, sizeof(*st));
-}
-
-static bk *find(set *st, const char *name);
 
 static void move_claim(claim_list *to, claim_info *c)
 {
@@ -91,7 +23,7 @@ static void move_claim(claim_list *to, claim_info *c)
  * whose sentinel appeared after the backups were listed is a push that finished meanwhile:
  * for this plan it is still running, so that its base is not deleted under it.
  */
-static err_code sort_claims(repo *r, set *st, claim_list *all, claim_list *running,
+static err_code sort_claims(repo *r, retain_set *st, claim_list *all, claim_list *running,
 							claim_list *stale)
 {
 	err_code rc = E_OK;
@@ -101,7 +33,7 @@ static err_code sort_claims(repo *r, set *st, claim_list *all, claim_list *runni
 			move_claim(running, c);
 		} else if (c->state == CLAIM_DEAD) {
 			move_claim(stale, c);
-		} else if (find(st, c->name) == NULL) {
+		} else if (retain_find(st, c->name) == NULL) {
 			claim_info full;
 			rc = catalog_claim_read(r, c->key, &full);
 			if (rc == E_OK) {
@@ -117,7 +49,7 @@ static err_code sort_claims(repo *r, set *st, claim_list *all, claim_list *runni
 	return rc;
 }
 
-static err_code load(repo *r, const config *cfg, set *st)
+static err_code load(repo *r, const config *cfg, retain_set *st)
 {
 	backup_refs refs;
 	claim_list claims;
@@ -130,10 +62,10 @@ static err_code load(repo *r, const config *cfg, set *st)
 		catalog_claims_free(&claims);
 		return lrc;
 	}
-	st->b = xcalloc(refs.len ? refs.len : 1, sizeof(bk));
+	st->b = xcalloc(refs.len ? refs.len : 1, sizeof(retain_backup));
 	err_code rc = E_OK;
 	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
-		bk *b = &st->b[st->n];
+		retain_backup *b = &st->b[st->n];
 		b->name = xstrdup(refs.items[i].name);
 		b->sec = refs.items[i].mtime;
 		b->nsec = refs.items[i].mtime_nsec;
@@ -157,14 +89,13 @@ static err_code load(repo *r, const config *cfg, set *st)
 			b->sec = sec;
 			b->nsec = nsec;
 		}
-		if (!token24(b->name, &b->tli, &b->seg, st->segsize))
+		if (!retain_position(b->name, st->segsize, &b->tli, &b->seg))
 			rc = err_set(E_CORRUPT, "backup name %s has no WAL segment in it", b->name);
-		uint64_t fin = b->s.finish_lsn > 0 ? b->s.finish_lsn - 1 : 0;
-		b->end_seg = fin / st->segsize > b->seg ? fin / st->segsize : b->seg;
+		retain_set_range(b, st->segsize);
 	}
 	catalog_backups_free(&refs);
 	if (rc == E_OK)
-		qsort(st->b, st->n, sizeof(bk), by_time);
+		retain_sort(st);
 	if (rc == E_OK)
 		rc = sort_claims(r, st, &claims, &st->running, &st->stale);
 	else
@@ -172,195 +103,12 @@ static err_code load(repo *r, const config *cfg, set *st)
 	return rc;
 }
 
-static bk *find(set *st, const char *name)
-{
-	for (size_t i = 0; i < st->n; i++)
-		if (strcmp(st->b[i].name, name) == 0)
-			return &st->b[i];
-	return NULL;
-}
-
-/* A kept delta needs its whole chain, and a running delta push its base. */
-static void keep_ancestors(set *st)
-{
-	for (size_t i = 0; i < st->running.len; i++) {
-		bk *base = st->running.items[i].delta_from ? find(st, st->running.items[i].delta_from)
-												   : NULL;
-		if (base != NULL && !base->keep) {
-			log_info("keeping %s: backup-push of %s (host %s) is based on it", base->name,
-					 st->running.items[i].name,
-					 st->running.items[i].hostname ? st->running.items[i].hostname : "?");
-			base->keep = true;
-		}
-	}
-	for (size_t i = 0; i < st->n; i++) {
-		bk *b = &st->b[i];
-		for (int guard = 0; b != NULL && b->keep && b->s.is_delta && guard < 100000; guard++) {
-			bk *parent = find(st, b->s.delta_from);
-			if (parent == NULL)
-				break;
-			parent->keep = true;
-			b = parent;
-		}
-	}
-}
-
-/*
- * WAL a kept backup may need: from its start onward, on its timeline or a later one (recovery
- * follows promotions). A permanent backup out of the window pins only its own range.
- */
-static bool wal_needed(const set *st, uint32_t tli, uint64_t seg)
-{
-	for (size_t i = 0; i < st->n; i++) {
-		const bk *b = &st->b[i];
-		if (!b->keep)
-			continue;
-		if (b->permanent && !b->gone && b->tli == tli && seg >= b->seg && seg <= b->end_seg)
-			return true;
-		if (!b->permanent && tli >= b->tli && seg >= b->seg)
-			return true;
-	}
-	for (size_t i = 0; i < st->running.len; i++) {
-		const claim_info *c = &st->running.items[i];
-		if (tli >= c->timeline && seg >= c->start_lsn / st->segsize)
-			return true;
-	}
-	return false;
-}
-
-/* How a folder without a sentinel is claimed: 1 running push, -1 dead push, 0 no claim. */
-static int claimed(const set *st, const char *name)
-{
-	for (size_t i = 0; i < st->running.len; i++)
-		if (strcmp(st->running.items[i].name, name) == 0)
-			return 1;
-	for (size_t i = 0; i < st->stale.len; i++)
-		if (strcmp(st->stale.items[i].name, name) == 0)
-			return -1;
-	return 0;
-}
-
-/*
- * Whether mtime predates the start of every kept backup (not counting permanent ones out of
- * the window), to the nanosecond: a push that ended the same second a kept one began counts.
- */
-static bool before_kept(const set *st, time_t sec, long nsec)
-{
-	for (size_t i = 0; i < st->n; i++) {
-		const bk *b = &st->b[i];
-		if (b->keep && !b->permanent &&
-			(sec > b->sec || (sec == b->sec && nsec >= b->nsec)))
-			return false;
-	}
-	return true;
-}
-
-typedef struct plan {
-	obj_list del;
-	uint64_t bytes;
-} plan;
-
-static void plan_add(plan *p, const obj_info *o)
-{
-	obj_list_add(&p->del, o->key, o->size, o->mtime, o->mtime_nsec);
-	p->bytes += o->size;
-}
-
-/*
- * Hidden temporaries of writers killed mid-object (file storage): untouched for an hour and
- * not of a process alive here. A running writer's temporary grows as it writes.
- */
-#define TEMP_MIN_AGE_S 3600
-
-static err_code plan_temporaries(repo *r, bool backups, bool wal, plan *p)
-{
-	const char *dirs[2] = { backups ? REPO_BACKUP_DIR : NULL, wal ? REPO_WAL_DIR : NULL };
-	time_t now = time(NULL);
-	for (int d = 0; d < 2; d++) {
-		if (dirs[d] == NULL)
-			continue;
-		obj_list t;
-		TRY(storage_list_temporaries(r->st, dirs[d], &t));
-		for (size_t i = 0; i < t.len; i++) {
-			long pid = storage_temporary_pid(t.items[i].key);
-			bool alive = pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
-			if (now - t.items[i].mtime >= TEMP_MIN_AGE_S && !alive)
-				plan_add(p, &t.items[i]);
-		}
-		obj_list_free(&t);
-	}
-	return E_OK;
-}
-
-/* Backups marked gone (sentinel first, then the folder) and WAL nobody kept needs. */
-static err_code plan_objects(repo *r, set *st, bool backups, bool wal, bool orphans, bool every,
-						   plan *p)
-{
-	obj_list objs;
-	memset(p, 0, sizeof(*p));
-	if (backups) {
-		TRY(storage_list(r->st, REPO_BACKUP_DIR, true, &objs));
-		/* Sentinels first: a backup stops existing before its parts go. */
-		for (int pass = 0; pass < 2; pass++)
-			for (size_t i = 0; i < objs.len; i++) {
-				const char *rest = objs.items[i].key + strlen(REPO_BACKUP_DIR);
-				bool sentinel = str_has_suffix(rest, SENTINEL_SUFFIX);
-				if ((pass == 0) != sentinel)
-					continue;
-				size_t n = sentinel ? strlen(rest) - strlen(SENTINEL_SUFFIX) : strcspn(rest, "/");
-				char *name = xasprintf("%.*s", (int)n, rest);
-				bk *b = find(st, name);
-				uint32_t tli;
-				uint64_t seg;
-				/*
-				 * An object of no backup (a failed push) goes only if older than every kept
-				 * backup's start: a push still running writes objects newer than that.
-				 */
-				int by = b == NULL ? claimed(st, name) : 0;
-				bool orphan = b == NULL && orphans && by <= 0 &&
-					(by < 0 ||
-					 (before_kept(st, objs.items[i].mtime, objs.items[i].mtime_nsec) &&
-					  token24(name, &tli, &seg, st->segsize) && !wal_needed(st, tli, seg)));
-				if ((every && by <= 0) || (b != NULL ? b->gone : orphan))
-					plan_add(p, &objs.items[i]);
-				free(name);
-			}
-		obj_list_free(&objs);
-	}
-	if (orphans)
-		TRY(plan_temporaries(r, backups, wal, p));
-	if (every) {
-		/* An emptied repository belongs to no cluster any more. */
-		obj_info info;
-		if (storage_stat(r->st, CATALOG_CLUSTER_MARKER, &info) == E_OK) {
-			info.key = (char *)(uintptr_t)CATALOG_CLUSTER_MARKER;
-			plan_add(p, &info);
-		}
-		err_clear();
-	}
-	if (wal) {
-		TRY(storage_list(r->st, REPO_WAL_DIR, false, &objs));
-		for (size_t i = 0; i < objs.len; i++) {
-			uint32_t tli;
-			uint64_t seg;
-			const char *base = objs.items[i].key + strlen(REPO_WAL_DIR);
-			/* Objects without a segment (timeline histories) are never removed. */
-			if (every || (token24(base, &tli, &seg, st->segsize) && !wal_needed(st, tli, seg)))
-				plan_add(p, &objs.items[i]);
-		}
-		obj_list_free(&objs);
-	}
-	return E_OK;
-}
-
-static err_code execute(repo *r, plan *p, bool confirm, FILE *out);
-
 /*
  * Before backups are deleted: record which (the intent a delta push checks after claiming its
  * name), then look again for pushes that started since the plan was made with one of them as
  * their base. Between the two records one side always sees the other.
  */
-static err_code announce(repo *r, set *st, bool *announced)
+static err_code announce(repo *r, retain_set *st, bool *announced)
 {
 	const char **names = xcalloc(st->n ? st->n : 1, sizeof(*names));
 	size_t n = 0;
@@ -377,7 +125,7 @@ static err_code announce(repo *r, set *st, bool *announced)
 	if (rc == E_OK && n > 0 && (rc = catalog_claims(r, &all)) == E_OK &&
 		(rc = sort_claims(r, st, &all, &running, &stale)) == E_OK) {
 		for (size_t i = 0; rc == E_OK && i < running.len; i++) {
-			bk *base = running.items[i].delta_from ? find(st, running.items[i].delta_from) : NULL;
+			retain_backup *base = retain_find(st, running.items[i].delta_from);
 			if (base != NULL && base->gone)
 				rc = err_set(E_EXISTS, "backup-push of %s, based on %s, started meanwhile; "
 									   "nothing was deleted: run delete again",
@@ -390,33 +138,7 @@ static err_code announce(repo *r, set *st, bool *announced)
 	return rc;
 }
 
-/* Plans what the flags select and lists or deletes it. */
-static err_code plan_and_run(repo *r, set *st, bool backups, bool wal, bool orphans, bool every,
-							 bool confirm, FILE *out)
-{
-	plan p;
-	bool announced = false;
-	err_code rc = plan_objects(r, st, backups, wal, orphans, every, &p);
-	if (rc == E_OK && confirm)
-		rc = announce(r, st, &announced);
-	if (rc == E_OK)
-		rc = execute(r, &p, confirm, out);
-	if (announced)
-		catalog_deleting_end(r);
-	obj_list_free(&p.del);
-	return rc;
-}
-
-/* Delete commands that would remove what a running push needs are refused. */
-static err_code running_push_error(const claim_info *c, const char *why)
-{
-	return err_set(E_EXISTS, "backup-push of %s (host %s, pid %ld, started %s) is running%s; "
-							 "nothing was deleted",
-				   c->name, c->hostname ? c->hostname : "?", c->pid,
-				   c->started ? c->started : "?", why);
-}
-
-static err_code execute(repo *r, plan *p, bool confirm, FILE *out)
+static err_code execute(repo *r, const retain_plan *p, bool confirm, FILE *out)
 {
 	if (confirm) {
 		/* Batched where the store has batch deletes (S3 DeleteObjects, Azure Blob Batch). */
@@ -434,223 +156,92 @@ static err_code execute(repo *r, plan *p, bool confirm, FILE *out)
 	return E_OK;
 }
 
-/* Everything older than target goes, except permanent backups and what kept ones need. */
-static err_code delete_older(repo *r, set *st, size_t target, bool confirm, FILE *out)
+
+/*
+ * Hidden temporaries of writers killed mid-object (file storage), but not of a process alive
+ * here: a running writer's temporary grows as it writes.
+ */
+static err_code list_temporaries(repo *r, const retain_scope *sc, obj_list *out)
 {
-	for (size_t i = 0; i < st->n; i++) {
-		st->b[i].keep = i >= target || st->b[i].permanent;
-		st->b[i].gone = false;
+	const char *dirs[2] = { sc->backups ? REPO_BACKUP_DIR : NULL, sc->wal ? REPO_WAL_DIR : NULL };
+	memset(out, 0, sizeof(*out));
+	for (int d = 0; d < 2; d++) {
+		if (dirs[d] == NULL)
+			continue;
+		obj_list t;
+		TRY(storage_list_temporaries(r->st, dirs[d], &t));
+		for (size_t i = 0; i < t.len; i++) {
+			long pid = storage_temporary_pid(t.items[i].key);
+			bool alive = pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+			if (!alive)
+				obj_list_add(out, t.items[i].key, t.items[i].size, t.items[i].mtime,
+							 t.items[i].mtime_nsec);
+		}
+		obj_list_free(&t);
 	}
-	keep_ancestors(st);
-	for (size_t i = 0; i < st->n; i++)
-		st->b[i].gone = !st->b[i].keep;
-	log_info("keeping %s and everything newer", st->b[target].name);
-	/* Leftovers of failed pushes older than what is kept go too, as in WAL-G. */
-	return plan_and_run(r, st, true, true, true, false, confirm, out);
+	return E_OK;
 }
 
-static err_code delta_target_error(const bk *b)
+/* What the plan needs to see of the repository, for the scope. */
+static err_code list_repo(repo *r, const retain_scope *sc, retain_listing *l, obj_info *marker)
 {
-	return err_set(E_CONFIG,
-				   "%s is a delta backup: the backups it is based on cannot be deleted. "
-				   "Consider the FIND_FULL option",
-				   b->name);
-}
-
-static size_t full_of(set *st, size_t i)
-{
-	const char *full = st->b[i].s.is_delta ? st->b[i].s.delta_full_name : st->b[i].name;
-	for (size_t k = 0; k < st->n; k++)
-		if (strcmp(st->b[k].name, full) == 0)
-			return k;
-	return i;
-}
-
-/* The oldest backup at or after a time, or the named one. */
-static err_code resolve_point(set *st, const char *what, size_t *out)
-{
-	time_t sec;
-	long nsec;
-	for (size_t i = 0; i < st->n; i++)
-		if (str_has_prefix(st->b[i].name, what) && strlen(what) >= 5) {
-			*out = i;
-			return E_OK;
+	memset(l, 0, sizeof(*l));
+	l->now = time(NULL);
+	if (sc->backups)
+		TRY(storage_list(r->st, REPO_BACKUP_DIR, true, &l->backups));
+	if (sc->orphans)
+		TRY(list_temporaries(r, sc, &l->temporaries));
+	if (sc->every) {
+		if (storage_stat(r->st, CATALOG_CLUSTER_MARKER, marker) == E_OK) {
+			marker->key = (char *)(uintptr_t)CATALOG_CLUSTER_MARKER;
+			l->marker = marker;
 		}
-	if (!time_parse_rfc3339(what, &sec, &nsec))
-		return err_set(E_CONFIG, "\"%s\" is neither a backup name nor an RFC 3339 time", what);
-	if (sec > time(NULL))
-		return err_set(E_CONFIG, "%s is in the future", what);
-	for (size_t i = 0; i < st->n; i++)
-		if (st->b[i].sec > sec || (st->b[i].sec == sec && st->b[i].nsec >= nsec)) {
-			*out = i;
-			return E_OK;
-		}
-	return err_set(E_NOTFOUND, "no backup at or after %s", what);
+		err_clear();
+	}
+	if (sc->wal)
+		TRY(storage_list(r->st, REPO_WAL_DIR, false, &l->wal));
+	return E_OK;
+}
+
+static void listing_free(retain_listing *l)
+{
+	obj_list_free(&l->backups);
+	obj_list_free(&l->wal);
+	obj_list_free(&l->temporaries);
+}
+
+/* Plans what the scope covers and lists or deletes it. */
+static err_code plan_and_run(repo *r, retain_set *st, const retain_scope *sc, bool confirm,
+							 FILE *out)
+{
+	retain_listing l;
+	obj_info marker;
+	retain_plan p = { 0 };
+	bool announced = false;
+	err_code rc = list_repo(r, sc, &l, &marker);
+	if (rc == E_OK) {
+		retain_plan_objects(st, sc, &l, &p);
+		if (confirm)
+			rc = announce(r, st, &announced);
+	}
+	if (rc == E_OK)
+		rc = execute(r, &p, confirm, out);
+	if (announced)
+		catalog_deleting_end(r);
+	obj_list_free(&p.del);
+	listing_free(&l);
+	return rc;
 }
 
 err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE *out)
 {
-	set st;
+	retain_set st;
+	retain_scope sc;
 	err_code rc = load(r, cfg, &st);
-	if (rc != E_OK) {
-		set_free(&st);
-		return rc;
-	}
-	size_t target = 0;
-	switch (o->mode) {
-	case DELETE_RETAIN: {
-		if (o->count < 1) {
-			rc = err_set(E_CONFIG, "delete retain: the count must be at least 1");
-			break;
-		}
-		/* Walk newest to oldest counting backups (or fulls only). */
-		size_t seen = 0;
-		bool found = false;
-		for (size_t i = st.n; i-- > 0;) {
-			if (o->modifier == MOD_FULL && st.b[i].s.is_delta)
-				continue;
-			if (++seen == (size_t)o->count) {
-				target = i;
-				found = true;
-				break;
-			}
-		}
-		if (!found) {
-			log_info("No backup found for deletion: fewer than %d backups", o->count);
-			break;
-		}
-		if (o->modifier == MOD_FIND_FULL)
-			target = full_of(&st, target);
-		/* WAL-G takes the older of the two targets, and only that one must not be a delta. */
-		if (o->after != NULL) {
-			size_t a;
-			rc = resolve_point(&st, o->after, &a);
-			if (rc != E_OK)
-				break;
-			if (o->modifier != MOD_NONE || st.b[a].s.is_delta)
-				a = full_of(&st, a);
-			target = a < target ? a : target;
-		}
-		if (st.b[target].s.is_delta) {
-			rc = delta_target_error(&st.b[target]);
-			break;
-		}
-		rc = delete_older(r, &st, target, o->confirm, out);
-		break;
-	}
-	case DELETE_BEFORE:
-		rc = resolve_point(&st, o->point, &target);
-		if (rc != E_OK)
-			break;
-		if (o->modifier == MOD_FIND_FULL)
-			target = full_of(&st, target);
-		else if (st.b[target].s.is_delta) {
-			rc = delta_target_error(&st.b[target]);
-			break;
-		}
-		rc = delete_older(r, &st, target, o->confirm, out);
-		break;
-	case DELETE_EVERYTHING: {
-		bool any_permanent = false;
-		for (size_t i = 0; i < st.n; i++)
-			any_permanent |= st.b[i].permanent;
-		if (any_permanent && !o->force) {
-			rc = err_set(E_CONFIG, "delete everything: permanent backups exist; use "
-								   "`delete everything FORCE` to delete them too");
-			break;
-		}
-		if (st.running.len > 0) {
-			rc = running_push_error(&st.running.items[0], "");
-			break;
-		}
-		for (size_t i = 0; i < st.n; i++) {
-			st.b[i].keep = false;
-			st.b[i].gone = true;
-		}
-		rc = plan_and_run(r, &st, true, true, true, true, o->confirm, out);
-		break;
-	}
-	case DELETE_TARGET: {
-		bk *t = NULL;
-		if (o->user_data != NULL) {
-			json_error_t jerr;
-			json_t *want = json_loads(o->user_data, JSON_DECODE_ANY, &jerr);
-			if (want == NULL) {
-				rc = err_set(E_CONFIG, "--target-user-data is not valid JSON: %s", jerr.text);
-				break;
-			}
-			for (size_t i = 0; i < st.n; i++)
-				if (json_equal(st.b[i].s.user_data, want)) {
-					if (t != NULL) {
-						rc = err_set(E_CONFIG, "more than one backup has that user data");
-						break;
-					}
-					t = &st.b[i];
-				}
-			json_decref(want);
-			if (rc != E_OK)
-				break;
-		} else {
-			t = find(&st, o->point);
-		}
-		if (t == NULL) {
-			rc = err_set(E_NOTFOUND, "delete target: backup %s not found",
-						 o->point ? o->point : "with that user data");
-			break;
-		}
-		if (o->modifier == MOD_FIND_FULL)
-			t = &st.b[full_of(&st, (size_t)(t - st.b))];
-		/* The target and everything built on it, transitively. */
-		for (size_t i = 0; i < st.n; i++)
-			st.b[i].gone = &st.b[i] == t;
-		for (bool grew = true; grew;) {
-			grew = false;
-			for (size_t i = 0; i < st.n; i++) {
-				bk *b = &st.b[i];
-				bk *parent = b->s.is_delta ? find(&st, b->s.delta_from) : NULL;
-				if (!b->gone && parent != NULL && parent->gone)
-					b->gone = grew = true;
-			}
-		}
-		for (size_t i = 0; i < st.n; i++) {
-			st.b[i].keep = !st.b[i].gone;
-			if (st.b[i].gone && st.b[i].permanent) {
-				rc = err_set(E_CONFIG, "delete target: %s is permanent", st.b[i].name);
-				break;
-			}
-		}
-		for (size_t i = 0; rc == E_OK && i < st.running.len; i++) {
-			bk *base = st.running.items[i].delta_from ? find(&st, st.running.items[i].delta_from)
-													  : NULL;
-			if (base != NULL && base->gone)
-				rc = running_push_error(&st.running.items[i], ", based on it");
-		}
-		if (rc != E_OK)
-			break;
-		rc = plan_and_run(r, &st, true, false, false, false, o->confirm, out);
-		break;
-	}
-	case DELETE_GARBAGE: {
-		/* Nothing kept is touched: only leftovers older than the oldest non-permanent backup. */
-		bool any = false;
-		for (size_t i = 0; i < st.n; i++) {
-			st.b[i].keep = true;
-			st.b[i].gone = false;
-			any |= !st.b[i].permanent;
-		}
-		if (!any && !o->without_backup_check) {
-			log_info("delete garbage: no non-permanent backup, nothing to do "
-					 "(--without-backup-check deletes garbage anyway)");
-			break;
-		}
-		if (!any)
-			log_info("delete garbage: no non-permanent backup; deleting garbage anyway "
-					 "(--without-backup-check): what no permanent backup needs");
-		rc = plan_and_run(r, &st, o->modifier != MOD_ARCHIVES, o->modifier != MOD_BACKUPS,
-						  true, false, o->confirm, out);
-		break;
-	}
-	}
-	set_free(&st);
+	if (rc == E_OK)
+		rc = retain_select(&st, o, time(NULL), &sc);
+	if (rc == E_OK && sc.act)
+		rc = plan_and_run(r, &st, &sc, o->confirm, out);
+	retain_set_free(&st);
 	return rc;
 }

@@ -221,11 +221,8 @@ json_t *catalog_sentinel_json(const backup_sentinel *s)
 static int ref_cmp(const void *a, const void *b)
 {
 	const backup_ref *x = a, *y = b;
-	if (x->mtime != y->mtime)
-		return x->mtime < y->mtime ? -1 : 1;
-	if (x->mtime_nsec != y->mtime_nsec)
-		return x->mtime_nsec < y->mtime_nsec ? -1 : 1;
-	return strcmp(x->name, y->name);
+	int by_time = time_cmp(x->mtime, x->mtime_nsec, y->mtime, y->mtime_nsec);
+	return by_time != 0 ? by_time : strcmp(x->name, y->name);
 }
 
 err_code catalog_backups(repo *r, backup_refs *out)

@@ -64,8 +64,10 @@ static err_code make_room(driver *d)
 static err_code driver_write(sink *s, const void *buf, size_t len)
 {
 	driver *d = (driver *)s;
+	if (len == 0)
+		return E_OK;
 	codec_io io = { buf, len, NULL, 0 };
-	d->seen_input |= len > 0;
+	d->seen_input = true;
 	for (;;) {
 		if (d->decoding && d->ended && d->step->single_stream) {
 			if (io.in_len > 0)
@@ -94,7 +96,9 @@ static err_code driver_finish(sink *s)
 		if (!d->ended)
 			return err_set(E_CORRUPT, "%s stream truncated", d->step->name);
 	} else {
-		codec_io io = { NULL, 0, NULL, 0 };
+		/* no input, but a real pointer: steps advance it by zero */
+		static const unsigned char nothing[1];
+		codec_io io = { nothing, 0, NULL, 0 };
 		while (!d->ended) {
 			bool full, moved;
 			TRY(run(d, &io, true, &full, &moved));

@@ -98,6 +98,9 @@ const config_var config_vars[] = {
 		 "backup-push: JSON stored as the backup's user data"),
 	INT("WALG_DISK_RATE_LIMIT", disk_rate_limit, 0, "0", 0, LONG_MAX,
 		"backup-push: bytes per second read from disk (0 = no limit)"),
+	TEXT("WALG_REMOTE_COMPRESSION", remote_compression, F_EXT, "none",
+		 "backup-push without PGDATA asks PostgreSQL 15+ to compress the stream: none, zstd or "
+		 "lz4, optionally :LEVEL or :level=N,workers=N"),
 	INT("WALG_NETWORK_RATE_LIMIT", network_rate_limit, 0, "0", 0, LONG_MAX,
 		"backup-push and backup-fetch: bytes per second to or from storage (0 = no limit)"),
 	INT("WALG_DELTA_MAX_STEPS", delta_max_steps, 0, "0", 0, 1000,

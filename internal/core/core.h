@@ -280,6 +280,7 @@ typedef struct config {
 	bool verify_page_checksums;		/* WALG_VERIFY_PAGE_CHECKSUMS */
 	bool store_all_corrupt_blocks;	/* WALG_STORE_ALL_CORRUPT_BLOCKS */
 	long disk_rate_limit;			/* WALG_DISK_RATE_LIMIT, bytes/s, 0 = none */
+	char *remote_compression;		/* WALG_REMOTE_COMPRESSION (walc extension), NULL = none */
 	long network_rate_limit;		/* WALG_NETWORK_RATE_LIMIT, bytes/s, 0 = none */
 	long pg_wal_size_mb;			/* WALG_PG_WAL_SIZE */
 	bool allow_system_id_change;	/* WALG_ALLOW_SYSTEM_ID_CHANGE (walc extension) */
@@ -387,6 +388,8 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* RFC 3339 with optional fraction and zone ("Z", "+01:00") -> seconds and nanoseconds. */
 bool time_parse_rfc3339(const char *s, time_t *sec, long *nsec);
+/* -1, 0 or 1 as (sec1, nsec1) is before, at or after (sec2, nsec2). */
+int time_cmp(time_t sec1, long nsec1, time_t sec2, long nsec2);
 /* Now as WAL-G writes backup times: UTC with microseconds, "2026-11-29T23:42:29.586708Z". */
 char *time_now_rfc3339(void);
 

@@ -208,3 +208,12 @@ size_t take_bytes(unsigned char *dst, size_t room, const unsigned char **p, size
 	*len -= n;
 	return n;
 }
+
+int time_cmp(time_t sec1, long nsec1, time_t sec2, long nsec2)
+{
+	if (sec1 != sec2)
+		return sec1 < sec2 ? -1 : 1;
+	if (nsec1 != nsec2)
+		return nsec1 < nsec2 ? -1 : 1;
+	return 0;
+}

@@ -1,7 +1,6 @@
 /* The SQL side of a non-exclusive base backup, held on one session from start to stop. */
-#include "internal/pg/pg.h"
+#include "internal/pg/session_impl.h"
 
-#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +8,7 @@
 err_code pg_query_row(pg_session *s, const char *sql, int nparams, const char *const *params,
 					  int ncols, char **cols)
 {
-	PGconn *conn = pg_session_conn(s);
-	PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	PGresult *res = PQexecParams(s->conn, sql, nparams, NULL, params, NULL, NULL, 0);
 	err_code rc = E_OK;
 	for (int i = 0; i < ncols; i++)
 		cols[i] = NULL;
@@ -47,9 +45,6 @@ err_code pg_backup_begin(pg_session *s, const char *label, pg_backup_start_info 
 						"pg_is_in_recovery() FROM pg_start_backup($1, true, false) lsn";
 	char *cols[3];
 	memset(out, 0, sizeof(*out));
-	if (pg_server_version(s) < 100000)
-		return err_set(E_CONFIG, "PostgreSQL %d is not supported: walc needs 10 or later",
-					   pg_server_version(s));
 	TRY(pg_query_row(s, pg_server_version(s) >= 150000 ? sql15 : sql10, 1, &label, 3, cols));
 	err_code rc = pg_lsn_parse(cols[1], &out->lsn);
 	snprintf(out->walfile, sizeof(out->walfile), "%s", cols[0]);

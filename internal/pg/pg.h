@@ -1,5 +1,6 @@
 /*
- * pg: PostgreSQL knowledge that needs no server: WAL file names, LSNs and segment arithmetic.
+ * pg: PostgreSQL knowledge: WAL file names, LSNs, pages and file formats; and the server
+ * itself, through libpq, which no other module uses (sessions, facts, backups, BASE_BACKUP).
  */
 #ifndef WALC_INTERNAL_PG_PG_H
 #define WALC_INTERNAL_PG_PG_H
@@ -52,24 +53,55 @@ err_code pg_lsn_parse(const char *text, uint64_t *lsn);
 void pg_lsn_format(uint64_t lsn, char out[32]);
 
 /*
+ * The majors walc speaks to: pg_connect refuses any other with one line naming the server's
+ * version. pg_check_version is that rule (text: server_version, for the message).
+ */
+#define PG_MIN_MAJOR 13
+#define PG_MAX_MAJOR 18
+err_code pg_check_version(int version_num, const char *text);
+
+/*
  * A libpq session configured by the PG* environment. replication opens a physical
- * replication connection (BASE_BACKUP). Errors name the server and libpq's message.
+ * replication connection (BASE_BACKUP). Errors name the server and libpq's message. pg is the
+ * only module that speaks libpq: everything a command needs from the server is a function here.
  */
 typedef struct pg_session pg_session;
 err_code pg_connect(bool replication, pg_session **out);
 void pg_disconnect(pg_session *s);
-/* One row, one column; *out is a new string ("" for NULL). */
-err_code pg_query_value(pg_session *s, const char *sql, char **out);
-/* A statement whose result is not needed. */
-err_code pg_exec(pg_session *s, const char *sql);
 /* SELECT 1, for alive checks. */
 err_code pg_ping(pg_session *s);
 int pg_server_version(pg_session *s);
-/* Parameterised query returning the first row's columns as new strings. */
-err_code pg_query_row(pg_session *s, const char *sql, int nparams, const char *const *params,
-					  int ncols, char **cols);
 
-/* Non-exclusive base backup on this session (PG 15+: pg_backup_start / pg_backup_stop). */
+/*
+ * What a backup checks before it starts. On an SQL session data_dir, system_id and
+ * wal_segsize are required (an error otherwise) and timeline is 0; on a replication session
+ * they come from IDENTIFY_SYSTEM and SHOW (data_dir "" when the server will not say). The
+ * archive settings are NULL where the server has no such setting (archive_library before 15)
+ * or would not show it. Free with pg_server_info_free.
+ */
+typedef struct pg_server_info {
+	int version; /* server_version_num */
+	char *data_dir;
+	uint64_t system_id;
+	uint64_t wal_segsize; /* 0 when unknown (replication session) */
+	uint32_t timeline;	  /* IDENTIFY_SYSTEM's (replication session) */
+	char *archive_mode, *archive_command, *archive_library;
+	bool data_checksums;
+	bool summarize_wal; /* 17+: WAL summaries are kept (incremental backups) */
+} pg_server_info;
+err_code pg_server_info_get(pg_session *s, pg_server_info *out);
+void pg_server_info_free(pg_server_info *i);
+/* The timeline of the last checkpoint (pg_control_checkpoint), what a standby's backup is on. */
+err_code pg_checkpoint_timeline(pg_session *s, uint32_t *tli);
+/* pg_stat_archiver: "<wal> at <time>" when the last attempt failed, else "" (a new string). */
+err_code pg_archiver_failing(pg_session *s, char **failing);
+/*
+ * Where the cluster's WAL is now: the insert point on a primary, the receive (or replay) point
+ * on a standby, with the timeline being written (a primary's stays right after a promotion).
+ */
+err_code pg_wal_position(pg_session *s, uint32_t *tli, uint64_t *lsn);
+
+/* Non-exclusive base backup on this session (pg_backup_start, or pg_start_backup before 15). */
 typedef struct pg_backup_start_info {
 	uint64_t lsn;
 	char walfile[WAL_NAME_LEN + 1]; /* segment of the start, "" on a standby */
@@ -83,7 +115,70 @@ err_code pg_backup_begin(pg_session *s, const char *label, pg_backup_start_info 
 err_code pg_backup_end(pg_session *s, long stop_timeout_ms, bool wait_archive, char **labelfile,
 					   char **spcmap, uint64_t *lsn);
 
-/* The libpq connection, for modules that speak the replication protocol. */
-void *pg_session_conn(pg_session *s);
+/*
+ * BASE_BACKUP on a replication session, the way pg_basebackup of the server's major speaks
+ * it: the parenthesised options from 15, the old keywords before. Every major's stream is
+ * handed over in one shape: archive_begin, its bytes, archive_end, per archive ("base.tar"
+ * with oid NULL, "<oid>.tar" for a tablespace, with the compression's extension when the
+ * server compresses), each a complete tar stream; then the manifest's bytes when one was
+ * asked for.
+ */
+typedef struct pg_bb_options {
+	const char *label;
+	uint64_t max_rate;		 /* bytes/s, 0 = unlimited (MAX_RATE, in kB/s, 32 to 1048576) */
+	bool manifest;			 /* 17+ only here: what an incremental backup uploads next time */
+	bool incremental;		 /* 17+: after pg_upload_manifest on this session */
+	const char *compression; /* 15+: "zstd", "lz4" or "gzip" on the server; NULL = none */
+	int compression_level;	 /* 0 = the server's default */
+	int compression_workers; /* zstd only; 0 = none */
+} pg_bb_options;
+/*
+ * Server-side compression as pg_basebackup's --compress=server-... spells it: "zstd", "lz4",
+ * "none" or NULL, then optionally ":LEVEL" or ":level=N[,workers=N]" (workers: zstd only).
+ * Sets o's compression fields; errors name `var`.
+ */
+err_code pg_bb_compression_parse(const char *var, const char *spec, pg_bb_options *o);
+/* The command for a server of version_num; E_CONFIG when an option needs a later major. */
+err_code pg_bb_command(int version_num, const pg_bb_options *o, char *out, size_t cap);
+
+typedef struct pg_bb_handler {
+	err_code (*started)(void *ctx, uint64_t start_lsn, uint32_t tli);
+	err_code (*tablespace)(void *ctx, const char *oid, const char *location);
+	err_code (*archive_begin)(void *ctx, const char *name, const char *oid);
+	err_code (*archive_data)(void *ctx, const void *buf, size_t len);
+	err_code (*archive_end)(void *ctx);
+	err_code (*manifest)(void *ctx, const void *buf, size_t len); /* may be NULL */
+	err_code (*poll)(void *ctx); /* between messages: an error stops the backup */
+} pg_bb_handler;
+
+typedef struct pg_bb_result {
+	uint64_t end_lsn;
+	uint64_t wire_bytes; /* CopyData payload received */
+	bool refused;		 /* the server failed the command before it started (nothing sent) */
+} pg_bb_result;
+err_code pg_base_backup(pg_session *s, const pg_bb_options *o, const pg_bb_handler *h,
+						void *ctx, pg_bb_result *res);
+/* UPLOAD_MANIFEST (17+): the prior backup's manifest, for an INCREMENTAL BASE_BACKUP next. */
+err_code pg_upload_manifest(pg_session *s, const void *buf, size_t len);
+
+/*
+ * PostgreSQL 17's INCREMENTAL.<relfile> files: magic, block count, truncation length (in
+ * blocks), the block numbers (relative to the 1 GiB segment), padding to a page when there are
+ * blocks, then the pages. A push parser for untrusted bytes: feed the member's bytes; once
+ * the header is complete (pg_incr_ready), everything after it is the pages, in list order.
+ */
+#define PG_INCR_MAGIC 0xd3ae1f0du
+#define PG_RELSEG_BLOCKS PG_SEGMENT_PAGES
+typedef struct pg_incr pg_incr;
+/* member_size: the tar member's size, which the header must agree with. */
+pg_incr *pg_incr_new(uint64_t member_size);
+void pg_incr_free(pg_incr *p);
+/* Consumes header bytes from buf; *used < len once the header is complete. E_CORRUPT names why. */
+err_code pg_incr_feed(pg_incr *p, const void *buf, size_t len, size_t *used);
+bool pg_incr_ready(const pg_incr *p);
+/* Valid once ready: the blocks are distinct, below PG_RELSEG_BLOCKS, in the file's order. */
+uint32_t pg_incr_nblocks(const pg_incr *p);
+uint32_t pg_incr_truncation(const pg_incr *p);
+const uint32_t *pg_incr_blocks(const pg_incr *p);
 
 #endif

@@ -1,13 +1,9 @@
 /* libpq sessions from the PG* environment, with errors that name the server. */
-#include "internal/pg/pg.h"
+#include "internal/pg/session_impl.h"
 
-#include <libpq-fe.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct pg_session {
-	PGconn *conn;
-};
 
 static void chomp(char *s)
 {
@@ -16,7 +12,7 @@ static void chomp(char *s)
 		s[--n] = '\0';
 }
 
-static err_code conn_error(PGconn *conn, const char *what)
+err_code pg_conn_error(PGconn *conn, const char *what)
 {
 	char *msg = xstrdup(PQerrorMessage(conn));
 	chomp(msg);
@@ -53,13 +49,19 @@ err_code pg_connect(bool replication, pg_session **out)
 	if (conn == NULL)
 		return err_set(E_IO, "connecting to PostgreSQL: out of memory");
 	if (PQstatus(conn) != CONNECTION_OK) {
-		err_code rc = conn_error(conn, "connecting to PostgreSQL (PGHOST, PGPORT, PGUSER)");
+		err_code rc = pg_conn_error(conn, "connecting to PostgreSQL (PGHOST, PGPORT, PGUSER)");
+		PQfinish(conn);
+		return rc;
+	}
+	err_code rc = pg_check_version(PQserverVersion(conn), PQparameterStatus(conn, "server_version"));
+	if (rc != E_OK) {
 		PQfinish(conn);
 		return rc;
 	}
 	PQsetNoticeProcessor(conn, on_notice, NULL);
 	pg_session *s = xcalloc(1, sizeof(*s));
 	s->conn = conn;
+	s->replication = replication;
 	*out = s;
 	return E_OK;
 }
@@ -120,7 +122,12 @@ int pg_server_version(pg_session *s)
 	return PQserverVersion(s->conn);
 }
 
-void *pg_session_conn(pg_session *s)
+err_code pg_check_version(int num, const char *text)
 {
-	return s->conn;
+	int major = num / 10000;
+	if (major >= PG_MIN_MAJOR && major <= PG_MAX_MAJOR)
+		return E_OK;
+	return err_set(E_CONFIG, "PostgreSQL %s (server_version_num %d) is not supported: walc supports "
+							 "PostgreSQL %d to %d",
+				   text != NULL ? text : "?", num, PG_MIN_MAJOR, PG_MAX_MAJOR);
 }

@@ -300,35 +300,12 @@ static json_t *integrity(const wal_index *ix, const config *cfg, uint32_t cur_tl
 static err_code current_position(uint32_t *tli, uint64_t *segno, uint64_t segsize)
 {
 	pg_session *s;
-	char *standby = NULL, *lsn = NULL, *t = NULL;
 	uint64_t l = 0;
 	TRY(pg_connect(false, &s));
-	err_code rc = pg_query_value(s, "SELECT pg_is_in_recovery()", &standby);
+	err_code rc = pg_wal_position(s, tli, &l);
+	/* The segment being written cannot be archived yet: check up to the one before. */
 	if (rc == E_OK)
-		rc = pg_query_value(s,
-							strcmp(standby, "t") == 0
-								? "SELECT COALESCE(pg_last_wal_receive_lsn(), "
-								  "pg_last_wal_replay_lsn())"
-								: "SELECT pg_current_wal_lsn()",
-							&lsn);
-	/* After a promotion pg_control_checkpoint() lags until the next checkpoint. */
-	if (rc == E_OK)
-		rc = pg_query_value(s,
-							strcmp(standby, "t") == 0
-								? "SELECT timeline_id FROM pg_control_checkpoint()"
-								: "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), "
-								  "1, 8))::bit(32)::int",
-							&t);
-	if (rc == E_OK)
-		rc = pg_lsn_parse(lsn, &l);
-	if (rc == E_OK) {
-		*tli = (uint32_t)strtoul(t, NULL, 10);
-		/* The segment being written cannot be archived yet: check up to the one before. */
 		*segno = l / segsize > 0 ? l / segsize - 1 : 0;
-	}
-	free(standby);
-	free(lsn);
-	free(t);
 	pg_disconnect(s);
 	return rc;
 }

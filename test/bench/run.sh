@@ -10,9 +10,9 @@
 #   BENCH_PERF=1           perf record one walc backup-push and one backup-fetch (0 = skip)
 #   BENCH_CORES=$(nproc)   process-max / WALG_UPLOAD_DISK_CONCURRENCY / zstd -T
 #   BENCH_OUT=test/bench/results
-#   BENCH_SECTIONS="full delta delta-restore s3 stores wal small"   which parts to run (full is
-#                          needed by delta, delta-restore, s3 and stores; each section's file
-#                          says what it does)
+#   BENCH_SECTIONS="full delta delta-restore s3 stores wal small remote"   which parts to run
+#                          (full is needed by delta, delta-restore, s3 and stores; each section's
+#                          file says what it does; remote runs PostgreSQL 17 in the trixie chroot)
 #   KEEP=1                 keep the temporary directory
 #
 # Quick smoke run: BENCH_SCALE=10 BENCH_RUNS=1 make bench
@@ -36,7 +36,7 @@ SMALL_SCALE=${BENCH_SMALL_SCALE:-10}
 DATASETS=${BENCH_DATASETS:-pgbench mixed}
 PERF=${BENCH_PERF:-1}
 OUT=${BENCH_OUT:-$ROOT/test/bench/results}
-SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 stores wal small} "
+SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 stores wal small remote} "
 section() { case $SECTIONS in *" $1 "*) return 0 ;; esac; return 1; }
 case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
@@ -438,6 +438,8 @@ bench_perf() { # DS
 . "$BENCH_DIR/wal.sh"
 # shellcheck source=test/bench/stores.sh
 . "$BENCH_DIR/stores.sh"
+# shellcheck source=test/bench/remote.sh
+. "$BENCH_DIR/remote.sh"
 
 # ------------------------------------------------------------------------------------------
 # The run
@@ -466,6 +468,7 @@ for ds in $DATASETS; do
 done
 case " ${BENCH_DATASETS:-pgbench mixed} " in *" pgbench "*) section small && bench_small ;; esac
 section wal && bench_wal
+section remote && bench_remote
 
 # ------------------------------------------------------------------------------------------
 # Report

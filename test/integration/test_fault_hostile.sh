@@ -204,9 +204,15 @@ for n in ../../etc/passwd /etc/passwd 000000010000000000000001/../../../etc/pass
 	[ "$(nlines "$W_ERR")" = 1 ] || fail "wal-fetch '$n': expected one error line, got: $W_ERR"
 done
 cp "$T/names/000000010000000000000001" "$T/names/passwd"
+# As WAL-G, wal-push archives any file under its base name: inside wal_005/, nowhere else.
 hrun WALG_FILE_PREFIX="$R" -- wal-push "$T/names/a/b/../../passwd"
-expect_rc 1 "wal-push of a file not named as WAL"
-assert_contains "$W_ERR" "not a WAL file name" "wal-push of ../../passwd"
+expect_rc 0 "wal-push of ../../passwd"
+[ -f "$R/wal_005/passwd.lz4" ] || fail "wal-push of ../../passwd: not stored as wal_005/passwd.lz4"
+rm -f "$R/wal_005/passwd.lz4"
+for n in . .. ""; do
+	hrun WALG_FILE_PREFIX="$R" -- wal-push "$T/names/$n"
+	expect_rc 1 "wal-push of '$T/names/$n'"
+done
 for b in ../../etc base_000000010000000000000002/../../x "$FULL/" "$FULL
 "; do
 	hrun WALG_FILE_PREFIX="$R" -- backup-fetch "$T/names/dest" "$b"

@@ -184,21 +184,21 @@ cell() { # VERSION CHECK: prints the cell, remembers the reason, counts
 	printf ' %-6s' "$status"
 }
 echo
-printf '%-16s' "check"
+printf '%-20s' "check"
 for v in $VERSIONS; do printf ' %-6s' "$v"; done
 echo
 for c in "${CHECKS[@]}"; do
-	printf '%-16s' "$c"
+	printf '%-20s' "$c"
 	for v in $VERSIONS; do cell "$v" "$c"; done
 	echo
 done
-printf '%-16s' "time"
+printf '%-20s' "time"
 for v in $VERSIONS; do printf ' %-6s' "${TOOK[$v]:-}${TOOK[$v]:+s}"; done
 echo
 if [ "${PGV_TIMES:-0}" = 1 ]; then
 	echo "seconds per check:"
 	for c in "${CHECKS[@]}"; do
-		printf '%-16s' "$c"
+		printf '%-20s' "$c"
 		for v in $VERSIONS; do
 			printf ' %-6s' "$(awk -F'\t' -v c="$c" '$1 == c && $2 == "PASS" { print $3 }' "$work/$v/results" 2>/dev/null)"
 		done

@@ -14,10 +14,10 @@
 #
 # Each check runs in a subshell of its own: a failure ends that check only, and the servers it
 # started are stopped when it ends. A check whose prerequisite did not pass fails as "not run".
-# Environment: PGV_OUT (required), WALC (the static walc), S3_ENDPOINT, AWS_ACCESS_KEY_ID,
+# Environment: PGV_OUT (required), PGV_ONLY (checks to run, default all), WALC (the static walc), S3_ENDPOINT, AWS_ACCESS_KEY_ID,
 # AWS_SECRET_ACCESS_KEY and PGV_S3_BUCKET (the s3 check; it fails without them).
 CHECKS=(setup local-full local-delta fetch-chain tablespace pitr delta-restore encryption remote
-	s3 standby archive-module wal-verify retention)
+	remote-incremental remote-compression s3 standby archive-module wal-verify retention)
 if [ "${1:-}" = --list ]; then
 	printf '%s\n' "${CHECKS[@]}"
 	exit 0
@@ -274,9 +274,6 @@ check_remote() {
 	# no data directory: BASE_BACKUP over a replication connection
 	wrun_pg "${ENVS[@]}" PGHOST="$T" PGPORT="$PORT" -- backup-push
 	printf '%s\n' "$W_ERR" >>"$T/log/backup-push.log"
-	if [ "$MAJOR" -lt 15 ] && [ "$W_RC" != 0 ] && [[ $W_ERR == *"needs PostgreSQL 15 or later"* ]]; then
-		not_applicable "walc refuses remote mode before 15: $(printf '%s\n' "$W_ERR" | grep -m1 'needs PostgreSQL 15')"
-	fi
 	expect_rc 0 "remote backup-push"
 	assert_contains "$W_ERR" "BASE_BACKUP" "remote mode log"
 	name=$(printf '%s\n' "$W_ERR" | sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p' | tail -n 1)
@@ -284,6 +281,104 @@ check_remote() {
 	fetch_to "$T/r-remote" "$name" "$T/ts-remote"
 	verify_restored "$T/r-remote" remote "${ENVS[*]}" "recovery_target = 'immediate'"
 	log "remote backup $name restored"
+}
+
+# rpush [VAR=VALUE...]: remote backup-push (no data directory); prints the backup name, the log
+# goes to $T/rpush.err
+rpush() {
+	wrun_pg "${ENVS[@]}" "$@" PGHOST="$T" PGPORT="$PORT" -- backup-push
+	printf '%s\n' "$W_ERR" >>"$T/log/backup-push.log"
+	printf '%s\n' "$W_ERR" >"$T/rpush.err"
+	expect_rc 0 "remote backup-push $*"
+	printf '%s\n' "$W_ERR" | sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p' | tail -n 1
+}
+
+# walg_restore DIR NAME TSLOC: WAL-G v3.0.9 fetches NAME (its delta chain) into DIR, the
+# tablespace relocated; false when there is no WAL-G
+WALG=${WALG:-$ROOT/../shared/tools/wal-g}
+walg_restore() {
+	local dir=$1 name=$2 ts=$3 oid
+	[ -x "$WALG" ] || return 1
+	oid=$(get ts-oid)
+	printf '{"base_prefix": "%s", "tablespaces": ["%s"], "%s": {"loc": "%s", "link": "pg_tblspc/%s"}}\n' \
+		"$dir" "$oid" "$oid" "$ts" "$oid" >"$T/spec-$(basename "$dir").json"
+	env -i PATH=/usr/bin:/bin HOME="$T/home" "${ENVS[@]}" "$WALG" backup-fetch \
+		--restore-spec "$T/spec-$(basename "$dir").json" "$dir" "$name" >"$T/log/walg-$(basename "$dir").log" 2>&1 ||
+		{ tail -n 20 "$T/log/walg-$(basename "$dir").log" >&2; fail "WAL-G backup-fetch $name"; }
+	mkdir -p "$ts"
+	chmod 700 "$dir" # WAL-G leaves the directory as its umask made it
+	pg_own "$dir" "$ts"
+}
+
+# PostgreSQL 17+: remote deltas are incremental backups through WAL summaries, their INCREMENTAL
+# files stored as WAL-G increments; the chain restores with walc and with WAL-G
+check_remote_incremental() {
+	local full d1 d2 out
+	if [ "$MAJOR" -lt 17 ]; then
+		full=$(rpush WALG_DELTA_MAX_STEPS=3)
+		[[ $full =~ ^base_[0-9A-F]{24}$ ]] || fail "a remote delta before 17: expected a full backup, got '$full'"
+		assert_contains "$(cat "$T/rpush.err")" "taking a full backup: remote deltas need PostgreSQL 17 or later" "remote delta before 17"
+		not_applicable "incremental backups are 17+ (checked: a remote delta is a full backup, saying why)"
+	fi
+	psqlc "$PORT" "ALTER SYSTEM SET summarize_wal = off" >/dev/null
+	psqlc "$PORT" "SELECT pg_reload_conf()" >/dev/null
+	full=$(rpush WALG_DELTA_MAX_STEPS=3)
+	assert_contains "$(cat "$T/rpush.err")" "taking a full backup: summarize_wal is off" "remote delta without summaries"
+	[[ $full =~ ^base_[0-9A-F]{24}$ ]] || fail "without summaries: expected a full backup, got '$full'"
+	# summaries from a checkpoint after that full on: the server refuses an incremental from it
+	psqlc "$PORT" "CHECKPOINT" >/dev/null
+	psqlc "$PORT" "ALTER SYSTEM SET summarize_wal = on" >/dev/null
+	psqlc "$PORT" "SELECT pg_reload_conf()" >/dev/null
+	sleep 1
+	full=$(rpush WALG_DELTA_MAX_STEPS=3)
+	assert_contains "$(cat "$T/rpush.err")" "taking a full backup: the server refused an incremental one" "remote delta over a gap in the summaries"
+	[[ $full =~ ^base_[0-9A-F]{24}$ ]] || fail "after the refusal: expected a full backup, got '$full'"
+	[ -n "$(find "$T/repo/basebackups_005/$full" -maxdepth 1 -name 'walc_backup_manifest*')" ] ||
+		fail "$full: no walc_backup_manifest beside its metadata"
+	[ -z "$(find "$T/repo/basebackups_005/$full/tar_partitions" -name '*manifest*')" ] ||
+		fail "$full: a manifest inside tar_partitions (WAL-G would extract it)"
+	app "UPDATE items SET v = v || '-i1' WHERE id % 20 = 0"
+	bench 100
+	d1=$(rpush WALG_DELTA_MAX_STEPS=3)
+	[[ $d1 =~ ^base_[0-9A-F]{24}_D_${full:5:24}$ ]] || fail "expected a remote delta of $full, got '$d1': $(grep -m1 'taking a full' "$T/rpush.err")"
+	assert_contains "$(cat "$T/rpush.err")" "BASE_BACKUP INCREMENTAL" "remote delta log"
+	app "UPDATE items SET v = v || '-i2' WHERE id % 30 = 0; CREATE TABLE after_i1 AS SELECT g FROM generate_series(1, 500) g"
+	bench 100
+	d2=$(rpush WALG_DELTA_MAX_STEPS=3)
+	[[ $d2 =~ ^base_[0-9A-F]{24}_D_${d1:5:24}$ ]] || fail "expected a remote delta of $d1, got '$d2'"
+	out=$(grep -c '"IsIncremented":true\|"IsIncremented": true' "$T/repo/basebackups_005/$d2/files_metadata.json" || true)
+	[ "$out" -ge 1 ] || fail "$d2: no file stored as an increment"
+	grep -q '"DeltaCount": *2' "$T/repo/basebackups_005/${d2}_backup_stop_sentinel.json" || fail "$d2: DeltaCount is not 2"
+	quiet_point incr
+	fetch_to "$T/r-incr" "$d2" "$T/ts-incr"
+	verify_restored "$T/r-incr" incr "${ENVS[*]}" "recovery_target = 'immediate'"
+	if walg_restore "$T/r-incr-walg" "$d2" "$T/ts-incr-walg"; then
+		verify_restored "$T/r-incr-walg" incr "${ENVS[*]}" "recovery_target = 'immediate'"
+		out="walc and WAL-G"
+	else
+		out="walc (no WAL-G at $WALG)"
+	fi
+	log "remote chain $full <- $d1 <- $d2 restored by $out"
+}
+
+# PostgreSQL 15+: WALG_REMOTE_COMPRESSION has the server compress the stream
+check_remote_compression() {
+	local name m
+	if [ "$MAJOR" -lt 15 ]; then
+		wrun_pg "${ENVS[@]}" WALG_REMOTE_COMPRESSION=zstd PGHOST="$T" PGPORT="$PORT" -- backup-push
+		[ "$W_RC" = 1 ] || fail "WALG_REMOTE_COMPRESSION on $MAJOR: $(wdesc)"
+		assert_contains "$W_ERR" "server-side compression needs PostgreSQL 15 or later" "WALG_REMOTE_COMPRESSION on $MAJOR"
+		not_applicable "server-side compression is 15+ (checked: walc refuses it in one line)"
+	fi
+	for m in zstd:level=3,workers=2 lz4; do
+		dump_norm "$PORT" >"$T/dump-cmp"
+		name=$(rpush WALG_REMOTE_COMPRESSION=$m)
+		[[ $name =~ ^base_[0-9A-F]{24}$ ]] || fail "remote backup name: '$name'"
+		grep -q "COMPRESSION '${m%%:*}'" "$T/rpush.err" || fail "no COMPRESSION '${m%%:*}' sent (see backup-push.log)"
+		fetch_to "$T/r-cmp-${m%%:*}" "$name" "$T/ts-cmp-${m%%:*}"
+		verify_restored "$T/r-cmp-${m%%:*}" cmp "${ENVS[*]}" "recovery_target = 'immediate'"
+	done
+	log "remote backups compressed by the server (zstd with workers, lz4) restored"
 }
 
 check_s3() {
@@ -425,9 +520,11 @@ check_exit() {
 }
 
 # run_check NAME NEEDS...: check_NAME in a subshell, once every check in NEEDS has passed
+# (PGV_ONLY="setup remote ...": only those checks, for working on a few)
 run_check() {
 	local name=$1 fn=check_${1//-/_} need rc start=$SECONDS why
 	shift
+	case " ${PGV_ONLY:-$name} " in *" $name "*) ;; *) return 0 ;; esac
 	for need in "$@"; do
 		if ! grep -q "^$need	PASS" "$RES"; then
 			record "$name" FAIL "not run: needs $need"
@@ -469,6 +566,8 @@ run_check pitr local-delta
 run_check delta-restore pitr
 run_check encryption local-full
 run_check remote setup
+run_check remote-incremental setup
+run_check remote-compression setup
 run_check s3 setup
 run_check standby setup
 run_check archive-module

@@ -1,0 +1,71 @@
+/*
+ * backup-internal: retention planning as plain data. retention.c loads backups, claims and
+ * listings from the repository and carries a plan out; retplan.c decides, touching nothing.
+ */
+#ifndef WALC_INTERNAL_BACKUP_RETENTION_IMPL_H
+#define WALC_INTERNAL_BACKUP_RETENTION_IMPL_H
+
+#include "internal/backup/backup.h"
+
+typedef struct retain_backup {
+	char *name;
+	backup_sentinel s;
+	bool permanent;
+	time_t sec; /* start time, or the sentinel's mtime */
+	long nsec;
+	uint32_t tli;
+	uint64_t seg;	  /* start segment number */
+	uint64_t end_seg; /* segment holding finish LSN - 1 */
+	bool keep;
+	bool gone; /* selected for deletion */
+} retain_backup;
+
+typedef struct retain_set {
+	retain_backup *b; /* oldest first (retain_sort) */
+	size_t n;
+	uint64_t segsize;
+	claim_list running; /* pushes still writing: their base, objects and WAL are kept */
+	claim_list stale;	/* claims of pushes that died: their objects are garbage */
+} retain_set;
+void retain_set_free(retain_set *st);
+/* Orders by start time to the nanosecond, then name. */
+void retain_sort(retain_set *st);
+retain_backup *retain_find(const retain_set *st, const char *name);
+/* The first 24-hex-digit run of name as a WAL position (backup names, WAL object keys). */
+bool retain_position(const char *name, uint64_t segsize, uint32_t *tli, uint64_t *seg);
+/* A start and finish LSN's segments, as b's seg and end_seg (the name gives the start). */
+void retain_set_range(retain_backup *b, uint64_t segsize);
+
+/* What a delete mode asks the plan to cover; act false: nothing to do (said why). */
+typedef struct retain_scope {
+	bool act;
+	bool backups, wal, orphans, every;
+} retain_scope;
+/*
+ * Marks what the mode keeps and deletes, as WAL-G chooses it (reference §14) with walc's
+ * rules: every ancestor of a kept delta and the base of a running delta push are kept;
+ * deleting what a running push needs is refused (E_EXISTS). now judges RFC 3339 times.
+ */
+err_code retain_select(retain_set *st, const delete_options *o, time_t now, retain_scope *sc);
+
+/* The repository as listed for the plan; a list the scope does not cover may be empty. */
+typedef struct retain_listing {
+	obj_list backups;	  /* under basebackups_005/, recursively */
+	obj_list wal;		  /* under wal_005/ */
+	obj_list temporaries; /* hidden temporaries of writers no longer alive */
+	const obj_info *marker; /* the cluster marker, or NULL */
+	time_t now;
+} retain_listing;
+
+typedef struct retain_plan {
+	obj_list del; /* in order: sentinels before the rest of their backups */
+	uint64_t bytes;
+} retain_plan;
+/* Backups marked gone, orphans of failed pushes, and WAL no kept backup can need. */
+void retain_plan_objects(const retain_set *st, const retain_scope *sc, const retain_listing *l,
+						 retain_plan *p);
+
+/* Refusing a delete that would remove what a running push needs: one line naming it. */
+err_code retain_running_error(const claim_info *c, const char *why);
+
+#endif

@@ -1,0 +1,242 @@
+/* pg: WAL names, LSNs, the WAL long header and data pages, against bytes PostgreSQL 15 wrote. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "internal/pg/pg.h"
+
+#define SEG16 (UINT64_C(16) << 20)
+#define SEG1 (UINT64_C(1) << 20)
+#define SEG1G (UINT64_C(1) << 30)
+
+/* test/unit/data (see its README): run from the repository root, as make test does. */
+static unsigned char *read_data(const char *name, size_t want)
+{
+	char *path = xasprintf("test/unit/data/%s", name);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	unsigned char *buf = xmalloc(want);
+	assert_int_equal(fread(buf, 1, want, f), want);
+	assert_int_equal(fgetc(f), EOF);
+	fclose(f);
+	free(path);
+	return buf;
+}
+
+static void test_segment_names(void **state)
+{
+	(void)state;
+	assert_true(wal_is_segment_name("000000010000000000000001"));
+	assert_true(wal_is_segment_name("0000000A00000B2C000000FF"));
+	assert_false(wal_is_segment_name("00000001000000000000001"));	 /* 23 digits */
+	assert_false(wal_is_segment_name("0000000100000000000000010")); /* 25 */
+	assert_false(wal_is_segment_name("00000001000000000000000a"));	 /* lower case */
+	assert_false(wal_is_segment_name("00000001000000000000000G"));
+	assert_false(wal_is_segment_name(""));
+}
+
+static void test_archive_names(void **state)
+{
+	(void)state;
+	assert_true(wal_is_archive_name("000000010000000000000001"));
+	assert_true(wal_is_archive_name("00000002.history"));
+	assert_true(wal_is_archive_name("000000010000000000000001.partial"));
+	assert_true(wal_is_archive_name("000000010000000000000002.00000028.backup"));
+	assert_false(wal_is_archive_name("00000002.History"));
+	assert_false(wal_is_archive_name("0000002.history"));
+	assert_false(wal_is_archive_name("000000010000000000000001.partia"));
+	assert_false(wal_is_archive_name("000000010000000000000002.0000028.backup"));
+	assert_false(wal_is_archive_name("000000010000000000000002x00000028.backup"));
+	assert_false(wal_is_archive_name("../000000010000000000000001"));
+	assert_false(wal_is_archive_name("pg_wal/000000010000000000000001"));
+}
+
+static void test_file_names(void **state)
+{
+	(void)state;
+	assert_true(wal_is_file_name("000000010000000000000001"));
+	assert_true(wal_is_file_name("any name.txt"));
+	assert_false(wal_is_file_name(""));
+	assert_false(wal_is_file_name("."));
+	assert_false(wal_is_file_name(".."));
+	assert_false(wal_is_file_name("a/b"));
+	assert_false(wal_is_file_name("line\nbreak"));
+	assert_false(wal_is_file_name("del\x7f"));
+	char longname[300];
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_false(wal_is_file_name(longname));
+	longname[255] = '\0';
+	assert_true(wal_is_file_name(longname));
+}
+
+static void test_name_parse_and_format(void **state)
+{
+	(void)state;
+	uint32_t tli;
+	uint64_t seg;
+	char out[WAL_NAME_LEN + 1];
+
+	/* 16 MiB segments: 256 per "xlogid"; the name's middle part counts those. */
+	assert_int_equal(wal_name_parse("0000000300000002000000A1", SEG16, &tli, &seg), E_OK);
+	assert_int_equal(tli, 3);
+	assert_int_equal(seg, 2 * 256 + 0xA1);
+	wal_name_format(out, tli, seg, SEG16);
+	assert_string_equal(out, "0000000300000002000000A1");
+	/* the last segment of an xlogid, then the first of the next */
+	wal_name_format(out, 1, 255, SEG16);
+	assert_string_equal(out, "0000000100000000000000FF");
+	wal_name_format(out, 1, 256, SEG16);
+	assert_string_equal(out, "000000010000000100000000");
+	/* 16 MiB names cannot have a low part of 0x100 or more */
+	assert_int_equal(wal_name_parse("000000010000000000000100", SEG16, &tli, &seg), E_CONFIG);
+	err_clear();
+	/* but 1 MiB segments can (4096 per xlogid), and 1 GiB ones only 0..3 */
+	assert_int_equal(wal_name_parse("000000010000000000000100", SEG1, &tli, &seg), E_OK);
+	assert_int_equal(seg, 0x100);
+	assert_int_equal(wal_name_parse("000000010000000500000003", SEG1G, &tli, &seg), E_OK);
+	assert_int_equal(seg, 5 * 4 + 3);
+	assert_int_equal(wal_name_parse("000000010000000500000004", SEG1G, &tli, &seg), E_CONFIG);
+	err_clear();
+	assert_int_equal(wal_name_parse("00000001000000000000001.", SEG16, &tli, &seg), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "not a WAL segment name"));
+	err_clear();
+	/* every segment of a range round-trips */
+	for (uint64_t s = 0; s < 5000; s += 7) {
+		wal_name_format(out, 7, s, SEG16);
+		assert_int_equal(wal_name_parse(out, SEG16, &tli, &seg), E_OK);
+		assert_int_equal(tli, 7);
+		assert_int_equal(seg, s);
+	}
+}
+
+static void test_lsn(void **state)
+{
+	(void)state;
+	uint64_t lsn;
+	char out[32];
+	assert_int_equal(pg_lsn_parse("16/B374D848", &lsn), E_OK);
+	assert_int_equal(lsn, UINT64_C(0x16B374D848));
+	pg_lsn_format(lsn, out);
+	assert_string_equal(out, "16/B374D848");
+	assert_int_equal(pg_lsn_parse("0/0", &lsn), E_OK);
+	assert_int_equal(lsn, 0);
+	pg_lsn_format(UINT64_MAX, out);
+	assert_string_equal(out, "FFFFFFFF/FFFFFFFF");
+	assert_int_equal(pg_lsn_parse("0/1a", &lsn), E_OK); /* PostgreSQL reads either case */
+	assert_int_equal(lsn, 0x1a);
+	const char *bad[] = { "", "16", "16/", "/5", "16/B374D848 ", "16/B374D848x", "G/1" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		assert_int_equal(pg_lsn_parse(bad[i], &lsn), E_CORRUPT);
+		assert_non_null(strstr(err_msg(), "is not an LSN"));
+		err_clear();
+	}
+}
+
+/* The first 40 bytes of 000000010000000000000001 of a cluster whose system id is known. */
+static void test_wal_long_header(void **state)
+{
+	(void)state;
+	unsigned char *h = read_data("pg15-wal-long-header.bin", WAL_LONG_HEADER_LEN);
+	uint64_t sysid = 0;
+	assert_true(wal_header_sysid(h, WAL_LONG_HEADER_LEN, SEG16, &sysid));
+	assert_int_equal(sysid, UINT64_C(7714482919781331307));
+	/* another segment size, a short buffer, no long-header flag, an old magic: no header */
+	assert_false(wal_header_sysid(h, WAL_LONG_HEADER_LEN, SEG1, &sysid));
+	assert_false(wal_header_sysid(h, WAL_LONG_HEADER_LEN - 1, SEG16, &sysid));
+	unsigned char c[WAL_LONG_HEADER_LEN];
+	memcpy(c, h, sizeof(c));
+	c[2] &= (unsigned char)~0x02;
+	assert_false(wal_header_sysid(c, sizeof(c), SEG16, &sysid));
+	memcpy(c, h, sizeof(c));
+	c[0] = 0x60, c[1] = 0xD0; /* 0xD060: before 9.2 */
+	assert_false(wal_header_sysid(c, sizeof(c), SEG16, &sysid));
+	memcpy(c, h, sizeof(c));
+	c[37] = 0x40; /* a 16 KiB block size */
+	assert_false(wal_header_sysid(c, sizeof(c), SEG16, &sysid));
+	/* zeros (a recycled or preallocated file) are not a segment */
+	memset(c, 0, sizeof(c));
+	assert_false(wal_header_sysid(c, sizeof(c), SEG16, &sysid));
+	free(h);
+}
+
+/*
+ * Block 3 of pg_class of a cluster made with initdb -k: its stored checksum is what
+ * PostgreSQL computed, so pg_page_checksum must reproduce it for block number 3 only.
+ */
+static void test_page_checksum(void **state)
+{
+	(void)state;
+	unsigned char *page = read_data("pg15-pg_class-block3.bin", PG_PAGE_SIZE);
+	uint16_t stored = pg_page_stored_checksum(page);
+	assert_int_not_equal(stored, 0);
+	assert_int_equal(pg_page_checksum(page, 3), stored);
+	assert_int_not_equal(pg_page_checksum(page, 4), stored);
+	/* the block number of the 1 GiB segment's pages counts from the relation's start */
+	assert_int_not_equal(pg_page_checksum(page, 3 + PG_SEGMENT_PAGES), stored);
+	/* the checksum field itself does not take part; any other byte does */
+	unsigned char *copy = xmalloc(PG_PAGE_SIZE);
+	memcpy(copy, page, PG_PAGE_SIZE);
+	copy[8] ^= 0xFF;
+	assert_int_equal(pg_page_checksum(copy, 3), stored);
+	memcpy(copy, page, PG_PAGE_SIZE);
+	copy[PG_PAGE_SIZE - 100] ^= 0x01;
+	assert_int_not_equal(pg_page_checksum(copy, 3), stored);
+	free(copy);
+	free(page);
+}
+
+static void test_page_header(void **state)
+{
+	(void)state;
+	unsigned char *page = read_data("pg15-pg_class-block3.bin", PG_PAGE_SIZE);
+	assert_true(pg_page_header_valid(page));
+	assert_false(pg_page_is_new(page));
+	assert_int_equal(pg_page_lsn(page), UINT64_C(0x0159B398));
+	unsigned char *p = xmalloc(PG_PAGE_SIZE);
+	/* lower above upper */
+	memcpy(p, page, PG_PAGE_SIZE);
+	p[12] = 0x00, p[13] = 0x20, p[14] = 0x10, p[15] = 0x01;
+	assert_false(pg_page_header_valid(p));
+	/* special beyond the page */
+	memcpy(p, page, PG_PAGE_SIZE);
+	p[16] = 0x01, p[17] = 0x21;
+	assert_false(pg_page_header_valid(p));
+	/* unknown flag bits */
+	memcpy(p, page, PG_PAGE_SIZE);
+	p[10] |= 0x80;
+	assert_false(pg_page_header_valid(p));
+	/* a layout version no release wrote, and another page size */
+	memcpy(p, page, PG_PAGE_SIZE);
+	p[18] = 6;
+	assert_false(pg_page_header_valid(p));
+	memcpy(p, page, PG_PAGE_SIZE);
+	p[19] = 0x40;
+	assert_false(pg_page_header_valid(p));
+	/* no LSN */
+	memcpy(p, page, PG_PAGE_SIZE);
+	memset(p, 0, 8);
+	assert_false(pg_page_header_valid(p));
+	/* a page never initialised */
+	memset(p, 0, PG_PAGE_SIZE);
+	assert_true(pg_page_is_new(p));
+	assert_false(pg_page_header_valid(p));
+	free(p);
+	free(page);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_segment_names),	 cmocka_unit_test(test_archive_names),
+		cmocka_unit_test(test_file_names),		 cmocka_unit_test(test_name_parse_and_format),
+		cmocka_unit_test(test_lsn),				 cmocka_unit_test(test_wal_long_header),
+		cmocka_unit_test(test_page_checksum),	 cmocka_unit_test(test_page_header),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
