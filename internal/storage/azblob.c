@@ -226,16 +226,10 @@ static err_code az_stat(storage *st, const char *key, obj_info *info)
 	return rc;
 }
 
-typedef struct list_job {
-	az_storage *s;
-	const char *prefix; /* full */
-	bool recursive;
-} list_job;
-
-static err_code list_page(void *arg, const char *marker, int page, obj_list *items, char **next)
+static err_code list_page(const http_listing *job, const char *marker, int page, obj_list *items,
+						  char **next)
 {
-	list_job *job = arg;
-	az_storage *s = job->s;
+	az_storage *s = job->store;
 	http_call c = { 0 };
 	http_kvs_add(&c.query, "restype", "container");
 	http_kvs_add(&c.query, "comp", "list");
@@ -273,14 +267,7 @@ static err_code list_page(void *arg, const char *marker, int page, obj_list *ite
 
 static err_code az_list(storage *st, const char *prefix, bool recursive, obj_list *out)
 {
-	az_storage *s = (az_storage *)st;
-	size_t pl = strlen(prefix);
-	char *p = pl == 0 || prefix[pl - 1] == '/' ? xasprintf("%s%s", s->root, prefix)
-											   : xasprintf("%s%s/", s->root, prefix);
-	list_job job = { s, p, recursive };
-	err_code rc = http_list_pages(list_page, &job, s->root, out);
-	free(p);
-	return rc;
+	return http_list(st, ((az_storage *)st)->root, prefix, recursive, list_page, out);
 }
 
 static err_code az_remove(storage *st, const char *key)

@@ -276,16 +276,10 @@ static err_code gcs_stat(storage *st, const char *key, obj_info *info)
 	return rc;
 }
 
-typedef struct list_job {
-	gcs_storage *s;
-	const char *prefix;
-	bool recursive;
-} list_job;
-
-static err_code list_page(void *arg, const char *token, int page, obj_list *items, char **next)
+static err_code list_page(const http_listing *job, const char *token, int page, obj_list *items,
+						  char **next)
 {
-	list_job *job = arg;
-	gcs_storage *s = job->s;
+	gcs_storage *s = job->store;
 	http_call c = { 0 };
 	http_kvs_add(&c.query, "prefix", job->prefix);
 	if (!job->recursive)
@@ -314,14 +308,7 @@ static err_code list_page(void *arg, const char *token, int page, obj_list *item
 
 static err_code gcs_list(storage *st, const char *prefix, bool recursive, obj_list *out)
 {
-	gcs_storage *s = (gcs_storage *)st;
-	size_t pl = strlen(prefix);
-	char *p = pl == 0 || prefix[pl - 1] == '/' ? xasprintf("%s%s", s->root, prefix)
-											   : xasprintf("%s%s/", s->root, prefix);
-	list_job job = { s, p, recursive };
-	err_code rc = http_list_pages(list_page, &job, s->root, out);
-	free(p);
-	return rc;
+	return http_list(st, ((gcs_storage *)st)->root, prefix, recursive, list_page, out);
 }
 
 static err_code gcs_remove(storage *st, const char *key)

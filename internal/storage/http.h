@@ -1,8 +1,9 @@
 /*
  * http: the private interface of the HTTP object-store core that the S3, GCS and Azure Blob
  * adapters share: name/value lists, encodings, XML (xml.c), the one request path with retries
- * (http.c), uploads in parts (upload.c), bearer tokens (token.c) and parallel batches. Only
- * the storage files and tests include it; the rest of walc sees storage.h.
+ * (http.c; one attempt in httpxfer.c), uploads in parts (upload.c), bearer tokens (token.c)
+ * and parallel batches. Only the storage files and tests include it; the rest of walc sees
+ * storage.h.
  */
 #ifndef WALC_INTERNAL_STORAGE_HTTP_H
 #define WALC_INTERNAL_STORAGE_HTTP_H
@@ -86,7 +87,7 @@ bool xml_error(const char *doc, size_t len, char *code, size_t codesz, char *msg
 			   size_t msgsz);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Requests (http.c): libcurl handles kept for reuse, retries with backoff and full jitter.   */
+/* Requests (http.c, httpxfer.c): libcurl handles kept for reuse, retries, backoff, jitter.   */
 /* ------------------------------------------------------------------------------------------ */
 
 typedef struct http_retry {
@@ -130,6 +131,8 @@ typedef struct http_response {
 } http_response;
 
 void http_response_free(http_response *r);
+/* http_response_free after overwriting the body (an answer that carried credentials). */
+void http_response_wipe(http_response *r);
 
 typedef struct http_request {
 	const char *method;
@@ -271,17 +274,25 @@ pool *http_part_pool(size_t part_size, size_t mem, int concurrency);
 /* Listings and conditional puts (upload.c)                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
+/* What a listing asks of a store: the objects below prefix (a full key: root and the folder). */
+typedef struct http_listing {
+	void *store;
+	const char *prefix;
+	bool recursive; /* every level, or the folder's own objects */
+} http_listing;
 /*
  * One page of a store's listing: the request for the page after token (NULL: the first),
  * its objects (full keys) into items and the next page's token into *next (NULL: the last).
  */
-typedef err_code (*http_page_fn)(void *arg, const char *token, int page, obj_list *items,
-								 char **next);
+typedef err_code (*http_page_fn)(const http_listing *l, const char *token, int page,
+								 obj_list *items, char **next);
 /*
- * Every page, the objects below root added to out with root cut off (folder markers, keys
- * ending in '/', skipped); a server that repeats its token is an error, not a loop.
+ * storage_list for every store: prefix (relative to root) read as a folder, every page
+ * fetched, the objects below root added to out with root cut off (folder markers, keys ending
+ * in '/', skipped); a server that repeats its token is an error, not a loop.
  */
-err_code http_list_pages(http_page_fn fn, void *arg, const char *root, obj_list *out);
+err_code http_list(void *store, const char *root, const char *prefix, bool recursive,
+				   http_page_fn fn, obj_list *out);
 /* put_new's check before writing: E_OK when key is absent, E_EXISTS when present. */
 err_code http_check_absent(storage *st, const char *key);
 

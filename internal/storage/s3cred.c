@@ -184,9 +184,7 @@ static err_code fetch_web_identity(s3_credprov *p, s3_creds *out)
 		if (rc != E_OK)
 			err_wrap(rc, "%s", what);
 	}
-	if (resp.body.data != NULL)
-		memset(resp.body.data, 0, resp.body.len);
-	http_response_free(&resp);
+	http_response_wipe(&resp);
 	http_kvs_free(&req.headers);
 	memset(body, 0, strlen(body));
 	free(body);

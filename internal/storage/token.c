@@ -169,9 +169,7 @@ err_code http_token_request(http_client *h, const char *method, const char *url,
 		if (rc != E_OK)
 			err_wrap(rc, "%s", what);
 	}
-	if (resp.body.data != NULL)
-		memset(resp.body.data, 0, resp.body.len);
-	http_response_free(&resp);
+	http_response_wipe(&resp);
 	http_kvs_free(&req.headers);
 	return rc;
 }

@@ -303,15 +303,19 @@ err_code http_batches(size_t n, size_t batch, int width, http_batch_fn fn, void 
 /* Listings and conditional puts                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
-err_code http_list_pages(http_page_fn fn, void *arg, const char *root, obj_list *out)
+err_code http_list(void *store, const char *root, const char *prefix, bool recursive,
+				   http_page_fn fn, obj_list *out)
 {
-	size_t rootlen = strlen(root);
+	size_t rootlen = strlen(root), pl = strlen(prefix);
+	char *full = pl == 0 || prefix[pl - 1] == '/' ? xasprintf("%s%s", root, prefix)
+												  : xasprintf("%s%s/", root, prefix);
+	http_listing l = { store, full, recursive };
 	char *token = NULL;
 	err_code rc = E_OK;
 	for (int page = 0; rc == E_OK; page++) {
 		obj_list items = { 0 };
 		char *next = NULL;
-		rc = fn(arg, token, page, &items, &next);
+		rc = fn(&l, token, page, &items, &next);
 		for (size_t i = 0; rc == E_OK && i < items.len; i++) {
 			const obj_info *o = &items.items[i];
 			size_t kl = strlen(o->key);
@@ -330,6 +334,7 @@ err_code http_list_pages(http_page_fn fn, void *arg, const char *root, obj_list 
 			break;
 	}
 	free(token);
+	free(full);
 	if (rc != E_OK)
 		obj_list_free(out);
 	return rc;
