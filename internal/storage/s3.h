@@ -1,7 +1,8 @@
 /*
  * s3: the private interface between the S3 adapter's files: SigV4 signing (s3sign.c), S3 XML
- * (s3xml.c), credentials (s3cred.c) and the storage operations (s3.c, s3put.c), all on the
- * HTTP object-store core (http.h). Only storage.c and tests include it.
+ * (s3xml.c), credentials (s3cred.c) and the storage operations (s3.c; writes and batched
+ * deletes in s3put.c), all on the HTTP object-store core (http.h). Only storage.c and tests
+ * include it.
  */
 #ifndef WALC_INTERNAL_STORAGE_S3_H
 #define WALC_INTERNAL_STORAGE_S3_H
@@ -64,6 +65,8 @@ void s3_list_page_free(s3_list_page *p);
 
 /* InitiateMultipartUploadResult/UploadId */
 err_code s3_xml_upload_id(const char *doc, size_t len, char **upload_id);
+/* A quiet DeleteObjects request body for keys (below root, which is prefixed to each). */
+char *s3_xml_delete_request(const char *root, const char *const *keys, size_t n, size_t *len);
 /* DeleteResult: the number of <Error> entries; the first one's key and code into first. */
 err_code s3_xml_delete_errors(const char *doc, size_t len, size_t *nerrors, char **first);
 /* AssumeRoleWithWebIdentityResponse credentials. */
@@ -105,7 +108,7 @@ err_code s3_credprov_get(s3_credprov *p, bool force, s3_creds *out);
 void s3_credprov_free(s3_credprov *p);
 
 /* ------------------------------------------------------------------------------------------ */
-/* The S3 storage (s3.c) and its uploads (s3put.c)                                            */
+/* The S3 storage (s3.c), its uploads and batched deletes (s3put.c)                           */
 /* ------------------------------------------------------------------------------------------ */
 
 typedef struct s3_storage {
@@ -146,5 +149,7 @@ char *s3_full_key(const s3_storage *s, const char *key);
 err_code s3_put_open(storage *st, const char *key, sink **out);
 /* A put that never replaces an existing object. */
 err_code s3_put_new(storage *st, const char *key, sink **out);
+/* DeleteObjects, S3_DELETE_BATCH_SIZE (1000) keys a request, WALG_UPLOAD_CONCURRENCY at once. */
+err_code s3_remove_many(storage *st, const char *const *keys, size_t n);
 
 #endif

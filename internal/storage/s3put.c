@@ -2,7 +2,7 @@
  * S3 uploads on the core's part uploader: an object that fits in one part is one PUT, a
  * longer one a multipart upload (parts in parallel, completed only when every part succeeded,
  * aborted otherwise), so an object is complete or absent. put_new makes every write
- * conditional (If-None-Match: *).
+ * conditional (If-None-Match: *). Deletes of many objects are DeleteObjects requests.
  */
 #include "internal/storage/s3.h"
 
@@ -245,4 +245,63 @@ err_code s3_put_new(storage *st, const char *key, sink **out)
 	TRY(http_check_absent(st, key));
 	*out = put_sink((s3_storage *)st, key, true);
 	return E_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Batched deletes                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct delete_job {
+	s3_storage *s;
+	const char *const *keys;
+} delete_job;
+
+/* One DeleteObjects request for keys[from, from + n). */
+static err_code delete_batch(void *arg, size_t from, size_t n)
+{
+	delete_job *job = arg;
+	s3_storage *s = job->s;
+	size_t len;
+	char *body = s3_xml_delete_request(s->root, job->keys + from, n, &len);
+
+	char md5[25];
+	http_md5_base64(body, len, md5);
+	http_call c = { 0 };
+	http_kvs_add(&c.query, "delete", "");
+	s3_call_init(s, &c, "POST", NULL);
+	char *what = xasprintf("DeleteObjects s3://%s (%zu keys)", s->bucket, n);
+	free(c.what);
+	c.what = what;
+	c.req.what = what;
+	c.req.body = body;
+	c.req.body_len = len;
+	http_kvs_add(&c.req.headers, "content-type", "application/xml");
+	http_kvs_add(&c.req.headers, "content-md5", md5);
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status != 200)
+		rc = s3_answer_error(s, what, &c.resp);
+	if (rc == E_OK) {
+		size_t nerr;
+		char *first = NULL;
+		rc = s3_xml_delete_errors((const char *)c.resp.body.data, c.resp.body.len, &nerr,
+								  &first);
+		if (rc == E_OK && nerr > 0)
+			rc = err_set(E_IO, "%s: %zu keys not deleted, first %s", what, nerr, first);
+		else if (rc != E_OK)
+			err_wrap(rc, "%s", what);
+		free(first);
+	}
+	if (rc == E_OK)
+		log_debug("s3: deleted %zu objects in one DeleteObjects request", n);
+	http_call_free(&c);
+	free(body);
+	return rc;
+}
+
+/* DeleteObjects, S3_DELETE_BATCH_SIZE (1000) keys a request, WALG_UPLOAD_CONCURRENCY at once. */
+err_code s3_remove_many(storage *st, const char *const *keys, size_t n)
+{
+	s3_storage *s = (s3_storage *)st;
+	delete_job job = { s, keys };
+	return http_batches(n, s->delete_batch, s->concurrency, delete_batch, &job);
 }

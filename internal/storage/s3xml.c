@@ -164,6 +164,30 @@ static void del_cb(void *vctx, const char *path, const char *text)
 	}
 }
 
+char *s3_xml_delete_request(const char *root, const char *const *keys, size_t n, size_t *len)
+{
+	size_t cap = 64;
+	char *body = xmalloc(cap);
+	size_t at = (size_t)snprintf(body, cap, "<Delete><Quiet>true</Quiet>");
+	for (size_t i = 0; i < n; i++) {
+		char *k = xasprintf("%s%s", root, keys[i]);
+		char *e = http_xml_escape(k);
+		size_t need = strlen(e) + 40;
+		if (at + need >= cap) {
+			cap = (at + need) * 2;
+			body = xrealloc(body, cap);
+		}
+		at += (size_t)snprintf(body + at, cap - at, "<Object><Key>%s</Key></Object>", e);
+		free(e);
+		free(k);
+	}
+	if (at + 16 >= cap)
+		body = xrealloc(body, cap = at + 16);
+	at += (size_t)snprintf(body + at, cap - at, "</Delete>");
+	*len = at;
+	return body;
+}
+
 err_code s3_xml_delete_errors(const char *doc, size_t len, size_t *nerrors, char **first)
 {
 	del_ctx c = { 0 };
