@@ -4,9 +4,11 @@
 # (Ceph RGW, plain HTTP), Azure Blob (Azurite, HTTPS) and GCS (the Firebase CLI's emulator,
 # HTTP), each with its wall time and peak RSS; and the batched deletes of retention: `delete
 # retain 1` of 2000 WAL objects on S3 with DeleteObjects (1000 keys a request, 16 at once)
-# against one DELETE request per object, one at a time (S3_DELETE_BATCH_SIZE=1,
-# WALG_UPLOAD_CONCURRENCY=1: walc before batching), requests counted in the DEVEL logs.
-# report_stores.py writes stores.md.
+# against one request per object, one at a time (S3_DELETE_BATCH_SIZE=1,
+# WALG_UPLOAD_CONCURRENCY=1: walc before batching), requests counted in the DEVEL logs, on
+# Ceph RGW and on s3rver (RGW's own work per deleted key bounds what batching can gain there:
+# the longest DeleteObjects answer is recorded beside the wall time). report_stores.py writes
+# stores.md.
 #
 #   BENCH_STORES_RUNS=$BENCH_RUNS   runs of each measurement
 
@@ -18,10 +20,13 @@
 STORES_RUNS=${BENCH_STORES_RUNS:-$RUNS}
 
 stores_stop() {
-	s3_cleanup
+	local opts=$-
+	s3_cleanup # it turns errexit off (it runs from EXIT traps): on again if it was on
+	case $opts in *e*) set -e ;; esac
 	store_cleanup
 	S3_PIDS=()
 	S3_RGW_DIR=""
+	S3_S3RVER_DIR=""
 	OS_PIDS=()
 	OS_DIRS=()
 }
@@ -63,8 +68,8 @@ store_fetch() { # DS STORE RUN
 
 # The delete measurement: a cluster whose WAL starts at log 0x10 (pg_resetwal), one backup,
 # and 2000 WAL objects below it that `delete retain 1` removes.
-delete_put_wal() { # PREFIX
-	S3_PREFIX_PATH=$1 "$PY" - <<'PYEOF'
+delete_put_wal() { # BUCKET PREFIX
+	S3_BUCKET_NAME=$1 S3_PREFIX_PATH=$2 "$PY" - <<'PYEOF'
 import os
 import botocore.session
 from botocore.config import Config
@@ -75,33 +80,37 @@ c = s.create_client("s3", endpoint_url=os.environ["S3_ENDPOINT"], region_name=os
                     config=Config(s3={"addressing_style": "path"}, max_pool_connections=4))
 p = os.environ["S3_PREFIX_PATH"]
 for i in range(2000):
-    c.put_object(Bucket="bench", Key=f"{p}/wal_005/00000001{i // 250:08X}{i % 250:08X}.lz4", Body=b"x")
+    c.put_object(Bucket=os.environ["S3_BUCKET_NAME"], Key=f"{p}/wal_005/00000001{i // 250:08X}{i % 250:08X}.lz4", Body=b"x")
 PYEOF
 }
 
-bench_delete() {
-	local run mode d=$T/del envs
+bench_delete() { # SERVER (rgw, s3rver) BUCKET
+	local srv=$1 bucket=$2 run mode d=$T/del envs lg
 	cluster del
 	pg_stop "$T/del/pgdata"
 	as_pg "$PGBIN/pg_resetwal" -l 000000010000001000000000 -D "$T/del/pgdata" >/dev/null || fail "pg_resetwal"
 	pg_start "$T/del/pgdata" "${PORTS[del]}"
-	envs=(PGHOST="$T" PGPORT="${PORTS[del]}" WALG_S3_PREFIX=s3://bench/delete AWS_ENDPOINT="$S3_ENDPOINT"
+	envs=(PGHOST="$T" PGPORT="${PORTS[del]}" WALG_S3_PREFIX="s3://$bucket/delete" AWS_ENDPOINT="$S3_ENDPOINT"
 		AWS_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY"
 		AWS_REGION="$AWS_REGION" AWS_S3_FORCE_PATH_STYLE=true)
-	as_pg env "${envs[@]}" "$WALC_PG" backup-push "$d/pgdata" >"$T/log/delete-push.log" 2>&1 ||
-		{ tail -n 20 "$T/log/delete-push.log" >&2; fail "backup-push for the delete measurement"; }
+	as_pg env "${envs[@]}" "$WALC_PG" backup-push "$d/pgdata" >"$T/log/delete-$srv-push.log" 2>&1 ||
+		{ tail -n 20 "$T/log/delete-$srv-push.log" >&2; fail "backup-push for the delete measurement"; }
 	for ((run = 1; run <= STORES_RUNS; run++)); do
 		while read -r mode; do
-			delete_put_wal delete
+			delete_put_wal "$bucket" delete
+			lg=delete-$srv-$mode-$run
 			case $mode in
-			batched) timed "delete-$mode-$run" env "${envs[@]}" WALG_LOG_LEVEL=DEVEL "$WALC" delete retain 1 --confirm ;;
-			single) timed "delete-$mode-$run" env "${envs[@]}" WALG_LOG_LEVEL=DEVEL S3_DELETE_BATCH_SIZE=1 \
+			batched) timed "$lg" env "${envs[@]}" WALG_LOG_LEVEL=DEVEL "$WALC" delete retain 1 --confirm ;;
+			single) timed "$lg" env "${envs[@]}" WALG_LOG_LEVEL=DEVEL S3_DELETE_BATCH_SIZE=1 \
 				WALG_UPLOAD_CONCURRENCY=1 "$WALC" delete retain 1 --confirm ;;
 			esac
-			n=$(grep -c '^deleted wal_005/' "$T/log/delete-$mode-$run.log" || true)
-			[ "$n" = 2000 ] || fail "delete retain 1 ($mode) deleted $n WAL objects, not 2000"
-			reqs=$(grep -c 's3 request: POST .*?delete=' "$T/log/delete-$mode-$run.log" || true)
-			sample del delete-2000 walc - "$mode" "$run" "$reqs"
+			n=$(grep -c '^deleted wal_005/' "$T/log/$lg.log" || true)
+			[ "$n" = 2000 ] || fail "delete retain 1 ($srv, $mode) deleted $n WAL objects, not 2000"
+			reqs=$(grep -c 's3 request: POST .*?delete=' "$T/log/$lg.log" || true)
+			# the longest DeleteObjects answer, in ms: the server's own time for its keys
+			longest=$(sed -n 's/.*s3 answer: POST .*?delete=: HTTP 200 (\([0-9]*\) ms)$/\1/p' "$T/log/$lg.log" |
+				sort -n | tail -n 1)
+			sample del "delete-2000-$srv" walc - "$mode" "$run" "$reqs" "$longest"
 		done < <(rotate $((run - 1)) batched single)
 	done
 	pg_stop "$T/del/pgdata"
@@ -128,7 +137,13 @@ bench_stores() { # DS
 		done < <(rotate $((run - 1)) file s3 az gcs)
 	done
 	log "delete retain 1 of 2000 WAL objects on S3: batched against one request per object"
-	bench_delete
+	bench_delete rgw bench
+	stores_stop
+	local saved=("$S3_ENDPOINT" "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY")
+	s3_s3rver_start
+	S3_ENDPOINT=http://127.0.0.1:$S3RVER_PORT AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+	bench_delete s3rver test
+	S3_ENDPOINT=${saved[0]} AWS_ACCESS_KEY_ID=${saved[1]} AWS_SECRET_ACCESS_KEY=${saved[2]}
 	stores_stop
 	trap it_cleanup EXIT
 	"$PY" "$BENCH_DIR/report_stores.py" "$SAMPLES" "$OUT/stores.md"
