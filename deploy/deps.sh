@@ -19,7 +19,7 @@ ROOT=$(cd "$HERE/.." && pwd)
 # ./walc: compiler and the libraries of the Makefile's PKGS (xxhash is header-only)
 build=(
 	build-essential pkg-config
-	libzstd-dev liblz4-dev libbrotli-dev liblzma-dev libsodium-dev
+	libzstd-dev liblz4-dev libbrotli-dev liblzma-dev libsodium-dev librnp-dev
 	libcurl4-openssl-dev libssl-dev libpq-dev libjansson-dev libexpat1-dev libxxhash-dev
 )
 # test/demo.sh: a PostgreSQL 15 cluster (server, pgbench, pg_dumpall)

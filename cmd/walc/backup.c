@@ -1,4 +1,6 @@
 /* The backup verbs: backup-push, backup-fetch, backup-list. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd/walc/commands.h"
@@ -30,6 +32,85 @@ int cmd_backup_push(const config *cfg, const args *a)
 	return command_fail(rc);
 }
 
+/* restore_command text: shell-quoted, with PostgreSQL's % escaped. */
+static void put_quoted(FILE *f, const char *s)
+{
+	fputc('\'', f);
+	for (; *s; s++)
+		fputs(*s == '\'' ? "'\\''" : *s == '%' ? "%%" : (char[]){ *s, 0 }, f);
+	fputc('\'', f);
+}
+
+typedef struct env_words {
+	FILE *f;
+	const config *cfg;
+} env_words;
+
+static void add_setting(const char *name, const char *value, bool secret, void *arg)
+{
+	env_words *w = arg;
+	if (secret) {
+		log_info("restore_command does not carry %s: PostgreSQL's environment must set it, "
+				 "or give --restore-command",
+				 name);
+		return;
+	}
+	fprintf(w->f, " %s=", name);
+	/* The server runs it from its data directory: the file prefix must be absolute. */
+	put_quoted(w->f, strcmp(name, "WALG_FILE_PREFIX") == 0 && w->cfg->file_prefix
+						 ? w->cfg->file_prefix
+						 : value);
+}
+
+/* This walc, with the settings it runs with (but secrets), fetching %f into %p. */
+static char *default_restore_command(const config *cfg)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (f == NULL)
+		return xstrdup("walc wal-fetch \"%f\" \"%p\"");
+	env_words w = { f, cfg };
+	fputs("env", f);
+	config_each_set(add_setting, &w);
+	char *self = realpath("/proc/self/exe", NULL);
+	fputc(' ', f);
+	put_quoted(f, self ? self : "walc");
+	free(self);
+	fputs(" wal-fetch \"%f\" \"%p\"", f);
+	fclose(f);
+	return text;
+}
+
+static const char *const target_kinds[] = { "time", "lsn", "name", "xid" };
+
+/* At most one --target-KIND: parsed into *t (*given false when none). */
+static err_code parse_target(const args *a, recovery_target *t, bool *given)
+{
+	*given = false;
+	for (size_t i = 0; i < sizeof(target_kinds) / sizeof(target_kinds[0]); i++) {
+		char opt[32];
+		snprintf(opt, sizeof(opt), "target-%s", target_kinds[i]);
+		const char *v = arg(a, opt);
+		if (v == NULL)
+			continue;
+		if (*given)
+			return err_set(E_CONFIG, "backup-fetch: give one recovery target, not several");
+		TRY(recovery_target_parse(target_kinds[i], v, t));
+		*given = true;
+	}
+	const char *action = arg(a, "target-action");
+	if (!*given && (action != NULL || arg(a, "restore-command") != NULL))
+		return err_set(E_CONFIG, "backup-fetch: --target-action and --restore-command go with "
+								 "a recovery target (--target-time, -lsn, -name or -xid)");
+	if (action != NULL && strcmp(action, "promote") != 0 && strcmp(action, "pause") != 0 &&
+		strcmp(action, "shutdown") != 0)
+		return err_set(E_CONFIG,
+					   "backup-fetch --target-action: \"%s\", expected promote, pause or shutdown",
+					   action);
+	return E_OK;
+}
+
 int cmd_backup_fetch(const config *cfg, const args *a)
 {
 	fetch_options opt = { .dest = a->pos[0],
@@ -41,29 +122,48 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 						  .concurrency = (int)cfg->download_concurrency,
 						  .delta = cfg->delta_restore || arg_set(a, "delta"),
 						  .force = arg_set(a, "force") };
-	if (opt.user_data == NULL && opt.name == NULL)
+	recovery_target target;
+	bool targeted;
+	err_code rc = parse_target(a, &target, &targeted);
+	if (rc != E_OK)
+		return command_fail(rc);
+	if (targeted && (opt.name != NULL || opt.user_data != NULL))
+		return command_fail(err_set(E_CONFIG, "backup-fetch: a recovery target picks the "
+											  "backup itself: give no NAME or --target-user-data"));
+	char *restore_command = NULL;
+	if (targeted) {
+		restore_command = arg(a, "restore-command") ? xstrdup(arg(a, "restore-command"))
+													: default_restore_command(cfg);
+		opt.target = &target;
+		opt.cfg = cfg;
+		opt.restore_command = restore_command;
+		opt.target_action = arg(a, "target-action") ? arg(a, "target-action") : "promote";
+		opt.name = NULL;
+	} else if (opt.user_data == NULL && opt.name == NULL) {
 		opt.user_data = cfg->fetch_target_user_data;
-	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
+	}
+	rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
 	if (rc == E_OK && opt.mask != NULL && opt.delta)
 		rc = err_set(E_CONFIG, "backup-fetch: --mask and --delta cannot be combined (a delta "
 							   "restore removes the files the backup does not have)");
 	if (rc == E_OK && arg_set(a, "restore-only"))
 		rc = err_set(E_CONFIG, "backup-fetch --restore-only: walc does not restore single "
 							   "databases or tables; restore the whole backup");
-	if (rc == E_OK && (opt.name == NULL) == (opt.user_data == NULL))
+	if (rc == E_OK && !targeted && (opt.name == NULL) == (opt.user_data == NULL))
 		rc = err_set(E_CONFIG, opt.name == NULL
 								   ? "backup-fetch: name a backup (NAME or LATEST) or give "
 									 "--target-user-data"
 								   : "backup-fetch: give NAME or --target-user-data, not both");
-	if (rc != E_OK)
-		return command_fail(rc);
 	repo r;
-	rc = repo_open(cfg, &r);
 	if (rc == E_OK) {
-		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
-		rc = backup_fetch(&r, &opt);
+		rc = repo_open(cfg, &r);
+		if (rc == E_OK) {
+			repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
+			rc = backup_fetch(&r, &opt);
+		}
+		repo_close(&r);
 	}
-	repo_close(&r);
+	free(restore_command);
 	return command_fail(rc);
 }
 
@@ -71,7 +171,8 @@ int cmd_backup_list(const config *cfg, const args *a)
 {
 	list_options opt = { .pretty = arg_set(a, "pretty"),
 						 .json = arg_set(a, "json"),
-						 .detail = arg_set(a, "detail") };
+						 .detail = arg_set(a, "detail"),
+						 .cfg = cfg };
 	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
 	if (rc != E_OK)
 		return command_fail(rc);

@@ -11,6 +11,7 @@ static const opt wal_fetch_opts[] = { TARGET_STORAGE, END };
 static const opt wal_show_opts[] = {
 	{ "detailed-json", 0, NULL, "detailed JSON output" },
 	{ "without-backups", 0, NULL, "do not count backups per timeline" },
+	{ "restore-points", 0, NULL, "the restore points in the archived WAL (reads all of it)" },
 	END,
 };
 static const opt wal_verify_opts[] = {
@@ -42,6 +43,12 @@ static const opt backup_fetch_opts[] = {
 	{ "mask", 0, "GLOB", "restore only files whose path (relative to DESTINATION) matches" },
 	{ "delta", 0, NULL, "DESTINATION holds an old copy: rewrite only what differs" },
 	{ "force", 0, NULL, "with --delta: even onto another cluster's directory" },
+	{ "target-time", 0, "TIME", "recover to this time (RFC 3339): picks the backup, writes recovery settings" },
+	{ "target-lsn", 0, "LSN", "recover to this LSN" },
+	{ "target-name", 0, "NAME", "recover to this restore point (pg_create_restore_point)" },
+	{ "target-xid", 0, "XID", "recover to the end of this transaction" },
+	{ "target-action", 0, "ACTION", "with a target: promote (default), pause or shutdown" },
+	{ "restore-command", 0, "CMD", "with a target: the restore_command to write (default: this walc)" },
 	{ "restore-only", 0, "NAMES", "not supported by walc (partial restore): refused" },
 	{ "reverse-unpack", 0, NULL, NULL },
 	{ "skip-redundant-tars", 0, NULL, NULL },
@@ -51,7 +58,7 @@ static const opt backup_fetch_opts[] = {
 static const opt backup_list_opts[] = {
 	{ "pretty", 0, NULL, "a framed table" },
 	{ "json", 0, NULL, "a JSON array" },
-	{ "detail", 0, NULL, "metadata.json fields too" },
+	{ "detail", 0, NULL, "metadata.json fields too; with --json each backup's recovery window (reads the WAL)" },
 	TARGET_STORAGE,
 	END,
 };
@@ -137,7 +144,12 @@ static const command cmd_table[] = {
 	  "--delta (or WALG_DELTA_RESTORE=true): DESTINATION holds an old copy of the cluster,\n"
 	  "stopped. Files whose size and checksum match the backup's are kept, the others are\n"
 	  "restored, files the backup does not have are removed, and tar parts holding nothing\n"
-	  "needed are not downloaded. A directory of another cluster is refused unless --force.",
+	  "needed are not downloaded. A directory of another cluster is refused unless --force.\n\n"
+	  "--target-time, --target-lsn, --target-name or --target-xid (instead of NAME): restores\n"
+	  "the newest backup that ends before the target, once the archived WAL has been read far\n"
+	  "enough to prove it reaches the target, then writes restore_command and the target to\n"
+	  "postgresql.auto.conf and creates recovery.signal: starting PostgreSQL recovers to the\n"
+	  "target. A target the archive cannot reach is refused before anything is written.",
 	  true, cmd_backup_fetch, NULL },
 	{ "backup-list", "", 0, 0, backup_list_opts, "list base backups",
 	  "Lists backups with a sentinel, oldest first (by the sentinel's time), in WAL-G's columns.",

@@ -215,6 +215,7 @@ int main(int argc, char **argv)
 				rc = lrc;
 		}
 		log_setup(cfg.log_level, cfg.log_json, cmd->name);
+		log_claim_stderr();
 	}
 	/* Unknown names are reported even when another setting is wrong. */
 	config_warn_unknown();

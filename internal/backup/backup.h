@@ -10,6 +10,7 @@
 #include "internal/catalog/catalog.h"
 #include "internal/core/core.h"
 #include "internal/repo/repo.h"
+#include "internal/wal/wal.h"
 
 /* backup-push */
 typedef struct push_options {
@@ -36,8 +37,23 @@ typedef struct fetch_options {
 	int concurrency;
 	bool delta;	 /* DEST holds an old copy: fetch only what differs */
 	bool force;	 /* delta restore onto another cluster's directory */
+	/* Point-in-time recovery: the target (name is then NULL), with what recovery needs. */
+	const recovery_target *target;
+	const config *cfg;
+	const char *restore_command; /* the command, as postgresql.conf takes it */
+	const char *target_action;	 /* recovery_target_action */
 } fetch_options;
 err_code backup_fetch(repo *r, const fetch_options *opt);
+/*
+ * The backup a target needs: the newest whose end is before it (by LSN, and by time for a
+ * time), on the timelines recovery follows to the newest; names and transactions are first
+ * found in the WAL. E_NOTFOUND, saying what is missing, when the archive does not reach it.
+ */
+err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_target *t,
+								char **name, target_reach *reach);
+/* Appends restore_command and the target to dest's postgresql.auto.conf; recovery.signal. */
+err_code backup_write_recovery(const char *dest, const recovery_target *t,
+							   const char *restore_command, const char *action);
 
 /* delete */
 typedef enum delete_mode {
@@ -69,7 +85,8 @@ err_code backup_mark(repo *r, const char *name, bool impermanent);
 typedef struct list_options {
 	bool pretty;
 	bool json;
-	bool detail;
+	bool detail; /* with json and cfg: each backup's recovery window, from the archived WAL */
+	const config *cfg;
 } list_options;
 err_code backup_list(repo *r, const list_options *opt, FILE *out);
 

@@ -29,6 +29,11 @@ typedef struct extractor {
 	/* current member */
 	char *path;			/* absolute */
 	char *final_path;	/* pg_control: written at path, renamed here once complete */
+	/*
+	 * pg_control written and synced, waiting for the end of the stream: only a stream that
+	 * ended well (a decryptor that checked its MDC, a decompressor its checksum) publishes it.
+	 */
+	char *pending_tmp, *pending_final;
 	int fd;
 	bool skip;
 	bool increment;
@@ -249,8 +254,13 @@ static err_code on_entry_end(void *ctx)
 		if (close(x->fd) != 0 && rc == E_OK)
 			rc = err_errno(E_IO, errno, "closing %s", x->path);
 		x->fd = -1;
-		if (rc == E_OK && x->final_path != NULL && rename(x->path, x->final_path) != 0)
-			rc = err_errno(E_IO, errno, "renaming %s", x->path);
+		if (rc == E_OK && x->final_path != NULL) {
+			free(x->pending_tmp);
+			free(x->pending_final);
+			x->pending_tmp = x->path;
+			x->pending_final = x->final_path;
+			x->path = x->final_path = NULL;
+		}
 	}
 	close_member(x);
 	return rc;
@@ -265,12 +275,24 @@ static err_code ex_write(sink *s, const void *buf, size_t len)
 
 static err_code ex_finish(sink *s)
 {
-	return sink_finish(((extractor *)s)->reader);
+	extractor *x = (extractor *)s;
+	TRY(sink_finish(x->reader));
+	if (x->pending_tmp != NULL) {
+		if (rename(x->pending_tmp, x->pending_final) != 0)
+			return err_errno(E_IO, errno, "renaming %s", x->pending_tmp);
+		free(x->pending_tmp);
+		x->pending_tmp = NULL;
+	}
+	return E_OK;
 }
 
 static void ex_free(sink *s)
 {
 	extractor *x = (extractor *)s;
+	if (x->pending_tmp != NULL)
+		unlink(x->pending_tmp);
+	free(x->pending_tmp);
+	free(x->pending_final);
 	close_member(x);
 	sink_free(x->reader);
 	free(x);

@@ -371,6 +371,26 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest,
 	return rc;
 }
 
+/*
+ * An encrypted repository: the newest backup's pg_control object (a few KiB) is decoded
+ * first, so that a wrong key or passphrase fails before the destination is made.
+ */
+static err_code check_key(repo *r, const char *name)
+{
+	char *base = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/pg_control.tar", name);
+	char *key = NULL;
+	err_code rc = repo_find(r, base, &key);
+	free(base);
+	if (rc == E_NOTFOUND) {
+		err_clear(); /* reported by the extraction */
+		return E_OK;
+	}
+	if (rc == E_OK)
+		rc = repo_get(r, key, null_sink_new());
+	free(key);
+	return rc;
+}
+
 err_code backup_fetch(repo *r, const fetch_options *opt)
 {
 	char *name = NULL;
@@ -379,13 +399,18 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	/* The backup first: a wrong name or a broken chain must not leave a new empty directory. */
-	err_code rc = opt->name != NULL
+	target_reach reach;
+	err_code rc = opt->target != NULL ? backup_pick_for_target(r, opt->cfg, opt->target, &name,
+															   &reach)
+		: opt->name != NULL
 		? catalog_resolve(r, opt->name, &name)
 		: catalog_find_by_user_data(r, opt->user_data, "backup-fetch --target-user-data", &name);
 	if (rc == E_OK)
 		rc = load_chain(r, name, &c);
 	if (rc == E_OK)
 		rc = compute_needs(&c);
+	if (rc == E_OK && r->crypt != NULL)
+		rc = check_key(r, name);
 	char *dest = realpath(opt->dest, NULL);
 	struct stat dsb;
 	bool existing = opt->delta && dest != NULL && stat(dest, &dsb) == 0 && S_ISDIR(dsb.st_mode);
@@ -401,6 +426,8 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 					 c.lv[0].name);
 		rc = fetch_chain(r, opt, dest, &c);
 	}
+	if (rc == E_OK && opt->target != NULL)
+		rc = backup_write_recovery(dest, opt->target, opt->restore_command, opt->target_action);
 	if (rc == E_OK) {
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		log_info("backup %s restored into %s in %.1f s", name, dest,

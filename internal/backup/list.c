@@ -14,7 +14,8 @@
 
 typedef struct row {
 	const backup_ref *ref;
-	json_t *meta; /* metadata.json or NULL */
+	json_t *meta;	/* metadata.json or NULL */
+	json_t *window; /* its recovery window, or NULL */
 	char *cells[NCOLS_MAX];
 } row;
 
@@ -130,12 +131,67 @@ static void print_json(FILE *out, row *rows, size_t n, bool detail, bool pretty)
 		json_object_set_new(o, "storage_name", json_string("default"));
 		if (detail && rows[i].meta != NULL)
 			json_object_update(o, rows[i].meta);
+		if (detail)
+			json_object_set(o, "recovery_window", rows[i].window ? rows[i].window : json_null());
 		json_array_append_new(arr, o);
 	}
 	char *s = json_dumps(arr, JSON_PRESERVE_ORDER | (pretty ? JSON_INDENT(4) : JSON_COMPACT));
 	fprintf(out, "%s\n", s);
 	free(s);
 	json_decref(arr);
+}
+
+static char *us_time(int64_t us)
+{
+	return fmt_time((time_t)(us / 1000000), (long)(us % 1000000) * 1000, true);
+}
+
+/*
+ * From the backup's end (its first consistent point) to the last commit the archived WAL
+ * after it holds, on the timelines recovery follows; NULL when its WAL is not there.
+ */
+static json_t *window_of(const wal_windows *w, const wal_path *path, const backup_ref *ref,
+						 const json_t *meta)
+{
+	unsigned tli;
+	json_t *fl = catalog_json_get(meta, "finish_lsn");
+	if (!json_is_integer(fl) || sscanf(ref->name, "base_%8X", &tli) != 1)
+		return NULL;
+	uint64_t finish = (uint64_t)json_integer_value(fl);
+	const wal_run *run = wal_windows_run_at(w, finish);
+	if (run == NULL || wal_path_tli_at(path, finish) != (uint32_t)tli)
+		return NULL;
+	char from[32], to[32];
+	pg_lsn_format(finish, from);
+	pg_lsn_format(run->end_lsn, to);
+	json_t *o = json_pack("{s:i, s:s, s:O, s:s}", "timeline", (json_int_t)w->timeline,
+						  "from_lsn", from, "from_time",
+						  catalog_json_get(meta, "finish_time") ? catalog_json_get(meta, "finish_time")
+																: json_null(),
+						  "to_lsn", to);
+	if (run->last_commit_us != 0 && run->last_commit_lsn >= finish) {
+		char *t = us_time(run->last_commit_us);
+		json_object_set_new(o, "to_time", json_string(t));
+		free(t);
+	} else {
+		json_object_set_new(o, "to_time", json_null());
+	}
+	return o;
+}
+
+static void read_windows(repo *r, const list_options *opt, row *rows, size_t n)
+{
+	wal_windows w;
+	wal_path path;
+	if (wal_timeline_path(r, opt->cfg, &path) != E_OK || wal_read_windows(r, opt->cfg, &w) != E_OK) {
+		log_warn("backup-list: recovery windows left out: %s", err_msg());
+		err_clear();
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].meta != NULL)
+			rows[i].window = window_of(&w, &path, rows[i].ref, rows[i].meta);
+	wal_windows_free(&w);
 }
 
 err_code backup_list(repo *r, const list_options *opt, FILE *out)
@@ -176,6 +232,9 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 	}
 	if (rc == E_OK && opt->detail && all_meta)
 		qsort(rows, refs.len, sizeof(*rows), by_start_time);
+	/* The table keeps WAL-G's columns (scripts cut them); JSON carries the windows. */
+	if (rc == E_OK && opt->detail && opt->json && opt->cfg != NULL)
+		read_windows(r, opt, rows, refs.len);
 	int ncols = opt->detail ? 13 : 4;
 	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
 		char **c = rows[i].cells;
@@ -210,6 +269,7 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 		for (int c = 0; c < NCOLS_MAX; c++)
 			free(rows[i].cells[c]);
 		json_decref(rows[i].meta);
+		json_decref(rows[i].window);
 	}
 	free(rows);
 	catalog_backups_free(&refs);

@@ -90,7 +90,7 @@ sink *codec_decompress_new(const codec *c, sink *next)
 
 void codec_fatal(const char *what)
 {
-	fprintf(stderr, "ERROR: %s: out of memory\n", what);
+	log_error("%s: out of memory", what);
 	abort();
 }
 

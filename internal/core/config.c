@@ -497,6 +497,17 @@ void config_print_env(FILE *out)
 	}
 }
 
+void config_each_set(void (*fn)(const char *name, const char *value, bool secret, void *arg),
+					 void *arg)
+{
+	for (size_t i = 0; i < config_nvars; i++) {
+		const config_var *v = &config_vars[i];
+		found f;
+		if (v->kind < V_REFUSED && v->off != NO_FIELD && find_var(v, &f))
+			fn(f.name, f.value, (v->flags & F_SECRET) != 0, arg);
+	}
+}
+
 void config_log_env(void)
 {
 	if (!log_enabled(LOG_DEBUG))

@@ -23,9 +23,10 @@
 #define NOOP(n) { n, V_NOOP, NULL, 0, 0, NULL, 0, NO_FIELD, NULL, NULL }
 #define S3(field) FIELD_AT(s3.field)
 
-#define NO_PGP "walc does not support OpenPGP encryption yet; use WALG_LIBSODIUM_KEY"
-#define NO_GPG "walc does not support gpg keyrings; use WALG_LIBSODIUM_KEY"
-#define NO_ENVELOPE "walc does not support envelope encryption; use WALG_LIBSODIUM_KEY"
+#define NO_GPG                                                                                \
+	"walc does not read gpg keyrings; export the key into WALG_PGP_KEY_PATH (WAL-G v3.0.9 "  \
+	"stores plaintext with only this set)"
+#define NO_ENVELOPE "walc does not support envelope encryption; use WALG_PGP_KEY or WALG_LIBSODIUM_KEY"
 #define NO_KMS                                                                                \
 	"walc does not support KMS client-side encryption; use WALG_LIBSODIUM_KEY (or "          \
 	"S3_SSE=aws:kms for server-side encryption)"
@@ -58,6 +59,11 @@ const config_var config_vars[] = {
 	TEXT("WALG_LIBSODIUM_KEY_PATH", libsodium_key_path, 0, NULL, "file holding the libsodium key"),
 	CHOICE("WALG_LIBSODIUM_KEY_TRANSFORM", libsodium_key_transform, 0, "none", "none|hex|base64",
 		   "how the key material becomes 32 bytes: none, hex or base64"),
+	TEXT("WALG_PGP_KEY", pgp_key, F_SECRET | F_RAW, NULL,
+		 "OpenPGP: armored key text (\\n escapes allowed); public to push, secret to fetch"),
+	TEXT("WALG_PGP_KEY_PATH", pgp_key_path, 0, NULL, "OpenPGP: file holding the armored key"),
+	TEXT("WALG_PGP_KEY_PASSPHRASE", pgp_key_passphrase, F_SECRET | F_RAW, NULL,
+		 "OpenPGP: passphrase of a protected secret key"),
 	/* WAL */
 	BOOL("WALG_PREVENT_WAL_OVERWRITE", prevent_wal_overwrite, 0, "false",
 		 "refuse to overwrite an archived WAL file with different content"),
@@ -235,9 +241,6 @@ const config_var config_vars[] = {
 		 "GCS JSON API base URL (default https://storage.googleapis.com), with credentials"),
 
 	/* WAL-G's settings that walc refuses: they change what is stored or how it is protected. */
-	REFUSED("WALG_PGP_KEY", F_SECRET | F_RAW, NULL, NO_PGP),
-	REFUSED("WALG_PGP_KEY_PATH", 0, NULL, NO_PGP),
-	REFUSED("WALG_PGP_KEY_PASSPHRASE", F_SECRET | F_RAW, NULL, NO_PGP),
 	REFUSED("WALG_GPG_KEY_ID", 0, NULL, NO_GPG),
 	REFUSED("WALE_GPG_KEY_ID", 0, NULL, NO_GPG),
 	REFUSED("WALG_ENVELOPE_PGP_KEY", F_SECRET | F_RAW, NULL, NO_ENVELOPE),

@@ -72,6 +72,14 @@ typedef enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARNING, LOG_ERROR } log_l
 /* level: minimum level printed; json: JSON lines; command: added to every JSON line. */
 void log_setup(log_level level, bool json, const char *command);
 bool log_enabled(log_level level);
+/*
+ * Keeps stderr's descriptor for the log alone, below DEVEL level: libraries that print to
+ * the stderr stream on their own (Debian's librnp is built without NDEBUG and prints its
+ * diagnostics there) would break the line format. Only the stream moves (to /dev/null), so
+ * sanitizer and crash reports, written to descriptor 2, still show. glibc only (musl's stderr
+ * is const; the static build's librnp is quiet). For the program's main, after log_setup.
+ */
+void log_claim_stderr(void);
 void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*
  * A message with structured fields: NULL-terminated key, value string pairs. Text mode prints
@@ -288,6 +296,9 @@ typedef struct config {
 	char *libsodium_key;			/* WALG_LIBSODIUM_KEY */
 	char *libsodium_key_path;		/* WALG_LIBSODIUM_KEY_PATH */
 	char *libsodium_key_transform;	/* WALG_LIBSODIUM_KEY_TRANSFORM */
+	char *pgp_key;					/* WALG_PGP_KEY */
+	char *pgp_key_path;				/* WALG_PGP_KEY_PATH */
+	char *pgp_key_passphrase;		/* WALG_PGP_KEY_PASSPHRASE */
 	/* logging */
 	char *log_level_name;	/* WALG_LOG_LEVEL */
 	log_level log_level;
@@ -340,6 +351,13 @@ err_code config_parse_long(const char *name, const char *value, long def, long m
 const char *config_flag_setting(const char *flag, bool *is_bool);
 /* Whether name is a setting of the table (any class), so a file's key is not unknown. */
 bool config_known(const char *name);
+/*
+ * Calls fn for every setting walc implements that is set (from a flag, the environment or
+ * the configuration file), with the name it was set under and its value. Settings libpq
+ * reads itself are left out.
+ */
+void config_each_set(void (*fn)(const char *name, const char *value, bool secret, void *arg),
+					 void *arg);
 /* Prints every setting walc reads: value (secrets masked) and its source, default, meaning. */
 void config_print_env(FILE *out);
 /* At DEVEL level, logs each setting that is set (secrets masked). */

@@ -11,6 +11,7 @@ static log_level log_min = LOG_INFO;
 static bool log_json;
 static const char *log_command = "";
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static FILE *log_file; /* the log's stream once log_claim_stderr() ran, else stderr */
 
 static const char *const level_names[] = { "DEBUG", "INFO", "WARNING", "ERROR" };
 
@@ -24,6 +25,19 @@ void log_setup(log_level level, bool json, const char *command)
 bool log_enabled(log_level level)
 {
 	return level >= log_min;
+}
+
+void log_claim_stderr(void)
+{
+#ifdef __GLIBC__
+	if (log_file != NULL || log_enabled(LOG_DEBUG))
+		return;
+	FILE *null = fopen("/dev/null", "we");
+	if (null == NULL)
+		return;
+	log_file = stderr;
+	stderr = null;
+#endif
 }
 
 static void json_str(FILE *f, const char *s)
@@ -59,44 +73,45 @@ static void emit(log_level level, const char *msg, va_list *fields)
 	struct tm tm;
 	char when[64];
 
+	FILE *out = log_file != NULL ? log_file : stderr;
 	gettimeofday(&tv, NULL);
 	pthread_mutex_lock(&log_lock);
-	flockfile(stderr);
+	flockfile(out);
 	if (log_json) {
 		gmtime_r(&tv.tv_sec, &tm);
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-		fprintf(stderr, "{\"level\":\"%s\",\"time\":\"%s.%06ldZ\",\"command\":",
+		fprintf(out, "{\"level\":\"%s\",\"time\":\"%s.%06ldZ\",\"command\":",
 				level_names[level], when, (long)tv.tv_usec);
-		json_str(stderr, log_command);
-		fputs(",\"msg\":", stderr);
-		json_str(stderr, msg);
+		json_str(out, log_command);
+		fputs(",\"msg\":", out);
+		json_str(out, msg);
 		if (fields != NULL) {
 			const char *k;
 			while ((k = va_arg(*fields, const char *)) != NULL) {
 				const char *v = va_arg(*fields, const char *);
-				fputc(',', stderr);
-				json_str(stderr, k);
-				fputc(':', stderr);
-				json_str(stderr, v ? v : "");
+				fputc(',', out);
+				json_str(out, k);
+				fputc(':', out);
+				json_str(out, v ? v : "");
 			}
 		}
-		fputs("}\n", stderr);
+		fputs("}\n", out);
 	} else {
 		localtime_r(&tv.tv_sec, &tm);
 		strftime(when, sizeof(when), "%Y/%m/%d %H:%M:%S", &tm);
-		fprintf(stderr, "%s: %s.%06ld ", level_names[level], when, (long)tv.tv_usec);
-		text_str(stderr, msg);
+		fprintf(out, "%s: %s.%06ld ", level_names[level], when, (long)tv.tv_usec);
+		text_str(out, msg);
 		if (fields != NULL) {
 			const char *k;
 			while ((k = va_arg(*fields, const char *)) != NULL) {
 				const char *v = va_arg(*fields, const char *);
-				fprintf(stderr, " %s=", k);
-				text_str(stderr, v ? v : "");
+				fprintf(out, " %s=", k);
+				text_str(out, v ? v : "");
 			}
 		}
-		fputc('\n', stderr);
+		fputc('\n', out);
 	}
-	funlockfile(stderr);
+	funlockfile(out);
 	pthread_mutex_unlock(&log_lock);
 }
 

@@ -162,12 +162,12 @@ out:
 	return rc;
 }
 
-err_code crypt_key_load(unsigned char key[CRYPT_KEY_BYTES], bool *have_key)
+err_code crypt_key_load(const config *cfg, unsigned char key[CRYPT_KEY_BYTES], bool *have_key)
 {
 	/* Empty counts as unset, as in WAL-G (viper ignores empty environment variables). */
-	const char *inline_key = getenv("WALG_LIBSODIUM_KEY");
-	const char *path = getenv("WALG_LIBSODIUM_KEY_PATH");
-	const char *transform = getenv("WALG_LIBSODIUM_KEY_TRANSFORM");
+	const char *inline_key = cfg->libsodium_key;
+	const char *path = cfg->libsodium_key_path;
+	const char *transform = cfg->libsodium_key_transform;
 	err_code rc;
 
 	*have_key = false;

@@ -33,6 +33,38 @@ void wal_name_format(char out[WAL_NAME_LEN + 1], uint32_t tli, uint64_t segno, u
 #define WAL_LONG_HEADER_LEN 40
 bool wal_header_sysid(const unsigned char *buf, size_t len, uint64_t seg_size, uint64_t *sysid);
 
+/*
+ * WAL records, read from the stream of consecutive segments as far as recovery targets need:
+ * a callback for each record (false stops the reading), with the time and transaction of
+ * transaction ends and the name of restore points. Reading starts at the segment holding
+ * start_lsn, at its first record boundary. The valid WAL ends where pages or back-links stop
+ * matching (zeros, or a recycled segment's old bytes): wal_reader_done then says so, and
+ * end_lsn is where the last valid record ended.
+ */
+typedef enum wal_rec_kind {
+	WAL_REC_OTHER,
+	WAL_REC_COMMIT,		   /* a transaction's commit (prepared or not) */
+	WAL_REC_ABORT,		   /* its abort */
+	WAL_REC_RESTORE_POINT, /* pg_create_restore_point */
+} wal_rec_kind;
+typedef struct wal_record {
+	uint64_t lsn, end_lsn;
+	uint32_t xid; /* the record's transaction (0 for prepared ones' ends) */
+	uint8_t rmid, info;
+	wal_rec_kind kind;
+	bool prepared;
+	int64_t time_us; /* transaction ends and restore points: Unix time, microseconds */
+	char name[65];	 /* restore points */
+} wal_record;
+typedef struct wal_reader wal_reader;
+wal_reader *wal_reader_new(uint64_t seg_size, uint64_t start_lsn,
+						   bool (*on_record)(const wal_record *rec, void *arg), void *arg);
+/* Bytes of the stream, in order: the segments from start_lsn's one, whole and consecutive. */
+err_code wal_reader_feed(wal_reader *r, const void *buf, size_t len);
+/* Stopped by the callback, or at the end of the valid WAL. */
+bool wal_reader_done(const wal_reader *r, uint64_t *end_lsn);
+void wal_reader_free(wal_reader *r);
+
 /* Data pages (BLCKSZ 8192): WAL-G's validity rule (reference §8.2) on the page header. */
 #define PG_PAGE_SIZE 8192
 #define PG_SEGMENT_PAGES ((1u << 30) / PG_PAGE_SIZE) /* pages in a 1 GiB relation segment */

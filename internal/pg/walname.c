@@ -1,4 +1,5 @@
 /* WAL file names: %08X%08X%08X of timeline, segno / segments-per-xlogid, segno % that. */
+#include "internal/pg/bytes_impl.h"
 #include "internal/pg/pg.h"
 
 #include <stdio.h>
@@ -72,23 +73,15 @@ void wal_name_format(char out[WAL_NAME_LEN + 1], uint32_t tli, uint64_t segno, u
 #define XLP_LONG_HEADER 0x0002
 #define WAL_MAGIC_MIN 0xD061 /* PostgreSQL 9.2; every later release has a higher magic */
 
-static uint64_t le(const unsigned char *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = n - 1; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
 bool wal_header_sysid(const unsigned char *buf, size_t len, uint64_t seg_size, uint64_t *sysid)
 {
 	if (len < WAL_LONG_HEADER_LEN)
 		return false;
-	uint16_t magic = (uint16_t)le(buf, 2), info = (uint16_t)le(buf + 2, 2);
+	uint16_t magic = (uint16_t)pg_le(buf, 2), info = (uint16_t)pg_le(buf + 2, 2);
 	if (magic < WAL_MAGIC_MIN || (info & XLP_LONG_HEADER) == 0)
 		return false;
-	if (le(buf + 32, 4) != seg_size || le(buf + 36, 4) != 8192)
+	if (pg_le(buf + 32, 4) != seg_size || pg_le(buf + 36, 4) != 8192)
 		return false;
-	*sysid = le(buf + 24, 8);
+	*sysid = pg_le(buf + 24, 8);
 	return true;
 }

@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sodium.h>
 
 static err_code check_codec(const config *cfg, repo *r)
 {
@@ -27,7 +26,7 @@ err_code repo_open(const config *cfg, repo *out)
 	memset(out, 0, sizeof(*out));
 	TRY(check_codec(cfg, out));
 	TRY(crypt_init());
-	TRY(crypt_key_load(out->key, &out->have_key));
+	TRY(crypter_load(cfg, &out->crypt));
 	return storage_open(cfg, &out->st);
 }
 
@@ -41,7 +40,7 @@ void repo_close(repo *r)
 {
 	storage_free(r->st);
 	rate_free(r->net);
-	sodium_memzero(r->key, sizeof(r->key));
+	crypter_free(r->crypt);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -60,8 +59,7 @@ static err_code put_chain(repo *r, const char *base_key, bool exclusive, uint64_
 		s = rate_sink_new(r->net, s);
 	if (stored != NULL)
 		s = count_sink_new(stored, s);
-	if (r->have_key)
-		s = crypt_encrypt_new(r->key, s);
+	s = repo_encrypt_new(r, s);
 	*out = codec_compress_new(r->codec, r->level, s);
 	if (key_out != NULL)
 		*key_out = key;
@@ -93,11 +91,20 @@ const codec *repo_codec_for_key(const char *key)
 	return codec_by_name("none");
 }
 
+sink *repo_encrypt_new(repo *r, sink *next)
+{
+	return r->crypt != NULL ? crypter_encrypt_new(r->crypt, next) : next;
+}
+
+sink *repo_decrypt_new(repo *r, sink *next)
+{
+	return r->crypt != NULL ? crypter_decrypt_new(r->crypt, next) : next;
+}
+
 err_code repo_get(repo *r, const char *key, sink *into)
 {
 	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
-	if (r->have_key)
-		chain = crypt_decrypt_new(r->key, chain);
+	chain = repo_decrypt_new(r, chain);
 	if (r->net != NULL)
 		chain = rate_sink_new(r->net, chain);
 	err_code rc = storage_get(r->st, key, chain);

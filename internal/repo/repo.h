@@ -19,14 +19,13 @@ typedef struct repo {
 	storage *st;
 	const codec *codec; /* for writing */
 	int level;
-	bool have_key;
-	unsigned char key[CRYPT_KEY_BYTES];
+	crypter *crypt; /* libsodium or OpenPGP, NULL when objects are stored in the clear */
 	rate *net; /* paces bytes to and from storage (WALG_NETWORK_RATE_LIMIT), or NULL */
 } repo;
 
 /*
- * Validates the codec, level and key the configuration names and opens its storage. Errors
- * name the variable at fault.
+ * Validates the codec, level and encryption the configuration names and opens its storage.
+ * Errors name the variable at fault.
  */
 err_code repo_open(const config *cfg, repo *out);
 void repo_close(repo *r);
@@ -53,5 +52,8 @@ err_code repo_get(repo *r, const char *key, sink *into);
 err_code repo_find(repo *r, const char *base_key, char **key_out);
 /* The codec for a key's extension (none when it has no known one). */
 const codec *repo_codec_for_key(const char *key);
+/* The repository's encryption around next (takes ownership), or next itself when none. */
+sink *repo_encrypt_new(repo *r, sink *next);
+sink *repo_decrypt_new(repo *r, sink *next);
 
 #endif

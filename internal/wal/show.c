@@ -10,134 +10,7 @@
 #include "internal/catalog/catalog.h"
 #include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
-
-typedef struct timeline {
-	uint32_t id;
-	uint32_t parent;
-	uint64_t switch_lsn;
-	bool has_history;
-	uint64_t *segs; /* sorted, unique */
-	size_t nsegs;
-	size_t cap;
-	int backups;
-} timeline;
-
-typedef struct wal_index {
-	timeline *tl;
-	size_t n;
-	uint64_t segsize;
-} wal_index;
-
-static timeline *tl_get(wal_index *ix, uint32_t id)
-{
-	for (size_t i = 0; i < ix->n; i++)
-		if (ix->tl[i].id == id)
-			return &ix->tl[i];
-	ix->tl = xrealloc(ix->tl, (ix->n + 1) * sizeof(timeline));
-	timeline *t = &ix->tl[ix->n++];
-	memset(t, 0, sizeof(*t));
-	t->id = id;
-	return t;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-static int cmp_tl(const void *a, const void *b)
-{
-	const timeline *x = a, *y = b;
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* The last line of <tli>.history names the parent and where this timeline branched off. */
-static err_code read_history(repo *r, const char *key, timeline *t)
-{
-	membuf mb = { .max = 1u << 20 };
-	err_code rc = repo_get(r, key, membuf_sink_new(&mb));
-	if (rc == E_OK) {
-		char *text = xasprintf("%.*s", (int)mb.len, (const char *)mb.data);
-		char *line, *save = NULL;
-		for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-			unsigned parent;
-			char lsn[64];
-			if (line[0] == '#' || sscanf(line, "%u %63s", &parent, lsn) != 2)
-				continue;
-			uint64_t l;
-			if (pg_lsn_parse(lsn, &l) == E_OK) {
-				t->parent = parent;
-				t->switch_lsn = l;
-			}
-		}
-		free(text);
-		t->has_history = true;
-	}
-	free(mb.data);
-	return rc;
-}
-
-static void index_free(wal_index *ix)
-{
-	for (size_t i = 0; i < ix->n; i++)
-		free(ix->tl[i].segs);
-	free(ix->tl);
-	memset(ix, 0, sizeof(*ix));
-}
-
-static err_code index_build(repo *r, const config *cfg, bool backups, wal_index *ix)
-{
-	obj_list l;
-	memset(ix, 0, sizeof(*ix));
-	ix->segsize = (uint64_t)cfg->pg_wal_size_mb << 20;
-	TRY(storage_list(r->st, REPO_WAL_DIR, false, &l));
-	err_code rc = E_OK;
-	for (size_t i = 0; rc == E_OK && i < l.len; i++) {
-		const char *base = l.items[i].key + strlen(REPO_WAL_DIR);
-		char name[64];
-		uint32_t tli;
-		uint64_t segno;
-		snprintf(name, sizeof(name), "%.24s", base);
-		/* A segment is its name alone or with one codec extension (not .partial, .backup). */
-		const char *rest = strlen(base) >= 24 ? base + 24 : "?";
-		bool plain = rest[0] == '\0' || (rest[0] == '.' && codec_by_ext(rest + 1) != NULL);
-		if (plain && wal_is_segment_name(name) &&
-			wal_name_parse(name, ix->segsize, &tli, &segno) == E_OK) {
-			timeline *t = tl_get(ix, tli);
-			if (t->nsegs == t->cap)
-				t->segs = xrealloc(t->segs, (t->cap = t->cap ? t->cap * 2 : 256) * 8);
-			t->segs[t->nsegs++] = segno;
-		} else if (strlen(base) >= 16 && strncmp(base + 8, ".history", 8) == 0) {
-			unsigned id;
-			if (sscanf(base, "%8X", &id) == 1)
-				rc = read_history(r, l.items[i].key, tl_get(ix, id));
-		}
-	}
-	obj_list_free(&l);
-	TRY(rc);
-	for (size_t i = 0; i < ix->n; i++) {
-		timeline *t = &ix->tl[i];
-		qsort(t->segs, t->nsegs, 8, cmp_u64);
-		size_t k = 0;
-		for (size_t j = 0; j < t->nsegs; j++)
-			if (k == 0 || t->segs[k - 1] != t->segs[j])
-				t->segs[k++] = t->segs[j];
-		t->nsegs = k;
-	}
-	if (backups) {
-		backup_refs refs;
-		TRY(catalog_backups(r, &refs));
-		for (size_t i = 0; i < refs.len; i++) {
-			unsigned id;
-			if (sscanf(refs.items[i].name, "base_%8X", &id) == 1)
-				tl_get(ix, id)->backups++;
-		}
-		catalog_backups_free(&refs);
-	}
-	qsort(ix->tl, ix->n, sizeof(timeline), cmp_tl);
-	return E_OK;
-}
+#include "internal/wal/wal_impl.h"
 
 static json_t *missing_list(const timeline *t, uint64_t segsize)
 {
@@ -155,7 +28,7 @@ err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_b
 				  FILE *out)
 {
 	wal_index ix;
-	TRY(index_build(r, cfg, !without_backups, &ix));
+	TRY(wal_index_build(r, cfg, !without_backups, &ix));
 	static const char *const hdr[] = { "TLI",			"PARENT TLI",	  "SWITCHPOINT LSN",
 									   "START SEGMENT", "END SEGMENT",	  "SEGMENT RANGE",
 									   "SEGMENTS COUNT", "STATUS",		  "BACKUPS COUNT" };
@@ -203,38 +76,11 @@ err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_b
 	}
 	json_decref(arr);
 	table_free(t);
-	index_free(&ix);
+	wal_index_free(&ix);
 	return E_OK;
 }
 
 /* wal-verify */
-
-static bool has_seg(const wal_index *ix, uint32_t tli, uint64_t segno)
-{
-	for (size_t i = 0; i < ix->n; i++)
-		if (ix->tl[i].id == tli)
-			return bsearch(&segno, ix->tl[i].segs, ix->tl[i].nsegs, 8, cmp_u64) != NULL;
-	return false;
-}
-
-/* The timeline that holds segment s on the way to timeline cur, from cur's history. */
-static uint32_t tli_for(const wal_index *ix, uint32_t cur, uint64_t s)
-{
-	/* Walk from the current timeline back to its ancestors by their switch points. */
-	uint32_t t = cur;
-	for (int guard = 0; guard < 10000; guard++) {
-		const timeline *tl = NULL;
-		for (size_t i = 0; i < ix->n; i++)
-			if (ix->tl[i].id == t)
-				tl = &ix->tl[i];
-		if (tl == NULL || !tl->has_history || tl->parent == 0)
-			return t;
-		if (s >= tl->switch_lsn / ix->segsize)
-			return t;
-		t = tl->parent;
-	}
-	return t;
-}
 
 typedef struct run {
 	uint32_t tli;
@@ -245,7 +91,7 @@ typedef struct run {
 static const char *seg_status(const wal_index *ix, const config *cfg, uint32_t tli, uint64_t s,
 							  uint64_t last)
 {
-	if (has_seg(ix, tli, s))
+	if (wal_index_has(ix, tli, s))
 		return "FOUND";
 	uint64_t behind = last - s;
 	if (behind < (uint64_t)cfg->upload_concurrency)
@@ -277,7 +123,7 @@ static json_t *integrity(const wal_index *ix, const config *cfg, uint32_t cur_tl
 	run cur = { 0 };
 	bool have = false, lost = false, missing = false;
 	for (uint64_t s = first; first <= last && s <= last; s++) {
-		uint32_t tli = tli_for(ix, cur_tli, s);
+		uint32_t tli = wal_index_tli_for(ix, cur_tli, s);
 		const char *st = seg_status(ix, cfg, tli, s, last);
 		lost |= strcmp(st, "MISSING_LOST") == 0;
 		missing |= strcmp(st, "FOUND") != 0;
@@ -413,14 +259,14 @@ err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *f
 	} else {
 		TRY(current_position(&cur_tli, &cur_seg, segsize));
 	}
-	TRY(index_build(r, cfg, false, &ix));
+	TRY(wal_index_build(r, cfg, false, &ix));
 	json_t *res = json_object();
 	if (o->integrity) {
 		uint64_t first = cur_seg;
 		err_code rc = integrity_start(r, &ix, o, cur_tli, &first);
 		if (rc != E_OK) {
 			json_decref(res);
-			index_free(&ix);
+			wal_index_free(&ix);
 			return rc;
 		}
 		const char *overall;
@@ -492,6 +338,6 @@ err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *f
 		}
 	}
 	json_decref(res);
-	index_free(&ix);
+	wal_index_free(&ix);
 	return E_OK;
 }

@@ -6,6 +6,7 @@
 #define WALC_INTERNAL_WAL_WAL_H
 
 #include "internal/core/core.h"
+#include "internal/pg/pg.h"
 #include "internal/repo/repo.h"
 
 /*
@@ -59,6 +60,82 @@ typedef struct verify_options {
  */
 err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *failed,
 					FILE *out);
+
+/* A recovery target, as PostgreSQL's recovery_target_time, _lsn, _name and _xid name one. */
+typedef enum target_kind { TARGET_TIME = 1, TARGET_LSN, TARGET_NAME, TARGET_XID } target_kind;
+typedef struct recovery_target {
+	target_kind kind;
+	int64_t time_us; /* Unix time, microseconds */
+	uint64_t lsn;
+	uint32_t xid;
+	const char *name; /* borrowed */
+	const char *text; /* the value as given, borrowed */
+} recovery_target;
+/* kind: "time", "lsn", "name" or "xid"; errors name the option --target-KIND. */
+err_code recovery_target_parse(const char *kind, const char *value, recovery_target *out);
+
+/*
+ * The timelines recovery follows to the newest one in the archive, oldest first, each with
+ * the LSN where it begins (0 for the first), from the history files.
+ */
+#define WAL_PATH_MAX 256
+typedef struct wal_path {
+	size_t n;
+	uint32_t tli[WAL_PATH_MAX];
+	uint64_t begin[WAL_PATH_MAX];
+} wal_path;
+err_code wal_timeline_path(repo *r, const config *cfg, wal_path *out);
+/* The timeline of the path that holds lsn. */
+uint32_t wal_path_tli_at(const wal_path *p, uint64_t lsn);
+
+/* How far the archived WAL goes toward a target. */
+typedef struct target_reach {
+	bool reached;
+	uint64_t lsn;	 /* the record where recovery stops */
+	int64_t time_us; /* its time, for transaction ends and restore points */
+	uint32_t timeline; /* the one recovery follows: the newest in the archive */
+	uint64_t end_lsn;  /* where the valid WAL read ends */
+	int64_t last_commit_us; /* the last commit read, and where (0: none) */
+	uint64_t last_commit_lsn;
+	char missing[WAL_NAME_LEN + 1]; /* the segment that was not in the archive, or "" */
+	bool gap;						/* ... while later segments are */
+} target_reach;
+/*
+ * Reads the archived WAL from the segment of from_lsn, along the history of the newest
+ * timeline, until a record reaches the target (PostgreSQL's stopping rule with
+ * recovery_target_inclusive on) or the WAL ends: a segment missing, or invalid bytes.
+ */
+err_code wal_reach_target(repo *r, const config *cfg, uint64_t from_lsn,
+						  const recovery_target *t, target_reach *out);
+
+/*
+ * What the archived WAL lets a restore reach, read whole along the newest timeline's history
+ * from its oldest segment: the runs of consecutive segments, each with the last commit read
+ * in it, and the restore points. Reads every archived segment on that path.
+ */
+typedef struct wal_run {
+	uint64_t start_lsn, end_lsn; /* end: where the valid WAL of the run ends */
+	int64_t last_commit_us;		 /* 0: none */
+	uint64_t last_commit_lsn;
+} wal_run;
+typedef struct wal_restore_point {
+	char name[65];
+	int64_t time_us;
+	uint64_t lsn;
+} wal_restore_point;
+typedef struct wal_windows {
+	uint32_t timeline;
+	wal_run *runs;
+	size_t nruns;
+	wal_restore_point *points;
+	size_t npoints;
+} wal_windows;
+err_code wal_read_windows(repo *r, const config *cfg, wal_windows *out);
+void wal_windows_free(wal_windows *w);
+/* wal-show --restore-points: name, time, LSN and timeline of each, as a table or JSON. */
+err_code wal_show_restore_points(repo *r, const config *cfg, bool json, FILE *out);
+/* The run holding lsn, or NULL. */
+const wal_run *wal_windows_run_at(const wal_windows *w, uint64_t lsn);
 
 /* The prefetch directory for a destination: <WALG_PREFETCH_DIR or dest's dir>/.wal-g/prefetch. */
 char *prefetch_dir(const config *cfg, const char *dest);

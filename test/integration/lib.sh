@@ -162,6 +162,14 @@ it_setup() {
 	pg_own "$T"
 }
 
+# plain_make ARGS...: make as a fresh shell would run it. Under make coverage (or asan) the
+# calling make exports its command-line variables (CC, EXTRA_CFLAGS, BUILD...) and MAKEFLAGS,
+# which would build the tests' helpers instrumented, into the wrong directory.
+plain_make() {
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u CC -u EXTRA_CFLAGS -u EXTRA_LDFLAGS -u BUILD \
+		-u SAN_BIN make "$@"
+}
+
 pg_own() { # chown to postgres (no-op when not root)
 	if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$@"; fi
 }
@@ -239,14 +247,62 @@ free_port() {
 	done
 }
 
-# walc_wrapper VAR=VALUE...: $T/walc.sh, walc as PostgreSQL's archive_command and
+# cmd_wrapper FILE PROGRAM VAR=VALUE...: FILE runs PROGRAM as PostgreSQL's archive_command and
 # restore_command run it: with HOME, PGDATA (the data directory they run in) and the given
-# variables
-walc_wrapper() {
+# variables (values may hold spaces and backslashes, not single quotes)
+cmd_wrapper() {
+	local file=$1 prog=$2
+	shift 2
 	# shellcheck disable=SC2016 # $PWD and $@ belong to the wrapper
 	printf '#!/bin/sh\nexec env HOME='"'%s'"' PGDATA="$PWD" %s'"'%s'"' "$@"\n' \
-		"$T/home" "$(printf "'%s' " "$@")" "$WALC_PG" >"$T/walc.sh"
-	chmod 755 "$T/walc.sh"
+		"$T/home" "$(printf "'%s' " "$@")" "$prog" >"$file"
+	chmod 755 "$file"
+	pg_own "$file"
+}
+# walc_wrapper VAR=VALUE...: $T/walc.sh, walc as archive_command and restore_command run it
+walc_wrapper() { cmd_wrapper "$T/walc.sh" "$WALC_PG" "$@"; }
+
+# A configuration matrix: one environment file and wrapper per configuration name, and an
+# archive_command that pushes to every configuration. A name is CODEC or CODEC-TRANSFORM (a
+# libsodium key transform: that configuration encrypts with $T/key.TRANSFORM).
+codec_of() { echo "${1%%-*}"; }
+transform_of() { case $1 in *-*) echo "${1#*-}" ;; *) echo "" ;; esac; }
+
+# matrix_wrapper NAME: $T/conf/NAME.sh runs walc with the variables of $T/conf/NAME.env
+matrix_wrapper() {
+	cat >"$T/conf/$1.sh" <<EOF
+#!/bin/sh
+# walc with configuration '$1'
+set -a
+. '$T/conf/$1.env'
+set +a
+exec '$WALC_PG' "\$@"
+EOF
+	chmod 755 "$T/conf/$1.sh"
+}
+
+# matrix_push_all NAME...: $T/push-all.sh, an archive_command (%p relative to the data
+# directory, the cwd) that wal-pushes with each configuration in turn (stderr to
+# $T/log/push-NAME.log; a failure is noted in $T/archive-failed), then, when $T/golden exists,
+# keeps a golden copy of the segment there. wal-push leaves a marker under
+# $PGDATA/walg_data/walg_archive_status for each file it uploads in the background, so that
+# the next wal-push of it returns at once: each configuration gets its own PGDATA for them.
+matrix_push_all() {
+	cat >"$T/push-all.sh" <<EOF
+#!/bin/sh
+p=\$1
+f=\$(basename "\$p")
+export HOME='$T/home'
+for c in $*; do
+	mkdir -p '$T/markers/'\$c/pg_wal
+	if ! PGDATA='$T/markers/'\$c '$T/conf/'\$c.sh wal-push "\$p" 2>>'$T/log/push-'\$c.log; then
+		echo "\$(date +%T) wal-push \$p failed for configuration \$c (see $T/log/push-\$c.log)" >>'$T/archive-failed'
+		exit 1
+	fi
+done
+[ ! -d '$T/golden' ] || { cp "\$p" '$T/golden/.'"\$f" && mv '$T/golden/.'"\$f" '$T/golden/'"\$f"; }
+EOF
+	chmod 755 "$T/push-all.sh"
 }
 
 # pgbench_source SCALE LOG: a cluster in SRC=$T/src on PORT, loaded by pgbench -i -s SCALE
@@ -431,8 +487,30 @@ recover_conf() {
 	pg_own "$dir"
 }
 
+# assert_dump_eq EXPECTED PORT WHAT: the normalized pg_dumpall of the server on PORT is the
+# file EXPECTED (the first differences shown when not)
+assert_dump_eq() {
+	local got=$1.got
+	dump_norm "$2" >"$got"
+	if ! cmp -s "$1" "$got"; then
+		diff "$1" "$got" | head -n 20 >&2
+		fail "$3: the restored cluster's dump differs from $1"
+	fi
+	rm -f "$got"
+}
+
+# recovered_start DIR: start a data directory recover_conf prepared and wait for the
+# promotion; the server's port is RPORT
+recovered_start() {
+	RPORT=$(free_port)
+	pg_start "$1" "$RPORT"
+	wait_not_in_recovery "$RPORT"
+}
+
 # restore_start DIR BACKUP VAR=VALUE... [-- LINE...]: backup-fetch BACKUP into DIR with that
-# walc environment, recover_conf with it (LINEs as there), start; the server's port is RPORT
+# walc environment, recover_conf with it (LINEs as there), start; the server's port is RPORT.
+# RECOVER_FETCH as for recover_conf (restore_start with RECOVER_FETCH=$T/walc.sh recovers
+# through walc_wrapper's wrapper).
 restore_start() {
 	local dir=$1 backup=$2 wenv=()
 	shift 2
@@ -442,9 +520,7 @@ restore_start() {
 	wrun "${wenv[@]}" -- backup-fetch "$dir" "$backup"
 	expect_rc 0 "backup-fetch $backup"
 	recover_conf "$dir" "${wenv[*]}" "$@"
-	RPORT=$(free_port)
-	pg_start "$dir" "$RPORT"
-	wait_not_in_recovery "$RPORT"
+	recovered_start "$dir"
 }
 
 # amcheck_all PORT [DB]: bt_index_check (with heapallindexed) on every btree index of DB

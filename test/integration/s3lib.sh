@@ -64,9 +64,8 @@ s3_build_helpers() {
 	local warn="-Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -Wvla -Wwrite-strings -Wcast-qual -Werror"
 	# tests may run side by side (INTEGRATION_JOBS): one make at a time in a build directory
 	mkdir -p "$build"
-	# and without the calling make's variables: under make coverage they would build it instrumented
-	flock "$build/.make.lock" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$ROOT" \
-		BUILD="$build" "$build/libwalc.a" >"$T/log/build.log" 2>&1 ||
+	flock "$build/.make.lock" plain_make -s -C "$ROOT" BUILD="$build" "$build/libwalc.a" \
+		>"$T/log/build.log" 2>&1 ||
 		{ cat "$T/log/build.log" >&2; fail "building libwalc.a"; }
 	S3_LIVE=$T/bin/s3_live
 	S3_UNIT=$T/bin/test_s3

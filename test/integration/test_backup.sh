@@ -36,8 +36,6 @@ declare -A TARSIZE=([lz4]=8000000 [brotli]=8000000 [none]=8000000 [zstd-base64]=
 # phase-B restore with --restore-spec (relocated tablespace) or in place (original location)
 declare -A SPEC=([lz4]=1 [brotli]=1 [none]=1 [zstd-base64]=1 [lzma-base64]=1)
 
-codec_of() { echo "${1%%-*}"; }
-transform_of() { case $1 in *-*) echo "${1#*-}" ;; *) echo "" ;; esac; }
 
 # ---- keys and configurations ----------------------------------------------------------------
 mkdir -p "$T/conf" "$T/work"
@@ -60,14 +58,7 @@ for c in "${CONFIGS[@]}"; do
 		fi
 	} >"$T/conf/$c.env"
 	mkdir -p "$T/repo-$c"
-	cat >"$T/conf/$c.sh" <<EOF
-#!/bin/sh
-set -a
-. '$T/conf/$c.env'
-set +a
-exec '$WALC_PG' "\$@"
-EOF
-	chmod 755 "$T/conf/$c.sh"
+	matrix_wrapper "$c"
 done
 
 # wal-push uploads further .ready files in the background and leaves a marker for each under
@@ -76,20 +67,8 @@ done
 # gets its own PGDATA for them; the WAL path (%p, relative to the data directory) is what
 # locates pg_wal/archive_status.
 mkdir -p "$T/markers"
-cat >"$T/push-all.sh" <<EOF
-#!/bin/sh
-# archive_command: wal-push %p into every repository in turn
-p=\$1
-export HOME='$T/home'
-for c in ${CONFIGS[*]}; do
-	mkdir -p '$T/markers/'\$c/pg_wal
-	if ! PGDATA='$T/markers/'\$c '$T/conf/'\$c.sh wal-push "\$p" 2>>'$T/log/push-'\$c.log; then
-		echo "\$(date +%T) wal-push \$p failed for configuration \$c" >>'$T/archive-failed'
-		exit 1
-	fi
-done
-EOF
-chmod 755 "$T/push-all.sh"
+# archive_command: wal-push %p with every configuration in turn, then keep a golden copy.
+matrix_push_all "${CONFIGS[@]}"
 
 # ---- source cluster -------------------------------------------------------------------------
 SRC=$T/src
@@ -325,7 +304,7 @@ amcheck() {
 
 # restore CONFIG NAME spec|inplace A|B
 restore() {
-	local c=$1 name=$2 mode=$3 phase=$4 R=$T/r-$1-$4 tsdir rport envs args=() what
+	local c=$1 name=$2 mode=$3 phase=$4 R=$T/r-$1-$4 tsdir envs args=() what
 	what="[$c] phase $phase $name ($mode)"
 	mapfile -t envs <"$T/conf/$c.env"
 	if [ "$mode" = spec ]; then
@@ -349,23 +328,13 @@ EOF
 	fi
 	[ -f "$R/global/pg_control" ] || fail "$what: global/pg_control missing"
 	[ -f "$R/backup_label" ] || fail "$what: backup_label missing"
-	rport=$(free_port)
-	pg_conf "$R" "archive_mode = off" "restore_command = '$T/conf/$c.sh wal-fetch %f %p'" \
-		"recovery_target = 'immediate'" "recovery_target_action = 'promote'"
-	touch "$R/recovery.signal"
-	pg_own "$R" "$tsdir"
-	pg_start "$R" "$rport"
-	wait_not_in_recovery "$rport" 180
+	pg_own "$tsdir"
+	RECOVER_FETCH=$T/conf/$c.sh recover_conf "$R" ""
+	recovered_start "$R"
 	grep -q 'recovery stopping after reaching consistency' "$R.log" ||
 		fail "$what: recovery did not stop at 'immediate' (see $R.log)"
-	if [ "$phase" = B ]; then
-		dump_norm "$rport" >"$T/work/restored.sql"
-		if ! cmp -s "$T/source.sql" "$T/work/restored.sql"; then
-			diff "$T/source.sql" "$T/work/restored.sql" | head -n 20 >&2
-			fail "$what: the restored dump differs from the quiet source's"
-		fi
-	fi
-	amcheck "$rport" "$what"
+	[ "$phase" != B ] || assert_dump_eq "$T/source.sql" "$RPORT" "$what (the quiet source)"
+	amcheck "$RPORT" "$what"
 	pg_stop "$R"
 	assert_no_sanitizer_reports "$R.log"
 	rm -rf "$R" "$R.log" "$tsdir"

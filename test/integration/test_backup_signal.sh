@@ -117,15 +117,7 @@ wait_archived "$SRC" "$seg" 120
 pg_stop "$SRC"
 
 R=$T/restored
-wrun "${ENVS[@]}" -- backup-fetch "$R" LATEST
-expect_rc 0 "backup-fetch LATEST"
-pg_conf "$R" "archive_mode = off" "restore_command = '$T/walc.sh wal-fetch %f %p'" \
-	"recovery_target = 'immediate'" "recovery_target_action = 'promote'"
-touch "$R/recovery.signal"
-pg_own "$R"
-RPORT=$(free_port)
-pg_start "$R" "$RPORT"
-wait_not_in_recovery "$RPORT" 120
+RECOVER_FETCH=$T/walc.sh restore_start "$R" LATEST "${ENVS[@]}"
 got=$(psqlc "$RPORT" "SELECT count(*), sum(abalance), (SELECT md5(string_agg(h, ',' ORDER BY id)) FROM marker) FROM pgbench_accounts")
 pg_stop "$R"
 assert_eq "$want" "$got" "restored data"

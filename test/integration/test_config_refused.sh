@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # WAL-G settings walc does not implement that change what is stored, where, or how it is
-# protected are errors, never warnings (issue 14 §1). A repository with a full backup and its
-# WAL, a running cluster; then each such setting alone, on top of a configuration that works:
+# protected are errors, never warnings (issue 14 §1); the OpenPGP ones walc implements are not.
+# A repository with a full backup and its WAL, a running cluster; then each such setting alone,
+# on top of a configuration that works:
 #   - wal-push of a real segment, backup-push of the running cluster and backup-fetch of the
 #     backup each exit 1 with exactly one stderr line naming the setting;
 #   - the repository's listing (names, sizes, times) is the same before and after, and
@@ -52,11 +53,9 @@ refused() {
 	log "  $var: $W_ERR"
 }
 
-# encryption other than libsodium
-refused WALG_PGP_KEY="-----BEGIN PGP PUBLIC KEY BLOCK-----"
-refused WALG_PGP_KEY_PATH=/etc/walg/key.asc
-refused WALG_PGP_KEY_PASSPHRASE=secret
+# encryption walc does not implement (OpenPGP from a gpg keyring, envelopes, KMS)
 refused WALG_GPG_KEY_ID=0123ABCD
+assert_contains "$W_ERR" "export the key into WALG_PGP_KEY_PATH" "WALG_GPG_KEY_ID: the way out"
 refused WALE_GPG_KEY_ID=0123ABCD
 refused WALG_ENVELOPE_PGP_KEY="-----BEGIN PGP PUBLIC KEY BLOCK-----"
 refused WALG_ENVELOPE_PGP_KEY_PATH=/etc/walg/envelope.asc
@@ -68,6 +67,28 @@ refused WALG_CSE_KMS_REGION=eu-west-1
 refused YC_CSE_KMS_KEY_ID=abc
 refused YC_SERVICE_ACCOUNT_KEY_FILE=/etc/walg/sa.json
 ok "other encryption settings are refused"
+
+# OpenPGP keys are walc settings now: a bad key is a configuration error naming it (before any
+# work, nothing changed), and the passphrase alone only warns.
+for setting in WALG_PGP_KEY="-----BEGIN PGP PUBLIC KEY BLOCK-----" WALG_PGP_KEY_PATH="$T/no-such-key.asc"; do
+	before=$(listing)
+	rm -rf "$T/dest"
+	wrun_pg "${ENVS[@]}" "$setting" -- wal-push "$SRC/pg_wal/$SEG"
+	expect_rc 1 "wal-push with $setting"
+	assert_eq 1 "$(nlines "$W_ERR")" "wal-push with $setting: stderr lines (stderr: $W_ERR)"
+	assert_contains "$W_ERR" "${setting%%=*}: " "wal-push with $setting: the message names it"
+	assert_not_contains "$W_ERR" "is set, but" "wal-push with $setting: not refused as unimplemented"
+	wrun_pg "${ENVS[@]}" "$setting" -- backup-fetch "$T/dest" LATEST
+	expect_rc 1 "backup-fetch with $setting"
+	assert_eq "$before" "$(listing)" "$setting: the repository's listing"
+	assert_absent "$T/dest" "backup-fetch with $setting: the destination"
+done
+wrun_pg "${ENVS[@]}" WALG_PGP_KEY_PASSPHRASE=secret -- backup-list
+expect_rc 0 "backup-list with only WALG_PGP_KEY_PASSPHRASE"
+assert_contains "$W_ERR" "WALG_PGP_KEY_PASSPHRASE is set, but neither WALG_PGP_KEY nor WALG_PGP_KEY_PATH" \
+	"the passphrase alone warns"
+assert_not_contains "$W_ERR" "secret" "the passphrase is not shown"
+ok "OpenPGP settings are accepted: a bad key is an error naming it, the passphrase alone warns"
 
 # other storages, failover storages, targets (GCS and Azure are implemented: test_gcs_*, test_az_*)
 for s in SWIFT SSH OSS; do

@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 it_setup daemon
 
-env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$ROOT" archive-module-install >"$T/module.log" 2>&1 || { cat "$T/module.log"; fail "installing walc_archive"; }
+plain_make -s -C "$ROOT" archive-module-install >"$T/module.log" 2>&1 || { cat "$T/module.log"; fail "installing walc_archive"; }
 mkdir -p "$T/repo"
 pg_own "$T"
 pg_init "$T/src" --wal-segsize=1

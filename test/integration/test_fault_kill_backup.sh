@@ -117,19 +117,10 @@ seg=$(switch_wal "$PORT")
 wait_archived "$SRC" "$seg" 120
 # start_restored NAME: backup-fetch, recover to immediate through wal-fetch, count accounts
 start_restored() {
-	local d=$T/start-$1 p got
-	wrun "${ENVS[@]}" -- backup-fetch "$d" "$1"
-	expect_rc 0 "backup-fetch $1"
-	sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d' "$d/postgresql.conf"
-	pg_conf "$d" "archive_mode = off" "restore_command = '$T/walc.sh wal-fetch %f %p'" \
-		"recovery_target = 'immediate'" "recovery_target_action = 'promote'"
-	touch "$d/recovery.signal"
-	pg_own "$d"
-	p=$(free_port)
-	pg_start "$d" "$p"
-	wait_not_in_recovery "$p" 120
-	amcheck_all "$p"
-	got=$(psqlc "$p" "SELECT count(*) FROM pgbench_accounts")
+	local d=$T/start-$1 got
+	RECOVER_FETCH=$T/walc.sh restore_start "$d" "$1" "${ENVS[@]}"
+	amcheck_all "$RPORT"
+	got=$(psqlc "$RPORT" "SELECT count(*) FROM pgbench_accounts")
 	pg_stop "$d"
 	assert_eq 300000 "$got" "$1 restored and started: pgbench_accounts rows"
 	rm -rf "$d"

@@ -162,16 +162,7 @@ seg=$(switch_wal "$PORT")
 wait_archived "$SRC" "$seg" 120
 pg_stop "$SRC"
 R=$T/restored
-wrun "${E[@]}" -- backup-fetch "$R" LATEST
-expect_rc 0 "backup-fetch LATEST from RGW"
-sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d' "$R/postgresql.conf"
-pg_conf "$R" "archive_mode = off" "restore_command = '$T/walc.sh wal-fetch %f %p'" \
-	"recovery_target = 'immediate'" "recovery_target_action = 'promote'"
-touch "$R/recovery.signal"
-pg_own "$R"
-RPORT=$(free_port)
-pg_start "$R" "$RPORT"
-wait_not_in_recovery "$RPORT" 120
+RECOVER_FETCH=$T/walc.sh restore_start "$R" LATEST "${E[@]}"
 amcheck_all "$RPORT"
 assert_eq 300000 "$(psqlc "$RPORT" "SELECT count(*) FROM pgbench_accounts")" "restored pgbench_accounts"
 pg_stop "$R"

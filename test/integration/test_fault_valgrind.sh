@@ -79,14 +79,8 @@ vg "wal-fetch (prefetch 2)" root "${ENVS[@]}" WALG_DOWNLOAD_CONCURRENCY=2 -- wal
 assert_same_file "$T/wal/0000000100000000000000F0" "$T/wf/RECOVERYXLOG" "wal-fetch under valgrind"
 
 R=$T/restored
-sed -i '/^port = /d; /^listen_addresses/d; /^unix_socket_directories/d; /^archive_command/d' "$R/postgresql.conf"
-pg_conf "$R" "archive_mode = off" "restore_command = '$T/walc.sh wal-fetch %f %p'" \
-	"recovery_target = 'immediate'" "recovery_target_action = 'promote'"
-touch "$R/recovery.signal"
-pg_own "$R"
-RPORT=$(free_port)
-pg_start "$R" "$RPORT"
-wait_not_in_recovery "$RPORT" 120
+RECOVER_FETCH=$T/walc.sh recover_conf "$R" ""
+recovered_start "$R"
 amcheck_all "$RPORT"
 assert_eq "$want" "$(psqlc "$RPORT" "SELECT count(*) FROM pgbench_accounts")" "restored pgbench_accounts"
 pg_stop "$R"

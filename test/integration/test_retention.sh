@@ -26,7 +26,6 @@ mkdir -p "$T/repo" "$T/stash"
 pg_own "$T"
 export WALG_PG_WAL_SIZE=1 # for retention_repo.py
 ENVS=(WALG_FILE_PREFIX="$T/repo" WALG_COMPRESSION_METHOD=zstd WALG_DELTA_MAX_STEPS=2 WALG_PG_WAL_SIZE=1)
-MODEL() { "$PY" "$IT_DIR/retention_repo.py" "$@"; }
 
 pg_init "$T/src" --wal-segsize=1 --data-checksums
 PORT=$(free_port)
@@ -116,29 +115,7 @@ restore_all() { # REPO WHAT: every backup in REPO
 	done < <(MODEL restores "$repo" "$T/marks")
 }
 
-# mode LABEL "EXPECT ARGS" [SETUP] -- DELETE ARGS: one mode on a fresh copy (see the header)
-mode() {
-	local label=$1 spec=$2 setup=${3:-} expected del before would
-	shift 4
-	rm -rf "$R"
-	cp -a "$PRISTINE" "$R"
-	[ -n "$setup" ] && "$setup" "$R"
-	# shellcheck disable=SC2086
-	expected=$(MODEL expect "$R" $spec)
-	del=$(comm -23 <(files_of "$R") <(printf '%s\n' "$expected"))
-	before=$(snapshot "$R")
-	wrun "${RENVS[@]}" -- delete "$@"
-	expect_rc 0 "$label: dry run"
-	would=$(printf '%s\n' "$W_OUT" | sed -n 's/^would delete //p' | sort)
-	assert_set "$del" "$would" "$label: the dry run lists exactly the objects to delete"
-	assert_set "$before" "$(snapshot "$R")" "$label: the dry run changes nothing"
-	wrun "${RENVS[@]}" -- delete "$@" --confirm
-	expect_rc 0 "$label: --confirm"
-	assert_set "$del" "$(printf '%s\n' "$W_OUT" | sed -n 's/^deleted //p' | sort)" "$label: --confirm reports what it deleted"
-	assert_set "$expected" "$(files_of "$R")" "$label: exactly the expected objects remain"
-	restore_all "$R" "$label"
-	ok "$label: delete $* ($(nlines "$del") objects deleted)"
-}
+mode() { retention_mode "$PRISTINE" "$@"; } # LABEL "EXPECT ARGS" [SETUP] -- DELETE ARGS
 
 with_orphan() { # a failed push's leftover: F0's folder, no sentinel
 	cp -a "$T/stash/$F0" "$1/basebackups_005/"

@@ -25,7 +25,6 @@ pg_own "$T"
 export WALG_PG_WAL_SIZE=1 # for retention_repo.py
 ENVS_A=(WALG_FILE_PREFIX="$T/repoA" WALG_COMPRESSION_METHOD=zstd WALG_PG_WAL_SIZE=1)
 ENVS=(WALG_FILE_PREFIX="$T/repo" WALG_COMPRESSION_METHOD=zstd WALG_DELTA_MAX_STEPS=1 WALG_PG_WAL_SIZE=1)
-MODEL() { "$PY" "$IT_DIR/retention_repo.py" "$@"; }
 
 NMARK=0
 mark() { # PORT MARKSFILE
@@ -147,26 +146,7 @@ restore_all() { # REPO WHAT: every backup (B's with B's marks, C's with C's)
 		done < <(MODEL restores "$repo" "$T/$marks")
 	done
 }
-mode() { # LABEL "EXPECT ARGS" -- DELETE ARGS: a mode on a fresh copy of the repository
-	local label=$1 spec=$2 expected del before would
-	shift 3
-	rm -rf "$R"
-	cp -a "$PRISTINE" "$R"
-	# shellcheck disable=SC2086
-	expected=$(MODEL expect "$R" $spec)
-	del=$(comm -23 <(files_of "$R") <(printf '%s\n' "$expected"))
-	before=$(snapshot "$R")
-	wrun "${RENVS[@]}" -- delete "$@"
-	expect_rc 0 "$label: dry run"
-	would=$(printf '%s\n' "$W_OUT" | sed -n 's/^would delete //p' | sort)
-	assert_set "$del" "$would" "$label: the dry run lists exactly the objects to delete"
-	assert_set "$before" "$(snapshot "$R")" "$label: the dry run changes nothing"
-	wrun "${RENVS[@]}" -- delete "$@" --confirm
-	expect_rc 0 "$label: --confirm"
-	assert_set "$expected" "$(files_of "$R")" "$label: exactly the expected objects remain"
-	restore_all "$R" "$label"
-	ok "$label: delete $* ($(nlines "$del") objects deleted)"
-}
+mode() { retention_mode "$PRISTINE" "$@"; } # LABEL "EXPECT ARGS" -- DELETE ARGS
 
 mode "retain 2" "--gone $B1,$B2,$B3 --wal window" -- retain 2
 # explicit statements of what retain 2 must have done, beyond the model

@@ -82,14 +82,24 @@ webid=(-u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY AWS_WEB_IDENTITY_TOKEN_FILE
 
 fakests ttl --ttl 12
 ep=(AWS_STS_ENDPOINT="http://127.0.0.1:$FPORT/" AWS_ENDPOINT="http://127.0.0.1:$FPORT")
+t0=$SECONDS
 wrun "${webid[@]}" "${ep[@]}" WALG_LOG_LEVEL=DEVEL -- wal-push "$T/wal/$SEG"
 expect_rc 0 "wal-push with web identity credentials"
 cp "$T/.w_err" "$T/log/devel-push.log"
+t1=$SECONDS
 wrun "${webid[@]}" "${ep[@]}" WALG_LOG_LEVEL=DEVEL -- wal-fetch "$SEG" "$T/fetch/c"
 expect_rc 0 "wal-fetch with web identity credentials"
 cp "$T/.w_err" "$T/log/devel-fetch.log"
 assert_same_file "$T/wal/$SEG" "$T/fetch/c" "wal-fetch with web identity credentials"
-assert_eq 2 "$(grep -c ' issue ' "$T/log/sts-ttl.log")" "AssumeRoleWithWebIdentity calls (one per process)"
+# one call per process, unless a process outlived three quarters of the 12 s credentials (a
+# loaded machine, a sanitizer build): then it rightly refreshed them
+calls=$(grep -c ' issue ' "$T/log/sts-ttl.log")
+if [ $((t1 - t0)) -lt 8 ] && [ $((SECONDS - t1)) -lt 8 ]; then
+	assert_eq 2 "$calls" "AssumeRoleWithWebIdentity calls (one per process)"
+else
+	[ "$calls" -ge 2 ] || fail "AssumeRoleWithWebIdentity calls: $calls for two processes"
+	log "wal-push and wal-fetch took $((t1 - t0)) s and $((SECONDS - t1)) s: $calls STS calls"
+fi
 [ "$(grep -c ' s3 ASIAWALCFAKE' "$T/log/sts-ttl.log")" -ge 2 ] || fail "no S3 request under the issued keys"
 
 # a 25 s run with 12 s credentials: refreshed ahead of expiry, never refused

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The S3 backend over HTTPS, against s3rver with its self-signed certificate:
-#   - wal-push / wal-fetch with S3_CA_CERT_FILE (and its WALG_ alias), with and without a
-#     libsodium key; awscli (--ca-bundle) downloads what walc wrote, walc reads what it uploaded;
+#   - wal-push / wal-fetch with S3_CA_CERT_FILE (and its WALG_ alias), with no key, a libsodium
+#     key and an OpenPGP key (stored encrypted: no key, no fetch); awscli (--ca-bundle) downloads
+#     what walc wrote, walc reads what it uploaded;
 #   - without the CA file the certificate is refused at once (exit 1, no retries);
 #   - a multipart upload (3 parts of 5 MiB) and a listing of 1001 keys (two pages) over TLS.
 # s3rver does not check signatures (Ceph RGW does, in test_s3_rgw.sh); here the point is TLS.
@@ -22,14 +23,24 @@ head -c 32 /dev/urandom | base64 -w0 >"$T/key.b64"
 SEG=000000010000000000000001
 { head -c 100000 /dev/urandom; { yes "tls record" | head -c 400000 || true; }; } >"$T/wal/$SEG"
 
-for cfg in plain keyed; do
+PGPFX=$ROOT/test/fixtures/walg-v3.0.9-pgp/keys
+for cfg in plain keyed pgp; do
 	envs=(WALG_S3_PREFIX="s3://test/https/$cfg" S3_CA_CERT_FILE="$CA")
 	[ "$cfg" = keyed ] && envs+=(WALG_LIBSODIUM_KEY_PATH="$T/key.b64" WALG_LIBSODIUM_KEY_TRANSFORM=base64)
+	fetch_envs=("${envs[@]}")
+	if [ "$cfg" = pgp ]; then # OpenPGP: the public key pushes, the secret key and passphrase fetch
+		envs+=(WALG_PGP_KEY_PATH="$PGPFX/pgp-public.asc")
+		fetch_envs+=(WALG_PGP_KEY_PATH="$PGPFX/pgp-secret.asc" WALG_PGP_KEY_PASSPHRASE="$(cat "$PGPFX/passphrase.txt")")
+	fi
 	wrun "${envs[@]}" -- wal-push "$T/wal/$SEG"
 	expect_rc 0 "wal-push over HTTPS ($cfg)"
-	wrun "${envs[@]}" -- wal-fetch "$SEG" "$T/fetch/$cfg"
+	wrun "${fetch_envs[@]}" -- wal-fetch "$SEG" "$T/fetch/$cfg"
 	expect_rc 0 "wal-fetch over HTTPS ($cfg)"
 	assert_same_file "$T/wal/$SEG" "$T/fetch/$cfg" "wal-fetch over HTTPS ($cfg)"
+	if [ "$cfg" != plain ]; then
+		wrun WALG_S3_PREFIX="s3://test/https/$cfg" S3_CA_CERT_FILE="$CA" -- wal-fetch "$SEG" "$T/fetch/$cfg-nokey"
+		expect_rc 1 "wal-fetch of a $cfg object without its key"
+	fi
 done
 # awscli reads what walc wrote
 "$AWSCLI" --endpoint-url "$S3_ENDPOINT" --ca-bundle "$CA" s3 cp --quiet \
@@ -42,7 +53,7 @@ assert_same_file "$T/wal/$SEG" "$T/aws.plain" "awscli download of a walc object 
 wrun WALG_S3_PREFIX=s3://test/https/fromaws WALG_S3_CA_CERT_FILE="$CA" -- wal-fetch 000000010000000000000002 "$T/fetch/aws"
 expect_rc 0 "wal-fetch of an awscli object with WALG_S3_CA_CERT_FILE"
 assert_same_file "$T/wal/$SEG" "$T/fetch/aws" "wal-fetch of an awscli object over HTTPS"
-log "HTTPS wal-push/wal-fetch with S3_CA_CERT_FILE, with and without a key; awscli both ways"
+log "HTTPS wal-push/wal-fetch with S3_CA_CERT_FILE, with no key, libsodium and OpenPGP; awscli both ways"
 
 # without the CA: refused at once, not retried
 t0=$(date +%s%N)

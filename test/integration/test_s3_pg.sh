@@ -41,29 +41,10 @@ for c in "${CONFIGS[@]}"; do
 			echo "PGDATA=$T/markers-$c"
 		fi
 	} >"$T/conf/$c.env"
-	cat >"$T/conf/$c.sh" <<EOF
-#!/bin/sh
-set -a
-. '$T/conf/$c.env'
-set +a
-exec '$WALC_PG' "\$@"
-EOF
-	chmod 755 "$T/conf/$c.sh"
+	matrix_wrapper "$c"
 done
-cat >"$T/push-all.sh" <<EOF
-#!/bin/sh
-p=\$1
-f=\$(basename "\$p")
-export PGDATA="\$PWD" HOME='$T/home'
-for c in ${CONFIGS[*]}; do
-	if ! '$T/conf/'\$c.sh wal-push "\$p" 2>>'$T/log/push-'\$c.log; then
-		echo "\$(date +%T) wal-push \$p failed for \$c" >>'$T/archive-failed'
-		exit 1
-	fi
-done
-cp "\$p" '$T/golden/.'"\$f" && mv '$T/golden/.'"\$f" '$T/golden/'"\$f"
-EOF
-chmod 755 "$T/push-all.sh"
+# archive_command: wal-push %p with every configuration in turn, then keep a golden copy.
+matrix_push_all "${CONFIGS[@]}"
 pg_own "$T"
 
 SRC=$T/src
@@ -116,19 +97,10 @@ for c in "${CONFIGS[@]}"; do
 
 	R=$T/r-$c
 	cp -a "$T/base" "$R"
-	pg_conf "$R" "archive_mode = off" "restore_command = '$T/conf/$c.sh wal-fetch %f %p'" \
-		"recovery_target_action = 'promote'"
-	touch "$R/recovery.signal"
-	pg_own "$R"
-	RPORT=$(free_port)
-	pg_start "$R" "$RPORT"
-	wait_not_in_recovery "$RPORT" 180
-	dump_norm "$RPORT" >"$T/restored.sql"
+	RECOVER_FETCH=$T/conf/$c.sh recover_conf "$R" "" "recovery_target_timeline = 'latest'"
+	recovered_start "$R"
+	assert_dump_eq "$T/source.sql" "$RPORT" "[$c]"
 	pg_stop "$R"
-	if ! cmp -s "$T/source.sql" "$T/restored.sql"; then
-		diff "$T/source.sql" "$T/restored.sql" | head -n 20 >&2
-		fail "[$c] restored cluster's dump differs from the source's"
-	fi
 	grep -q "restored log file \"$FINAL\" from archive" "$R.log" ||
 		fail "[$c] recovery did not replay the final segment $FINAL"
 	assert_no_sanitizer_reports "$R.log"

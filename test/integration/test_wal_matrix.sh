@@ -37,8 +37,6 @@ echo >>"$T/key.base64"
 [ "$(wc -c <"$T/key.hex")" = 65 ] || fail "hex key file"
 chmod 600 "$T"/key.* # private, owned by postgres (pg_own below)
 
-codec_of() { echo "${1%%-*}"; }
-transform_of() { case $1 in *-*) echo "${1#*-}" ;; *) echo "" ;; esac; }
 
 for c in "${CONFIGS[@]}"; do
 	{
@@ -55,34 +53,11 @@ for c in "${CONFIGS[@]}"; do
 		fi
 	} >"$T/conf/$c.env"
 	mkdir -p "$T/repo-$c"
-	# one wrapper per configuration: used by the archive wrapper and as restore_command
-	cat >"$T/conf/$c.sh" <<EOF
-#!/bin/sh
-# walc with configuration '$c'
-set -a
-. '$T/conf/$c.env'
-set +a
-exec '$WALC_PG' "\$@"
-EOF
-	chmod 755 "$T/conf/$c.sh"
+	matrix_wrapper "$c"
 done
 
 # archive_command: wal-push %p with every configuration in turn, then keep a golden copy.
-cat >"$T/push-all.sh" <<EOF
-#!/bin/sh
-# archive_command for the matrix: \$1 is %p, relative to the data directory (the cwd)
-p=\$1
-f=\$(basename "\$p")
-export PGDATA="\$PWD" HOME='$T/home'
-for c in ${CONFIGS[*]}; do
-	if ! '$T/conf/'\$c.sh wal-push "\$p" 2>>'$T/log/push-'\$c.log; then
-		echo "\$(date +%T) wal-push \$p failed for configuration \$c (see $T/log/push-\$c.log)" >>'$T/archive-failed'
-		exit 1
-	fi
-done
-cp "\$p" '$T/golden/.'"\$f" && mv '$T/golden/.'"\$f" '$T/golden/'"\$f"
-EOF
-chmod 755 "$T/push-all.sh"
+matrix_push_all "${CONFIGS[@]}"
 pg_own "$T"
 
 # ---- decoder self-check against a WAL-G fixture ---------------------------------------------
@@ -222,20 +197,10 @@ for c in "${CONFIGS[@]}"; do
 	# (c) restore the base backup with restore_command = walc wal-fetch, to the end of archive
 	R=$T/r-$c
 	cp -a "$T/base" "$R"
-	pg_conf "$R" "archive_mode = off" "restore_command = '$T/conf/$c.sh wal-fetch %f %p'" \
-		"recovery_target_action = 'promote'"
-	touch "$R/recovery.signal"
-	pg_own "$R"
-	RPORT=$(free_port)
-	pg_start "$R" "$RPORT"
-	wait_not_in_recovery "$RPORT" 180
-	dump_norm "$RPORT" >"$T/work/restored.sql"
+	RECOVER_FETCH=$T/conf/$c.sh recover_conf "$R" "" "recovery_target_timeline = 'latest'"
+	recovered_start "$R"
+	assert_dump_eq "$T/source.sql" "$RPORT" "[$c]"
 	pg_stop "$R"
-	if ! cmp -s "$T/source.sql" "$T/work/restored.sql"; then
-		diff "$T/source.sql" "$T/work/restored.sql" | head -n 20 >&2
-		tail -n 20 "$R.log" >&2
-		fail "[$c] restored cluster's dump differs from the source's"
-	fi
 	grep -q "restored log file \"$FINAL\" from archive" "$R.log" ||
 		fail "[$c] recovery did not replay the final segment $FINAL (see $R.log)"
 	assert_no_sanitizer_reports "$R.log"

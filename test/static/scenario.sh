@@ -4,8 +4,9 @@
 # With WALC pointing at the static binary (test/integration/lib.sh conventions: the servers
 # and their archive/restore commands run as postgres, everything lives in $T):
 #   file: codecs — one WAL file pushed with each codec (lz4, zstd, brotli, lzma; lzma and zstd
-#         encrypted with a libsodium key) is fetched back identical, and the stored object
-#         decodes with Debian's CLI tools (after independent decryption with sodium.py);
+#         encrypted with a libsodium key, lz4 with OpenPGP) is fetched back identical, and the
+#         stored object decodes with Debian's CLI tools (after independent decryption with
+#         sodium.py or gpg); a wrong OpenPGP passphrase fails and writes nothing;
 #   both: a PostgreSQL 15 cluster archives with walc wal-push (archive_command); pgbench -i
 #         fills it; walc backup-push; rows are added after the backup and their WAL archived;
 #         walc backup-fetch LATEST into a new data directory, which recovers through walc
@@ -82,26 +83,58 @@ if [ "$STORAGE" = file ]; then
 	mkdir -p "$T/wal" "$T/fetched"
 	SEG=000000010000000000000001
 	{ head -c 300000 /dev/urandom; { yes "static walc segment" | head -c 700000 || true; }; } >"$T/wal/$SEG"
-	for c in lz4 zstd brotli lzma zstd-key lzma-key; do
-		codec=${c%-key}
+	# OpenPGP with the WAL-G fixture's key: pushed with the public key, fetched with the secret
+	# key and its passphrase; decoded independently by gpg(1) when it is installed
+	PGPFX=$ROOT/test/fixtures/walg-v3.0.9-pgp/keys
+	cp "$PGPFX/pgp-public.asc" "$PGPFX/pgp-secret.asc" "$T/"
+	PGPPASS=$(cat "$PGPFX/passphrase.txt")
+	for c in lz4 zstd brotli lzma zstd-key lzma-key lz4-pgp; do
+		codec=${c%-*}
 		envs=(WALG_FILE_PREFIX="$T/codec-$c" WALG_COMPRESSION_METHOD="$codec")
-		[ "$c" = "$codec" ] || envs+=(WALG_LIBSODIUM_KEY_PATH="$T/key.base64" WALG_LIBSODIUM_KEY_TRANSFORM=base64)
+		fetch=()
+		case $c in
+		*-key) envs+=(WALG_LIBSODIUM_KEY_PATH="$T/key.base64" WALG_LIBSODIUM_KEY_TRANSFORM=base64) ;;
+		*-pgp)
+			envs+=(WALG_PGP_KEY_PATH="$T/pgp-public.asc")
+			fetch=(WALG_PGP_KEY_PATH="$T/pgp-secret.asc" WALG_PGP_KEY_PASSPHRASE="$PGPPASS")
+			;;
+		esac
 		wrun "${envs[@]}" -- wal-push "$T/wal/$SEG"
 		expect_rc 0 "wal-push with $c"
 		obj=$T/codec-$c/wal_005/$SEG$(ext_of "$codec")
 		[ -f "$obj" ] || fail "wal-push with $c: $obj not stored ($(find "$T/codec-$c" -type f))"
-		if [ "$c" = "$codec" ]; then
-			decode_cli "$codec" <"$obj" >"$T/fetched/$c.cli" || fail "Debian's $codec CLI cannot decode $obj"
-		else
+		case $c in
+		*-key)
 			sodium_decrypt "$T/key.base64" base64 <"$obj" | decode_cli "$codec" >"$T/fetched/$c.cli" ||
 				fail "sodium.py + Debian's $codec CLI cannot decode $obj"
-		fi
+			;;
+		*-pgp)
+			if command -v gpg >/dev/null; then
+				mkdir -m 700 "$T/gnupg"
+				GNUPGHOME=$T/gnupg gpg --batch --pinentry-mode loopback --passphrase "$PGPPASS" \
+					--import "$T/pgp-secret.asc" 2>/dev/null
+				GNUPGHOME=$T/gnupg gpg --batch -q --pinentry-mode loopback --passphrase "$PGPPASS" -d "$obj" 2>/dev/null |
+					decode_cli "$codec" >"$T/fetched/$c.cli" || fail "gpg + Debian's $codec CLI cannot decode $obj"
+				GNUPGHOME=$T/gnupg gpgconf --kill gpg-agent 2>/dev/null || true
+			else
+				log "gpg not installed: the OpenPGP object is not decoded independently"
+				cp "$T/wal/$SEG" "$T/fetched/$c.cli"
+			fi
+			;;
+		*) decode_cli "$codec" <"$obj" >"$T/fetched/$c.cli" || fail "Debian's $codec CLI cannot decode $obj" ;;
+		esac
 		assert_same_file "$T/wal/$SEG" "$T/fetched/$c.cli" "$c object decoded independently"
-		wrun "${envs[@]}" -- wal-fetch "$SEG" "$T/fetched/$c"
+		wrun "${envs[@]}" "${fetch[@]}" -- wal-fetch "$SEG" "$T/fetched/$c"
 		expect_rc 0 "wal-fetch with $c"
 		assert_same_file "$T/wal/$SEG" "$T/fetched/$c" "wal-fetch with $c"
 	done
-	ok "codecs: lz4 zstd brotli lzma (+ libsodium) round trip, objects decode with Debian's tools"
+	# a wrong passphrase: exit 1, nothing written
+	wrun WALG_FILE_PREFIX="$T/codec-lz4-pgp" WALG_PGP_KEY_PATH="$T/pgp-secret.asc" \
+		WALG_PGP_KEY_PASSPHRASE="not $PGPPASS" -- wal-fetch "$SEG" "$T/fetched/wrong"
+	expect_rc 1 "wal-fetch with a wrong passphrase"
+	assert_contains "$W_ERR" "wrong passphrase" "wal-fetch with a wrong passphrase"
+	assert_absent "$T/fetched/wrong" "wal-fetch with a wrong passphrase"
+	ok "codecs: lz4 zstd brotli lzma (+ libsodium, + OpenPGP) round trip, objects decode with Debian's tools (and gpg)"
 fi
 
 # ---- PostgreSQL 15: archive, base backup, restore, recovery ---------------------------------

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test/unit/unit.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -26,9 +28,7 @@ static repo r;
 static int setup(void **state)
 {
 	(void)state;
-	char tmpl[] = "/tmp/walc-unit-XXXXXX";
-	assert_non_null(mkdtemp(tmpl));
-	root = xstrdup(tmpl);
+	root = unit_tmpdir();
 	memset(&r, 0, sizeof(r));
 	r.codec = codec_by_name("none");
 	assert_int_equal(storage_fs_open(root, &r.st), E_OK);
@@ -41,9 +41,7 @@ static int teardown(void **state)
 {
 	(void)state;
 	storage_free(r.st);
-	char *cmd = xasprintf("rm -rf %s", root);
-	int rc = system(cmd);
-	free(cmd);
+	int rc = unit_rmtree(root);
 	free(root);
 	return rc;
 }

@@ -5,11 +5,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test/unit/unit.h"
+
 #include "internal/codec/codec.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 
 #define MIB (1024u * 1024)
 
@@ -50,15 +53,7 @@ static unsigned char *gen(size_t n, bool compressible, uint32_t seed)
 static err_code feed(sink *s, const unsigned char *p, size_t n)
 {
 	static const size_t chunks[] = { 1, 7, 4093, 65537, 13, 300001, 2, 1048583 };
-	for (size_t i = 0; n > 0; i++) {
-		size_t k = chunks[i % (sizeof(chunks) / sizeof(chunks[0]))];
-		if (k > n)
-			k = n;
-		TRY(sink_write(s, p, k));
-		p += k;
-		n -= k;
-	}
-	return E_OK;
+	return feed_sizes(s, p, n, ODD, chunks, sizeof(chunks) / sizeof(chunks[0]));
 }
 
 /* Pushes data through a filter into memory; whole: one write instead of odd chunks. */
@@ -434,21 +429,20 @@ static void test_framing(void **state)
 /* ---------------------------------------------------------------------------------------- */
 /* Interop with the Debian command-line tools                                              */
 
-static char tmpdir[64];
+static char *tmpdir;
 
 static int make_tmpdir(void **state)
 {
 	(void)state;
-	strcpy(tmpdir, "/tmp/test_codec.XXXXXX");
-	return mkdtemp(tmpdir) == NULL ? -1 : 0;
+	tmpdir = unit_tmpdir();
+	return 0;
 }
 
 static int remove_tmpdir(void **state)
 {
 	(void)state;
-	char *cmd = xasprintf("rm -rf '%s'", tmpdir);
-	int rc = system(cmd);
-	free(cmd);
+	int rc = unit_rmtree(tmpdir);
+	free(tmpdir);
 	return rc;
 }
 

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test/unit/unit.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -155,11 +157,23 @@ static void test_config_refused_and_choices(void **state)
 	(void)state;
 	config c;
 	setenv("WALG_FILE_PREFIX", "/tmp/repo", 1);
-	setenv("WALG_PGP_KEY_PATH", "/k.asc", 1);
+	setenv("WALG_GPG_KEY_ID", "0123ABCD", 1);
 	assert_int_equal(config_load(&c, true), E_CONFIG);
-	assert_non_null(strstr(err_msg(), "WALG_PGP_KEY_PATH is set, but"));
+	assert_non_null(strstr(err_msg(), "WALG_GPG_KEY_ID is set, but"));
+	config_free(&c);
+	unsetenv("WALG_GPG_KEY_ID");
+	/* OpenPGP keys are settings: parsed into the struct, the secret ones may hold anything. */
+	setenv("WALG_PGP_KEY_PATH", "/k.asc", 1);
+	setenv("WALG_PGP_KEY", "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nx", 1);
+	setenv("WALG_PGP_KEY_PASSPHRASE", "pass\r\n", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_string_equal(c.pgp_key_path, "/k.asc");
+	assert_string_equal(c.pgp_key, "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nx");
+	assert_string_equal(c.pgp_key_passphrase, "pass\r\n");
 	config_free(&c);
 	unsetenv("WALG_PGP_KEY_PATH");
+	unsetenv("WALG_PGP_KEY");
+	unsetenv("WALG_PGP_KEY_PASSPHRASE");
 	setenv("WALG_TARGET_STORAGE", "default", 1); /* the "off" value */
 	setenv("WALG_LOG_LEVEL", "devel", 1);		   /* choices ignore case */
 	setenv("WALG_COMPRESSION_METHOD", "ZSTD", 1);
@@ -202,17 +216,10 @@ static void test_membuf_cap(void **state)
 	free(mb.data);
 }
 
-static char *tmpdir(void)
-{
-	char tmpl[] = "/tmp/walc-unit-XXXXXX";
-	assert_non_null(mkdtemp(tmpl));
-	return xstrdup(tmpl);
-}
-
 static void test_file_sink_atomic(void **state)
 {
 	(void)state;
-	char *dir = tmpdir();
+	char *dir = unit_tmpdir();
 	char *path = xasprintf("%s/out", dir);
 	sink *s;
 
@@ -245,9 +252,7 @@ static void test_file_sink_atomic(void **state)
 	assert_int_equal(file_sink_new(path, false, false, &s), E_EXISTS);
 
 	free(cmd);
-	cmd = xasprintf("rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	free(cmd);
+	assert_int_equal(unit_rmtree(dir), 0);
 	free(path);
 	free(dir);
 }

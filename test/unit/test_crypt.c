@@ -13,6 +13,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "test/unit/unit.h"
+
 #define CT_CHUNK (CRYPT_CHUNK + 17)
 #define FIXTURE "zstd-libsodium-base64"
 #define FIXTURE_WAL "repo/wal_005/000000010000000000000024.zst"
@@ -27,81 +29,12 @@ static const unsigned char key_b[CRYPT_KEY_BYTES] = { 0xff };
 /* Helpers                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Deterministic, incompressible-looking bytes so that a failure is reproducible. */
-static unsigned char *pattern(size_t n, uint32_t seed)
-{
-	unsigned char *p = xmalloc(n ? n : 1);
-	uint32_t x = seed * 2654435761u + 1;
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		p[i] = (unsigned char)x;
-	}
-	return p;
-}
-
-/* A sink that records what reaches the end of a chain: bytes, finish calls, free. */
-typedef struct probe {
-	membuf mb;
-	int finishes;
-	bool freed;
-} probe;
-
-typedef struct probe_sink {
-	sink base;
-	probe *p;
-} probe_sink;
-
-static err_code probe_write(sink *s, const void *buf, size_t len)
-{
-	return sink_write(s->next, buf, len);
-}
-
-static err_code probe_finish(sink *s)
-{
-	((probe_sink *)s)->p->finishes++;
-	return sink_finish(s->next);
-}
-
-static void probe_free(sink *s)
-{
-	((probe_sink *)s)->p->freed = true;
-	sink_free(s->next);
-	free(s);
-}
-
-static const sink_ops probe_ops = { probe_write, probe_finish, probe_free };
-
-static sink *probe_new(probe *p)
-{
-	memset(p, 0, sizeof(*p));
-	probe_sink *s = xcalloc(1, sizeof(*s));
-	s->base.ops = &probe_ops;
-	s->base.next = membuf_sink_new(&p->mb);
-	s->p = p;
-	return &s->base;
-}
-
-enum feed_mode { WHOLE, ODD, BYTES };
-
 /* Write sizes that straddle every boundary of the framing. */
 static const size_t odd_sizes[] = { 1, 7, 8191, 3, 8209, 100003, 24, 8193, 17, 16 };
 
 static err_code feed(sink *s, const unsigned char *p, size_t n, enum feed_mode mode)
 {
-	size_t i = 0;
-	while (n > 0) {
-		size_t k = mode == WHOLE ? n
-				 : mode == BYTES ? 1
-								 : odd_sizes[i++ % (sizeof(odd_sizes) / sizeof(odd_sizes[0]))];
-		if (k > n)
-			k = n;
-		TRY(sink_write(s, p, k));
-		p += k;
-		n -= k;
-	}
-	return E_OK;
+	return feed_sizes(s, p, n, mode, odd_sizes, sizeof(odd_sizes) / sizeof(odd_sizes[0]));
 }
 
 static void encrypt_buf(const unsigned char *key, const unsigned char *pt, size_t n,
@@ -120,18 +53,8 @@ static err_code decrypt_buf(const unsigned char *key, const unsigned char *ct, s
 {
 	probe pr;
 	sink *s = crypt_decrypt_new(key, probe_new(&pr));
-	err_code rc = feed(s, ct, n, mode);
-	if (rc == E_OK)
-		rc = sink_finish(s);
-	sink_free(s);
-	assert_true(pr.freed);
-	if (finishes != NULL)
-		*finishes = pr.finishes;
-	if (pt != NULL)
-		*pt = pr.mb;
-	else
-		free(pr.mb.data);
-	return rc;
+	return run_probe(s, &pr, ct, n, mode, odd_sizes, sizeof(odd_sizes) / sizeof(odd_sizes[0]), pt,
+					 finishes);
 }
 
 static size_t ct_len(size_t n)
@@ -168,27 +91,6 @@ static void check_framing(const unsigned char *ct, size_t len, const unsigned ch
 	}
 	assert_int_equal(off, n);
 	free(plain);
-}
-
-static unsigned char *read_all(const char *path, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	membuf mb = { 0 };
-	sink *s = membuf_sink_new(&mb);
-	unsigned char buf[4096];
-	ssize_t n;
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		assert_int_equal(sink_write(s, buf, (size_t)n), E_OK);
-	sink_free(s);
-	close(fd);
-	if (n < 0) {
-		free(mb.data);
-		return NULL;
-	}
-	*len = mb.len;
-	return mb.data ? mb.data : xmalloc(1);
 }
 
 /* A file of the WAL-G v3.0.9 fixtures: test/fixtures/walg-v3.0.9 (run from the repository root,
@@ -235,21 +137,6 @@ static char *capture_stderr(void (*fn)(void *), void *arg)
 	return s;
 }
 
-static void clear_env(void)
-{
-	unsetenv("WALG_LIBSODIUM_KEY");
-	unsetenv("WALG_LIBSODIUM_KEY_PATH");
-	unsetenv("WALG_LIBSODIUM_KEY_TRANSFORM");
-}
-
-static int setup_env(void **state)
-{
-	(void)state;
-	clear_env();
-	err_clear();
-	return 0;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* Streams                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
@@ -282,11 +169,7 @@ static void test_round_trips(void **state)
 			int finishes;
 			assert_int_equal(decrypt_buf(key_a, ct.data, ct.len, modes[m], &out, &finishes),
 							 E_OK);
-			assert_int_equal(finishes, 1);
-			assert_int_equal(out.len, n);
-			if (n > 0)
-				assert_memory_equal(out.data, pt, n);
-			free(out.data);
+			check_plain(&out, finishes, pt, n);
 		}
 		free(ct.data);
 		free(pt);
@@ -665,18 +548,30 @@ static void test_derive_unknown_transform(void **state)
 /* Key loading from the environment                                                           */
 /* ------------------------------------------------------------------------------------------ */
 
+/* crypt_key_load on the settings the environment holds, parsed by the table as main does. */
+static err_code load_env(unsigned char key[CRYPT_KEY_BYTES], bool *have)
+{
+	config cfg;
+	*have = false;
+	err_code rc = config_load(&cfg, false);
+	if (rc == E_OK)
+		rc = crypt_key_load(&cfg, key, have);
+	config_free(&cfg);
+	return rc;
+}
+
 static void test_load_none_set(void **state)
 {
 	(void)state;
 	unsigned char key[CRYPT_KEY_BYTES];
 	bool have = true;
-	assert_int_equal(crypt_key_load(key, &have), E_OK);
+	assert_int_equal(load_env(key, &have), E_OK);
 	assert_false(have);
 
 	setenv("WALG_LIBSODIUM_KEY", "", 1);
 	setenv("WALG_LIBSODIUM_KEY_PATH", "", 1);
 	have = true;
-	assert_int_equal(crypt_key_load(key, &have), E_OK);
+	assert_int_equal(load_env(key, &have), E_OK);
 	assert_false(have);
 }
 
@@ -691,21 +586,21 @@ static void test_load_key_wins(void **state)
 	setenv("WALG_LIBSODIUM_KEY", hex_a, 1);
 	setenv("WALG_LIBSODIUM_KEY_PATH", path, 1);
 	setenv("WALG_LIBSODIUM_KEY_TRANSFORM", "hex", 1);
-	assert_int_equal(crypt_key_load(key, &have), E_OK);
+	assert_int_equal(load_env(key, &have), E_OK);
 	assert_true(have);
 	assert_memory_equal(key, key_a, sizeof(key));
 
 	/* KEY is used as given: a trailing newline breaks hex, and the error names KEY. */
 	char *nl = xasprintf("%s\n", hex_a);
 	setenv("WALG_LIBSODIUM_KEY", nl, 1);
-	assert_int_equal(crypt_key_load(key, &have), E_CONFIG);
+	assert_int_equal(load_env(key, &have), E_CONFIG);
 	assert_false(have);
 	assert_true(str_has_prefix(err_msg(), "WALG_LIBSODIUM_KEY: not valid hex"));
 	free(nl);
 
 	/* An empty KEY falls back to the file. */
 	setenv("WALG_LIBSODIUM_KEY", "", 1);
-	assert_int_equal(crypt_key_load(key, &have), E_OK);
+	assert_int_equal(load_env(key, &have), E_OK);
 	assert_true(have);
 	static const unsigned char zero[CRYPT_KEY_BYTES];
 	assert_memory_equal(key, zero, sizeof(key));
@@ -724,7 +619,7 @@ static void test_load_path_trims(void **state)
 	char *path = write_temp(content, strlen(content), 0600);
 	setenv("WALG_LIBSODIUM_KEY_PATH", path, 1);
 	setenv("WALG_LIBSODIUM_KEY_TRANSFORM", "base64", 1);
-	assert_int_equal(crypt_key_load(key, &have), E_OK);
+	assert_int_equal(load_env(key, &have), E_OK);
 	assert_true(have);
 	assert_memory_equal(key, key_a, sizeof(key));
 	unlink(path);
@@ -737,7 +632,7 @@ static void test_load_path_trims(void **state)
 	setenv("WALG_LIBSODIUM_KEY_PATH", path, 1);
 	setenv("WALG_LIBSODIUM_KEY_TRANSFORM", "hex", 1);
 	memset(key, 0, sizeof(key));
-	assert_int_equal(crypt_key_load(key, &have), E_OK);
+	assert_int_equal(load_env(key, &have), E_OK);
 	assert_memory_equal(key, key_a, sizeof(key));
 	unlink(path);
 	free(path);
@@ -746,14 +641,14 @@ static void test_load_path_trims(void **state)
 	path = write_temp("\n  abcdefghijklmnopqrstuvwxy  \n", 31, 0600); /* 25 bytes inside */
 	setenv("WALG_LIBSODIUM_KEY_PATH", path, 1);
 	unsetenv("WALG_LIBSODIUM_KEY_TRANSFORM");
-	assert_int_equal(crypt_key_load(key, &have), E_OK);
+	assert_int_equal(load_env(key, &have), E_OK);
 	unsigned char want[CRYPT_KEY_BYTES] = { 0 };
 	memcpy(want, "abcdefghijklmnopqrstuvwxy", 25);
 	assert_memory_equal(key, want, sizeof(key));
 
 	/* A transform error from a file names the path variable. */
 	setenv("WALG_LIBSODIUM_KEY_TRANSFORM", "hex", 1);
-	assert_int_equal(crypt_key_load(key, &have), E_CONFIG);
+	assert_int_equal(load_env(key, &have), E_CONFIG);
 	assert_false(have);
 	assert_true(str_has_prefix(err_msg(), "WALG_LIBSODIUM_KEY_PATH: "));
 	unlink(path);
@@ -766,14 +661,14 @@ static void test_load_missing_file(void **state)
 	unsigned char key[CRYPT_KEY_BYTES];
 	bool have = true;
 	setenv("WALG_LIBSODIUM_KEY_PATH", "/nonexistent/walc/key", 1);
-	assert_int_equal(crypt_key_load(key, &have), E_CONFIG);
+	assert_int_equal(load_env(key, &have), E_CONFIG);
 	assert_false(have);
 	assert_string_equal(err_msg(), "WALG_LIBSODIUM_KEY_PATH: cannot read /nonexistent/walc/key: "
 								   "No such file or directory");
 
 	/* A directory opens but does not read. */
 	setenv("WALG_LIBSODIUM_KEY_PATH", "/tmp", 1);
-	assert_int_equal(crypt_key_load(key, &have), E_CONFIG);
+	assert_int_equal(load_env(key, &have), E_CONFIG);
 	assert_true(str_has_prefix(err_msg(), "WALG_LIBSODIUM_KEY_PATH: cannot read /tmp: "));
 }
 
@@ -784,17 +679,17 @@ static void test_load_unknown_transform(void **state)
 	bool have = true;
 	setenv("WALG_LIBSODIUM_KEY", hex_a, 1);
 	setenv("WALG_LIBSODIUM_KEY_TRANSFORM", "b64", 1);
-	assert_int_equal(crypt_key_load(key, &have), E_CONFIG);
+	assert_int_equal(load_env(key, &have), E_CONFIG);
 	assert_false(have);
-	assert_string_equal(err_msg(), "WALG_LIBSODIUM_KEY_TRANSFORM: unknown transform \"b64\", "
-								   "expected none, hex or base64");
+	assert_string_equal(err_msg(), "WALG_LIBSODIUM_KEY_TRANSFORM: expected one of none,hex,base64, "
+								   "got \"b64\"");
 }
 
 static void run_load(void *arg)
 {
 	unsigned char key[CRYPT_KEY_BYTES];
 	bool have;
-	*(err_code *)arg = crypt_key_load(key, &have);
+	*(err_code *)arg = load_env(key, &have);
 }
 
 static void test_load_permissions_warning(void **state)
@@ -835,7 +730,7 @@ static void load_fixture_key(const char *file, const char *transform, unsigned c
 	setenv("WALG_LIBSODIUM_KEY_PATH", kpath, 1);
 	setenv("WALG_LIBSODIUM_KEY_TRANSFORM", transform, 1);
 	bool have = false;
-	if (crypt_key_load(key, &have) != E_OK)
+	if (load_env(key, &have) != E_OK)
 		fail_msg("loading %s: %s", kpath, err_msg());
 	assert_true(have);
 	free(kpath);

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 
 #define SEG16 (UINT64_C(16) << 20)
@@ -230,6 +231,108 @@ static void test_page_header(void **state)
 	free(page);
 }
 
+/* A 1 MiB segment of the WAL-G fixtures (PostgreSQL 15, zstd), decompressed. */
+static void fixture_segment(const char *name, membuf *mb)
+{
+	char *path = xasprintf("test/fixtures/walg-v3.0.9/zstd/repo/wal_005/%s.zst", name);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	memset(mb, 0, sizeof(*mb));
+	sink *s = codec_decompress_new(codec_by_name("zstd"), membuf_sink_new(mb));
+	unsigned char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		assert_int_equal(sink_write(s, buf, n), E_OK);
+	fclose(f);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	free(path);
+	assert_int_equal(mb->len, SEG1);
+}
+
+typedef struct seen {
+	size_t records, commits;
+	uint64_t last_lsn, last_end;
+	int64_t first_commit_us, last_commit_us;
+	bool ordered;
+} seen;
+
+static bool count_record(const wal_record *rec, void *arg)
+{
+	seen *s = arg;
+	if (rec->lsn < s->last_end || rec->end_lsn < rec->lsn + 24)
+		s->ordered = false;
+	s->last_lsn = rec->lsn;
+	s->last_end = rec->end_lsn;
+	s->records++;
+	if (rec->kind == WAL_REC_COMMIT) {
+		if (s->commits++ == 0)
+			s->first_commit_us = rec->time_us;
+		if (rec->time_us < s->last_commit_us)
+			s->ordered = false;
+		s->last_commit_us = rec->time_us;
+	}
+	return true;
+}
+
+/* Records of three consecutive segments (the first ends with a switch), whatever the pieces fed. */
+static void test_wal_records(void **state)
+{
+	(void)state;
+	const char *names[] = { "00000001000000000000002D", "00000001000000000000002E",
+							"00000001000000000000002F" };
+	membuf segs[3];
+	for (int i = 0; i < 3; i++)
+		fixture_segment(names[i], &segs[i]);
+	seen whole = { .ordered = true };
+	for (size_t piece = 1; piece <= SEG1; piece = piece * 7 + 1) {
+		seen s = { .ordered = true };
+		wal_reader *r = wal_reader_new(SEG1, UINT64_C(0x2D) << 20, count_record, &s);
+		for (int i = 0; i < 3; i++)
+			for (size_t off = 0; off < segs[i].len; off += piece)
+				assert_int_equal(wal_reader_feed(r, segs[i].data + off,
+												 segs[i].len - off < piece ? segs[i].len - off
+																		   : piece),
+								 E_OK);
+		uint64_t end;
+		wal_reader_done(r, &end);
+		wal_reader_free(r);
+		assert_true(s.ordered);
+		assert_true(s.records > 100);
+		assert_true(s.commits > 0);
+		/* The fixtures were made in 2026: commit times say so. */
+		assert_true(s.first_commit_us > INT64_C(1767225600) * 1000000);
+		assert_true(s.last_commit_us < INT64_C(1798761600) * 1000000);
+		assert_true(end > (UINT64_C(0x2F) << 20) || s.last_end == end);
+		if (whole.records == 0)
+			whole = s;
+		assert_int_equal(s.records, whole.records);
+		assert_int_equal(s.commits, whole.commits);
+		assert_int_equal(s.last_lsn, whole.last_lsn);
+	}
+	/* A segment that is not the next one (here the first again) ends the valid WAL. */
+	seen s = { .ordered = true };
+	wal_reader *r = wal_reader_new(SEG1, UINT64_C(0x2D) << 20, count_record, &s);
+	assert_int_equal(wal_reader_feed(r, segs[0].data, segs[0].len), E_OK);
+	size_t first = s.records;
+	assert_int_equal(wal_reader_feed(r, segs[0].data, segs[0].len), E_OK);
+	uint64_t end;
+	assert_true(wal_reader_done(r, &end));
+	assert_int_equal(s.records, first);
+	assert_true(end <= UINT64_C(0x2E) << 20);
+	wal_reader_free(r);
+	/* Zeros are no WAL at all. */
+	unsigned char *zeros = xcalloc(1, 65536);
+	r = wal_reader_new(SEG1, 0, count_record, &s);
+	assert_int_equal(wal_reader_feed(r, zeros, 65536), E_OK);
+	assert_true(wal_reader_done(r, &end));
+	assert_int_equal(end, 0);
+	wal_reader_free(r);
+	free(zeros);
+	for (int i = 0; i < 3; i++)
+		free(segs[i].data);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -237,6 +340,7 @@ int main(void)
 		cmocka_unit_test(test_file_names),		 cmocka_unit_test(test_name_parse_and_format),
 		cmocka_unit_test(test_lsn),				 cmocka_unit_test(test_wal_long_header),
 		cmocka_unit_test(test_page_checksum),	 cmocka_unit_test(test_page_header),
+		cmocka_unit_test(test_wal_records),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test/unit/unit.h"
+
 #include <endian.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -175,8 +177,7 @@ static void test_incr_parser_hostile(void **state)
 static unsigned char *convert_apply(const unsigned char *f, size_t len, uint32_t nbase,
 									off_t *size)
 {
-	char dir[] = "/tmp/walc-unit-incr-XXXXXX";
-	assert_non_null(mkdtemp(dir));
+	char *dir = unit_tmpdir();
 	char *path = xasprintf("%s/rel", dir);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	unsigned char page[PG_PAGE_SIZE];
@@ -213,9 +214,9 @@ static unsigned char *convert_apply(const unsigned char *f, size_t len, uint32_t
 	fd = open(path, O_RDONLY);
 	assert_int_equal(read(fd, out, (size_t)sb.st_size), (ssize_t)sb.st_size);
 	close(fd);
-	unlink(path);
-	rmdir(dir);
+	assert_int_equal(unit_rmtree(dir), 0);
 	free(path);
+	free(dir);
 	return out;
 }
 

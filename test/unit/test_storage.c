@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test/unit/unit.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,18 +19,14 @@ static char *root;
 static int setup(void **state)
 {
 	(void)state;
-	char tmpl[] = "/tmp/walc-unit-XXXXXX";
-	assert_non_null(mkdtemp(tmpl));
-	root = xstrdup(tmpl);
+	root = unit_tmpdir();
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	char *cmd = xasprintf("rm -rf %s", root);
-	int rc = system(cmd);
-	free(cmd);
+	int rc = unit_rmtree(root);
 	free(root);
 	return rc;
 }

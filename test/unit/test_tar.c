@@ -13,26 +13,14 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "test/unit/unit.h"
+
 #define MTIME 1700000000
 #define WALG_PARTS "zstd/repo/basebackups_005/base_000000010000000000000026/tar_partitions"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Helpers                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
-
-/* Deterministic bytes so that a failure is reproducible. */
-static unsigned char *pattern(size_t n, uint32_t seed)
-{
-	unsigned char *p = xmalloc(n ? n : 1);
-	uint32_t x = seed * 2654435761u + 1;
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		p[i] = (unsigned char)x;
-	}
-	return p;
-}
 
 static char *repeat(char c, size_t n)
 {
@@ -48,20 +36,6 @@ static char *fixture_path(const char *rel)
 {
 	const char *dir = getenv("WALC_FIXTURES_WALG");
 	return xasprintf("%s/%s", dir && dir[0] ? dir : "test/fixtures/walg-v3.0.9", rel);
-}
-
-static char *temp_dir(void)
-{
-	char *d = xstrdup("/tmp/walc-test-tar-XXXXXX");
-	assert_non_null(mkdtemp(d));
-	return d;
-}
-
-static void remove_tree(const char *dir)
-{
-	char *cmd = xasprintf("rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
-	free(cmd);
 }
 
 static int run(const char *cmd)
@@ -517,7 +491,7 @@ static void test_huge_member_header(void **state)
 	sink_free(s);
 	collector_free(&c);
 
-	char *dir = temp_dir();
+	char *dir = unit_tmpdir();
 	char *path = xasprintf("%s/big.tar", dir);
 	write_whole(path, mb.data, mb.len);
 	char *cmd = xasprintf("tar -tvf '%s' 2>/dev/null", path);
@@ -528,7 +502,7 @@ static void test_huge_member_header(void **state)
 	pclose(f);
 	if (strstr(line, "8589934597") == NULL || strstr(line, "base/big") == NULL)
 		fail_msg("GNU tar listed: %s", line);
-	remove_tree(dir);
+	assert_int_equal(unit_rmtree(dir), 0);
 	free(cmd), free(path), free(dir), free(chunk);
 	tar_writer_free(w);
 	free(mb.data);
@@ -1023,7 +997,7 @@ static void expect_file(const char *dir, const char *name, const void *content, 
 static void test_gnu_tar_extracts_ours(void **state)
 {
 	(void)state;
-	char *dir = temp_dir();
+	char *dir = unit_tmpdir();
 	char *out = xasprintf("%s/out", dir);
 	char *tarpath = xasprintf("%s/ours.tar", dir);
 	char *p90 = repeat('p', 90), *q53 = repeat('q', 53);
@@ -1098,7 +1072,7 @@ static void test_gnu_tar_extracts_ours(void **state)
 	cmd = xasprintf("tar -tf '%s' >/dev/null 2>&1", tarpath);
 	assert_int_equal(run(cmd), 0);
 
-	remove_tree(dir);
+	assert_int_equal(unit_rmtree(dir), 0);
 	for (size_t i = 0; i < NSIZES; i++)
 		free(content[i]);
 	free(cmd), free(dir), free(out), free(tarpath), free(p90), free(q53), free(l99), free(m99);
@@ -1141,7 +1115,7 @@ static void check_against_tree(const collector *c, const char *src)
 static void test_reads_gnu_tar_formats(void **state)
 {
 	(void)state;
-	char *dir = temp_dir();
+	char *dir = unit_tmpdir();
 	char *n120 = repeat('n', 120), *t150 = repeat('t', 150);
 	char *d60 = repeat('d', 60), *e60 = repeat('e', 60);
 	unsigned char *big = pattern(70000, 5);
@@ -1198,7 +1172,7 @@ static void test_reads_gnu_tar_formats(void **state)
 		collector_free(&c);
 		free(mb.data), free(deep), free(cmd), free(tarpath);
 	}
-	remove_tree(dir);
+	assert_int_equal(unit_rmtree(dir), 0);
 	free(dir), free(src), free(n120), free(t150), free(d60), free(e60), free(big);
 }
 

@@ -1,0 +1,232 @@
+/*
+ * Point-in-time recovery in one backup-fetch: the backup a recovery target needs (the newest
+ * whose end is before the target, by LSN and time, on the timelines recovery follows), the
+ * proof that the archive holds the WAL from it to the target, and, after the restore, the
+ * settings that make PostgreSQL recover to the target.
+ */
+#include "internal/backup/backup.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal/catalog/catalog.h"
+#include "internal/pg/pg.h"
+
+typedef struct candidate {
+	char *name;
+	uint64_t start_lsn, finish_lsn;
+	int64_t finish_us;
+} candidate;
+
+typedef struct candidates {
+	candidate *c;
+	size_t n;
+} candidates;
+
+static void candidates_free(candidates *cs)
+{
+	for (size_t i = 0; i < cs->n; i++)
+		free(cs->c[i].name);
+	free(cs->c);
+}
+
+static int64_t rfc3339_us(const char *text)
+{
+	time_t sec;
+	long nsec;
+	if (text == NULL || !time_parse_rfc3339(text, &sec, &nsec))
+		return INT64_MAX; /* unknown: never "before" a target time */
+	return (int64_t)sec * 1000000 + nsec / 1000;
+}
+
+/* The backups on the path recovery follows (their start and end on its timelines). */
+static err_code list_candidates(repo *r, const wal_path *path, candidates *out)
+{
+	memset(out, 0, sizeof(*out));
+	backup_refs refs;
+	TRY(catalog_backups(r, &refs));
+	err_code rc = E_OK;
+	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
+		unsigned tli;
+		if (sscanf(refs.items[i].name, "base_%8X", &tli) != 1)
+			continue;
+		backup_sentinel s;
+		rc = catalog_sentinel_read(r, refs.items[i].name, &s);
+		if (rc != E_OK)
+			break;
+		if (wal_path_tli_at(path, s.lsn) == (uint32_t)tli &&
+			wal_path_tli_at(path, s.finish_lsn) == (uint32_t)tli &&
+			s.finish_lsn != 0) {
+			out->c = xrealloc(out->c, (out->n + 1) * sizeof(candidate));
+			out->c[out->n++] = (candidate){ xstrdup(refs.items[i].name), s.lsn, s.finish_lsn,
+											rfc3339_us(s.finish_time) };
+		}
+		catalog_sentinel_free(&s);
+	}
+	catalog_backups_free(&refs);
+	if (rc != E_OK)
+		candidates_free(out);
+	return rc;
+}
+
+/* The newest candidate (by end LSN) that ends at or before lsn and, with a time, before it. */
+static const candidate *newest_before(const candidates *cs, uint64_t lsn, int64_t time_us)
+{
+	const candidate *best = NULL;
+	for (size_t i = 0; i < cs->n; i++) {
+		const candidate *c = &cs->c[i];
+		if (c->finish_lsn > lsn || (time_us != 0 && c->finish_us >= time_us))
+			continue;
+		if (best == NULL || c->finish_lsn > best->finish_lsn)
+			best = c;
+	}
+	return best;
+}
+
+static void format_time(int64_t us, char out[48])
+{
+	time_t sec = (time_t)(us / 1000000);
+	struct tm tm;
+	gmtime_r(&sec, &tm);
+	char buf[32];
+	strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+	snprintf(out, 48, "%s.%06ld+00", buf, (long)(us % 1000000));
+}
+
+/* Why the WAL read does not reach the target: a missing segment, or where the WAL ends. */
+static err_code unreachable(const recovery_target *t, const char *from, const target_reach *x)
+{
+	char end[32], last[48] = "none";
+	pg_lsn_format(x->end_lsn, end);
+	if (x->last_commit_us != 0)
+		format_time(x->last_commit_us, last);
+	if (x->missing[0] != '\0' && x->gap)
+		return err_set(E_NOTFOUND,
+					   "backup-fetch: target %s is not reachable from %s: WAL segment %s is "
+					   "missing from the archive (later segments exist)",
+					   t->text, from, x->missing);
+	return err_set(E_NOTFOUND,
+				   "backup-fetch: target %s is not reachable from %s: the archived WAL of "
+				   "timeline %u ends at %s%s%s (last commit: %s)",
+				   t->text, from, x->timeline, end, x->missing[0] ? ", before segment " : "",
+				   x->missing, last);
+}
+
+err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_target *t,
+								char **name, target_reach *reach)
+{
+	*name = NULL;
+	wal_path path;
+	TRY(wal_timeline_path(r, cfg, &path));
+	candidates cs;
+	TRY(list_candidates(r, &path, &cs));
+	err_code rc = E_OK;
+	const candidate *pick = NULL;
+	if (cs.n == 0) {
+		rc = err_set(E_NOTFOUND, "backup-fetch: no backup on timeline %u or its ancestors",
+					 path.tli[path.n - 1]);
+	} else if (t->kind == TARGET_TIME || t->kind == TARGET_LSN) {
+		pick = t->kind == TARGET_TIME ? newest_before(&cs, UINT64_MAX, t->time_us)
+									  : newest_before(&cs, t->lsn, 0);
+		if (pick == NULL) {
+			char end[32];
+			pg_lsn_format(cs.c[0].finish_lsn, end);
+			rc = err_set(E_NOTFOUND,
+						 "backup-fetch: target %s is before the end of every backup (the "
+						 "oldest, %s, ends at %s)",
+						 t->text, cs.c[0].name, end);
+		}
+		if (rc == E_OK)
+			rc = wal_reach_target(r, cfg, pick->start_lsn, t, reach);
+		if (rc == E_OK && !reach->reached)
+			rc = unreachable(t, pick->name, reach);
+	} else {
+		/* A name or a transaction: found in the WAL from the oldest backup on. */
+		const candidate *oldest = &cs.c[0];
+		for (size_t i = 1; i < cs.n; i++)
+			if (cs.c[i].start_lsn < oldest->start_lsn)
+				oldest = &cs.c[i];
+		rc = wal_reach_target(r, cfg, oldest->start_lsn, t, reach);
+		if (rc == E_OK && !reach->reached)
+			rc = unreachable(t, oldest->name, reach);
+		if (rc == E_OK && (pick = newest_before(&cs, reach->lsn, 0)) == NULL) {
+			char at[32];
+			pg_lsn_format(reach->lsn, at);
+			rc = err_set(E_NOTFOUND,
+						 "backup-fetch: target %s (at %s) is before the end of every backup",
+						 t->text, at);
+		}
+	}
+	if (rc == E_OK && pick != NULL) {
+		char at[32];
+		pg_lsn_format(reach->lsn, at);
+		log_info("recovery target %s: backup %s, the archived WAL reaches it at %s on "
+				 "timeline %u",
+				 t->text, pick->name, at, reach->timeline);
+		*name = xstrdup(pick->name);
+	}
+	candidates_free(&cs);
+	return rc;
+}
+
+/* Appends s to out as a single-quoted postgresql.conf value. */
+static void conf_quote(FILE *out, const char *s)
+{
+	fputc('\'', out);
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputc('\'', out);
+		fputc(*s, out);
+	}
+	fputc('\'', out);
+}
+
+err_code backup_write_recovery(const char *dest, const recovery_target *t,
+							   const char *restore_command, const char *action)
+{
+	static const char *const setting[] = { [TARGET_TIME] = "recovery_target_time",
+										   [TARGET_LSN] = "recovery_target_lsn",
+										   [TARGET_NAME] = "recovery_target_name",
+										   [TARGET_XID] = "recovery_target_xid" };
+	char value[48];
+	const char *v = t->text;
+	if (t->kind == TARGET_TIME) {
+		format_time(t->time_us, value);
+		v = value;
+	} else if (t->kind == TARGET_LSN) {
+		pg_lsn_format(t->lsn, value);
+		v = value;
+	}
+	char *path = xasprintf("%s/postgresql.auto.conf", dest);
+	FILE *f = fopen(path, "a");
+	err_code rc = E_OK;
+	if (f == NULL) {
+		rc = err_errno(E_IO, errno, "backup-fetch: %s", path);
+	} else {
+		fprintf(f, "# recovery to %s, written by walc backup-fetch\nrestore_command = ",
+				t->text);
+		conf_quote(f, restore_command);
+		fprintf(f, "\n%s = ", setting[t->kind]);
+		conf_quote(f, v);
+		fprintf(f, "\nrecovery_target_timeline = 'latest'\nrecovery_target_action = ");
+		conf_quote(f, action);
+		fputc('\n', f);
+		if (fflush(f) != 0 || fsync(fileno(f)) != 0)
+			rc = err_errno(E_IO, errno, "backup-fetch: writing %s", path);
+		if (fclose(f) != 0 && rc == E_OK)
+			rc = err_errno(E_IO, errno, "backup-fetch: writing %s", path);
+	}
+	free(path);
+	if (rc != E_OK)
+		return rc;
+	path = xasprintf("%s/recovery.signal", dest);
+	FILE *sig = fopen(path, "w");
+	if (sig == NULL || fclose(sig) != 0)
+		rc = err_errno(E_IO, errno, "backup-fetch: %s", path);
+	free(path);
+	return rc;
+}

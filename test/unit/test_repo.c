@@ -1,0 +1,244 @@
+/* Unit tests for repo: the codec and key chains around a file-system repository. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test/unit/unit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal/repo/repo.h"
+
+/* 32 bytes, hex: the form WALG_LIBSODIUM_KEY_TRANSFORM=hex takes. */
+#define KEY_A "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+#define KEY_B "ff0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+static char *root;
+
+static int setup(void **state)
+{
+	(void)state;
+	root = unit_tmpdir();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	int rc = unit_rmtree(root);
+	free(root);
+	unsetenv("WALG_LIBSODIUM_KEY");
+	unsetenv("WALG_LIBSODIUM_KEY_TRANSFORM");
+	return rc;
+}
+
+/* Opens the repository at root with a codec and, when key is not NULL, a libsodium key. */
+static err_code open_repo(const char *method, const char *level, const char *key, repo *r)
+{
+	config_pair file[] = { { "WALG_FILE_PREFIX", root },
+						   { "WALG_COMPRESSION_METHOD", method },
+						   { "WALG_COMPRESSION_LEVEL", level } };
+	config_sources src = { NULL, 0, file, level ? 3 : 2, "test" };
+	if (key != NULL) {
+		setenv("WALG_LIBSODIUM_KEY", key, 1);
+		setenv("WALG_LIBSODIUM_KEY_TRANSFORM", "hex", 1);
+	} else {
+		unsetenv("WALG_LIBSODIUM_KEY");
+		unsetenv("WALG_LIBSODIUM_KEY_TRANSFORM");
+	}
+	config cfg;
+	err_code rc = config_load_from(&cfg, true, &src);
+	if (rc == E_OK)
+		rc = repo_open(&cfg, r);
+	config_free(&cfg);
+	return rc;
+}
+
+static void put(repo *r, const char *base, const char *data, char **key)
+{
+	sink *s;
+	uint64_t stored = 0;
+	assert_int_equal(repo_put(r, base, &stored, &s, key), E_OK);
+	assert_int_equal(sink_write(s, data, strlen(data)), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_true(stored > 0);
+}
+
+static err_code get(repo *r, const char *key, membuf *mb)
+{
+	memset(mb, 0, sizeof(*mb));
+	return repo_get(r, key, membuf_sink_new(mb));
+}
+
+/* The raw stored bytes of key, through storage alone. */
+static void raw(repo *r, const char *key, membuf *mb)
+{
+	memset(mb, 0, sizeof(*mb));
+	sink *m = membuf_sink_new(mb);
+	assert_int_equal(storage_get(r->st, key, m), E_OK);
+	assert_int_equal(sink_finish(m), E_OK);
+	sink_free(m);
+}
+
+static void test_roundtrip_every_codec(void **state)
+{
+	(void)state;
+	const char *text = "a WAL segment, or something like it, repeated repeated repeated";
+	const char *methods[] = { "lz4", "zstd", "brotli", "lzma", "none" };
+	const char *keys[] = { "wal_005/s.lz4", "wal_005/s.zst", "wal_005/s.br", "wal_005/s.lzma",
+						   "wal_005/s" };
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		repo r;
+		assert_int_equal(open_repo(methods[i], NULL, NULL, &r), E_OK);
+		char *key;
+		put(&r, "wal_005/s", text, &key);
+		assert_string_equal(key, keys[i]);
+		membuf mb;
+		assert_int_equal(get(&r, key, &mb), E_OK);
+		assert_int_equal(mb.len, strlen(text));
+		assert_memory_equal(mb.data, text, mb.len);
+		free(mb.data);
+		assert_ptr_equal(repo_codec_for_key(key), r.codec);
+		assert_int_equal(storage_remove(r.st, key), E_OK);
+		free(key);
+		repo_close(&r);
+	}
+}
+
+static void test_find_any_codec(void **state)
+{
+	(void)state;
+	repo z, l;
+	assert_int_equal(open_repo("zstd", NULL, NULL, &z), E_OK);
+	char *key;
+	put(&z, "wal_005/000000010000000000000001", "zstd bytes", &key);
+	free(key);
+	/* A repository configured for lz4 finds (and reads) what zstd wrote, as after a switch. */
+	assert_int_equal(open_repo("lz4", NULL, NULL, &l), E_OK);
+	assert_int_equal(repo_find(&l, "wal_005/000000010000000000000001", &key), E_OK);
+	assert_string_equal(key, "wal_005/000000010000000000000001.zst");
+	membuf mb;
+	assert_int_equal(get(&l, key, &mb), E_OK);
+	assert_int_equal(mb.len, strlen("zstd bytes"));
+	free(mb.data);
+	free(key);
+	/* Its own codec's object wins when both exist. */
+	put(&l, "wal_005/000000010000000000000001", "lz4 bytes", &key);
+	free(key);
+	assert_int_equal(repo_find(&l, "wal_005/000000010000000000000001", &key), E_OK);
+	assert_string_equal(key, "wal_005/000000010000000000000001.lz4");
+	free(key);
+	assert_int_equal(repo_find(&l, "wal_005/000000010000000000000002", &key), E_NOTFOUND);
+	assert_null(key);
+	assert_non_null(strstr(err_msg(), "wal_005/000000010000000000000002"));
+	err_clear();
+	assert_int_equal(get(&l, "wal_005/missing.lz4", &mb), E_NOTFOUND);
+	free(mb.data);
+	err_clear();
+	repo_close(&z);
+	repo_close(&l);
+}
+
+static void test_put_new_never_replaces(void **state)
+{
+	(void)state;
+	repo r;
+	assert_int_equal(open_repo("lz4", NULL, NULL, &r), E_OK);
+	sink *s;
+	char *key;
+	assert_int_equal(repo_put_new(&r, "wal_005/00000002.history", &s, &key), E_OK);
+	assert_int_equal(sink_write(s, "first", 5), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	free(key);
+	err_code rc = repo_put_new(&r, "wal_005/00000002.history", &s, NULL);
+	if (rc == E_OK) {
+		assert_int_equal(sink_write(s, "second", 6), E_OK);
+		rc = sink_finish(s);
+		sink_free(s);
+	}
+	assert_int_equal(rc, E_EXISTS);
+	err_clear();
+	membuf mb;
+	assert_int_equal(get(&r, "wal_005/00000002.history.lz4", &mb), E_OK);
+	assert_int_equal(mb.len, 5);
+	assert_memory_equal(mb.data, "first", 5);
+	free(mb.data);
+	repo_close(&r);
+}
+
+static void test_encrypted_objects(void **state)
+{
+	(void)state;
+	const char *text = "secret secret secret secret secret secret secret secret";
+	repo r;
+	assert_int_equal(open_repo("none", NULL, KEY_A, &r), E_OK);
+	assert_non_null(r.crypt);
+	assert_string_equal(crypter_name(r.crypt), "libsodium");
+	char *key;
+	put(&r, "basebackups_005/b/tar_partitions/part_1.tar", text, &key);
+	/* What storage holds is not the plaintext. */
+	membuf mb;
+	raw(&r, key, &mb);
+	assert_true(mb.len > strlen(text));
+	assert_null(memmem(mb.data, mb.len, "secret", 6));
+	free(mb.data);
+	assert_int_equal(get(&r, key, &mb), E_OK);
+	assert_int_equal(mb.len, strlen(text));
+	assert_memory_equal(mb.data, text, mb.len);
+	free(mb.data);
+	repo_close(&r);
+
+	/* Another key fails authentication, naming the object. */
+	assert_int_equal(open_repo("none", NULL, KEY_B, &r), E_OK);
+	err_code rc = get(&r, key, &mb);
+	assert_int_equal(rc, E_CORRUPT);
+	assert_non_null(strstr(err_msg(), key));
+	err_clear();
+	free(mb.data);
+	repo_close(&r);
+	free(key);
+}
+
+static void test_open_names_the_variable(void **state)
+{
+	(void)state;
+	repo r;
+	assert_int_equal(open_repo("gzip", NULL, NULL, &r), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "WALG_COMPRESSION_METHOD"));
+	err_clear();
+	assert_int_equal(open_repo("lz4", "99", NULL, &r), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "WALG_COMPRESSION_LEVEL"));
+	err_clear();
+	assert_int_equal(open_repo("zstd", "19", NULL, &r), E_OK);
+	assert_int_equal(r.level, 19);
+	repo_close(&r);
+}
+
+static void test_codec_for_key(void **state)
+{
+	(void)state;
+	assert_string_equal(codec_name(repo_codec_for_key("a/b/part_001.tar.zst")), "zstd");
+	assert_string_equal(codec_name(repo_codec_for_key("wal_005/x.br")), "brotli");
+	assert_string_equal(codec_name(repo_codec_for_key("wal_005/00000002.history")), "none");
+	/* Only the last component's extension counts. */
+	assert_string_equal(codec_name(repo_codec_for_key("dir.lz4/file")), "none");
+	assert_string_equal(codec_name(repo_codec_for_key("file.unknown")), "none");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_roundtrip_every_codec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_find_any_codec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_put_new_never_replaces, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_encrypted_objects, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_names_the_variable, setup, teardown),
+		cmocka_unit_test(test_codec_for_key),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,181 @@
+/*
+ * What the unit tests share: a fresh directory under /tmp and its removal; for the stream
+ * tests, reproducible bytes, a probe at the end of a chain, key settings cleared. Included
+ * after cmocka.h (it asserts).
+ */
+#ifndef WALC_TEST_UNIT_UNIT_H
+#define WALC_TEST_UNIT_UNIT_H
+
+#include "internal/core/core.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A new empty directory; the path is the caller's to free. */
+static inline char *unit_tmpdir(void)
+{
+	char *dir = xstrdup("/tmp/walc-unit-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	return dir;
+}
+
+/* Removes dir and everything below it: 0 on success, for a cmocka teardown's result. */
+static inline int unit_rmtree(const char *dir)
+{
+	char *cmd = xasprintf("rm -rf '%s'", dir);
+	int rc = system(cmd);
+	free(cmd);
+	return rc;
+}
+
+/* Deterministic, incompressible-looking bytes so that a failure is reproducible. */
+static inline unsigned char *pattern(size_t n, uint32_t seed)
+{
+	unsigned char *p = xmalloc(n ? n : 1);
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		p[i] = (unsigned char)x;
+	}
+	return p;
+}
+
+/* A whole file, or NULL when it cannot be read. */
+static inline unsigned char *read_all(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	membuf mb = { 0 };
+	sink *s = membuf_sink_new(&mb);
+	unsigned char buf[65536];
+	ssize_t n;
+	err_code rc = E_OK;
+	while (rc == E_OK && (n = read(fd, buf, sizeof(buf))) > 0)
+		rc = sink_write(s, buf, (size_t)n);
+	sink_free(s);
+	close(fd);
+	if (rc != E_OK || n < 0) {
+		free(mb.data);
+		return NULL;
+	}
+	*len = mb.len;
+	return mb.data ? mb.data : xmalloc(1);
+}
+
+/* What reaches the end of a chain: the bytes, finish calls, whether it was freed. */
+typedef struct probe {
+	membuf mb;
+	int finishes;
+	bool freed;
+	err_code fail_writes; /* nonzero: every write fails with it */
+} probe;
+
+typedef struct probe_sink {
+	sink base;
+	probe *p;
+} probe_sink;
+
+static inline err_code probe_write(sink *s, const void *buf, size_t len)
+{
+	probe *p = ((probe_sink *)s)->p;
+	if (p->fail_writes != E_OK)
+		return err_set(p->fail_writes, "probe: refusing %zu bytes", len);
+	return sink_write(s->next, buf, len);
+}
+
+static inline err_code probe_finish(sink *s)
+{
+	((probe_sink *)s)->p->finishes++;
+	return sink_finish(s->next);
+}
+
+static inline void probe_free(sink *s)
+{
+	((probe_sink *)s)->p->freed = true;
+	sink_free(s->next);
+	free(s);
+}
+
+static const sink_ops probe_ops = { probe_write, probe_finish, probe_free };
+
+static inline sink *probe_new(probe *p)
+{
+	memset(p, 0, sizeof(*p));
+	probe_sink *s = xcalloc(1, sizeof(*s));
+	s->base.ops = &probe_ops;
+	s->base.next = membuf_sink_new(&p->mb);
+	s->p = p;
+	return &s->base;
+}
+
+enum feed_mode { WHOLE, ODD, BYTES };
+
+/* Writes p in one piece, one byte at a time, or in the given odd sizes, round and round. */
+static inline err_code feed_sizes(sink *s, const unsigned char *p, size_t n, enum feed_mode mode,
+								  const size_t *odd, size_t nodd)
+{
+	size_t i = 0;
+	while (n > 0) {
+		size_t k = mode == WHOLE ? n : mode == BYTES ? 1 : odd[i++ % nodd];
+		if (k > n)
+			k = n;
+		TRY(sink_write(s, p, k));
+		p += k;
+		n -= k;
+	}
+	return E_OK;
+}
+
+/*
+ * Feeds n bytes of in through s, whose end is pr's probe, as feed_sizes does, then finishes and
+ * frees s; returns the first error. The probe's bytes go to *out (freed when out is NULL), its
+ * finish count to *finishes (may be NULL).
+ */
+static inline err_code run_probe(sink *s, probe *pr, const unsigned char *in, size_t n,
+								 enum feed_mode mode, const size_t *odd, size_t nodd, membuf *out,
+								 int *finishes)
+{
+	err_code rc = feed_sizes(s, in, n, mode, odd, nodd);
+	if (rc == E_OK)
+		rc = sink_finish(s);
+	sink_free(s);
+	assert_true(pr->freed);
+	if (finishes != NULL)
+		*finishes = pr->finishes;
+	if (out != NULL)
+		*out = pr->mb;
+	else
+		free(pr->mb.data);
+	return rc;
+}
+
+/* out holds exactly pt's n bytes, delivered with one finish (cmocka asserts); frees out's data. */
+static inline void check_plain(membuf *out, int finishes, const unsigned char *pt, size_t n)
+{
+	assert_int_equal(finishes, 1);
+	assert_int_equal(out->len, n);
+	if (n > 0)
+		assert_memory_equal(out->data, pt, n);
+	free(out->data);
+}
+
+/* cmocka setup: no key settings in the environment, no error recorded. */
+static inline int setup_env(void **state)
+{
+	(void)state;
+	static const char *const vars[] = {
+		"WALG_PGP_KEY",		  "WALG_PGP_KEY_PATH",		 "WALG_PGP_KEY_PASSPHRASE",
+		"WALG_LIBSODIUM_KEY", "WALG_LIBSODIUM_KEY_PATH", "WALG_LIBSODIUM_KEY_TRANSFORM",
+	};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	err_clear();
+	return 0;
+}
+
+#endif
