@@ -12,14 +12,23 @@
 # Unless WALC_BUSYBOX=0, busybox-static is there too, as /usr/local/bin/busybox only (no /bin/sh,
 # no applet links): the Helm chart's sidecar initContainer runs `busybox cp` to copy walc into the
 # PostgreSQL pod, which an image without any other program cannot do.
+#
+# BUILDER_BASE: any Debian bookworm image; make image builds on one made locally with
+# debootstrap (deploy/image/build.sh), as no registry is reachable there.
 
-FROM debian:bookworm-slim AS builder
+ARG BUILDER_BASE=debian:bookworm-slim
+FROM ${BUILDER_BASE} AS builder
 ARG WALC_BUSYBOX=1
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
     && apt-get install -y --no-install-recommends busybox-static ca-certificates make \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# The static toolchain (musl, cmake, autotools, deb-src) in a layer of its own, rebuilt only when
+# deploy/static or deploy/apt.sh change: `build.sh key` installs it and prints the cache key.
+COPY deploy/apt.sh deploy/
+COPY deploy/static/ deploy/static/
+RUN deploy/static/build.sh key
 COPY . .
 RUN --mount=type=cache,target=/var/cache/walc-static make static \
     && ./walc-static version \

@@ -24,7 +24,7 @@ GIT_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 .PHONY: all deps deps-demo test unit integration demo asan tsan fuzz fuzz-smoke clean format lint \
         check-deps archive-module archive-module-install lint-deploy static test-static \
-        test-versions test-faults asan-run tsan-run coverage
+        test-versions test-faults asan-run tsan-run coverage image e2e-pod
 
 all: walc
 
@@ -152,6 +152,16 @@ test-static: static
 # check x version. See test/versions/run.sh.
 test-versions: static
 	@test/versions/run.sh
+
+# make image: the Dockerfile built with buildah on a Debian base made here (no registry needed),
+# as localhost/walc:VERSION, then run and checked (deploy/image/build.sh). make e2e-pod: the
+# chart's pods run by podman kube play: archiving, CronJob backup, restore Job, metrics
+# (test/e2e/pod.sh); IMAGE_BUILT=1 skips the image step (CI runs make image just before).
+# Both need root.
+image:
+	@deploy/image/build.sh walc
+e2e-pod: $(if $(IMAGE_BUILT),,image)
+	@test/e2e/pod.sh
 
 # Offline checks of the Dockerfile, Helm chart and manifests (no cluster or Docker needed).
 lint-deploy:

@@ -6,6 +6,9 @@
 #                          the unit-test and sanitizer toolchain, the codecs' command-line tools,
 #                          Ceph RGW, awscli, valgrind, Node.js, and from npm s3rver, Azurite and the
 #                          Firebase Storage emulator (into test/servers/node_modules, see npm-install.sh)
+#   deploy/deps.sh pod     `make image` and `make e2e-pod`: podman and buildah (with runc and
+#                          catatonit, see deploy/image/containers.conf), debootstrap for the
+#                          base image, Prometheus, promtool and the Pushgateway
 #
 # Idempotent and quick when everything is there: apt runs only for what is missing. Runs as
 # root or with sudo. When another process holds apt's lock, waits for it (APT_LOCK_WAIT seconds,
@@ -32,6 +35,9 @@ tests=(
 	zstd lz4 brotli xz-utils openssl curl shellcheck valgrind cppcheck
 	radosgw ceph-mon ceph-osd ceph-common
 )
+# make image, make e2e-pod (test/e2e/pod.sh); curl and the PostgreSQL client on the host
+pod=(podman buildah runc catatonit conmon debootstrap prometheus prometheus-pushgateway curl
+	postgresql-client-15)
 
 case ${1:-test} in
 demo) apt_install "${build[@]}" "${demo[@]}" ;;
@@ -42,8 +48,9 @@ test)
 	apt_install "${build[@]}" "${demo[@]}" "${tests[@]}"
 	"$ROOT/test/servers/npm-install.sh"
 	;;
+pod) apt_install "${pod[@]}" ;;
 *)
-	echo "usage: deploy/deps.sh [demo|test]" >&2
+	echo "usage: deploy/deps.sh [demo|test|pod]" >&2
 	exit 2
 	;;
 esac

@@ -5,6 +5,7 @@
 
 #include "cmd/walc/commands.h"
 #include "internal/backup/backup.h"
+#include "internal/daemon/daemon.h"
 
 int cmd_backup_push(const config *cfg, const args *a)
 {
@@ -22,14 +23,18 @@ int cmd_backup_push(const config *cfg, const args *a)
 	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
 	if (rc != E_OK)
 		return command_fail(rc);
+	double start = command_clock();
 	repo r;
 	rc = repo_open(cfg, &r);
+	bool opened = rc == E_OK;
 	if (rc == E_OK) {
 		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
 		rc = backup_push(&r, cfg, &opt);
 	}
+	int code = command_fail(rc);
+	metrics_push(opened ? &r : NULL, cfg, "backup-push", rc == E_OK, command_clock() - start);
 	repo_close(&r);
-	return command_fail(rc);
+	return code;
 }
 
 /* restore_command text: shell-quoted, with PostgreSQL's % escaped. */
@@ -164,6 +169,37 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 		repo_close(&r);
 	}
 	free(restore_command);
+	return command_fail(rc);
+}
+
+int cmd_backup_verify(const config *cfg, const args *a)
+{
+	backup_verify_options opt = { .name = a->npos > 0 ? a->pos[0] : NULL,
+								  .all = arg_set(a, "all"),
+								  .wal = arg_set(a, "wal"),
+								  .json = arg_set(a, "json"),
+								  .concurrency = (int)cfg->download_concurrency,
+								  .seg_size = (uint64_t)cfg->pg_wal_size_mb << 20 };
+	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
+	if (rc == E_OK && opt.all == (opt.name != NULL))
+		rc = err_set(E_CONFIG, opt.all ? "backup-verify: give NAME or --all, not both"
+									   : "backup-verify: name a backup (NAME or LATEST) or give "
+										 "--all");
+	if (rc != E_OK)
+		return command_fail(rc);
+	repo r;
+	uint64_t problems = 0;
+	rc = repo_open(cfg, &r);
+	if (rc == E_OK) {
+		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
+		rc = backup_verify(&r, &opt, &problems, stdout);
+	}
+	repo_close(&r);
+	if (rc == E_OK && problems > 0) {
+		log_error("backup-verify: %llu problem%s found", (unsigned long long)problems,
+				  problems == 1 ? "" : "s");
+		return 1;
+	}
 	return command_fail(rc);
 }
 

@@ -62,6 +62,13 @@ static const opt backup_list_opts[] = {
 	TARGET_STORAGE,
 	END,
 };
+static const opt backup_verify_opts[] = {
+	{ "all", 0, NULL, "every backup in the repository" },
+	{ "wal", 0, NULL, "also the WAL after the backup, to the next backup or the newest segment" },
+	{ "json", 0, NULL, "one JSON document: summaries and problems" },
+	TARGET_STORAGE,
+	END,
+};
 static const opt delete_opts[] = {
 	{ "confirm", 0, NULL, "delete (without it: a dry run)" },
 	{ "after", 'a', "TIME|NAME", "retain: also keep everything since a time or backup" },
@@ -154,6 +161,18 @@ static const command cmd_table[] = {
 	{ "backup-list", "", 0, 0, backup_list_opts, "list base backups",
 	  "Lists backups with a sentinel, oldest first (by the sentinel's time), in WAL-G's columns.",
 	  true, cmd_backup_list, NULL },
+	{ "backup-verify", "[NAME|LATEST]", 0, 1, backup_verify_opts,
+	  "prove a backup restores, without restoring it (walc only)",
+	  "Reads every object of backup NAME (LATEST, or every backup with --all) and of its delta\n"
+	  "chain in WALG_DOWNLOAD_CONCURRENCY streams, writing nothing: decrypts, decompresses,\n"
+	  "parses the tars and increments, compares each file's size and checksum with\n"
+	  "files_metadata.json, checks every relation page's header and, when the cluster has data\n"
+	  "checksums, its checksum (pages changed after the backup started are left to WAL replay,\n"
+	  "as PostgreSQL does). Then reads the WAL from the backup's start to its stop segment\n"
+	  "(--wal: to the next backup or the newest segment): present, decodes, every page header\n"
+	  "of the right timeline and address, and the timeline's history file. One line per\n"
+	  "problem (object, file, block), a summary per backup; exit status 1 on any problem.",
+	  true, cmd_backup_verify, NULL },
 	{ "delete",
 	  "retain [FULL|FIND_FULL] N | before [FIND_FULL] NAME|TIME | everything [FORCE] |"
 	  " target [FIND_FULL] NAME | garbage [ARCHIVES|BACKUPS]",

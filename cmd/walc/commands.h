@@ -5,6 +5,8 @@
 #ifndef WALC_CMD_WALC_COMMANDS_H
 #define WALC_CMD_WALC_COMMANDS_H
 
+#include <time.h>
+
 #include "internal/core/core.h"
 
 /* WAL-G's exit code for "archive does not exist" in wal-fetch. */
@@ -64,6 +66,14 @@ int command_usage(const command *c, const char *why);
 /* Logs the current error as one line and returns the exit code for it. */
 int command_fail(err_code rc);
 
+/* Seconds on the monotonic clock, for the durations the verbs report. */
+static inline double command_clock(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* WAL-G's --target-storage / st --target: with one storage only "default" (or "all"). */
 err_code check_target_storage(const char *value, const char *flag);
 
@@ -72,6 +82,7 @@ int cmd_wal_fetch(const config *cfg, const args *a);
 int cmd_backup_push(const config *cfg, const args *a);
 int cmd_backup_fetch(const config *cfg, const args *a);
 int cmd_backup_list(const config *cfg, const args *a);
+int cmd_backup_verify(const config *cfg, const args *a);
 int cmd_wal_show(const config *cfg, const args *a);
 int cmd_wal_verify(const config *cfg, const args *a);
 int cmd_delete(const config *cfg, const args *a);

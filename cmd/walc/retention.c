@@ -4,6 +4,7 @@
 
 #include "cmd/walc/commands.h"
 #include "internal/backup/backup.h"
+#include "internal/daemon/daemon.h"
 
 static bool parse_count(const char *s, int *out)
 {
@@ -70,12 +71,16 @@ int cmd_delete(const config *cfg, const args *a)
 						 .user_data = arg(a, "target-user-data"),
 						 .without_backup_check = arg_set(a, "without-backup-check") };
 	parse_mode(a, &o); /* checked by delete_words_ok */
+	double start = command_clock();
 	repo r;
 	err_code rc = repo_open(cfg, &r);
+	bool opened = rc == E_OK;
 	if (rc == E_OK)
 		rc = backup_delete(&r, cfg, &o, stdout);
+	int code = command_fail(rc);
+	metrics_push(opened ? &r : NULL, cfg, "delete", rc == E_OK, command_clock() - start);
 	repo_close(&r);
-	return command_fail(rc);
+	return code;
 }
 
 int cmd_backup_mark(const config *cfg, const args *a)

@@ -55,6 +55,22 @@ err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_targe
 err_code backup_write_recovery(const char *dest, const recovery_target *t,
 							   const char *restore_command, const char *action);
 
+/* backup-verify */
+typedef struct backup_verify_options {
+	const char *name; /* NAME or LATEST; NULL with all */
+	bool all;
+	bool wal;		  /* also the WAL from the stop to the next backup or the newest segment */
+	bool json;
+	int concurrency;
+	uint64_t seg_size;
+} backup_verify_options;
+/*
+ * Reads every object of the backup (or each backup) and its delta chain without writing
+ * anything, and the WAL its restore needs; one line per problem on out, then a summary (or
+ * one JSON document). *problems counts them. An error only when the check itself could not run.
+ */
+err_code backup_verify(repo *r, const backup_verify_options *o, uint64_t *problems, FILE *out);
+
 /* delete */
 typedef enum delete_mode {
 	DELETE_RETAIN,

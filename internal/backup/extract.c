@@ -1,7 +1,8 @@
 /*
  * Tar members to files: directories, whole files, and WAL-G increments applied page by page.
- * Every member name is checked so nothing is written outside the destination, and link
- * members are refused (WAL-G never stores them; tablespace links are made from the spec).
+ * The member reader checks every name so nothing is written outside the destination, refuses
+ * link members (WAL-G never stores them; tablespace links are made from the spec) and parses
+ * increments; the extractor writes what it passes on, backup-verify checks it instead.
  */
 #include "internal/backup/extract.h"
 
@@ -14,41 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal/tar/tar.h"
-
 #define PAGE_SIZE 8192
 #define INC_HEADER 16
 #define INC_MAX_PAGES ((1u << 30) / PAGE_SIZE) /* a relation segment is at most 1 GiB */
 
 static const unsigned char inc_magic[4] = { 'w', 'i', '1', 0x55 };
-
-typedef struct extractor {
-	sink base;
-	sink *reader;
-	const extract_level *lvl;
-	/* current member */
-	char *path;			/* absolute */
-	char *final_path;	/* pg_control: written at path, renamed here once complete */
-	/*
-	 * pg_control written and synced, waiting for the end of the stream: only a stream that
-	 * ended well (a decryptor that checked its MDC, a decompressor its checksum) publishes it.
-	 */
-	char *pending_tmp, *pending_final;
-	int fd;
-	bool skip;
-	bool increment;
-	uint32_t mode;
-	/* increment parsing */
-	unsigned char head[INC_HEADER];
-	size_t head_len;
-	uint64_t file_size;
-	uint32_t npages;
-	uint32_t *blocks;
-	size_t blocks_got;	/* bytes of the block list received */
-	uint32_t page;		/* current page index */
-	size_t page_off;	/* bytes of the current page written */
-	uint64_t remaining;	/* bytes of member content still expected */
-} extractor;
 
 err_code extract_safe_path(const char *member, char *out, size_t outlen)
 {
@@ -77,6 +48,229 @@ err_code extract_safe_path(const char *member, char *out, size_t outlen)
 	return E_OK;
 }
 
+/* The member reader */
+
+typedef struct member_reader {
+	sink base;
+	sink *tar;
+	const member_ops *ops;
+	void *ctx;
+	const json_t *files;
+	char *name; /* current member, for messages */
+	bool take;
+	bool increment;
+	uint64_t offset;	/* of a whole file's next byte */
+	/* increment parsing */
+	unsigned char head[INC_HEADER];
+	size_t head_len;
+	uint64_t file_size;
+	uint32_t npages;
+	uint32_t *blocks;
+	size_t blocks_got;	/* bytes of the block list received */
+	uint32_t page;		/* current page index */
+	size_t page_off;	/* bytes of the current page delivered */
+	uint64_t remaining;	/* bytes of member content still expected */
+} member_reader;
+
+static void mr_reset(member_reader *m)
+{
+	free(m->name);
+	m->name = NULL;
+	free(m->blocks);
+	m->blocks = NULL;
+	m->take = false;
+	m->increment = false;
+}
+
+static bool is_incremented(const json_t *files, const char *member)
+{
+	const json_t *f = files ? json_object_get(files, member) : NULL;
+	return f != NULL && json_is_true(catalog_json_get(f, "IsIncremented"));
+}
+
+static err_code mr_entry(void *ctx, const tar_entry *e)
+{
+	member_reader *m = ctx;
+	char rel[TAR_NAME_MAX + 1];
+
+	mr_reset(m);
+	m->remaining = e->size;
+	TRY(extract_safe_path(e->name, rel, sizeof(rel)));
+	if (e->type == TAR_SYMLINK || e->type == TAR_HARDLINK)
+		return err_set(E_CORRUPT, "refusing link member \"%s\" -> \"%s\"", e->name,
+					   e->linkname ? e->linkname : "");
+	if (e->type == TAR_OTHER)
+		return E_OK; /* devices, fifos: never part of a data directory worth restoring */
+	if (rel[0] == '\0')
+		return E_OK; /* the data directory itself */
+	m->increment = e->type == TAR_FILE && is_incremented(m->files, e->name);
+	member_kind kind = e->type == TAR_DIR ? MEMBER_DIR
+		: m->increment					  ? MEMBER_INCREMENT
+										  : MEMBER_FILE;
+	bool take = true;
+	TRY(m->ops->begin(m->ctx, e, rel, kind, &take));
+	if (!take || kind == MEMBER_DIR)
+		return E_OK;
+	m->take = true;
+	m->name = xstrdup(e->name);
+	m->offset = 0;
+	m->head_len = 0;
+	m->page = 0;
+	m->page_off = 0;
+	m->blocks_got = 0;
+	return E_OK;
+}
+
+static err_code inc_header(member_reader *m)
+{
+	if (memcmp(m->head, inc_magic, 4) != 0)
+		return err_set(E_CORRUPT, "%s: %s", m->name,
+					   m->head[2] != '1' ? "unknown increment header" : "invalid increment magic");
+	memcpy(&m->file_size, m->head + 4, 8);
+	memcpy(&m->npages, m->head + 12, 4);
+	m->file_size = le64toh(m->file_size);
+	m->npages = le32toh(m->npages);
+	if (m->npages > INC_MAX_PAGES || m->file_size > (uint64_t)INC_MAX_PAGES * PAGE_SIZE)
+		return err_set(E_CORRUPT, "%s: increment claims %u pages of a %llu-byte file", m->name,
+					   m->npages, (unsigned long long)m->file_size);
+	uint64_t want = (uint64_t)m->npages * (4 + PAGE_SIZE);
+	if (m->remaining != want)
+		return err_set(E_CORRUPT, "%s: increment of %u pages needs %llu more bytes, member has %llu",
+					   m->name, m->npages, (unsigned long long)want,
+					   (unsigned long long)m->remaining);
+	m->blocks = xcalloc(m->npages ? m->npages : 1, sizeof(uint32_t));
+	return E_OK;
+}
+
+static err_code inc_data(member_reader *m, const unsigned char *p, size_t len)
+{
+	while (len > 0) {
+		if (m->head_len < INC_HEADER) {
+			size_t n = INC_HEADER - m->head_len < len ? INC_HEADER - m->head_len : len;
+			memcpy(m->head + m->head_len, p, n);
+			m->head_len += n;
+			p += n;
+			len -= n;
+			m->remaining -= n;
+			if (m->head_len == INC_HEADER) {
+				TRY(inc_header(m));
+				if (m->npages == 0)
+					TRY(m->ops->increment(m->ctx, m->file_size, 0, m->blocks));
+			}
+			continue;
+		}
+		size_t list_bytes = (size_t)m->npages * 4;
+		if (m->blocks_got < list_bytes) {
+			size_t n = list_bytes - m->blocks_got < len ? list_bytes - m->blocks_got : len;
+			memcpy((unsigned char *)m->blocks + m->blocks_got, p, n);
+			m->blocks_got += n;
+			p += n;
+			len -= n;
+			m->remaining -= n;
+			if (m->blocks_got == list_bytes) {
+				for (uint32_t i = 0; i < m->npages; i++) {
+					m->blocks[i] = le32toh(m->blocks[i]);
+					if ((uint64_t)m->blocks[i] * PAGE_SIZE + PAGE_SIZE > m->file_size)
+						return err_set(E_CORRUPT, "%s: increment block %u is past the file size",
+									   m->name, m->blocks[i]);
+				}
+				TRY(m->ops->increment(m->ctx, m->file_size, m->npages, m->blocks));
+			}
+			continue;
+		}
+		size_t n = PAGE_SIZE - m->page_off < len ? PAGE_SIZE - m->page_off : len;
+		uint64_t at = (uint64_t)m->blocks[m->page] * PAGE_SIZE + m->page_off;
+		TRY(m->ops->data(m->ctx, at, p, n));
+		p += n;
+		len -= n;
+		m->remaining -= n;
+		m->page_off += n;
+		if (m->page_off == PAGE_SIZE) {
+			m->page_off = 0;
+			m->page++;
+		}
+	}
+	return E_OK;
+}
+
+static err_code mr_data(void *ctx, const void *buf, size_t len)
+{
+	member_reader *m = ctx;
+	if (!m->take)
+		return E_OK;
+	if (m->increment)
+		return inc_data(m, buf, len);
+	m->remaining -= len;
+	err_code rc = m->ops->data(m->ctx, m->offset, buf, len);
+	m->offset += len;
+	return rc;
+}
+
+static err_code mr_entry_end(void *ctx)
+{
+	member_reader *m = ctx;
+	err_code rc = E_OK;
+	if (m->take) {
+		if (m->increment && m->head_len < INC_HEADER)
+			rc = err_set(E_CORRUPT, "%s: increment shorter than its header", m->name);
+		err_code rc2 = m->ops->end(m->ctx);
+		if (rc == E_OK)
+			rc = rc2;
+	}
+	mr_reset(m);
+	return rc;
+}
+
+static const tar_handler member_handler = { mr_entry, mr_data, mr_entry_end };
+
+static err_code mr_write(sink *s, const void *buf, size_t len)
+{
+	return sink_write(((member_reader *)s)->tar, buf, len);
+}
+
+static err_code mr_finish(sink *s)
+{
+	return sink_finish(((member_reader *)s)->tar);
+}
+
+static void mr_free(sink *s)
+{
+	member_reader *m = (member_reader *)s;
+	mr_reset(m);
+	sink_free(m->tar);
+	free(m);
+}
+
+static const sink_ops member_reader_ops = { mr_write, mr_finish, mr_free };
+
+sink *member_reader_new(const member_ops *ops, void *ctx, const json_t *files)
+{
+	member_reader *m = xcalloc(1, sizeof(*m));
+	m->base.ops = &member_reader_ops;
+	m->ops = ops;
+	m->ctx = ctx;
+	m->files = files;
+	m->tar = tar_reader_new(&member_handler, m);
+	return &m->base;
+}
+
+/* The extractor: the member reader's output written under the destination */
+
+typedef struct extractor {
+	sink *reader; /* the member reader calling back here; owns nothing of ours */
+	const extract_level *lvl;
+	char *path;			/* absolute */
+	char *final_path;	/* pg_control: written at path, renamed here once complete */
+	/*
+	 * pg_control written and synced, waiting for the end of the stream: only a stream that
+	 * ended well (a decryptor that checked its MDC, a decompressor its checksum) publishes it.
+	 */
+	char *pending_tmp, *pending_final;
+	int fd;
+	bool increment;
+	uint32_t mode;
+} extractor;
+
 static void close_member(extractor *x)
 {
 	if (x->fd >= 0)
@@ -86,8 +280,6 @@ static void close_member(extractor *x)
 	x->path = NULL;
 	free(x->final_path);
 	x->final_path = NULL;
-	free(x->blocks);
-	x->blocks = NULL;
 }
 
 static bool needed(const extractor *x, const char *member)
@@ -98,45 +290,24 @@ static bool needed(const extractor *x, const char *member)
 	return x->lvl->need == NULL || json_object_get(x->lvl->need, member) != NULL;
 }
 
-static bool is_incremented(const extractor *x, const char *member)
-{
-	const json_t *f = x->lvl->files ? json_object_get(x->lvl->files, member) : NULL;
-	return f != NULL && json_is_true(catalog_json_get(f, "IsIncremented"));
-}
-
-static err_code on_entry(void *ctx, const tar_entry *e)
+static err_code ex_begin(void *ctx, const tar_entry *e, const char *rel, member_kind kind,
+						 bool *take)
 {
 	extractor *x = ctx;
-	char rel[TAR_NAME_MAX + 1];
-
 	close_member(x);
-	x->skip = true;
-	x->increment = false;
-	x->remaining = e->size;
-	TRY(extract_safe_path(e->name, rel, sizeof(rel)));
-	if (e->type == TAR_SYMLINK || e->type == TAR_HARDLINK)
-		return err_set(E_CORRUPT, "refusing link member \"%s\" -> \"%s\"", e->name,
-					   e->linkname ? e->linkname : "");
-	if (e->type == TAR_OTHER)
-		return E_OK; /* devices, fifos: never part of a data directory worth restoring */
-	if (rel[0] == '\0')
-		return E_OK; /* the data directory itself */
+	*take = false;
 	if (x->lvl->skip_tablespace_map && strcmp(rel, "tablespace_map") == 0)
 		return E_OK;
 	x->path = xasprintf("%s/%s", x->lvl->dest, rel);
-	if (e->type == TAR_DIR)
+	if (kind == MEMBER_DIR)
 		return mkdir_p(x->path, 0700);
 	if (!needed(x, e->name))
 		return E_OK;
-	x->skip = false;
+	*take = true;
 	x->mode = e->mode & 07777 ? e->mode & 07777 : 0600;
 	TRY(mkdir_parent(x->path, 0700));
-	x->increment = is_incremented(x, e->name);
+	x->increment = kind == MEMBER_INCREMENT;
 	if (x->increment) {
-		x->head_len = 0;
-		x->page = 0;
-		x->page_off = 0;
-		x->blocks_got = 0;
 		x->fd = open(x->path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (x->fd < 0)
 			return err_errno(E_CORRUPT, errno,
@@ -158,124 +329,75 @@ static err_code on_entry(void *ctx, const tar_entry *e)
 	return E_OK;
 }
 
-static err_code inc_header(extractor *x)
+static err_code ex_increment(void *ctx, uint64_t file_size, uint32_t npages,
+							 const uint32_t *blocks)
 {
-	if (memcmp(x->head, inc_magic, 4) != 0)
-		return err_set(E_CORRUPT, "%s: %s", x->path,
-					   x->head[2] != '1' ? "unknown increment header" : "invalid increment magic");
-	memcpy(&x->file_size, x->head + 4, 8);
-	memcpy(&x->npages, x->head + 12, 4);
-	x->file_size = le64toh(x->file_size);
-	x->npages = le32toh(x->npages);
-	if (x->npages > INC_MAX_PAGES || x->file_size > (uint64_t)INC_MAX_PAGES * PAGE_SIZE)
-		return err_set(E_CORRUPT, "%s: increment claims %u pages of a %llu-byte file", x->path,
-					   x->npages, (unsigned long long)x->file_size);
-	uint64_t want = (uint64_t)x->npages * (4 + PAGE_SIZE);
-	if (x->remaining != want)
-		return err_set(E_CORRUPT, "%s: increment of %u pages needs %llu more bytes, member has %llu",
-					   x->path, x->npages, (unsigned long long)want,
-					   (unsigned long long)x->remaining);
-	if (ftruncate(x->fd, (off_t)x->file_size) != 0)
+	extractor *x = ctx;
+	(void)npages;
+	(void)blocks;
+	if (ftruncate(x->fd, (off_t)file_size) != 0)
 		return err_errno(E_IO, errno, "resizing %s", x->path);
-	x->blocks = xcalloc(x->npages ? x->npages : 1, sizeof(uint32_t));
 	return E_OK;
 }
 
-static err_code inc_data(extractor *x, const unsigned char *p, size_t len)
+static err_code ex_data(void *ctx, uint64_t offset, const void *buf, size_t len)
 {
+	extractor *x = ctx;
+	if (!x->increment)
+		return fd_write_all(x->fd, buf, len, x->path);
+	const unsigned char *p = buf;
 	while (len > 0) {
-		if (x->head_len < INC_HEADER) {
-			size_t n = INC_HEADER - x->head_len < len ? INC_HEADER - x->head_len : len;
-			memcpy(x->head + x->head_len, p, n);
-			x->head_len += n;
-			p += n;
-			len -= n;
-			x->remaining -= n;
-			if (x->head_len == INC_HEADER)
-				TRY(inc_header(x));
-			continue;
-		}
-		size_t list_bytes = (size_t)x->npages * 4;
-		if (x->blocks_got < list_bytes) {
-			size_t n = list_bytes - x->blocks_got < len ? list_bytes - x->blocks_got : len;
-			memcpy((unsigned char *)x->blocks + x->blocks_got, p, n);
-			x->blocks_got += n;
-			p += n;
-			len -= n;
-			x->remaining -= n;
-			if (x->blocks_got == list_bytes)
-				for (uint32_t i = 0; i < x->npages; i++) {
-					x->blocks[i] = le32toh(x->blocks[i]);
-					if ((uint64_t)x->blocks[i] * PAGE_SIZE + PAGE_SIZE > x->file_size)
-						return err_set(E_CORRUPT, "%s: increment block %u is past the file size",
-									   x->path, x->blocks[i]);
-				}
-			continue;
-		}
-		size_t n = PAGE_SIZE - x->page_off < len ? PAGE_SIZE - x->page_off : len;
-		off_t at = (off_t)x->blocks[x->page] * PAGE_SIZE + (off_t)x->page_off;
-		ssize_t w = pwrite(x->fd, p, n, at);
-		if (w < 0)
+		ssize_t w = pwrite(x->fd, p, len, (off_t)offset);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
 			return err_errno(E_IO, errno, "writing %s", x->path);
+		}
 		p += w;
 		len -= (size_t)w;
-		x->remaining -= (size_t)w;
-		x->page_off += (size_t)w;
-		if (x->page_off == PAGE_SIZE) {
-			x->page_off = 0;
-			x->page++;
-		}
+		offset += (uint64_t)w;
 	}
 	return E_OK;
 }
 
-static err_code on_data(void *ctx, const void *buf, size_t len)
-{
-	extractor *x = ctx;
-	if (x->skip || x->fd < 0)
-		return E_OK;
-	if (x->increment)
-		return inc_data(x, buf, len);
-	x->remaining -= len;
-	return fd_write_all(x->fd, buf, len, x->path);
-}
-
-static err_code on_entry_end(void *ctx)
+static err_code ex_end(void *ctx)
 {
 	extractor *x = ctx;
 	err_code rc = E_OK;
-	if (!x->skip && x->fd >= 0) {
-		if (x->increment && x->head_len < INC_HEADER)
-			rc = err_set(E_CORRUPT, "%s: increment shorter than its header", x->path);
-		else if (!x->increment && fchmod(x->fd, (mode_t)x->mode) != 0)
-			rc = err_errno(E_IO, errno, "chmod of %s", x->path);
-		if (rc == E_OK && x->final_path != NULL && fsync(x->fd) != 0)
-			rc = err_errno(E_IO, errno, "syncing %s", x->path);
-		if (close(x->fd) != 0 && rc == E_OK)
-			rc = err_errno(E_IO, errno, "closing %s", x->path);
-		x->fd = -1;
-		if (rc == E_OK && x->final_path != NULL) {
-			free(x->pending_tmp);
-			free(x->pending_final);
-			x->pending_tmp = x->path;
-			x->pending_final = x->final_path;
-			x->path = x->final_path = NULL;
-		}
+	if (!x->increment && fchmod(x->fd, (mode_t)x->mode) != 0)
+		rc = err_errno(E_IO, errno, "chmod of %s", x->path);
+	if (rc == E_OK && x->final_path != NULL && fsync(x->fd) != 0)
+		rc = err_errno(E_IO, errno, "syncing %s", x->path);
+	if (close(x->fd) != 0 && rc == E_OK)
+		rc = err_errno(E_IO, errno, "closing %s", x->path);
+	x->fd = -1;
+	if (rc == E_OK && x->final_path != NULL) {
+		free(x->pending_tmp);
+		free(x->pending_final);
+		x->pending_tmp = x->path;
+		x->pending_final = x->final_path;
+		x->path = x->final_path = NULL;
 	}
 	close_member(x);
 	return rc;
 }
 
-static const tar_handler extract_handler = { on_entry, on_data, on_entry_end };
+static const member_ops extract_member_ops = { ex_begin, ex_increment, ex_data, ex_end };
 
-static err_code ex_write(sink *s, const void *buf, size_t len)
+/* The extractor rides in front of its member reader: one sink owning both. */
+typedef struct extract_sink {
+	sink base;
+	extractor x;
+} extract_sink;
+
+static err_code es_write(sink *s, const void *buf, size_t len)
 {
-	return sink_write(((extractor *)s)->reader, buf, len);
+	return sink_write(((extract_sink *)s)->x.reader, buf, len);
 }
 
-static err_code ex_finish(sink *s)
+static err_code es_finish(sink *s)
 {
-	extractor *x = (extractor *)s;
+	extractor *x = &((extract_sink *)s)->x;
 	TRY(sink_finish(x->reader));
 	if (x->pending_tmp != NULL) {
 		if (rename(x->pending_tmp, x->pending_final) != 0)
@@ -286,26 +408,26 @@ static err_code ex_finish(sink *s)
 	return E_OK;
 }
 
-static void ex_free(sink *s)
+static void es_free(sink *s)
 {
-	extractor *x = (extractor *)s;
-	if (x->pending_tmp != NULL)
-		unlink(x->pending_tmp);
-	free(x->pending_tmp);
-	free(x->pending_final);
-	close_member(x);
-	sink_free(x->reader);
-	free(x);
+	extract_sink *es = (extract_sink *)s;
+	if (es->x.pending_tmp != NULL)
+		unlink(es->x.pending_tmp);
+	free(es->x.pending_tmp);
+	free(es->x.pending_final);
+	close_member(&es->x);
+	sink_free(es->x.reader);
+	free(es);
 }
 
-static const sink_ops extract_ops = { ex_write, ex_finish, ex_free };
+static const sink_ops extract_ops = { es_write, es_finish, es_free };
 
 sink *extract_sink_new(const extract_level *lvl)
 {
-	extractor *x = xcalloc(1, sizeof(*x));
-	x->base.ops = &extract_ops;
-	x->lvl = lvl;
-	x->fd = -1;
-	x->reader = tar_reader_new(&extract_handler, x);
-	return &x->base;
+	extract_sink *es = xcalloc(1, sizeof(*es));
+	es->base.ops = &extract_ops;
+	es->x.lvl = lvl;
+	es->x.fd = -1;
+	es->x.reader = member_reader_new(&extract_member_ops, &es->x, lvl->files);
+	return &es->base;
 }

@@ -1,11 +1,44 @@
-/* backup-internal: extracting one tar partition into the destination directory. */
+/*
+ * backup-internal: reading a tar partition member by member (names checked, WAL-G increments
+ * parsed), and the two consumers of that reader: the extractor that writes files, and
+ * backup-verify's checker that writes nothing.
+ */
 #ifndef WALC_INTERNAL_BACKUP_EXTRACT_H
 #define WALC_INTERNAL_BACKUP_EXTRACT_H
 
 #include "internal/backup/backup.h"
+#include "internal/tar/tar.h"
+
+typedef enum member_kind { MEMBER_DIR, MEMBER_FILE, MEMBER_INCREMENT } member_kind;
+
+/* What the member reader calls per member it passes on. Borrowed by the reader. */
+typedef struct member_ops {
+	/*
+	 * A member (never the root, a link or a device): rel is its safe relative path; *take =
+	 * false skips its content (and its end).
+	 */
+	err_code (*begin)(void *ctx, const tar_entry *e, const char *rel, member_kind kind,
+					  bool *take);
+	/* An increment's header, once its block list is read: the file's size and its pages. */
+	err_code (*increment)(void *ctx, uint64_t file_size, uint32_t npages, const uint32_t *blocks);
+	/*
+	 * Content at offset in the file: in order for a whole file, and for an increment each
+	 * page at its block's place, in list order.
+	 */
+	err_code (*data)(void *ctx, uint64_t offset, const void *buf, size_t len);
+	err_code (*end)(void *ctx);
+} member_ops;
+
+/*
+ * A sink reading one tar partition of a backup whose files_metadata Files are files (borrowed,
+ * NULL = none): refuses names that leave the directory and link members, parses increments
+ * (untrusted bytes: sizes, block numbers and lengths are checked) and calls ops with ctx.
+ */
+sink *member_reader_new(const member_ops *ops, void *ctx, const json_t *files);
 
 /* What one backup of a chain contributes, shared read-only by its extraction workers. */
 typedef struct extract_level {
+	repo *r;				/* where the partitions come from (for backup-fetch's workers) */
 	const char *dest;		/* destination directory, absolute, no trailing slash */
 	const json_t *need;		/* member names to take (object used as a set); NULL = all */
 	const json_t *files;	/* this backup's Files (IsIncremented) or NULL */

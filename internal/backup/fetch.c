@@ -18,7 +18,7 @@
 #define CHAIN_MAX 1000
 #define FETCH_MEMORY_BUDGET ((size_t)40 << 20)
 
-static void chain_free(chain *c)
+void chain_free(chain *c)
 {
 	for (size_t i = 0; i < c->n; i++) {
 		free(c->lv[i].name);
@@ -62,7 +62,7 @@ static err_code load_files_meta(repo *r, level *l)
 }
 
 /* Newest first while walking DeltaFrom, then reversed so lv[0] is the full. */
-static err_code load_chain(repo *r, const char *name, chain *c)
+err_code load_chain(repo *r, const char *name, chain *c)
 {
 	size_t cap = 4;
 	char *cur = xstrdup(name);
@@ -189,26 +189,20 @@ static err_code check_dest(const char *dest)
 	return chmod(dest, 0700) == 0 ? E_OK : err_errno(E_IO, errno, "chmod of %s", dest);
 }
 
-/* Parallel extraction of one level's ordinary tar partitions */
+/* The tar partitions of a level, read in parallel */
 
 typedef struct job_queue {
-	repo *r;
-	const extract_level *ex;
+	part_fn fn;
+	void *arg;
 	chan *keys;
 } job_queue;
 
-static err_code extract_one(repo *r, const extract_level *ex, const char *key)
-{
-	log_debug("extracting %s", key);
-	return repo_get(r, key, extract_sink_new(ex));
-}
-
-static err_code extract_worker(void *arg)
+static err_code part_worker(void *arg)
 {
 	job_queue *q = arg;
 	void *item;
 	while (chan_recv(q->keys, &item)) {
-		err_code rc = extract_one(q->r, q->ex, item);
+		err_code rc = q->fn(q->arg, item);
 		if (rc != E_OK)
 			return rc;
 	}
@@ -220,7 +214,33 @@ static void cancel_keys(void *arg)
 	chan_cancel(arg);
 }
 
-static bool part_needed(const json_t *need, const json_t *members);
+err_code parts_run(const char *const *keys, size_t n, int concurrency, part_fn fn, void *arg)
+{
+	if (n == 0)
+		return E_OK;
+	/*
+	 * Each stream holds its decoder's window or blocks (8 MiB for lz4): run only as many at
+	 * once as fit a fixed memory budget, whatever WALG_DOWNLOAD_CONCURRENCY allows.
+	 */
+	size_t per = codec_decode_memory(repo_codec_for_key(keys[0]));
+	int fit = (int)(FETCH_MEMORY_BUDGET / per);
+	if (concurrency > fit)
+		concurrency = fit > 0 ? fit : 1;
+	chan *ch = chan_new(n + 1);
+	for (size_t i = 0; i < n; i++)
+		chan_send(ch, (void *)(uintptr_t)keys[i]);
+	chan_close(ch);
+	group *g = group_new();
+	job_queue q = { fn, arg, ch };
+	group_on_cancel(g, cancel_keys, ch);
+	for (int i = 0; i < concurrency && (size_t)i < n; i++)
+		if (group_go(g, part_worker, &q) != E_OK)
+			break;
+	err_code rc = group_wait(g);
+	group_free(g);
+	chan_free(ch);
+	return rc;
+}
 
 static bool is_last_group(const char *base, const char *what)
 {
@@ -228,63 +248,71 @@ static bool is_last_group(const char *base, const char *what)
 	return strncmp(base, what, n) == 0 && (base[n] == '\0' || base[n] == '.');
 }
 
-static err_code extract_level_tars(repo *r, const level *l, int concurrency, bool top)
+err_code level_parts_list(repo *r, const char *name, level_parts *out)
 {
-	char *prefix = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/", l->name);
-	obj_list tars;
-	err_code rc = storage_list(r->st, prefix, false, &tars);
+	memset(out, 0, sizeof(*out));
+	char *prefix = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/", name);
+	err_code rc = storage_list(r->st, prefix, false, &out->tars);
 	free(prefix);
 	TRY(rc);
-
-	const char *label = NULL, *control = NULL;
-	chan *keys = chan_new(tars.len + 1);
-	size_t skipped = 0;
-	const json_t *sets = l->meta ? catalog_json_get(l->meta, "TarFileSets") : NULL;
-	for (size_t i = 0; i < tars.len; i++) {
-		const char *base = strrchr(tars.items[i].key, '/') + 1;
+	out->keys = xcalloc(out->tars.len + 1, sizeof(char *));
+	for (size_t i = 0; i < out->tars.len; i++) {
+		const char *key = out->tars.items[i].key, *base = strrchr(key, '/') + 1;
 		if (is_last_group(base, "pg_control.tar"))
-			control = tars.items[i].key;
+			out->control = key;
 		else if (is_last_group(base, "backup_label.tar"))
-			label = tars.items[i].key;
-		else if (!part_needed(l->need, json_object_get(sets, base)))
-			skipped++;
+			out->label = key;
 		else
-			chan_send(keys, tars.items[i].key);
+			out->keys[out->n++] = key;
 	}
-	chan_close(keys);
-	log_info("restoring %s: %zu tar partitions%s%s", l->name, tars.len - skipped,
+	return E_OK;
+}
+
+void level_parts_free(level_parts *p)
+{
+	obj_list_free(&p->tars);
+	free(p->keys);
+	memset(p, 0, sizeof(*p));
+}
+
+static bool part_needed(const json_t *need, const json_t *members);
+
+static err_code extract_one(void *arg, const char *key)
+{
+	const extract_level *ex = arg;
+	log_debug("extracting %s", key);
+	return repo_get(ex->r, key, extract_sink_new(ex));
+}
+
+static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
+{
+	level_parts lp;
+	TRY(level_parts_list(r, l->name, &lp));
+	size_t skipped = 0, n = 0;
+	const json_t *sets = l->meta ? catalog_json_get(l->meta, "TarFileSets") : NULL;
+	for (size_t i = 0; i < lp.n; i++) {
+		if (part_needed(l->need, json_object_get(sets, strrchr(lp.keys[i], '/') + 1)))
+			lp.keys[n++] = lp.keys[i];
+		else
+			skipped++;
+	}
+	log_info("restoring %s: %zu tar partitions%s%s", l->name, lp.tars.len - skipped,
 			 top ? "" : " (files the newer backups did not store)",
 			 skipped ? ", the others hold nothing needed" : "");
-
-	/*
-	 * Each stream holds its decoder's window or blocks (8 MiB for lz4): run only as many at
-	 * once as fit a fixed memory budget, whatever WALG_DOWNLOAD_CONCURRENCY allows.
-	 */
-	size_t per = codec_decode_memory(repo_codec_for_key(tars.len ? tars.items[0].key : ""));
-	int fit = (int)(FETCH_MEMORY_BUDGET / per);
-	if (concurrency > fit)
-		concurrency = fit > 0 ? fit : 1;
-	group *g = group_new();
-	job_queue q = { r, &l->ex, keys };
-	group_on_cancel(g, cancel_keys, keys);
-	for (int i = 0; i < concurrency && (size_t)i < tars.len; i++)
-		if (group_go(g, extract_worker, &q) != E_OK)
-			break;
-	rc = group_wait(g);
-	group_free(g);
-	chan_free(keys);
+	l->ex.r = r;
+	err_code rc = parts_run(lp.keys, n, concurrency, extract_one, &l->ex);
 
 	/* Our backup_label overrides any stale one; pg_control last makes the directory usable. */
-	if (rc == E_OK && top && label != NULL)
-		rc = extract_one(r, &l->ex, label);
+	if (rc == E_OK && top && lp.label != NULL)
+		rc = extract_one(&l->ex, lp.label);
 	if (rc == E_OK && top) {
-		if (control == NULL)
+		if (lp.control == NULL)
 			rc = err_set(E_CORRUPT, "backup %s has no pg_control.tar in %s", l->name,
 						 storage_describe(r->st));
 		else
-			rc = extract_one(r, &l->ex, control);
+			rc = extract_one(&l->ex, lp.control);
 	}
-	obj_list_free(&tars);
+	level_parts_free(&lp);
 	return rc;
 }
 
@@ -347,7 +375,7 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest,
 	char *mask = opt->mask != NULL ? xasprintf("/%s", opt->mask) : NULL;
 	for (size_t i = 0; rc == E_OK && i < c->n; i++) {
 		level *l = &c->lv[i];
-		l->ex = (extract_level){ dest, l->need, files_of(l), opt->restore_spec != NULL, l->name,
+		l->ex = (extract_level){ r, dest, l->need, files_of(l), opt->restore_spec != NULL, l->name,
 								 mask };
 		rc = extract_level_tars(r, l, opt->concurrency, i == c->n - 1);
 	}

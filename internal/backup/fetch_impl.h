@@ -17,7 +17,31 @@ typedef struct chain {
 	size_t n;
 } chain;
 
+/* The chain ending at backup name, full first, each level's files_metadata.json loaded. */
+err_code load_chain(repo *r, const char *name, chain *c);
+void chain_free(chain *c);
 const json_t *files_of(const level *l);
+
+/*
+ * A level's tar partitions as listed: the ordinary ones (keys, n), and the backup_label and
+ * pg_control partitions (NULL when absent) that a restore takes last. Keys point into tars.
+ */
+typedef struct level_parts {
+	obj_list tars;
+	const char **keys;
+	size_t n;
+	const char *label, *control;
+} level_parts;
+err_code level_parts_list(repo *r, const char *name, level_parts *out);
+void level_parts_free(level_parts *p);
+
+/*
+ * The reading pipeline of backup-fetch and backup-verify: fn(arg, key) for every key on up to
+ * concurrency threads, no more than fit the decoding memory budget; the first error stops
+ * the others and is returned.
+ */
+typedef err_code (*part_fn)(void *arg, const char *key);
+err_code parts_run(const char *const *keys, size_t n, int concurrency, part_fn fn, void *arg);
 err_code link_tablespaces(const char *dest, const json_t *spec);
 
 /*

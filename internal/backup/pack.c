@@ -98,32 +98,29 @@ typedef struct corrupt {
 	char checksum[HASH_TEXT_LEN + 1]; /* of the whole content stored, "" if not whole */
 } corrupt;
 
-/* The relation block number of a file's first page: segment N of "16384.N" starts at N GiB. */
-static uint32_t first_block(const char *member)
-{
-	const char *base = strrchr(member, '/');
-	const char *dot = strchr(base ? base : member, '.');
-	return dot ? (uint32_t)strtoul(dot + 1, NULL, 10) * PG_SEGMENT_PAGES : 0;
-}
-
-static void verify_pages(push_state *st, const walk_entry *e, const unsigned char *buf,
+/*
+ * pg's page rule on each whole page read; a page that fails is read again once, as
+ * PostgreSQL's base backup does, since a write racing the read can tear it.
+ */
+static void verify_pages(push_state *st, const walk_entry *e, int fd, const unsigned char *buf,
 						 size_t len, uint64_t offset, corrupt *c)
 {
-	uint32_t base = first_block(e->member);
+	uint32_t base = pg_relation_first_block(e->member);
 	for (size_t off = 0; off + PG_PAGE_SIZE <= len; off += PG_PAGE_SIZE) {
-		const unsigned char *page = buf + off;
 		uint32_t blk = (uint32_t)((offset + off) / PG_PAGE_SIZE);
-		/* New pages and pages without a checksum are not checked, as PostgreSQL does. */
-		if (pg_page_is_new(page) || pg_page_stored_checksum(page) == 0)
+		pg_page_verdict v = pg_page_verify(buf + off, base + blk, true, st->start_lsn);
+		if (v < PG_PAGE_BAD_HEADER)
 			continue;
-		if (pg_page_checksum(page, base + blk) == pg_page_stored_checksum(page))
+		unsigned char again[PG_PAGE_SIZE];
+		if (pread(fd, again, PG_PAGE_SIZE, (off_t)(offset + off)) == PG_PAGE_SIZE &&
+			(v = pg_page_verify(again, base + blk, true, st->start_lsn)) < PG_PAGE_BAD_HEADER)
 			continue;
 		if (c->some == NULL)
 			c->some = json_array();
 		if (c->count < 10 || st->store_all)
 			json_array_append_new(c->some, json_integer(blk));
 		c->count++;
-		log_warn("corrupt page: %s block %u (checksum mismatch)", e->path, blk);
+		log_warn("corrupt page: %s block %u (%s)", e->path, blk, pg_page_verdict_text(v));
 	}
 }
 
@@ -172,7 +169,7 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 				for (uint32_t i = 0; i < n; i++)
 					if (pread(fd, buf, PG_PAGE_SIZE, (off_t)blocks[i] * PG_PAGE_SIZE) ==
 						PG_PAGE_SIZE)
-						verify_pages(st, e, buf, PG_PAGE_SIZE,
+						verify_pages(st, e, fd, buf, PG_PAGE_SIZE,
 									 (uint64_t)blocks[i] * PG_PAGE_SIZE, c);
 			rc = pack_increment(st, p, e, fd, blocks, n, buf);
 		}
@@ -213,7 +210,7 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 			rate_take(st->disk, (size_t)n);
 		}
 		if (verifying(st, e))
-			verify_pages(st, e, buf, (size_t)n, done, c);
+			verify_pages(st, e, fd, buf, (size_t)n, done, c);
 		hasher_update(h, buf, (size_t)n);
 		rc = tar_writer_write(p->tw, buf, (size_t)n);
 		done += (uint64_t)n;

@@ -516,6 +516,7 @@ static err_code push_local(const config *cfg, const push_options *opt,
 	pg_backup_start_info bs;
 	TRY(pg_backup_begin(s, sen->start_time, &bs));
 	sen->lsn = bs.lsn;
+	st->start_lsn = bs.lsn;
 	st->in_recovery = bs.in_recovery;
 	TRY(delta_check(&st->delta, sen->system_id, bs.lsn));
 	TRY(backup_name_for(s, st, &bs, &st->name));

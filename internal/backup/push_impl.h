@@ -85,6 +85,7 @@ typedef struct push_state {
 	bool archiving;	 /* the server archives WAL (archive_mode on, a command or library) */
 	bool in_recovery;	/* the backup runs on a standby */
 	uint32_t timeline;	/* of the backup's start segment */
+	uint64_t start_lsn; /* the backup's start: pages written since are not checksummed */
 	bool store_all; /* record every corrupt block, not just 10 per file */
 	claim *claim;	/* this push's claim on its name, once it has one */
 	bool claim_lost; /* atomic: set by the claim's renewal thread; the push must stop */

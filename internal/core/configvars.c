@@ -80,6 +80,9 @@ const config_var config_vars[] = {
 		"wal-verify: missing segments this close to the current one are only delayed"),
 	TEXT("WALG_METRICS_ADDRESS", metrics_address, F_EXT, NULL,
 		 "daemon serves /metrics and /healthz on this host:port"),
+	TEXT("WALG_PUSHGATEWAY_URL", pushgateway_url, F_EXT, NULL,
+		 "backup-push and delete push their outcome, duration and sizes to this Prometheus "
+		 "Pushgateway (http://host:9091, or a URL ending in /metrics/job/NAME[/LABEL/VALUE...])"),
 	DURATION("WALG_WAL_PUSH_TIMEOUT", wal_push_timeout_ms, F_EXT, "10m",
 			 "wal-push gives up (exit 1, PostgreSQL retries) after this long"),
 	BOOL("WALG_ALLOW_SYSTEM_ID_CHANGE", allow_system_id_change, F_EXT, "false",

@@ -273,6 +273,7 @@ typedef struct config {
 	char *prefetch_dir;				/* WALG_PREFETCH_DIR */
 	long integrity_max_delayed_wals; /* WALG_INTEGRITY_MAX_DELAYED_WALS */
 	char *metrics_address;			/* WALG_METRICS_ADDRESS, host:port for the daemon */
+	char *pushgateway_url;			/* WALG_PUSHGATEWAY_URL, for backup-push and delete */
 	long upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
 	long tar_size_threshold;		/* WALG_TAR_SIZE_THRESHOLD, bytes */
 	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */

@@ -25,6 +25,14 @@ err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
 					const char *metrics_addr);
 
 /*
+ * Publishes one run of a command ("backup-push", "delete") to the Pushgateway at
+ * cfg->pushgateway_url (docs/DEPLOY.md names the metrics): outcome, duration, and after a
+ * success the repository's newest backup and number of backups (r NULL: the repository did not
+ * open). A failed push is a warning only: it never changes the command's outcome.
+ */
+void metrics_push(repo *r, const config *cfg, const char *command, bool ok, double seconds);
+
+/*
  * Parses one request from buf (len bytes): *type, the body, and for 'f' the two arguments.
  * E_CORRUPT on a malformed message. Exposed for tests and fuzzing.
  */

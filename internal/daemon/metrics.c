@@ -1,6 +1,8 @@
 /*
  * The daemon's HTTP side: /metrics in Prometheus text exposition and /healthz, on a TCP port.
  * One small thread; the last backup is read from storage at most once a minute.
+ * And the Pushgateway push of backup-push and delete, whose pods end before any scrape: one
+ * POST through libcurl, outside the storage layer's HTTP core as it is not a storage request.
  */
 #include "internal/daemon/metrics.h"
 
@@ -13,6 +15,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <curl/curl.h>
 
 #include "internal/catalog/catalog.h"
 #include "internal/pipe/pipe.h"
@@ -58,6 +62,27 @@ void metrics_fetched(bool found)
 	pthread_mutex_unlock(&m_lock);
 }
 
+/* The newest backup's finish time (0 when unknown), stored and uncompressed sizes. */
+static bool newest_backup(repo *r, double *finish, double *stored, double *uncompressed)
+{
+	char *name = NULL;
+	backup_sentinel s;
+	bool found = catalog_resolve(r, "LATEST", &name) == E_OK &&
+				 catalog_sentinel_read(r, name, &s) == E_OK;
+	if (found) {
+		time_t sec;
+		long nsec;
+		bool timed = s.finish_time && time_parse_rfc3339(s.finish_time, &sec, &nsec);
+		*finish = timed ? (double)sec : 0;
+		*stored = (double)s.compressed_size;
+		*uncompressed = (double)s.uncompressed_size;
+		catalog_sentinel_free(&s);
+	}
+	err_clear();
+	free(name);
+	return found;
+}
+
 /* The newest backup's finish time and size, refreshed at most once a minute. */
 static void refresh_backup(void)
 {
@@ -65,19 +90,12 @@ static void refresh_backup(void)
 	if (now - m_backup_checked < BACKUP_CACHE_S)
 		return;
 	m_backup_checked = now;
-	char *name = NULL;
-	backup_sentinel s;
-	if (catalog_resolve(m_repo, "LATEST", &name) == E_OK &&
-		catalog_sentinel_read(m_repo, name, &s) == E_OK) {
-		time_t sec;
-		long nsec;
-		if (s.finish_time && time_parse_rfc3339(s.finish_time, &sec, &nsec))
-			m_backup_time = (double)sec;
-		m_backup_bytes = (double)s.compressed_size;
-		catalog_sentinel_free(&s);
+	double finish, stored, uncompressed;
+	if (newest_backup(m_repo, &finish, &stored, &uncompressed)) {
+		if (finish > 0)
+			m_backup_time = finish;
+		m_backup_bytes = stored;
 	}
-	err_clear();
-	free(name);
 }
 
 static char *render(void)
@@ -212,4 +230,112 @@ void metrics_stop(void)
 	close(m_fd);
 	pthread_join(m_thread, NULL);
 	m_fd = -1;
+}
+
+/* The Pushgateway group: job "walc" unless the URL names its own (/metrics/job/...), then the
+ * command as a label, so that backup-push and delete keep their metrics apart. */
+static char *push_url(const char *base, const char *command)
+{
+	size_t n = strlen(base);
+	while (n > 0 && base[n - 1] == '/')
+		n--;
+	const char *job = strstr(base, "/metrics/job/") != NULL ? "" : "/metrics/job/walc";
+	return xasprintf("%.*s%s/command/%s", (int)n, base, job, command);
+}
+
+static char *push_append(char *body, const char *name, const char *help, double value)
+{
+	char *out = xasprintf("%s# HELP %s %s\n# TYPE %s gauge\n%s %.15g\n", body, name, help, name,
+						  name, value);
+	free(body);
+	return out;
+}
+
+/*
+ * A failure pushes only the run's outcome: POST replaces just the metrics it names, so the
+ * last success and the repository's metrics stay those of the last successful run.
+ */
+static char *push_body(repo *r, bool ok, double seconds)
+{
+	char *b = xstrdup("");
+	b = push_append(b, "walc_run_success", "1 if the last run of the command succeeded, else 0.",
+					ok ? 1 : 0);
+	b = push_append(b, "walc_run_duration_seconds", "How long the last run took.", seconds);
+	b = push_append(b, "walc_run_timestamp_seconds", "When the last run ended.",
+					(double)time(NULL));
+	if (!ok || r == NULL)
+		return b;
+	b = push_append(b, "walc_run_last_success_timestamp_seconds",
+					"When the last successful run ended.", (double)time(NULL));
+	backup_refs refs;
+	if (catalog_backups(r, &refs) == E_OK) {
+		b = push_append(b, "walc_backups", "Backups in the repository after the run.",
+						(double)refs.len);
+		catalog_backups_free(&refs);
+	}
+	double finish, stored, uncompressed;
+	if (newest_backup(r, &finish, &stored, &uncompressed)) {
+		if (finish > 0)
+			b = push_append(b, "walc_last_backup_timestamp_seconds",
+							"Finish time of the newest backup.", finish);
+		b = push_append(b, "walc_last_backup_stored_bytes", "Stored size of the newest backup.",
+						stored);
+		b = push_append(b, "walc_last_backup_uncompressed_bytes",
+						"Size of the newest backup before compression.", uncompressed);
+	}
+	err_clear();
+	return b;
+}
+
+static size_t push_discard(char *p, size_t size, size_t n, void *u)
+{
+	(void)p, (void)u;
+	return size * n;
+}
+
+void metrics_push(repo *r, const config *cfg, const char *command, bool ok, double seconds)
+{
+	if (cfg->pushgateway_url == NULL || *cfg->pushgateway_url == '\0')
+		return;
+	char *url = push_url(cfg->pushgateway_url, command);
+	char *body = push_body(r, ok, seconds);
+	CURL *h = curl_easy_init();
+	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: text/plain; version=0.0.4");
+	long status = 0;
+	CURLcode c = CURLE_FAILED_INIT;
+	if (h != NULL && hdr != NULL) {
+		curl_easy_setopt(h, CURLOPT_URL, url);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+		curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+		curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, push_discard);
+		curl_easy_setopt(h, CURLOPT_CAINFO, cfg->s3.ca_cert_file != NULL
+												? cfg->s3.ca_cert_file
+												: "/etc/ssl/certs/ca-certificates.crt");
+		c = curl_easy_perform(h);
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	}
+	/* The URL may carry a user and password: logs show it without them. */
+	char *shown = NULL;
+	CURLU *u = curl_url();
+	if (u == NULL || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+		curl_url_set(u, CURLUPART_USER, NULL, 0) != CURLUE_OK ||
+		curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) != CURLUE_OK ||
+		curl_url_get(u, CURLUPART_URL, &shown, 0) != CURLUE_OK)
+		shown = NULL;
+	curl_url_cleanup(u);
+	const char *what = shown ? shown : "the Pushgateway";
+	if (c != CURLE_OK)
+		log_warn("WALG_PUSHGATEWAY_URL: pushing metrics to %s failed: %s", what,
+				 curl_easy_strerror(c));
+	else if (status / 100 != 2)
+		log_warn("WALG_PUSHGATEWAY_URL: %s answered HTTP %ld", what, status);
+	else
+		log_info("metrics pushed to %s", what);
+	curl_free(shown);
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(h);
+	free(body);
+	free(url);
 }

@@ -80,6 +80,67 @@ uint64_t pg_page_lsn(const unsigned char *page);
 uint16_t pg_page_checksum(const unsigned char *page, uint32_t blkno);
 uint16_t pg_page_stored_checksum(const unsigned char *page);
 
+/*
+ * The one rule for a data page read from a relation file, used by backup-push --verify and
+ * backup-verify, PostgreSQL's (PageIsVerified, and its base backup's): a page with pd_upper 0
+ * must be all zeros (new); any other needs a sane header (flags, lower <= upper <= special <=
+ * 8192, special aligned); with data checksums its checksum must match blkno. A page whose LSN
+ * is at or past start_lsn (the backup's start; 0 = none) is not checksummed: a write during
+ * the backup may have torn it, and recovery rewrites it from WAL's full-page image.
+ */
+typedef enum pg_page_verdict {
+	PG_PAGE_OK,
+	PG_PAGE_NEW,		  /* all zeros */
+	PG_PAGE_RECENT,		  /* changed since start_lsn: checksum not checked */
+	PG_PAGE_BAD_HEADER,	  /* problems from here on */
+	PG_PAGE_BAD_CHECKSUM,
+} pg_page_verdict;
+pg_page_verdict pg_page_verify(const unsigned char *page, uint32_t blkno, bool checksums,
+							   uint64_t start_lsn);
+/* "invalid page header" or "checksum mismatch" for the problems, "" otherwise. */
+const char *pg_page_verdict_text(pg_page_verdict v);
+/* The relation block number of a file's first page: segment N of "16384.N" starts at N GiB. */
+uint32_t pg_relation_first_block(const char *path);
+
+/*
+ * pg_control (PostgreSQL 9.3 to 18): whether the cluster has data checksums. The field is
+ * found after floatFormat, whose fixed value marks the layout; false when buf is not a
+ * pg_control file walc can read.
+ */
+bool pg_control_checksums(const unsigned char *buf, size_t len, bool *on);
+
+/*
+ * WAL pages, checked the way PostgreSQL's reader validates them (XLogReaderValidatePageHeader)
+ * one segment at a time: the same magic on every page, only known flags, the long header on
+ * the first page (segment size, block size and, when sysid is not 0, the system), the page's
+ * own address, and a timeline that never decreases and never passes max_tli. All-zero pages
+ * end the WAL written in the segment; a header after them is a problem. Returns NULL when the
+ * page is fine, else what is wrong (static text).
+ */
+#define PG_WAL_PAGE 8192
+typedef struct pg_wal_check {
+	uint16_t magic; /* of the first page seen, 0 before */
+	uint32_t tli;	/* of the last page */
+	bool ended;		/* an all-zero page was seen in this segment */
+} pg_wal_check;
+const char *pg_wal_page_check(pg_wal_check *c, const unsigned char *page, uint64_t segno,
+							  uint64_t seg_size, uint32_t index, uint32_t max_tli,
+							  uint64_t sysid);
+
+/*
+ * A timeline history file (<tli>.history) for timeline tli: NULL when every line names a
+ * parent timeline below tli, the parents increase, the switch LSNs do not decrease and there
+ * is at least one; else what is wrong (static text).
+ */
+const char *pg_history_check(const char *text, size_t len, uint32_t tli);
+/* The same, keeping up to max entries in out (more is a problem); *n entries read. */
+typedef struct pg_history_entry {
+	uint32_t parent;
+	uint64_t switch_lsn;
+} pg_history_entry;
+const char *pg_history_parse(const char *text, size_t len, uint32_t tli, pg_history_entry *out,
+							 size_t max, size_t *n);
+
 /* LSNs: "X/Y" text as PostgreSQL prints them. */
 err_code pg_lsn_parse(const char *text, uint64_t *lsn);
 void pg_lsn_format(uint64_t lsn, char out[32]);

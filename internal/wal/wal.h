@@ -136,6 +136,22 @@ void wal_windows_free(wal_windows *w);
 err_code wal_show_restore_points(repo *r, const config *cfg, bool json, FILE *out);
 /* The run holding lsn, or NULL. */
 const wal_run *wal_windows_run_at(const wal_windows *w, uint64_t lsn);
+/*
+ * backup-verify's WAL check: every segment from `from` to `to` (inclusive) of timeline tli is
+ * archived, decodes (authenticated, decompressed), is seg_size bytes, and its pages pass pg's
+ * WAL page rule (sysid 0 = any system); for tli > 1 its history file exists and is sound.
+ * concurrency segments are read at once (fewer if their decoders would not fit the memory
+ * budget of backup-fetch's streams). Each problem goes to fn(arg, object, what), from any of
+ * those threads, naming the object or segment; the return is an error only for what stops the
+ * check itself (cancellation). *checked counts segments read.
+ */
+typedef void (*wal_problem_fn)(void *arg, const char *object, const char *what);
+err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from, uint64_t to,
+						 uint64_t sysid, int concurrency, wal_problem_fn fn, void *arg,
+						 uint64_t *checked);
+/* The newest segment of timeline tli in the archive (*found false when it has none). */
+err_code wal_newest_segment(repo *r, uint64_t seg_size, uint32_t tli, uint64_t *segno,
+							bool *found);
 
 /* The prefetch directory for a destination: <WALG_PREFETCH_DIR or dest's dir>/.wal-g/prefetch. */
 char *prefetch_dir(const config *cfg, const char *dest);

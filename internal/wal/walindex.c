@@ -38,21 +38,18 @@ static err_code read_history(repo *r, const char *key, timeline *t)
 	membuf mb = { .max = 1u << 20 };
 	err_code rc = repo_get(r, key, membuf_sink_new(&mb));
 	if (rc == E_OK) {
-		char *text = xasprintf("%.*s", (int)mb.len, (const char *)mb.data);
-		char *line, *save = NULL;
-		for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-			unsigned parent;
-			char lsn[64];
-			if (line[0] == '#' || sscanf(line, "%u %63s", &parent, lsn) != 2)
-				continue;
-			uint64_t l;
-			if (pg_lsn_parse(lsn, &l) == E_OK) {
-				t->parent = parent;
-				t->switch_lsn = l;
-			}
+		enum { MAX_ENTRIES = 4096 };
+		pg_history_entry *e = xmalloc(MAX_ENTRIES * sizeof(*e));
+		size_t n = 0;
+		const char *bad = pg_history_parse((const char *)mb.data, mb.len, t->id, e, MAX_ENTRIES, &n);
+		if (bad != NULL) {
+			log_warn("%s: %s; timeline %u is taken as having no history", key, bad, t->id);
+		} else {
+			t->parent = e[n - 1].parent;
+			t->switch_lsn = e[n - 1].switch_lsn;
+			t->has_history = true;
 		}
-		free(text);
-		t->has_history = true;
+		free(e);
 	}
 	free(mb.data);
 	return rc;

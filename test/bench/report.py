@@ -13,7 +13,8 @@ import sys
 
 MiB = 1048576.0
 PGBR_CODEC = {"zstd": "zst", "lz4": "lz4"}
-OPS = [("backup", "full backup"), ("restore", "full restore"), ("delta", "delta backup (5% of rows updated)")]
+OPS = [("backup", "full backup"), ("restore", "full restore"), ("verify", "backup-verify (reads, writes nothing)"),
+       ("delta", "delta backup (5% of rows updated)")]
 TOOL_ORDER = {"tar|zstd": 0, "walc": 1, "pgbackrest": 2}
 # sections in modules of their own: report_NAME.section(meta, samples) -> {"md": [Markdown lines],
 # "targets": [{"target", "measured", "met", "by"}], "json": {...}}; their samples have ops of
@@ -22,6 +23,7 @@ SECTIONS = ["delta_restore", "s3", "wal"]
 # targets from the issue
 PUSH_VS_LIMIT = 1.05
 FETCH_VS_PGBR = 0.8
+VERIFY_VS_FETCH = 0.8
 RSS_LIMIT_MIB = 64
 DELTA_FRACTION = 0.15
 
@@ -137,6 +139,13 @@ def main():
             targets.append({"target": f"{ds}: backup-fetch wall ≤ {FETCH_VS_PGBR} × pgBackRest restore (zstd)",
                             "measured": f"{v:.2f} ×", "met": v <= FETCH_VS_PGBR,
                             "by": None if v <= FETCH_VS_PGBR else f"{(v / FETCH_VS_PGBR - 1) * 100:.0f}% over"})
+        v_rows = (groups.get((ds, "verify", "walc", "zstd", "best")), groups.get((ds, "restore", "walc", "zstd", "best")))
+        if all(v_rows):
+            v = paired_ratio(*v_rows)
+            if v is not None:
+                targets.append({"target": f"{ds}: backup-verify wall ≤ {VERIFY_VS_FETCH} × backup-fetch (zstd)",
+                                "measured": f"{v:.2f} ×", "met": v <= VERIFY_VS_FETCH,
+                                "by": None if v <= VERIFY_VS_FETCH else f"{(v / VERIFY_VS_FETCH - 1) * 100:.0f}% over"})
     walc_rss = [r for r in rows if r["tool"] == "walc"]
     if walc_rss:
         worst = max(walc_rss, key=lambda r: r["rss_mib"])

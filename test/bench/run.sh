@@ -245,6 +245,17 @@ walc_fetch() {
 	rm -rf "$dest"
 }
 
+# walc_verify DS SETTINGS_LABEL RUN NAME CODEC [VAR=VALUE...]: backup-verify of what walc_fetch
+# restores (issue 18: at most 0.8 x its wall time); a problem fails the bench
+walc_verify() {
+	local ds=$1 label=$2 run=$3 name=$4 codec=$5
+	shift 5
+	mapfile -t envs < <(walc_env "$ds")
+	envs+=("$@")
+	timed "$ds-walc-verify-${label//[^A-Za-z0-9]/_}-$run" "${PGRUN[@]}" ASAN_OPTIONS="$ASAN_OPTIONS" "${envs[@]}" "$WALC_PG" backup-verify "$name"
+	sample "$ds" verify walc "$codec" "$label" "$run" "" "$name"
+}
+
 # pgbr_push DS CODEC RUN OP TYPE: pgbackrest backup; sets LAST_NAME (the label)
 pgbr_push() {
 	local ds=$1 codec=$2 run=$3 op=$4 type=$5 lvl=()
@@ -332,10 +343,11 @@ bench_full() { # DS: full backups then restores, every tool and codec, RUNS time
 			walc-zstd) walc_fetch "$ds" best "$run" "${LAST[$ds:$item]}" zstd ;;
 			walc-lz4) walc_fetch "$ds" best "$run" "${LAST[$ds:$item]}" lz4 ;;
 			walc-default) walc_fetch "$ds" default "$run" "${LAST[$ds:$item]}" lz4 ;;
+			verify-zstd) walc_verify "$ds" best "$run" "${LAST[$ds:walc-zstd]}" zstd ;;
 			pgbr-zst) pgbr_restore "$ds" zst "$run" "${LAST[$ds:$item]}" ;;
 			pgbr-lz4) pgbr_restore "$ds" lz4 "$run" "${LAST[$ds:$item]}" ;;
 			esac
-		done < <(rotate $((run - 1)) limit walc-zstd pgbr-zst walc-lz4 pgbr-lz4 walc-default)
+		done < <(rotate $((run - 1)) limit walc-zstd pgbr-zst walc-lz4 verify-zstd pgbr-lz4 walc-default)
 	done
 }
 

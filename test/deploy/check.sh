@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Offline checks of walc's deployment files: the Helm chart (helm/walc), the manifests and units
-# in deploy/, the Dockerfiles. No helm, cluster or Docker engine needed:
-#   - the chart is rendered by test/deploy/render.go (Go's text/template + sprig, helm's
-#     functions, strict about missing values) with the default values and with
-#     test/deploy/values-full.yaml, plus a test StatefulSet built from the sidecar templates;
+# in deploy/, the Dockerfiles. No cluster or container engine needed:
+#   - real Helm (test/deploy/tools.sh installs it): helm lint --strict and helm template with the
+#     default values and with test/deploy/values-full.yaml, values.schema.json enforced by Helm
+#     (and proved to reject typos), a test StatefulSet built from the sidecar templates, NOTES;
 #   - YAML sources and rendered output pass yamllint;
 #   - every rendered object and every manifest in deploy/kubernetes validates against the
 #     Kubernetes 1.27 schema, unknown fields rejected, security rules enforced (validate.mjs);
@@ -11,8 +11,9 @@
 #     walc binary, when built, accepts the rendered arguments;
 #   - dockerfilelint, shellcheck, systemd-analyze verify, and consistency between the chart,
 #     the Dockerfile, VERSION and walc's variables.
-# Installs what it needs (Debian packages, npm packages into test/deploy/node_modules) when
-# missing; run as root or with sudo. Output and build products go to build/deploy/.
+# The image is built and the pods run by make image and make e2e-pod (test/e2e/).
+# Installs what it needs (Debian packages, npm packages and Helm into test/deploy/node_modules)
+# when missing; run as root or with sudo. Output and build products go to build/deploy/.
 # Last line: "deploy: N passed, N failed"; exit 1 on any failure.
 #
 # Environment: WALC (the binary to run the rendered arguments with, default <repo>/walc).
@@ -29,116 +30,84 @@ WALC=${WALC:-$ROOT/walc}
 mkdir -p "$OUT/logs"
 rm -f "$OUT"/*.yaml "$OUT"/logs/*
 
-passed=0
-failed=0
 summary() {
 	echo "deploy: $passed passed, $failed failed"
 	[ "$failed" -eq 0 ]
 	exit
 }
-# check NAME COMMAND...: one check; its output is kept in build/deploy/logs and shown on failure.
-check() {
-	local name=$1 log
-	shift
-	log="$OUT/logs/$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_').log"
-	if "$@" >"$log" 2>&1; then
-		echo "PASS $name"
-		passed=$((passed + 1))
-	else
-		echo "FAIL $name"
-		sed 's/^/    /' "$log" | tail -n 60
-		failed=$((failed + 1))
-	fi
-}
+CHECK_LOGS=$OUT/logs
+# shellcheck source-path=SCRIPTDIR source=../checks.sh
+. "$ROOT/test/checks.sh"
 skip() { echo "SKIP $1"; }
 
 # --- set-up (idempotent) -------------------------------------------------------------------
 
-# shellcheck source-path=SCRIPTDIR source=../../deploy/apt.sh
-. "$ROOT/deploy/apt.sh"
-
-install_debian() {
-	local pkgs=(golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
-		golang-gopkg-yaml.v3-dev yamllint shellcheck)
-	# Debian's nodejs and npm, unless a node and npm are there already (e.g. NodeSource's).
-	command -v node >/dev/null || pkgs+=(nodejs)
-	command -v npm >/dev/null || pkgs+=(npm)
-	apt_install "${pkgs[@]}"
-}
-
-install_npm() {
-	node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 14 ? 0 : 1)' ||
-		{ echo "node $(node --version) is too old (kubernetes-models needs 14 or later)"; return 1; }
-	local stamp=$HERE/node_modules/.walc-lock-sha256 sum
-	sum=$(sha256sum "$HERE/package-lock.json" | cut -d' ' -f1)
-	[ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ] && return 0
-	(cd "$HERE" && npm ci --no-audit --no-fund) && echo "$sum" >"$stamp"
-}
-
-build_renderer() {
-	gofmt -l "$HERE/render.go" | grep . && { echo "render.go is not gofmt-formatted"; return 1; }
-	# GOPATH mode over Debian's packaged sources: no module download.
-	export GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS="" GOCACHE="$OUT/go-cache"
-	go vet "$HERE/render.go" && go build -o "$OUT/render" "$HERE/render.go"
-}
-
-check "set-up: Debian packages" install_debian
-check "set-up: npm packages (test/deploy/package-lock.json)" install_npm
-check "set-up: build the chart renderer (render.go: gofmt, go vet, go build)" build_renderer
+check "set-up: Debian and npm packages, Helm and kubectl (test/deploy/tools.sh)" "$HERE/tools.sh"
 [ "$failed" -eq 0 ] || summary
 
 NODE_BIN=$HERE/node_modules/.bin
+HELM=$("$HERE/tools.sh" bin)/helm
+KUBECTL=$("$HERE/tools.sh" bin)/kubectl
 YAMLLINT=(yamllint -c "$HERE/yamllint.yaml")
 VALIDATE=(node "$HERE/validate.mjs")
 
-# --- the chart -------------------------------------------------------------------------------
+# --- the chart, by Helm ---------------------------------------------------------------------
 
 check "yamllint: chart values and metadata, test values" \
 	"${YAMLLINT[@]}" helm/walc/Chart.yaml helm/walc/values.yaml "$HERE/values-full.yaml" "$HERE/yamllint.yaml"
-check "values.schema.json is JSON" node -e 'JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"))' \
-	helm/walc/values.schema.json
+check "helm lint --strict, default values" "$HELM" lint --strict helm/walc
+check "helm lint --strict, full values" "$HELM" lint --strict helm/walc -f "$HERE/values-full.yaml"
 
-render() { # render OUTPUT [render flags...]
+# render OUTPUT [helm template flags...]: the chart as `helm template walc helm/walc` renders it.
+render() {
 	local out=$1
 	shift
-	"$OUT/render" -chart helm/walc "$@" >"$out"
+	"$HELM" template walc helm/walc "$@" >"$out"
 }
-check "render: chart, default values" render "$OUT/default.yaml" -values-json "$OUT/values-default.json"
-check "render: chart, full values" \
-	render "$OUT/full.yaml" -f "$HERE/values-full.yaml" -values-json "$OUT/values-full.json"
-check "values.schema.json: default values" \
-	node "$HERE/values-schema.mjs" helm/walc/values.schema.json "$OUT/values-default.json"
-check "values.schema.json: full values" \
-	node "$HERE/values-schema.mjs" helm/walc/values.schema.json "$OUT/values-full.json"
+check "helm template, default values" render "$OUT/default.yaml"
+check "helm template, full values" render "$OUT/full.yaml" -f "$HERE/values-full.yaml"
+
+# Helm validates the merged values against values.schema.json before rendering; every object
+# there lists its keys as required, so a value nulled by an override is an error too.
 schema_rejects() {
 	printf 'storage:\n  s3prefix: s3://b/p\ncompression:\n  method: gzip\npostgresql:\n  port: "5432"\n' \
 		>"$OUT/values-typos.yaml.in"
-	"$OUT/render" -chart helm/walc -f "$OUT/values-typos.yaml.in" -values-json "$OUT/values-typos.json" >/dev/null ||
-		return 1
+	printf 'backup:\n  schedule: null\n' >"$OUT/values-missing.yaml.in"
 	local out
-	out=$(node "$HERE/values-schema.mjs" helm/walc/values.schema.json "$OUT/values-typos.json")
+	out=$("$HELM" template walc helm/walc -f "$OUT/values-typos.yaml.in" 2>&1) && return 1
 	echo "$out"
-	grep -q "additional properties: s3prefix" <<<"$out" && grep -q "/compression/method" <<<"$out" &&
-		grep -q "/postgresql/port must be integer" <<<"$out"
+	grep -q "additional properties 's3prefix' not allowed" <<<"$out" &&
+		grep -q "/compression/method': value must be one of" <<<"$out" &&
+		grep -q "/postgresql/port': got string, want integer" <<<"$out" || return 1
+	out=$("$HELM" lint --strict helm/walc -f "$OUT/values-missing.yaml.in" 2>&1) && return 1
+	echo "$out"
+	grep -q "/backup': missing property 'schedule'" <<<"$out"
 }
-check "values.schema.json rejects a misspelt key, an unknown codec, a string port" schema_rejects
-check "render: sidecar templates in a StatefulSet, default values" \
-	render "$OUT/sidecar-default.yaml" -extra "$HERE/sidecar-statefulset.yaml"
-check "render: sidecar templates in a StatefulSet, full values" \
-	render "$OUT/sidecar-full.yaml" -extra "$HERE/sidecar-statefulset.yaml" -f "$HERE/values-full.yaml"
+check "values.schema.json, by Helm: rejects a misspelt key, an unknown codec, a string port, a null" \
+	schema_rejects
+
+# The sidecar templates as a parent chart uses them: the test StatefulSet added to a copy of
+# the chart, rendered alone.
+render_sidecar() { # OUTPUT [helm template flags...]
+	local out=$1
+	shift
+	rm -rf "$OUT/chart-sidecar" && mkdir -p "$OUT/chart-sidecar" &&
+		cp -r helm/walc "$OUT/chart-sidecar/" &&
+		cp "$HERE/sidecar-statefulset.yaml" "$OUT/chart-sidecar/walc/templates/" &&
+		"$HELM" template walc "$OUT/chart-sidecar/walc" --show-only templates/sidecar-statefulset.yaml \
+			"$@" >"$out"
+}
+check "helm template: sidecar templates in a StatefulSet, default values" \
+	render_sidecar "$OUT/sidecar-default.yaml"
+check "helm template: sidecar templates in a StatefulSet, full values" \
+	render_sidecar "$OUT/sidecar-full.yaml" -f "$HERE/values-full.yaml"
+# NOTES.txt: helm install --dry-run=client renders it without a cluster.
 notes() {
-	"$OUT/render" -chart helm/walc -notes 2>&1 >/dev/null | grep "walc backup-push" &&
-		"$OUT/render" -chart helm/walc -notes -f "$HERE/values-full.yaml" 2>&1 >/dev/null |
+	"$HELM" install --dry-run=client walc helm/walc | grep "walc backup-push" &&
+		"$HELM" install --dry-run=client walc helm/walc -f "$HERE/values-full.yaml" |
 		grep "delete retain FULL 7 --confirm"
 }
-check "render: NOTES.txt, default and full values" notes
-
-# The renderer must not be lenient where helm lint --strict is not.
-missing_value() {
-	printf 'backup:\n  schedule: null\n' >"$OUT/values-missing.yaml.in"
-	! "$OUT/render" -chart helm/walc -f "$OUT/values-missing.yaml.in" >/dev/null
-}
-check "render: a value missing from the values is an error" missing_value
+check "helm install --dry-run=client: NOTES.txt, default and full values" notes
 
 rendered=("$OUT/default.yaml" "$OUT/full.yaml" "$OUT/sidecar-default.yaml" "$OUT/sidecar-full.yaml")
 check "yamllint: rendered chart" "${YAMLLINT[@]}" "${rendered[@]}"
@@ -183,12 +152,8 @@ fi
 manifests=(deploy/kubernetes/*.yaml)
 check "yamllint: deploy/kubernetes" "${YAMLLINT[@]}" "${manifests[@]}"
 check "schema and security rules: deploy/kubernetes" "${VALIDATE[@]}" "${manifests[@]}"
-kustomize() { kubectl kustomize deploy/kubernetes >"$OUT/kustomize.yaml" && "${VALIDATE[@]}" "$OUT/kustomize.yaml"; }
-if command -v kubectl >/dev/null; then
-	check "kubectl kustomize deploy/kubernetes, then schema" kustomize
-else
-	skip "kubectl kustomize: no kubectl"
-fi
+kustomize() { "$KUBECTL" kustomize deploy/kubernetes >"$OUT/kustomize.yaml" && "${VALIDATE[@]}" "$OUT/kustomize.yaml"; }
+check "kubectl kustomize deploy/kubernetes, then schema" kustomize
 
 # The validator must reject what it exists to reject.
 cat >"$OUT/broken.yaml.in" <<'YAML'
@@ -253,8 +218,18 @@ check "walc.env.example: every variable is one walc reads" env_example_names
 
 # --- Dockerfiles -----------------------------------------------------------------------------
 
-check "dockerfilelint Dockerfile" "$NODE_BIN/dockerfilelint" Dockerfile
-check "dockerfilelint deploy/postgres-walc/Dockerfile" "$NODE_BIN/dockerfilelint" deploy/postgres-walc/Dockerfile
+# dockerfilelint takes `FROM ${ARG}` for an image without a tag: it reads the file with the
+# default of each ARG declared before the first FROM put in.
+dockerfilelint_args() {
+	local copy
+	copy="$OUT/lint-$(printf '%s' "$1" | tr / _)"
+	awk '!from && /^ARG [A-Za-z_]+=/ { split(substr($0, 5), kv, "="); val[kv[1]] = kv[2] }
+		/^FROM / { from = 1; for (k in val) gsub("\\$\\{" k "\\}", val[k]) } { print }' "$1" >"$copy" &&
+		"$NODE_BIN/dockerfilelint" "$copy"
+}
+check "dockerfilelint Dockerfile" dockerfilelint_args Dockerfile
+check "dockerfilelint deploy/postgres-walc/Dockerfile" dockerfilelint_args deploy/postgres-walc/Dockerfile
+check "dockerfilelint deploy/image/postgres/Dockerfile" dockerfilelint_args deploy/image/postgres/Dockerfile
 
 dockerfile_shape() {
 	local final ok=0
@@ -287,6 +262,6 @@ chart_matches_image() {
 }
 check "chart agrees with the image (binary, busybox, uid) and VERSION (appVersion)" chart_matches_image
 
-check "shellcheck test/deploy/check.sh" shellcheck -x "$HERE/check.sh"
+check "shellcheck test/deploy/check.sh, tools.sh" shellcheck -x "$HERE/check.sh" "$HERE/tools.sh"
 
 summary

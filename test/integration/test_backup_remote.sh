@@ -52,6 +52,10 @@ for f in pg_control.tar.zst backup_label.tar.zst; do
 done
 
 pg_stop "$T/src"
+# Every object, page and WAL segment of the remote backup checks out.
+wrun "${ENVS[@]}" -- backup-verify "$name"
+expect_rc 0 "backup-verify of the remote backup: $W_OUT"
+assert_match "$W_OUT" "^backup $name: OK: " "backup-verify's summary"
 printf '{"base_prefix": "%s", "tablespaces": ["%s"], "%s": {"loc": "%s", "link": "pg_tblspc/%s"}}\n' \
 	"$T/dst" "$OID" "$OID" "$T/ts2" "$OID" >"$T/spec.json"
 wrun "${ENVS[@]}" -- backup-fetch --restore-spec "$T/spec.json" "$T/dst" LATEST

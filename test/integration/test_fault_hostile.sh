@@ -102,6 +102,12 @@ fetch_refused() {
 	[ "$H_RSS" -le "$RSS_LIMIT_KIB" ] || fail "$c: backup-fetch used $H_RSS KiB"
 	assert_absent "$T/sb-$c/dest/global/pg_control" "$c: pg_control after a refused restore"
 	unchanged "$c" "$before"
+	# backup-verify reads the same bytes: a problem (exit 1), bounded memory, nothing written
+	hrun WALG_FILE_PREFIX="$T/repo-$c" -- backup-verify "$name"
+	[ "$W_RC" = 1 ] || fail "$c: backup-verify $name: expected exit 1, got $(wdesc); $W_OUT"
+	assert_contains "$W_OUT" "PROBLEM " "$c: backup-verify names the problem"
+	[ "$H_RSS" -le "$RSS_LIMIT_KIB" ] || fail "$c: backup-verify used $H_RSS KiB"
+	unchanged "$c" "$before"
 }
 
 # ---- tar member sizes ----------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-/* Delta backups: page selection, the increment format byte for byte, skip rules, paged names. */
+/*
+ * Delta backups: page selection, the increment format byte for byte, skip rules, paged names,
+ * and the member reader backup-fetch and backup-verify share.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "internal/backup/extract.h"
 #include "internal/backup/push_impl.h"
 #include "internal/pg/pg.h"
 
@@ -156,12 +160,131 @@ static void test_skip_needs_margin(void **state)
 	json_decref(files);
 }
 
+/* What the member reader passed on, as text: fetch's extractor and verify's checker see this. */
+typedef struct seen {
+	char log[1024];
+	uint64_t bytes;
+} seen;
+
+static err_code rec_begin(void *ctx, const tar_entry *e, const char *rel, member_kind kind,
+						  bool *take)
+{
+	seen *s = ctx;
+	size_t n = strlen(s->log);
+	snprintf(s->log + n, sizeof(s->log) - n, "begin %s %s %d;", e->name, rel, (int)kind);
+	*take = strcmp(rel, "skipped") != 0;
+	return E_OK;
+}
+
+static err_code rec_increment(void *ctx, uint64_t file_size, uint32_t npages,
+							  const uint32_t *blocks)
+{
+	seen *s = ctx;
+	size_t n = strlen(s->log);
+	snprintf(s->log + n, sizeof(s->log) - n, "inc %llu %u first %u;",
+			 (unsigned long long)file_size, npages, npages ? blocks[0] : 0);
+	return E_OK;
+}
+
+static err_code rec_data(void *ctx, uint64_t offset, const void *buf, size_t len)
+{
+	seen *s = ctx;
+	(void)buf;
+	size_t n = strlen(s->log);
+	if (offset % PG_PAGE_SIZE == 0 && len >= 1)
+		snprintf(s->log + n, sizeof(s->log) - n, "@%llu;", (unsigned long long)offset);
+	s->bytes += len;
+	return E_OK;
+}
+
+static err_code rec_end(void *ctx)
+{
+	seen *s = ctx;
+	strncat(s->log, "end;", sizeof(s->log) - strlen(s->log) - 1);
+	return E_OK;
+}
+
+static const member_ops rec_ops = { rec_begin, rec_increment, rec_data, rec_end };
+
+static void test_member_reader(void **state)
+{
+	(void)state;
+	unsigned char *pages = xcalloc(3, PG_PAGE_SIZE);
+	make_page(pages, 0x100, 'a');
+	make_page(pages + PG_PAGE_SIZE, 0x300, 'b');
+	make_page(pages + 2 * PG_PAGE_SIZE, 0x300, 'c');
+	char *path = write_pages(pages, 3);
+	int fd = open(path, O_RDONLY);
+	uint32_t blocks[2] = { 1, 2 };
+	unsigned char buf[PG_PAGE_SIZE];
+
+	membuf mb = { 0 };
+	tar_writer *tw = tar_writer_new(membuf_sink_new(&mb));
+	tar_entry dir = { .name = "/base", .type = TAR_DIR, .mode = 0700 };
+	tar_entry file = { .name = "/PG_VERSION", .type = TAR_FILE, .size = 3, .mode = 0600 };
+	tar_entry skip = { .name = "/skipped", .type = TAR_FILE, .size = 2, .mode = 0600 };
+	tar_entry inc = { .name = "/base/5/16384", .mode = 0600 };
+	assert_int_equal(tar_writer_begin(tw, &dir), E_OK);
+	assert_int_equal(tar_writer_end(tw), E_OK);
+	assert_int_equal(tar_writer_begin(tw, &file), E_OK);
+	assert_int_equal(tar_writer_write(tw, "15\n", 3), E_OK);
+	assert_int_equal(tar_writer_end(tw), E_OK);
+	assert_int_equal(tar_writer_begin(tw, &skip), E_OK);
+	assert_int_equal(tar_writer_write(tw, "xx", 2), E_OK);
+	assert_int_equal(tar_writer_end(tw), E_OK);
+	assert_int_equal(delta_write_increment(tw, &inc, fd, path, 3 * PG_PAGE_SIZE, blocks, 2, buf),
+					 E_OK);
+	assert_int_equal(tar_writer_finish(tw), E_OK);
+	tar_writer_free(tw);
+
+	json_t *files = json_pack("{s:{s:b}}", "/base/5/16384", "IsIncremented", 1);
+	seen s = { 0 };
+	sink *r = member_reader_new(&rec_ops, &s, files);
+	assert_int_equal(sink_write(r, mb.data, mb.len), E_OK);
+	assert_int_equal(sink_finish(r), E_OK);
+	sink_free(r);
+	assert_string_equal(s.log, "begin /base base 0;"
+							   "begin /PG_VERSION PG_VERSION 1;@0;end;"
+							   "begin /skipped skipped 1;"
+							   "begin /base/5/16384 base/5/16384 2;inc 24576 2 first 1;"
+							   "@8192;@16384;end;");
+	assert_int_equal(s.bytes, 3 + 2 * PG_PAGE_SIZE);
+
+	/* The same increment cut short: the header's page count and the member disagree. */
+	const unsigned char *magic = memmem(mb.data, mb.len, "wi1\x55", 4);
+	assert_non_null(magic);
+	unsigned char *hostile = xmalloc(mb.len);
+	memcpy(hostile, mb.data, mb.len);
+	hostile[(size_t)(magic - mb.data) + 12] = 3; /* claims 3 pages */
+	memset(&s, 0, sizeof(s));
+	r = member_reader_new(&rec_ops, &s, files);
+	assert_int_equal(sink_write(r, hostile, mb.len), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "/base/5/16384: increment of 3 pages needs"));
+	sink_free(r);
+	/* Without IsIncremented in Files the member is a plain file. */
+	memset(&s, 0, sizeof(s));
+	r = member_reader_new(&rec_ops, &s, NULL);
+	assert_int_equal(sink_write(r, mb.data, mb.len), E_OK);
+	assert_int_equal(sink_finish(r), E_OK);
+	sink_free(r);
+	assert_non_null(strstr(s.log, "begin /base/5/16384 base/5/16384 1;@0;"));
+	err_clear();
+	free(hostile);
+	json_decref(files);
+	free(mb.data);
+	close(fd);
+	unlink(path);
+	free(path);
+	free(pages);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_scan_and_golden_increment),
 		cmocka_unit_test(test_paged_names),
 		cmocka_unit_test(test_skip_needs_margin),
+		cmocka_unit_test(test_member_reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

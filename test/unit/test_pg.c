@@ -333,6 +333,163 @@ static void test_wal_records(void **state)
 		free(segs[i].data);
 }
 
+/* The page rule backup-push --verify and backup-verify share, on PostgreSQL's page. */
+static void test_page_verify(void **state)
+{
+	(void)state;
+	unsigned char *page = read_data("pg15-pg_class-block3.bin", PG_PAGE_SIZE);
+	unsigned char *p = xmalloc(PG_PAGE_SIZE);
+	assert_int_equal(pg_page_verify(page, 3, true, 0), PG_PAGE_OK);
+	assert_int_equal(pg_page_verify(page, 4, true, 0), PG_PAGE_BAD_CHECKSUM);
+	assert_int_equal(pg_page_verify(page, 4, false, 0), PG_PAGE_OK); /* no data checksums */
+	assert_string_equal(pg_page_verdict_text(PG_PAGE_BAD_CHECKSUM), "checksum mismatch");
+	/* changed at or after the backup's start: maybe torn, replay rewrites it, not checked */
+	assert_int_equal(pg_page_verify(page, 4, true, 0x0159B398), PG_PAGE_RECENT);
+	assert_int_equal(pg_page_verify(page, 4, true, 0x0159B399), PG_PAGE_BAD_CHECKSUM);
+	/* a flipped tuple byte */
+	memcpy(p, page, PG_PAGE_SIZE);
+	p[5000] ^= 1;
+	assert_int_equal(pg_page_verify(p, 3, true, 0), PG_PAGE_BAD_CHECKSUM);
+	/* header insanity wins over the checksum, and is found without checksums */
+	memcpy(p, page, PG_PAGE_SIZE);
+	p[16] = 0x01, p[17] = 0x21; /* special beyond the page */
+	assert_int_equal(pg_page_verify(p, 3, false, 0), PG_PAGE_BAD_HEADER);
+	memcpy(p, page, PG_PAGE_SIZE);
+	p[16] = 0xF4, p[17] = 0x1F; /* special 8180: not MAXALIGNed */
+	assert_int_equal(pg_page_verify(p, 3, false, 0), PG_PAGE_BAD_HEADER);
+	memcpy(p, page, PG_PAGE_SIZE);
+	p[10] |= 0x80;
+	assert_int_equal(pg_page_verify(p, 3, false, 0), PG_PAGE_BAD_HEADER);
+	assert_string_equal(pg_page_verdict_text(PG_PAGE_BAD_HEADER), "invalid page header");
+	/* new pages: all zeros is fine, pd_upper 0 with anything else is not */
+	memset(p, 0, PG_PAGE_SIZE);
+	assert_int_equal(pg_page_verify(p, 3, true, 0), PG_PAGE_NEW);
+	p[PG_PAGE_SIZE - 1] = 1;
+	assert_int_equal(pg_page_verify(p, 3, true, 0), PG_PAGE_BAD_HEADER);
+	assert_string_equal(pg_page_verdict_text(PG_PAGE_OK), "");
+	/* segment N of a relation starts at block N x 131072 */
+	assert_int_equal(pg_relation_first_block("/base/5/16384"), 0);
+	assert_int_equal(pg_relation_first_block("/base/5/16384.2"), 2 * PG_SEGMENT_PAGES);
+	assert_int_equal(pg_relation_first_block("/base/5.1/16384"), 0);
+	free(p);
+	free(page);
+}
+
+/* pg_control PostgreSQL 15 wrote with initdb -k; the same bytes with the setting cleared. */
+static void test_control_checksums(void **state)
+{
+	(void)state;
+	unsigned char *c = read_data("pg15-pg_control.bin", PG_PAGE_SIZE);
+	bool on = false;
+	assert_true(pg_control_checksums(c, PG_PAGE_SIZE, &on));
+	assert_true(on);
+	/* data_checksum_version: 44 bytes after floatFormat (1234567.0) */
+	double marker = 1234567.0;
+	size_t at = 0;
+	while (memcmp(c + at, &marker, 8) != 0)
+		at += 8;
+	memset(c + at + 44, 0, 4);
+	assert_true(pg_control_checksums(c, PG_PAGE_SIZE, &on));
+	assert_false(on);
+	/* no marker, or too short: not a pg_control */
+	assert_false(pg_control_checksums(c, at + 40, &on));
+	memset(c + at, 0, 8);
+	assert_false(pg_control_checksums(c, PG_PAGE_SIZE, &on));
+	free(c);
+}
+
+static void wal_page(unsigned char *p, uint16_t info, uint32_t tli, uint64_t addr)
+{
+	memset(p, 0, PG_WAL_PAGE);
+	p[0] = 0x10, p[1] = 0xD1; /* PostgreSQL 15's magic */
+	p[2] = (unsigned char)info;
+	memcpy(p + 4, &tli, 4);
+	memcpy(p + 8, &addr, 8);
+	p[100] = 0x42; /* some record bytes */
+}
+
+static void test_wal_page_check(void **state)
+{
+	(void)state;
+	unsigned char *h = read_data("pg15-wal-long-header.bin", WAL_LONG_HEADER_LEN);
+	unsigned char p[PG_WAL_PAGE];
+	uint64_t sysid = UINT64_C(7714482919781331307);
+	pg_wal_check c = { 0 };
+	/* PostgreSQL's first page of segment 1 (16 MiB segments) */
+	memset(p, 0, sizeof(p));
+	memcpy(p, h, WAL_LONG_HEADER_LEN);
+	p[100] = 1;
+	assert_null(pg_wal_page_check(&c, p, 1, SEG16, 0, 1, sysid));
+	assert_non_null(pg_wal_page_check(&(pg_wal_check){ 0 }, p, 1, SEG16, 0, 1, sysid + 1));
+	assert_non_null(pg_wal_page_check(&(pg_wal_check){ 0 }, p, 2, SEG16, 0, 1, 0)); /* address */
+	assert_non_null(pg_wal_page_check(&(pg_wal_check){ 0 }, p, 1, SEG1, 0, 1, 0)); /* size */
+	/* the next pages: short headers at their own address */
+	wal_page(p, 0, 1, SEG16 + PG_WAL_PAGE);
+	assert_null(pg_wal_page_check(&c, p, 1, SEG16, 1, 1, sysid));
+	wal_page(p, 0x0001, 1, SEG16 + 2 * PG_WAL_PAGE);
+	assert_null(pg_wal_page_check(&c, p, 1, SEG16, 2, 3, sysid));
+	assert_string_equal(pg_wal_page_check(&c, p, 1, SEG16, 3, 3, sysid),
+						"page address is not its place in the segment");
+	wal_page(p, 0, 2, SEG16 + 4 * PG_WAL_PAGE);
+	assert_string_equal(pg_wal_page_check(&c, p, 1, SEG16, 4, 1, sysid),
+						"page timeline is not the backup's or an ancestor's");
+	assert_null(pg_wal_page_check(&c, p, 1, SEG16, 4, 2, sysid));
+	wal_page(p, 0, 1, SEG16 + 5 * PG_WAL_PAGE);
+	assert_string_equal(pg_wal_page_check(&c, p, 1, SEG16, 5, 2, sysid), "page timeline goes back");
+	wal_page(p, 0x0010, 2, SEG16 + 6 * PG_WAL_PAGE);
+	assert_string_equal(pg_wal_page_check(&c, p, 1, SEG16, 6, 2, sysid), "unknown page flags");
+	wal_page(p, 0x0002, 2, SEG16 + 6 * PG_WAL_PAGE);
+	assert_non_null(pg_wal_page_check(&c, p, 1, SEG16, 6, 2, sysid)); /* long header inside */
+	wal_page(p, 0, 2, SEG16 + 6 * PG_WAL_PAGE);
+	p[0] = 0x13; /* another release's magic */
+	assert_string_equal(pg_wal_page_check(&c, p, 1, SEG16, 6, 2, sysid), "bad page magic");
+	/* zeros end the WAL in a segment; a header after them does not belong */
+	memset(p, 0, sizeof(p));
+	assert_null(pg_wal_page_check(&c, p, 1, SEG16, 7, 2, sysid));
+	assert_true(c.ended);
+	wal_page(p, 0, 2, SEG16 + 8 * PG_WAL_PAGE);
+	assert_non_null(pg_wal_page_check(&c, p, 1, SEG16, 8, 2, sysid));
+	/* a segment cannot start empty */
+	memset(p, 0, sizeof(p));
+	assert_non_null(pg_wal_page_check(&(pg_wal_check){ 0 }, p, 1, SEG16, 0, 1, 0));
+	free(h);
+}
+
+static void test_history_check(void **state)
+{
+	(void)state;
+	const char *good = "1\t0/3000060\tno recovery target specified\n\n"
+					   "2\t0/5000000\tbefore 2026-01-01 00:00:00+00\n";
+	assert_null(pg_history_check(good, strlen(good), 3));
+	assert_non_null(pg_history_check(good, strlen(good), 2)); /* parent 2 of timeline 2 */
+	const char *c1 = "# comment\n1\t0/3000060\n";
+	assert_null(pg_history_check(c1, strlen(c1), 2));
+	assert_string_equal(pg_history_check("", 0, 2), "no parent timeline");
+	const char *dec = "2\t0/3000000\n1\t0/5000000\n";
+	assert_string_equal(pg_history_check(dec, strlen(dec), 3), "parent timelines do not increase");
+	const char *back = "1\t0/5000000\n2\t0/3000000\n";
+	assert_string_equal(pg_history_check(back, strlen(back), 3), "switch LSNs go back");
+	const char *bad = "1\tzz\n";
+	assert_string_equal(pg_history_check(bad, strlen(bad), 2), "a switch LSN is malformed");
+	const char *nolsn = "1\n";
+	assert_non_null(pg_history_check(nolsn, strlen(nolsn), 2));
+	const char *text = "x\t0/1\n";
+	assert_non_null(pg_history_check(text, strlen(text), 2));
+	char longline[400];
+	memset(longline, '1', sizeof(longline));
+	assert_string_equal(pg_history_check(longline, sizeof(longline), 2), "line too long");
+	/* parsed: the parents and switch points, in order; a bound on how many are kept */
+	pg_history_entry e[2];
+	size_t n;
+	assert_null(pg_history_parse(good, strlen(good), 3, e, 2, &n));
+	assert_int_equal(n, 2);
+	assert_int_equal(e[0].parent, 1);
+	assert_int_equal(e[0].switch_lsn, UINT64_C(0x3000060));
+	assert_int_equal(e[1].parent, 2);
+	assert_int_equal(e[1].switch_lsn, UINT64_C(0x5000000));
+	assert_non_null(pg_history_parse(good, strlen(good), 3, e, 1, &n));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -341,6 +498,8 @@ int main(void)
 		cmocka_unit_test(test_lsn),				 cmocka_unit_test(test_wal_long_header),
 		cmocka_unit_test(test_page_checksum),	 cmocka_unit_test(test_page_header),
 		cmocka_unit_test(test_wal_records),
+		cmocka_unit_test(test_page_verify),		 cmocka_unit_test(test_control_checksums),
+		cmocka_unit_test(test_wal_page_check),	 cmocka_unit_test(test_history_check),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

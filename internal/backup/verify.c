@@ -1,0 +1,522 @@
+/*
+ * backup-verify: backup-fetch's reading pipeline (parts_run, the member reader) with a
+ * checker in place of the file writer. Every object of the chain is read and decoded, every
+ * file's size and checksum compared with files_metadata.json, every page of a relation file
+ * held to pg's page rule, and the WAL from the backup's start to its stop read the same way.
+ */
+#include "internal/backup/fetch_impl.h"
+#include "internal/backup/push_impl.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal/pg/pg.h"
+#include "internal/wal/wal.h"
+
+#define CONTROL_READ 8192
+#define PROBLEMS_PER_FILE 100 /* lines for one file's pages; the rest are counted */
+#define PROGRESS_EVERY 10	  /* seconds */
+
+/* One verify run: counters, problems, progress. */
+typedef struct vrun {
+	pthread_mutex_t lock;
+	FILE *out;
+	bool json;
+	json_t *problems; /* with json */
+	uint64_t nproblems;
+	/* the backup being verified */
+	const char *backup;
+	uint64_t objects, files, pages, wal_segments; /* atomic */
+	uint64_t done, total;						  /* bytes, atomic */
+	time_t started, last_log;
+} vrun;
+
+static void problem(vrun *v, const char *object, const char *file, int64_t block,
+					const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void problem(vrun *v, const char *object, const char *file, int64_t block,
+					const char *fmt, ...)
+{
+	char what[ERR_MSG_MAX + 64];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&v->lock);
+	v->nproblems++;
+	if (v->json) {
+		json_t *p = json_object();
+		json_object_set_new(p, "backup", json_string(v->backup));
+		json_object_set_new(p, "object", json_string(object));
+		if (file != NULL)
+			json_object_set_new(p, "file", json_string(file));
+		if (block >= 0)
+			json_object_set_new(p, "block", json_integer(block));
+		json_object_set_new(p, "problem", json_string(what));
+		json_array_append_new(v->problems, p);
+	} else {
+		fprintf(v->out, "PROBLEM %s", object);
+		if (file != NULL)
+			fprintf(v->out, ": %s", file);
+		if (block >= 0)
+			fprintf(v->out, " block %lld", (long long)block);
+		fprintf(v->out, ": %s\n", what);
+		fflush(v->out);
+	}
+	pthread_mutex_unlock(&v->lock);
+}
+
+static void progress(vrun *v, size_t len)
+{
+	__atomic_add_fetch(&v->done, len, __ATOMIC_RELAXED);
+	time_t now = time(NULL), last = __atomic_load_n(&v->last_log, __ATOMIC_RELAXED);
+	if (now - last < PROGRESS_EVERY ||
+		!__atomic_compare_exchange_n(&v->last_log, &last, now, false, __ATOMIC_RELAXED,
+									 __ATOMIC_RELAXED))
+		return;
+	double mib = (double)__atomic_load_n(&v->done, __ATOMIC_RELAXED) / 1048576.0;
+	double secs = now > v->started ? (double)(now - v->started) : 1.0;
+	log_info("backup-verify %s: %.0f of about %.0f MiB read (%.1f MiB/s)", v->backup, mib,
+			 (double)v->total / 1048576.0, mib / secs);
+}
+
+/* What one level of the chain checks against, shared by its workers. */
+typedef struct vlevel {
+	vrun *v;
+	repo *r;
+	const level *l;
+	const json_t *files;
+	json_t *seen; /* member names read (guarded by v->lock) */
+	bool checksums;
+	unsigned char control[CONTROL_READ];
+	size_t control_len;
+} vlevel;
+
+/* One object's checker: the member reader's consumer. */
+typedef struct checker {
+	vlevel *vl;
+	const char *key;
+	char *name;
+	member_kind kind;
+	uint64_t size;
+	const json_t *rec;
+	hasher *h;
+	bool paged;
+	bool control; /* global/pg_control: keep its first bytes */
+	uint32_t first_block;
+	uint32_t bad_pages;
+	unsigned char page[PG_PAGE_SIZE];
+	size_t page_len;
+	uint64_t page_at;
+} checker;
+
+static err_code ck_begin(void *ctx, const tar_entry *e, const char *rel, member_kind kind,
+						 bool *take)
+{
+	checker *c = ctx;
+	vrun *v = c->vl->v;
+	free(c->name);
+	c->name = xstrdup(e->name);
+	pthread_mutex_lock(&v->lock);
+	json_object_set_new(c->vl->seen, e->name, json_true());
+	pthread_mutex_unlock(&v->lock);
+	*take = kind != MEMBER_DIR;
+	if (!*take)
+		return E_OK;
+	__atomic_add_fetch(&v->files, 1, __ATOMIC_RELAXED);
+	c->kind = kind;
+	c->size = e->size;
+	c->rec = c->vl->files ? json_object_get(c->vl->files, e->name) : NULL;
+	c->page_len = 0;
+	c->bad_pages = 0;
+	c->control = strcmp(rel, "global/pg_control") == 0;
+	c->first_block = pg_relation_first_block(e->name);
+	if (kind == MEMBER_INCREMENT) {
+		c->paged = true;
+	} else {
+		c->paged = delta_is_paged(e->name, e->size) && !str_has_suffix(e->name, "pg_internal.init");
+		hasher_free(c->h);
+		c->h = hasher_new();
+	}
+	return E_OK;
+}
+
+static err_code ck_increment(void *ctx, uint64_t file_size, uint32_t npages,
+							 const uint32_t *blocks)
+{
+	checker *c = ctx;
+	(void)npages;
+	(void)blocks;
+	const json_t *size = catalog_json_get(c->rec, "Size");
+	if (json_is_integer(size) && (uint64_t)json_integer_value(size) != file_size)
+		problem(c->vl->v, c->key, c->name, -1,
+				"increment is of a %llu-byte file, files_metadata.json says %lld",
+				(unsigned long long)file_size, (long long)json_integer_value(size));
+	return E_OK;
+}
+
+static void check_page(checker *c, const unsigned char *page, uint64_t at)
+{
+	vlevel *vl = c->vl;
+	uint32_t blk = (uint32_t)(at / PG_PAGE_SIZE);
+	pg_page_verdict verdict =
+		pg_page_verify(page, c->first_block + blk, vl->checksums, vl->l->s.lsn);
+	__atomic_add_fetch(&vl->v->pages, 1, __ATOMIC_RELAXED);
+	if (verdict < PG_PAGE_BAD_HEADER)
+		return;
+	if (c->bad_pages++ < PROBLEMS_PER_FILE)
+		problem(vl->v, c->key, c->name, blk, "%s", pg_page_verdict_text(verdict));
+}
+
+static err_code ck_data(void *ctx, uint64_t offset, const void *buf, size_t len)
+{
+	checker *c = ctx;
+	const unsigned char *p = buf;
+	progress(c->vl->v, len);
+	if (c->h != NULL && c->kind == MEMBER_FILE)
+		hasher_update(c->h, buf, len);
+	if (c->control && offset < CONTROL_READ) {
+		size_t n = CONTROL_READ - offset < len ? (size_t)(CONTROL_READ - offset) : len;
+		memcpy(c->vl->control + offset, p, n);
+		if (offset + n > c->vl->control_len)
+			c->vl->control_len = (size_t)(offset + n);
+	}
+	if (!c->paged)
+		return E_OK;
+	while (len > 0) {
+		if (c->page_len == 0 && len >= PG_PAGE_SIZE && offset % PG_PAGE_SIZE == 0) {
+			check_page(c, p, offset);
+			p += PG_PAGE_SIZE;
+			len -= PG_PAGE_SIZE;
+			offset += PG_PAGE_SIZE;
+			continue;
+		}
+		if (c->page_len == 0)
+			c->page_at = offset;
+		size_t n = PG_PAGE_SIZE - c->page_len < len ? PG_PAGE_SIZE - c->page_len : len;
+		memcpy(c->page + c->page_len, p, n);
+		c->page_len += n;
+		p += n;
+		len -= n;
+		offset += n;
+		if (c->page_len == PG_PAGE_SIZE) {
+			check_page(c, c->page, c->page_at);
+			c->page_len = 0;
+		}
+	}
+	return E_OK;
+}
+
+static err_code ck_end(void *ctx)
+{
+	checker *c = ctx;
+	vrun *v = c->vl->v;
+	if (c->bad_pages > PROBLEMS_PER_FILE)
+		problem(v, c->key, c->name, -1, "%u bad pages in all (the first %d listed)",
+				c->bad_pages, PROBLEMS_PER_FILE);
+	if (c->kind != MEMBER_FILE)
+		return E_OK;
+	const json_t *size = catalog_json_get(c->rec, "Size");
+	const char *sum = json_string_value(catalog_json_get(c->rec, "Checksum"));
+	if (json_is_integer(size) && (uint64_t)json_integer_value(size) != c->size)
+		problem(v, c->key, c->name, -1, "%llu bytes, files_metadata.json says %lld",
+				(unsigned long long)c->size, (long long)json_integer_value(size));
+	char got[HASH_TEXT_LEN + 1];
+	hasher_text(c->h, got);
+	if (sum != NULL && strcmp(sum, got) != 0)
+		problem(v, c->key, c->name, -1, "content is %s, files_metadata.json says %s", got, sum);
+	return E_OK;
+}
+
+static const member_ops check_ops = { ck_begin, ck_increment, ck_data, ck_end };
+
+/* One object: decode and check it all; a failure of the stream is a problem of the object. */
+static err_code verify_object(void *arg, const char *key)
+{
+	vlevel *vl = arg;
+	checker *c = xcalloc(1, sizeof(*c));
+	c->vl = vl;
+	c->key = key;
+	log_debug("verifying %s", key);
+	err_code rc = repo_get(vl->r, key, member_reader_new(&check_ops, c, vl->files));
+	__atomic_add_fetch(&vl->v->objects, 1, __ATOMIC_RELAXED);
+	if (rc != E_OK && rc != E_CANCELLED)
+		problem(vl->v, key, c->name, -1, "%s", err_msg());
+	free(c->name);
+	hasher_free(c->h);
+	free(c);
+	err_clear();
+	return rc == E_CANCELLED ? rc : E_OK;
+}
+
+/* Every file files_metadata.json says this backup stored is in one of its partitions. */
+static void check_all_seen(vlevel *vl)
+{
+	const char *k;
+	json_t *rec;
+	if (!json_is_object(vl->files))
+		return;
+	json_object_foreach((json_t *)(uintptr_t)vl->files, k, rec)
+	{
+		if (strcmp(k, "/") == 0 || json_is_true(catalog_json_get(rec, "IsSkipped")) ||
+			json_object_get(vl->seen, k) != NULL)
+			continue;
+		char obj[512];
+		snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/files_metadata.json", vl->l->name);
+		problem(vl->v, obj, k, -1, "listed as stored, but no tar partition holds it");
+	}
+}
+
+/*
+ * Every partition files_metadata.json's TarFileSets names is stored. A missing one is one
+ * problem; its members are not listed again as files no partition holds.
+ */
+static void check_parts(vlevel *vl, const level_parts *lp)
+{
+	const json_t *sets = vl->l->meta ? catalog_json_get(vl->l->meta, "TarFileSets") : NULL;
+	const char *base;
+	json_t *members;
+	if (!json_is_object(sets))
+		return;
+	json_object_foreach((json_t *)(uintptr_t)sets, base, members)
+	{
+		bool found = false;
+		for (size_t i = 0; i < lp->tars.len && !found; i++)
+			found = strcmp(strrchr(lp->tars.items[i].key, '/') + 1, base) == 0;
+		if (found)
+			continue;
+		char obj[1024];
+		snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/tar_partitions/%s", vl->l->name, base);
+		problem(vl->v, obj, NULL, -1, "tar partition missing (files_metadata.json lists it)");
+		size_t i;
+		json_t *m;
+		json_array_foreach(members, i, m)
+			if (json_is_string(m))
+				json_object_set_new(vl->seen, json_string_value(m), json_true());
+	}
+}
+
+static err_code verify_level(repo *r, vrun *v, const level *l, int concurrency)
+{
+	vlevel *vl = xcalloc(1, sizeof(*vl));
+	vl->v = v;
+	vl->r = r;
+	vl->l = l;
+	vl->files = files_of(l);
+	vl->seen = json_object();
+	level_parts lp;
+	err_code rc = level_parts_list(r, l->name, &lp);
+	if (rc != E_OK)
+		goto out;
+	log_info("verifying %s: %zu tar partitions", l->name, lp.tars.len);
+	/* pg_control first: whether the cluster has data checksums decides what pages must pass. */
+	if (lp.control == NULL) {
+		char obj[512];
+		snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/tar_partitions/", l->name);
+		problem(v, obj, NULL, -1, "no pg_control.tar");
+	} else {
+		rc = verify_object(vl, lp.control);
+		if (rc == E_OK && !pg_control_checksums(vl->control, vl->control_len, &vl->checksums))
+			problem(v, lp.control, "/global/pg_control", -1,
+					"not a pg_control walc can read: page checksums not checked");
+		if (rc == E_OK)
+			log_info("%s: data checksums %s", l->name,
+					 vl->checksums ? "on: every page's checksum is checked"
+								   : "off: page headers are checked");
+	}
+	if (rc == E_OK && lp.label != NULL)
+		lp.keys[lp.n++] = lp.label;
+	if (rc == E_OK)
+		rc = parts_run(lp.keys, lp.n, concurrency, verify_object, vl);
+	if (rc == E_OK) {
+		check_parts(vl, &lp);
+		check_all_seen(vl);
+	}
+	level_parts_free(&lp);
+out:
+	json_decref(vl->seen);
+	free(vl);
+	return rc;
+}
+
+static void wal_problem(void *arg, const char *object, const char *what)
+{
+	problem(arg, object, NULL, -1, "%s", what);
+}
+
+/* The start segment a backup's name encodes: base_<24 hex>[_D_...]. */
+static bool name_segment(const char *name, uint64_t seg_size, uint32_t *tli, uint64_t *seg)
+{
+	char seg_name[WAL_NAME_LEN + 1];
+	if (strncmp(name, "base_", 5) != 0 || strlen(name) < 5 + WAL_NAME_LEN)
+		return false;
+	memcpy(seg_name, name + 5, WAL_NAME_LEN);
+	seg_name[WAL_NAME_LEN] = '\0';
+	if (!wal_is_segment_name(seg_name) || wal_name_parse(seg_name, seg_size, tli, seg) != E_OK) {
+		err_clear();
+		return false;
+	}
+	return true;
+}
+
+/* With --wal: the segment before the next backup's start on tli, or the newest one archived. */
+static err_code wal_end(repo *r, const backup_verify_options *o, uint32_t tli, uint64_t stop,
+						uint64_t *end)
+{
+	bool found;
+	uint64_t newest;
+	TRY(wal_newest_segment(r, o->seg_size, tli, &newest, &found));
+	*end = found && newest > stop ? newest : stop;
+	backup_refs refs;
+	TRY(catalog_backups(r, &refs));
+	for (size_t i = 0; i < refs.len; i++) {
+		uint32_t t;
+		uint64_t s;
+		if (name_segment(refs.items[i].name, o->seg_size, &t, &s) && t == tli && s > stop &&
+			s - 1 < *end)
+			*end = s - 1 < stop ? stop : s - 1;
+	}
+	catalog_backups_free(&refs);
+	return E_OK;
+}
+
+static err_code verify_wal(repo *r, const backup_verify_options *o, vrun *v, const level *top)
+{
+	uint32_t tli;
+	uint64_t start;
+	if (!name_segment(top->name, o->seg_size, &tli, &start)) {
+		problem(v, top->name, NULL, -1, "the name does not say the start segment: WAL not checked");
+		return E_OK;
+	}
+	uint64_t stop = top->s.finish_lsn > 0 ? (top->s.finish_lsn - 1) / o->seg_size : start;
+	if (stop < start)
+		stop = start;
+	uint64_t end = stop;
+	if (o->wal)
+		TRY(wal_end(r, o, tli, stop, &end));
+	uint64_t checked;
+	TRY(wal_check_range(r, o->seg_size, tli, start, end, top->s.have_system_id ? top->s.system_id : 0,
+						o->concurrency, wal_problem, v, &checked));
+	v->wal_segments = checked;
+	return E_OK;
+}
+
+/* Each delta's increments and unchanged files have a file under that name in its base. */
+static void check_bases(vrun *v, const chain *c)
+{
+	for (size_t i = 1; i < c->n; i++) {
+		const json_t *files = files_of(&c->lv[i]), *base = files_of(&c->lv[i - 1]);
+		const char *k;
+		json_t *rec;
+		if (!json_is_object(files))
+			continue;
+		json_object_foreach((json_t *)(uintptr_t)files, k, rec)
+		{
+			bool inc = json_is_true(catalog_json_get(rec, "IsIncremented"));
+			if ((!inc && !json_is_true(catalog_json_get(rec, "IsSkipped"))) ||
+				json_object_get(base, k) != NULL)
+				continue;
+			char obj[512];
+			snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/files_metadata.json", c->lv[i].name);
+			problem(v, obj, k, -1, "%s, but its base %s has no such file",
+					inc ? "an increment" : "unchanged since the base", c->lv[i - 1].name);
+		}
+	}
+}
+
+static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, const char *name,
+						   json_t *summaries)
+{
+	chain c = { 0 };
+	uint64_t before = v->nproblems;
+	v->backup = name;
+	v->objects = v->files = v->pages = v->wal_segments = v->done = v->total = 0;
+	v->started = v->last_log = time(NULL);
+	err_code rc = load_chain(r, name, &c);
+	if (rc != E_OK) {
+		/* A chain that cannot be read is this backup's problem, not the end of --all. */
+		if (rc == E_CANCELLED)
+			goto out;
+		problem(v, name, NULL, -1, "%s", err_msg());
+		err_clear();
+		rc = E_OK;
+		goto summary;
+	}
+	for (size_t i = 0; i < c.n; i++)
+		v->total += c.lv[i].s.uncompressed_size;
+	if (c.n > 1)
+		log_info("%s is a delta: verifying %zu backups from %s", name, c.n, c.lv[0].name);
+	check_bases(v, &c);
+	for (size_t i = 0; rc == E_OK && i < c.n; i++)
+		rc = verify_level(r, v, &c.lv[i], o->concurrency);
+	if (rc == E_OK)
+		rc = verify_wal(r, o, v, &c.lv[c.n - 1]);
+	if (rc != E_OK)
+		goto out;
+summary:;
+	uint64_t found = v->nproblems - before;
+	if (o->json) {
+		json_t *s = json_object();
+		json_object_set_new(s, "name", json_string(name));
+		json_object_set_new(s, "chain", json_integer((json_int_t)c.n));
+		json_object_set_new(s, "objects", json_integer((json_int_t)v->objects));
+		json_object_set_new(s, "files", json_integer((json_int_t)v->files));
+		json_object_set_new(s, "pages", json_integer((json_int_t)v->pages));
+		json_object_set_new(s, "wal_segments", json_integer((json_int_t)v->wal_segments));
+		json_object_set_new(s, "bytes", json_integer((json_int_t)v->done));
+		json_object_set_new(s, "problems", json_integer((json_int_t)found));
+		json_array_append_new(summaries, s);
+	} else {
+		fprintf(v->out,
+				"backup %s: %s: %llu objects, %llu files, %llu pages, %llu WAL segments read; "
+				"%llu problem%s\n",
+				name, found ? "FAILED" : "OK", (unsigned long long)v->objects,
+				(unsigned long long)v->files, (unsigned long long)v->pages,
+				(unsigned long long)v->wal_segments, (unsigned long long)found,
+				found == 1 ? "" : "s");
+	}
+out:
+	chain_free(&c);
+	return rc;
+}
+
+err_code backup_verify(repo *r, const backup_verify_options *o, uint64_t *problems, FILE *out)
+{
+	vrun v = { .out = out, .json = o->json };
+	pthread_mutex_init(&v.lock, NULL);
+	v.problems = json_array();
+	json_t *summaries = json_array();
+	backup_refs refs = { 0 };
+	char *one = NULL;
+	err_code rc;
+	if (o->all) {
+		rc = catalog_backups(r, &refs);
+		for (size_t i = 0; rc == E_OK && i < refs.len; i++)
+			rc = verify_one(r, o, &v, refs.items[i].name, summaries);
+	} else {
+		rc = catalog_resolve(r, o->name, &one);
+		if (rc == E_OK)
+			rc = verify_one(r, o, &v, one, summaries);
+	}
+	if (rc == E_OK && o->json) {
+		json_t *doc = json_object();
+		json_object_set_new(doc, "backups", summaries);
+		json_object_set_new(doc, "problems", v.problems);
+		summaries = v.problems = NULL;
+		json_dumpf(doc, out, JSON_INDENT(2));
+		fputc('\n', out);
+		json_decref(doc);
+	} else if (rc == E_OK && o->all && refs.len == 0) {
+		fprintf(out, "no backups to verify\n");
+	}
+	*problems = v.nproblems;
+	catalog_backups_free(&refs);
+	free(one);
+	json_decref(summaries);
+	json_decref(v.problems);
+	pthread_mutex_destroy(&v.lock);
+	return rc;
+}

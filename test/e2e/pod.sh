@@ -1,0 +1,380 @@
+#!/usr/bin/env bash
+# make e2e-pod: walc as Kubernetes runs it, with podman kube play on the chart's rendered pods.
+#
+#   1. s3rver, Prometheus and the Pushgateway on 127.0.0.1 (host processes);
+#   2. PostgreSQL 15 (Debian's packages, deploy/image/postgres + the archive module) in the
+#      StatefulSet pod that test/e2e/postgres-statefulset.yaml builds from the chart's sidecar
+#      templates: walc-install copies the binary, the walc-daemon sidecar archives through the
+#      walc_archive module; pgbench writes;
+#   3. the chart's CronJob as a pod: backup-push in remote mode (BASE_BACKUP over a replication
+#      connection, as walc_backup) while pgbench runs, then delete retain FULL 1; backup-list
+#      shows the backup; both pushed their metrics to the Pushgateway;
+#   4. deploy/kubernetes/restore-job.yaml as a pod: backup-fetch into a fresh volume and
+#      recovery.signal; a PostgreSQL pod (copy mode) starts on it, recovers through wal-fetch,
+#      and its pg_dumpall equals the source's at the recovery point; it archives its new
+#      timeline through the copied binary's archive_command;
+#   5. Prometheus scraped the daemon's /metrics (promtool check metrics passes on it) and the
+#      Pushgateway: queries show archived segments and the last backup's time.
+# What podman runs differently from Kubernetes: test/e2e/kube-to-pods.mjs.
+#
+# Needs root and podman; `make e2e-pod` builds the images first (deploy/image/build.sh).
+# Without a working podman it prints "skipped: <reason>" and exits 0, except under CI, where
+# that is a failure. Nothing outlives it: pods, volumes, secrets and servers are removed on exit.
+# Logs stay in build/e2e/logs. Last line: "e2e-pod: N passed, N failed".
+# Functions run through check, wait_for and traps look unreachable to shellcheck.
+# shellcheck disable=SC2317,SC2016
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=../../deploy/image/lib.sh
+. "$ROOT/deploy/image/lib.sh"
+
+T0=$SECONDS
+OUT=$ROOT/build/e2e
+LOGS=$OUT/logs
+KEY_HEX=7a1f0e3c5b9d2468ace013579bdf2468ace013579bdf2468ace013579bdf0123
+S3_KEY=S3RVER
+S3_SECRET=S3RVER
+PG_PASSWORD=e2e-postgres-password
+BACKUP_PASSWORD=e2e-walc-backup-password
+SECRETS=(walc-s3 postgres-credentials walc-backup-password walc-libsodium)
+
+say() { printf '[e2e %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+CHECK_LOGS=$LOGS
+# shellcheck source-path=SCRIPTDIR source=../checks.sh
+. "$ROOT/test/checks.sh"
+finish() {
+	echo "e2e-pod: took $((SECONDS - T0))s"
+	echo "e2e-pod: $passed passed, $failed failed"
+	[ "$failed" -eq 0 ] && exit 0
+	exit 1
+}
+# A step the rest depends on failed: say so, and stop (cleanup runs on exit).
+need() { check "$@" || finish; }
+skip() {
+	if [ -n "${CI:-}" ]; then
+		fail "podman runs here (CI must run the pods): $1"
+		finish
+	fi
+	echo "skipped: $1"
+	exit 0
+}
+
+# --- can podman run at all? -------------------------------------------------------------------
+
+[ "$(id -u)" = 0 ] || skip "not root (podman kube play runs rootful here)"
+command -v podman >/dev/null || "$ROOT/deploy/deps.sh" pod >/dev/null 2>&1 ||
+	skip "podman could not be installed"
+podman image exists "$WALC_IMAGE" || skip "no $WALC_IMAGE: run make image (make e2e-pod does)"
+if ! out=$(podman run --rm --network none "$WALC_IMAGE" --version 2>&1); then
+	skip "podman cannot start a container: $(tail -n 1 <<<"$out")"
+fi
+
+# One run at a time: the pods' names are the chart's.
+exec 7>/run/walc-e2e-pod.lock
+flock -w 1800 7 || { fail "another make e2e-pod held the lock for 30 minutes"; finish; }
+
+rm -rf "$OUT"
+mkdir -p "$OUT" "$LOGS"
+WORK=$(mktemp -d /tmp/walc-e2e.XXXXXX)
+chmod 0755 "$WORK"
+PIDS=()
+PODS=()
+VOLUMES=()
+
+# Pod logs, then everything this run made; called on every exit.
+cleanup() {
+	local p c
+	for p in "${PODS[@]}"; do
+		for c in $(podman ps -a --filter "pod=$p" --format '{{.Names}}' 2>/dev/null); do
+			podman logs "$c" >"$LOGS/$c.log" 2>&1
+		done
+		podman pod rm -f -t 5 "$p" >/dev/null 2>&1
+	done
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	"$ROOT/test/servers/s3rver.sh" stop "$WORK/s3" >/dev/null 2>&1
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	for c in "${VOLUMES[@]}"; do podman volume rm -f "$c" >/dev/null 2>&1; done
+	for c in "${SECRETS[@]}"; do podman secret rm "$c" >/dev/null 2>&1; done
+	cp -r "$WORK/prometheus.yml" "$WORK"/*.dump "$LOGS/" 2>/dev/null
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# wait_for SECONDS COMMAND...: until COMMAND succeeds, or fail after SECONDS.
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ "$SECONDS" -lt "$deadline" ] || { echo "timed out waiting for: $*"; return 1; }
+		sleep 1
+	done
+}
+# ctr_state CONTAINER: "<status> <exit code>"
+ctr_state() { podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$1" 2>/dev/null; }
+ctr_exited() { [ "$(ctr_state "$1" | cut -d' ' -f1)" = exited ]; }
+# ctr_ok CONTAINER: it exited 0 (its log is printed for the check's log).
+ctr_ok() {
+	podman logs "$1" 2>&1 | tail -n 30
+	ctr_state "$1"
+	[ "$(ctr_state "$1")" = "exited 0" ]
+}
+# psql_in POD SQL: psql as postgres in the pod's PostgreSQL container (its PGPORT).
+psql_in() { podman exec "$1-postgresql" psql -X -At -v ON_ERROR_STOP=1 -d postgres -c "$2"; }
+# play FILE: podman kube play with every rendered ConfigMap.
+play() {
+	local name
+	name=$(basename "$1" .yaml)
+	PODS+=("$name")
+	local cms=("$WORK"/pods/configmap-*.yaml)
+	# From a directory of its own: podman 4.3 builds an image from ./<image name>/ when there is
+	# such a path (here the repository's ./walc binary), --build=false notwithstanding.
+	(cd "$WORK/pods" && podman kube play --configmap "$(IFS=,; echo "${cms[*]}")" "$1") \
+		>"$LOGS/play-$name.log" 2>&1 || { cat "$LOGS/play-$name.log"; return 1; }
+}
+
+# --- servers on 127.0.0.1 ---------------------------------------------------------------------
+
+say "tools, servers"
+need "test tools (Helm, Node.js packages, s3rver)" \
+	bash -c "'$ROOT/test/deploy/tools.sh' && '$ROOT/test/servers/s3rver.sh' install"
+HELM=$("$ROOT/test/deploy/tools.sh" bin)/helm
+S3_PORT=$(free_port) PG_PORT=$(free_port) PG2_PORT=$(free_port) METRICS_PORT=$(free_port)
+PROM_PORT=$(free_port) GW_PORT=$(free_port)
+need "s3rver on 127.0.0.1:$S3_PORT" "$ROOT/test/servers/s3rver.sh" start "$WORK/s3" "$S3_PORT" http
+
+# Debian's Pushgateway persists to /var/lib/prometheus/pushgateway.data unless told otherwise:
+# this run's groups stay in its own directory.
+prometheus-pushgateway --web.listen-address="127.0.0.1:$GW_PORT" \
+	--persistence.file="$WORK/pushgateway.data" >"$LOGS/pushgateway.log" 2>&1 &
+PIDS+=($!)
+cat >"$WORK/prometheus.yml" <<EOF
+global:
+  scrape_interval: 2s
+scrape_configs:
+  - job_name: walc-sidecar
+    static_configs:
+      - targets: ["127.0.0.1:$METRICS_PORT"]
+  - job_name: pushgateway
+    honor_labels: true
+    static_configs:
+      - targets: ["127.0.0.1:$GW_PORT"]
+EOF
+need "promtool check config" promtool check config "$WORK/prometheus.yml"
+prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/prometheus" \
+	--web.listen-address="127.0.0.1:$PROM_PORT" >"$LOGS/prometheus.log" 2>&1 &
+PIDS+=($!)
+need "Prometheus and the Pushgateway answer" wait_for 60 bash -c \
+	"curl -sf http://127.0.0.1:$PROM_PORT/-/ready && curl -sf http://127.0.0.1:$GW_PORT/-/ready"
+
+# --- images, secrets, manifests ---------------------------------------------------------------
+
+say "PostgreSQL image"
+need "PostgreSQL 15 image from Debian's packages, with walc_archive (deploy/image/build.sh postgres)" \
+	"$ROOT/deploy/image/build.sh" postgres
+
+# Env secrets as podman 4.3 reads secretKeyRef (a JSON map of base64 values); the key file
+# through a Secret object, whose data podman 4.3 writes as it stands (see kube-to-pods.mjs):
+# the hex key, not its base64.
+json_secret() { # NAME KEY VALUE [KEY VALUE...]
+	local name=$1 json="{" sep=""
+	shift
+	while [ $# -gt 0 ]; do
+		json+="$sep\"$1\":\"$(printf '%s' "$2" | base64 -w0)\""
+		sep=,
+		shift 2
+	done
+	podman secret rm "$name" >/dev/null 2>&1
+	printf '%s}' "$json" | podman secret create "$name" - >/dev/null
+}
+secrets() {
+	json_secret walc-s3 AWS_ACCESS_KEY_ID "$S3_KEY" AWS_SECRET_ACCESS_KEY "$S3_SECRET" &&
+		json_secret postgres-credentials password "$PG_PASSWORD" &&
+		json_secret walc-backup-password password "$BACKUP_PASSWORD" &&
+		podman secret rm walc-libsodium >/dev/null 2>&1
+	printf 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: walc-libsodium\ndata:\n  key: %s\n' \
+		"$KEY_HEX" >"$WORK/libsodium-secret.yaml" &&
+		podman kube play "$WORK/libsodium-secret.yaml" >/dev/null
+}
+need "Secrets: S3 keys, passwords, libsodium key" secrets
+
+# The chart, by Helm: ConfigMap and CronJob as released, the StatefulSet from the sidecar
+# templates (daemon mode for the source, copy mode for the restored cluster).
+render() {
+	local common=(-f "$HERE/values.yaml" --set "storage.endpoint=http://127.0.0.1:$S3_PORT"
+		--set "postgresql.port=$PG_PORT" --set "sidecar.daemon.metricsPort=$METRICS_PORT"
+		--set "image.tag=$WALC_VERSION"
+		--set-string "extraConfig.WALG_PUSHGATEWAY_URL=http://127.0.0.1:$GW_PORT")
+	mkdir -p "$WORK/chart" && cp -r "$ROOT/helm/walc" "$WORK/chart/" &&
+		cp "$HERE/postgres-statefulset.yaml" "$WORK/chart/walc/templates/" || return 1
+	"$HELM" template walc "$WORK/chart/walc" "${common[@]}" \
+		--show-only templates/configmap.yaml --show-only templates/cronjob.yaml >"$WORK/chart.yaml" &&
+		"$HELM" template walc "$WORK/chart/walc" "${common[@]}" \
+			--show-only templates/postgres-statefulset.yaml --set global.e2e.name=postgres \
+			--set "global.e2e.port=$PG_PORT" --set "global.e2e.image=$PG_WALC_IMAGE" \
+			>"$WORK/postgres.yaml" &&
+		"$HELM" template walc "$WORK/chart/walc" "${common[@]}" \
+			--show-only templates/postgres-statefulset.yaml --set global.e2e.name=postgres-restore \
+			--set "global.e2e.port=$PG2_PORT" --set "global.e2e.image=$PG_WALC_IMAGE" \
+			--set sidecar.daemon.enabled=false >"$WORK/postgres-restore.yaml" &&
+		node "$HERE/kube-to-pods.mjs" "$WORK/pods" "$WORK/chart.yaml" "$WORK/postgres.yaml" \
+			"$WORK/postgres-restore.yaml" "$ROOT/deploy/kubernetes/restore-job.yaml" &&
+		cp "$WORK"/*.yaml "$WORK"/pods/*.yaml "$LOGS/"
+}
+need "helm template: ConfigMap, CronJob, PostgreSQL StatefulSets; as pods for podman" render
+mapfile -t VOLUMES <"$WORK/pods/volumes.txt"
+for c in "${VOLUMES[@]}"; do podman volume rm -f "$c" >/dev/null 2>&1; done
+while read -r c; do podman volume create "$c" >/dev/null; done <"$WORK/pods/claims.txt"
+
+# --- the source: PostgreSQL with the walc sidecar, archiving ----------------------------------
+
+say "source PostgreSQL pod (daemon mode)"
+need "podman kube play: PostgreSQL with walc-install and the walc-daemon sidecar" \
+	play "$WORK/pods/postgres-0.yaml"
+need "PostgreSQL accepts connections" wait_for 120 podman exec postgres-0-postgresql pg_isready -q
+check "walc-install copied the binary for archive_command and restore_command" \
+	podman exec postgres-0-postgresql /walc/bin/walc --version
+check "the daemon serves /healthz" wait_for 30 curl -sf "http://127.0.0.1:$METRICS_PORT/healthz"
+archiving() {
+	psql_in postgres-0 "SHOW archive_library" | grep -qx walc_archive &&
+		psql_in postgres-0 "SELECT pg_switch_wal() IS NOT NULL" &&
+		wait_for 60 bash -c "[ \"\$(podman exec postgres-0-postgresql psql -X -At -d postgres \
+			-c 'SELECT archived_count > 0 AND failed_count = 0 FROM pg_stat_archiver')\" = t ]"
+}
+check "PostgreSQL archives through archive_library = walc_archive and the daemon" archiving
+need "pgbench -i" podman exec postgres-0-postgresql pgbench -q -i -s 4 postgres
+podman exec postgres-0-postgresql pgbench -n -c 2 -T 25 postgres >"$LOGS/pgbench.log" 2>&1 &
+WORKLOAD=$!
+
+# --- the CronJob's pod: remote backup-push, then retention ------------------------------------
+
+say "CronJob pod: backup-push (remote), delete retain FULL 1"
+start=$SECONDS
+need "podman kube play: the CronJob's pod" play "$WORK/pods/walc-manual.yaml"
+check "backup-push (remote mode, replication protocol) exited 0" \
+	wait_for 600 ctr_exited walc-manual-backup-push
+need "backup-push exited 0" ctr_ok walc-manual-backup-push
+check "delete retain FULL 1 --confirm exited 0" wait_for 120 ctr_exited walc-manual-delete-retain
+check "delete exited 0" ctr_ok walc-manual-delete-retain
+say "backup pod done in $((SECONDS - start))s"
+wait "$WORKLOAD"
+check "pgbench wrote while the backup ran" grep -q 'number of transactions actually processed' \
+	"$LOGS/pgbench.log"
+
+# walc from the image with the CronJob's configuration, for backup-list and a failing push.
+node -e '
+	const y = require(process.argv[1]);
+	for (const d of y.loadAll(require("fs").readFileSync(process.argv[2], "utf8")))
+		if (d && d.kind === "ConfigMap" && d.metadata.name === "walc-env")
+			for (const [k, v] of Object.entries(d.data)) console.log(`${k}=${v}`);
+' "$ROOT/test/deploy/node_modules/js-yaml" "$WORK/pods/configmap-walc-env.yaml" >"$WORK/walc.env"
+printf 'AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\nHOME=/tmp\n' "$S3_KEY" "$S3_SECRET" >>"$WORK/walc.env"
+printf '%s' "$KEY_HEX" >"$WORK/key"
+chmod 0644 "$WORK/key"
+walc_run() {
+	podman run --rm --network host --env-file "$WORK/walc.env" \
+		-v "$WORK/key:/etc/walc/libsodium/key:ro" "$WALC_IMAGE" "$@"
+}
+backup_listed() {
+	walc_run backup-list --detail | tee "$WORK/backup-list.txt"
+	grep -q '^base_' "$WORK/backup-list.txt"
+}
+check "backup-list shows the CronJob's backup" backup_listed
+
+# The recovery point: the workload has stopped; one more table after the backup, then every
+# segment up to here archived.
+recovery_point() {
+	psql_in postgres-0 "CREATE TABLE after_backup AS SELECT g AS n FROM generate_series(1, 5000) g" &&
+		podman exec postgres-0-postgresql pg_dumpall -U postgres >"$WORK/source.dump" || return 1
+	local seg
+	seg=$(psql_in postgres-0 "SELECT pg_walfile_name(pg_switch_wal())") || return 1
+	echo "waiting for $seg to be archived"
+	wait_for 120 podman exec postgres-0-postgresql test -e "/var/lib/postgresql/data/pgdata/pg_wal/archive_status/$seg.done"
+}
+need "recovery point: dump of the source, its last segment archived" recovery_point
+
+# --- restore: the Job's pod, then PostgreSQL on the restored volume ---------------------------
+
+say "restore Job pod, then PostgreSQL on the restored volume (copy mode)"
+need "podman kube play: the restore Job's pod" play "$WORK/pods/walc-restore.yaml"
+check "backup-fetch exited 0" wait_for 600 ctr_exited walc-restore-backup-fetch
+need "backup-fetch restored the backup" ctr_ok walc-restore-backup-fetch
+check "recovery.signal written" wait_for 60 ctr_exited walc-restore-recovery-signal
+need "recovery-signal exited 0" ctr_ok walc-restore-recovery-signal
+need "podman kube play: PostgreSQL on the restored volume" play "$WORK/pods/postgres-restore-0.yaml"
+promoted() { [ "$(psql_in postgres-restore-0 "SELECT pg_is_in_recovery()")" = f ]; }
+need "the restored cluster recovered and promoted" wait_for 300 promoted
+restored_through_wal_fetch() {
+	local log n
+	log=$(podman logs postgres-restore-0-postgresql 2>&1)
+	n=$(grep -c 'LOG:  restored log file' <<<"$log")
+	echo "$n segments restored from the archive"
+	[ "$n" -gt 0 ] && grep -q 'LOG:  archive recovery complete' <<<"$log"
+}
+check "recovery replayed WAL fetched by wal-fetch (restore_command of the copied binary)" \
+	restored_through_wal_fetch
+dumps_equal() {
+	podman exec postgres-restore-0-postgresql pg_dumpall -U postgres >"$WORK/restored.dump" || return 1
+	# pg_dumpall 15.14+ writes a random \restrict key into each dump.
+	diff <(grep -v '^\\\(un\)\?restrict ' "$WORK/source.dump") \
+		<(grep -v '^\\\(un\)\?restrict ' "$WORK/restored.dump") | head -n 20
+	[ "${PIPESTATUS[0]}" = 0 ] && grep -q after_backup "$WORK/restored.dump"
+}
+check "pg_dumpall of the restored cluster equals the source's at the recovery point" dumps_equal
+copy_mode_archiving() {
+	psql_in postgres-restore-0 "SELECT pg_switch_wal() IS NOT NULL" &&
+		wait_for 60 bash -c "[ \"\$(podman exec postgres-restore-0-postgresql psql -X -At -d postgres \
+			-c 'SELECT archived_count > 0 AND failed_count = 0 FROM pg_stat_archiver')\" = t ]" &&
+		psql_in postgres-restore-0 "SHOW archive_command" | grep -q '/walc/bin/walc wal-push %p'
+}
+check "the restored cluster archives through archive_command (the copied binary)" copy_mode_archiving
+
+# --- metrics ------------------------------------------------------------------------------------
+
+say "metrics"
+curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" >"$LOGS/sidecar-metrics.txt"
+check "promtool check metrics: the sidecar's /metrics" \
+	bash -c "promtool check metrics <'$LOGS/sidecar-metrics.txt'"
+curl -sf "http://127.0.0.1:$GW_PORT/metrics" >"$LOGS/pushgateway-metrics.txt"
+pushed_metrics() {
+	grep -E '^(# (HELP|TYPE) )?walc_' "$LOGS/pushgateway-metrics.txt" >"$LOGS/pushed-metrics.txt"
+	grep -q '^walc_run_success{command="backup-push"' "$LOGS/pushed-metrics.txt" &&
+		grep -q '^walc_run_success{command="delete"' "$LOGS/pushed-metrics.txt" &&
+		promtool check metrics <"$LOGS/pushed-metrics.txt"
+}
+check "promtool check metrics: what backup-push and delete pushed" pushed_metrics
+# query EXPR: the value of the first series of an instant query, printed; fails when none.
+query() {
+	curl -sf "http://127.0.0.1:$PROM_PORT/api/v1/query" --data-urlencode "query=$1" |
+		node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const r=JSON.parse(s).data.result;
+			if(!r.length)process.exit(1);console.log(r[0].value[1])})'
+}
+positive() { local v; v=$(query "$1") && echo "$1 = $v" && node -e "process.exit(+process.argv[1] > 0 ? 0 : 1)" "$v"; }
+check "Prometheus: the sidecar archived segments (walc_wal_archived_total)" \
+	wait_for 60 positive 'walc_wal_archived_total{job="walc-sidecar"}'
+check "Prometheus: the sidecar's last backup time (walc_last_backup_timestamp_seconds)" \
+	wait_for 90 positive 'walc_last_backup_timestamp_seconds{job="walc-sidecar"}'
+check "Prometheus: backup-push pushed success, duration, size" wait_for 30 positive \
+	'walc_run_success{command="backup-push"} * walc_run_duration_seconds{command="backup-push"} * walc_last_backup_stored_bytes{command="backup-push"}'
+check "Prometheus: backup-push pushed the last backup's time" wait_for 30 positive \
+	'walc_last_backup_timestamp_seconds{job="walc",command="backup-push"}'
+check "Prometheus: delete pushed success and the backups kept" wait_for 30 positive \
+	'walc_run_success{command="delete"} * walc_backups{command="delete"}'
+# A failing backup-push (nothing listens on port 1) pushes its failure and keeps the last
+# success's time.
+failed_push() {
+	podman run --rm --network host --env-file "$WORK/walc.env" -e PGHOST=127.0.0.1 -e PGPORT=1 \
+		-e PGUSER=walc_backup -v "$WORK/key:/etc/walc/libsodium/key:ro" "$WALC_IMAGE" backup-push &&
+		return 1
+	wait_for 30 bash -c "curl -sf http://127.0.0.1:$GW_PORT/metrics |
+		grep -q '^walc_run_success{command=\"backup-push\",instance=\"\",job=\"walc\"} 0$'" &&
+		curl -sf "http://127.0.0.1:$GW_PORT/metrics" | grep '^walc_run_last_success_timestamp_seconds{command="backup-push"'
+}
+check "a failed backup-push pushes walc_run_success 0 and keeps the last success" failed_push
+
+finish
