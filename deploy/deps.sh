@@ -4,8 +4,8 @@
 #   deploy/deps.sh demo    building ./walc and `make demo` (PostgreSQL 15, file repository)
 #   deploy/deps.sh [test]  that, and everything the test suites use (`make test`, .ci/run):
 #                          the unit-test and sanitizer toolchain, the codecs' command-line tools,
-#                          Ceph RGW, awscli, valgrind, Node.js, and s3rver from npm (into
-#                          test/servers/node_modules, see test/servers/s3rver.sh)
+#                          Ceph RGW, awscli, valgrind, Node.js, and from npm s3rver, Azurite and the
+#                          Firebase Storage emulator (into test/servers/node_modules, see npm-install.sh)
 #   deploy/deps.sh pod     `make image` and `make e2e-pod`: podman and buildah (with runc and
 #                          catatonit, see deploy/image/containers.conf), debootstrap for the
 #                          base image, Prometheus, promtool and the Pushgateway
@@ -46,7 +46,7 @@ test)
 	# install Debian's when there is none at all.
 	command -v npm >/dev/null 2>&1 || tests+=(nodejs npm)
 	apt_install "${build[@]}" "${demo[@]}" "${tests[@]}"
-	"$ROOT/test/servers/s3rver.sh" install
+	"$ROOT/test/servers/npm-install.sh"
 	;;
 pod) apt_install "${pod[@]}" ;;
 *)

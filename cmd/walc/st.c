@@ -142,12 +142,12 @@ static err_code st_rm(repo *r, const st_flags *f)
 	obj_list l;
 	TRY(storage_list(r->st, f->glob ? "" : what, true, &l));
 	size_t removed = 0;
-	for (size_t i = 0; rc == E_OK && i < l.len; i++) {
-		if (f->glob && fnmatch(what, l.items[i].key, 0) != 0)
-			continue;
-		rc = storage_remove(r->st, l.items[i].key);
-		removed++;
-	}
+	const char **keys = xcalloc(l.len + 1, sizeof(*keys));
+	for (size_t i = 0; i < l.len; i++)
+		if (!f->glob || fnmatch(what, l.items[i].key, 0) == 0)
+			keys[removed++] = l.items[i].key;
+	rc = storage_remove_many(r->st, keys, removed);
+	free(keys);
 	/* As WAL-G: a name that removes nothing is a mistake (a pattern may match nothing). */
 	if (rc == E_OK && removed == 0 && !f->glob)
 		rc = err_set(E_NOTFOUND, "st rm: object or folder \"%s\" does not exist in %s", f->pos[0],

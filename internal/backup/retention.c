@@ -140,14 +140,17 @@ static err_code announce(repo *r, retain_set *st, bool *announced)
 
 static err_code execute(repo *r, const retain_plan *p, bool confirm, FILE *out)
 {
-	for (size_t i = 0; i < p->del.len; i++) {
-		if (!confirm) {
-			fprintf(out, "would delete %s\n", p->del.items[i].key);
-			continue;
-		}
-		TRY(storage_remove(r->st, p->del.items[i].key));
-		fprintf(out, "deleted %s\n", p->del.items[i].key);
+	if (confirm) {
+		/* Batched where the store has batch deletes (S3 DeleteObjects, Azure Blob Batch). */
+		const char **keys = xcalloc(p->del.len + 1, sizeof(*keys));
+		for (size_t i = 0; i < p->del.len; i++)
+			keys[i] = p->del.items[i].key;
+		err_code rc = storage_remove_many(r->st, keys, p->del.len);
+		free(keys);
+		TRY(rc);
 	}
+	for (size_t i = 0; i < p->del.len; i++)
+		fprintf(out, "%s %s\n", confirm ? "deleted" : "would delete", p->del.items[i].key);
 	log_info("%s %zu objects (%.1f MiB)%s", confirm ? "deleted" : "would delete", p->del.len,
 			 (double)p->bytes / 1048576, confirm ? "" : "; add --confirm to delete them");
 	return E_OK;

@@ -284,6 +284,14 @@ static err_code finish(config *c, bool need_storage)
 		 c->s3_prefix[5] == '/'))
 		return err_set(E_CONFIG, "WALG_S3_PREFIX: expected s3://bucket/path, got \"%s\"",
 					   c->s3_prefix);
+	if (c->gs_prefix != NULL && (!str_has_prefix(c->gs_prefix, "gs://") ||
+								 c->gs_prefix[5] == '\0' || c->gs_prefix[5] == '/'))
+		return err_set(E_CONFIG, "WALG_GS_PREFIX: expected gs://bucket/path, got \"%s\"",
+					   c->gs_prefix);
+	if (c->az_prefix != NULL && (!str_has_prefix(c->az_prefix, "azure://") ||
+								 c->az_prefix[8] == '\0' || c->az_prefix[8] == '/'))
+		return err_set(E_CONFIG, "WALG_AZ_PREFIX: expected azure://container/path, got \"%s\"",
+					   c->az_prefix);
 	if (c->storage_prefix != NULL && strstr(c->storage_prefix, "..") != NULL)
 		return err_set(E_CONFIG, "WALG_STORAGE_PREFIX: must not contain \"..\"");
 	TRY(zstd_level(c));
@@ -293,9 +301,11 @@ static err_code finish(config *c, bool need_storage)
 					   c->pg_wal_size_mb);
 	c->delta_origin_full = strcmp(c->delta_origin, "LATEST_FULL") == 0;
 	/* Last, so that a bad value is reported even when no storage is configured. */
-	if (need_storage && c->file_prefix == NULL && c->s3_prefix == NULL)
+	if (need_storage && c->file_prefix == NULL && c->s3_prefix == NULL && c->gs_prefix == NULL &&
+		c->az_prefix == NULL)
 		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX (an absolute "
-								 "path) or WALG_S3_PREFIX (s3://bucket/path)");
+								 "path), WALG_S3_PREFIX (s3://bucket/path), WALG_GS_PREFIX "
+								 "(gs://bucket/path) or WALG_AZ_PREFIX (azure://container/path)");
 	return E_OK;
 }
 

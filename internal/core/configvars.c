@@ -30,9 +30,8 @@
 #define NO_KMS                                                                                \
 	"walc does not support KMS client-side encryption; use WALG_LIBSODIUM_KEY (or "          \
 	"S3_SSE=aws:kms for server-side encryption)"
-#define NO_STORE "walc supports only WALG_FILE_PREFIX and WALG_S3_PREFIX storage"
-#define NO_GCS NO_STORE " (Google Cloud Storage is not supported yet)"
-#define NO_AZ NO_STORE " (Azure Blob Storage is not supported yet)"
+#define NO_STORE                                                                              \
+	"walc supports WALG_FILE_PREFIX, WALG_S3_PREFIX, WALG_GS_PREFIX and WALG_AZ_PREFIX storage"
 #define NO_FAILOVER "walc does not support failover storages"
 #define NO_LOCK "walc does not set S3 Object Lock retention"
 
@@ -43,6 +42,10 @@ const config_var config_vars[] = {
 	TEXT("WALG_FILE_PREFIX", file_prefix, F_WALE, NULL,
 		 "file-system repository: an absolute path or file://localhost/abs/path"),
 	TEXT("WALG_S3_PREFIX", s3_prefix, F_WALE, NULL, "S3 repository: s3://bucket/path"),
+	TEXT("WALG_GS_PREFIX", gs_prefix, F_WALE, NULL,
+		 "Google Cloud Storage repository: gs://bucket/path"),
+	TEXT("WALG_AZ_PREFIX", az_prefix, F_WALE, NULL,
+		 "Azure Blob Storage repository: azure://container/path"),
 	TEXT("WALG_STORAGE_PREFIX", storage_prefix, 0, NULL, "extra folder below the repository prefix"),
 	/* compression and encryption */
 	CHOICE("WALG_COMPRESSION_METHOD", compression, 0, "lz4", "lz4|zstd|brotli|lzma|none",
@@ -159,6 +162,8 @@ const config_var config_vars[] = {
 		"connect timeout, seconds"),
 	INT("S3_LOW_SPEED_TIMEOUT", s3.low_speed_timeout, F_ALIAS | F_EXT, "30", 1, 3600,
 		"abandon a transfer after this many seconds without progress"),
+	INT("S3_DELETE_BATCH_SIZE", s3.delete_batch_size, F_ALIAS, "1000", 1, 1000,
+		"keys per DeleteObjects request (retention, delete, st rm)"),
 	/* AWS credentials, as the AWS SDK reads them */
 	{ "AWS_ACCESS_KEY_ID", V_TEXT, NULL, 0, 0, NULL, F_SECRET, S3(access_key), "AWS_ACCESS_KEY",
 	  "S3 access key id (or AWS_ACCESS_KEY)" },
@@ -188,6 +193,55 @@ const config_var config_vars[] = {
 	TEXT("AWS_EC2_METADATA_SERVICE_ENDPOINT", s3.ec2_metadata_endpoint, 0,
 		 "http://169.254.169.254", "EC2 instance metadata URL"),
 	TEXT("HOME", s3.home, 0, NULL, "home directory (~/.aws/credentials, ~/.walg.json)"),
+	/* Azure Blob Storage (storage settings: also WALG_ and WALE_ forms) */
+	TEXT("AZURE_STORAGE_ACCOUNT", az.account, F_ALIAS, NULL, "Azure storage account name"),
+	TEXT("AZURE_STORAGE_ACCESS_KEY", az.access_key, F_ALIAS | F_SECRET | F_RAW, NULL,
+		 "Azure storage account key (Shared Key)"),
+	TEXT("AZURE_STORAGE_SAS_TOKEN", az.sas_token, F_ALIAS | F_SECRET | F_RAW, NULL,
+		 "Azure shared access signature (query string, with or without '?')"),
+	TEXT("AZURE_ENDPOINT_SUFFIX", az.endpoint_suffix, F_ALIAS, "core.windows.net",
+		 "Azure Blob endpoint: https://ACCOUNT.blob.SUFFIX/"),
+	INT("AZURE_BUFFER_SIZE", az.buffer_size, F_ALIAS, "8388608", 1024, 4194304000L,
+		"Azure block size for uploads, bytes"),
+	INT("AZURE_MAX_BUFFERS", az.max_buffers, F_ALIAS, "4", 1, 1024,
+		"Azure blocks uploaded at once per object"),
+	INT("AZURE_TRY_TIMEOUT", az.try_timeout, F_ALIAS, "5", 1, 10080,
+		"Azure: minutes one attempt of a request may take"),
+	TEXT("AZURE_BLOB_STORE_API_VERSION", az.api_version, F_ALIAS, "2021-12-02",
+		 "Azure Blob API version sent as x-ms-version"),
+	INT("AZURE_MAX_RETRIES", az.max_retries, F_ALIAS | F_EXT, "10", 0, 100,
+		"Azure: retries of a failed request"),
+	TEXT("AZURE_CA_CERT_FILE", az.ca_cert_file, F_ALIAS | F_EXT, NULL,
+		 "Azure: CA bundle for https (default: the system's)"),
+	TEXT("AZURE_CLIENT_ID", az.client_id, 0, NULL,
+		 "Azure AD application or managed identity client id"),
+	TEXT("AZURE_TENANT_ID", az.tenant_id, 0, NULL, "Azure AD tenant"),
+	TEXT("AZURE_CLIENT_SECRET", az.client_secret, F_SECRET | F_RAW, NULL,
+		 "Azure AD application secret (service principal)"),
+	TEXT("AZURE_FEDERATED_TOKEN_FILE", az.federated_token_file, 0, NULL,
+		 "Azure AD federated token file (AKS workload identity), read at every refresh"),
+	TEXT("AZURE_AUTHORITY_HOST", az.authority_host, 0, "https://login.microsoftonline.com/",
+		 "Azure AD token endpoint host"),
+	TEXT("AZURE_IMDS_ENDPOINT", az.imds_endpoint, F_EXT, "http://169.254.169.254",
+		 "Azure managed identity: instance metadata URL"),
+	/* Google Cloud Storage (GCS_* settings: also WALG_ and WALE_ forms) */
+	TEXT("GOOGLE_APPLICATION_CREDENTIALS", gcs.credentials_file, F_SECRET, NULL,
+		 "GCS: service-account JSON key file (default: the metadata server's tokens)"),
+	INT("GCS_CONTEXT_TIMEOUT", gcs.context_timeout, F_ALIAS, "3600", 1, 604800,
+		"GCS: seconds one request may take"),
+	BOOL("GCS_NORMALIZE_PREFIX", gcs.normalize_prefix, F_ALIAS, "true",
+		 "GCS: collapse repeated slashes in WALG_GS_PREFIX (false keeps WAL-E's)"),
+	TEXT("GCS_ENCRYPTION_KEY", gcs.encryption_key, F_ALIAS | F_SECRET | F_RAW, NULL,
+		 "GCS customer-supplied encryption key: base64 of 32 bytes"),
+	INT("GCS_MAX_CHUNK_SIZE", gcs.max_chunk_size, F_ALIAS, "52428800", 262144, 5368709120L,
+		"GCS upload chunk size, bytes (a multiple of 256 KiB)"),
+	INT("GCS_MAX_RETRIES", gcs.max_retries, F_ALIAS, "16", 0, 100, "GCS: retries of a failed request"),
+	TEXT("STORAGE_EMULATOR_HOST", gcs.emulator_host, 0, NULL,
+		 "GCS emulator host:port (plain HTTP, no credentials)"),
+	TEXT("GCE_METADATA_HOST", gcs.metadata_host, 0, "metadata.google.internal",
+		 "GCS: metadata server host[:port] for tokens (GKE Workload Identity, GCE)"),
+	TEXT("GCS_ENDPOINT", gcs.endpoint, F_ALIAS | F_EXT, NULL,
+		 "GCS JSON API base URL (default https://storage.googleapis.com), with credentials"),
 
 	/* WAL-G's settings that walc refuses: they change what is stored or how it is protected. */
 	REFUSED("WALG_GPG_KEY_ID", 0, NULL, NO_GPG),
@@ -201,8 +255,9 @@ const config_var config_vars[] = {
 	REFUSED("WALG_CSE_KMS_REGION", 0, NULL, NO_KMS),
 	REFUSED("YC_CSE_KMS_KEY_ID", 0, NULL, NO_KMS),
 	REFUSED("YC_SERVICE_ACCOUNT_KEY_FILE", 0, NULL, NO_KMS),
-	REFUSED("WALG_GS_PREFIX", F_WALE, NULL, NO_GCS),
-	REFUSED("WALG_AZ_PREFIX", F_WALE, NULL, NO_AZ),
+	REFUSED("AZURE_ENVIRONMENT_NAME", F_ALIAS, "AzurePublicCloud",
+			"walc reaches other Azure clouds through AZURE_ENDPOINT_SUFFIX (e.g. "
+			"core.usgovcloudapi.net)"),
 	REFUSED("WALG_SWIFT_PREFIX", F_WALE, NULL, NO_STORE),
 	REFUSED("WALG_SSH_PREFIX", F_WALE, NULL, NO_STORE),
 	REFUSED("WALG_OSS_PREFIX", F_WALE, NULL, NO_STORE),

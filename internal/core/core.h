@@ -192,6 +192,7 @@ typedef struct s3_settings {
 	long max_retries;			/* S3_MAX_RETRIES */
 	long connect_timeout;		/* S3_CONNECT_TIMEOUT, seconds */
 	long low_speed_timeout;		/* S3_LOW_SPEED_TIMEOUT, seconds */
+	long delete_batch_size;		/* S3_DELETE_BATCH_SIZE: keys per DeleteObjects request */
 	/* credentials, as the AWS SDK reads them (no WALG_ forms) */
 	char *access_key;			/* AWS_ACCESS_KEY_ID or AWS_ACCESS_KEY */
 	char *secret_key;			/* AWS_SECRET_ACCESS_KEY or AWS_SECRET_KEY */
@@ -211,12 +212,51 @@ typedef struct s3_settings {
 	char *home;					/* HOME, for ~/.aws/credentials */
 } s3_settings;
 
+/* Azure Blob Storage settings (the AZURE_STORAGE_* and buffer ones also as WALG_, WALE_). */
+typedef struct az_settings {
+	char *account;				/* AZURE_STORAGE_ACCOUNT */
+	char *access_key;			/* AZURE_STORAGE_ACCESS_KEY (Shared Key) */
+	char *sas_token;			/* AZURE_STORAGE_SAS_TOKEN */
+	char *endpoint_suffix;		/* AZURE_ENDPOINT_SUFFIX, e.g. core.windows.net */
+	char *environment_name;		/* AZURE_ENVIRONMENT_NAME */
+	long buffer_size;			/* AZURE_BUFFER_SIZE: block size, bytes */
+	long max_buffers;			/* AZURE_MAX_BUFFERS: blocks in flight */
+	long try_timeout;			/* AZURE_TRY_TIMEOUT: minutes per attempt */
+	char *api_version;			/* AZURE_BLOB_STORE_API_VERSION (x-ms-version) */
+	long max_retries;			/* AZURE_MAX_RETRIES (walc) */
+	char *ca_cert_file;			/* AZURE_CA_CERT_FILE (walc) */
+	/* Azure AD, as the Azure SDK reads them */
+	char *client_id;			/* AZURE_CLIENT_ID */
+	char *tenant_id;			/* AZURE_TENANT_ID */
+	char *client_secret;		/* AZURE_CLIENT_SECRET */
+	char *federated_token_file; /* AZURE_FEDERATED_TOKEN_FILE (AKS workload identity) */
+	char *authority_host;		/* AZURE_AUTHORITY_HOST */
+	char *imds_endpoint;		/* AZURE_IMDS_ENDPOINT (walc): managed identity endpoint */
+} az_settings;
+
+/* Google Cloud Storage settings (GCS_* also as WALG_GCS_*, WALE_GCS_*). */
+typedef struct gcs_settings {
+	char *credentials_file;		/* GOOGLE_APPLICATION_CREDENTIALS: service-account JSON */
+	long context_timeout;		/* GCS_CONTEXT_TIMEOUT, seconds */
+	bool normalize_prefix;		/* GCS_NORMALIZE_PREFIX */
+	char *encryption_key;		/* GCS_ENCRYPTION_KEY: base64 of a 32-byte key */
+	long max_chunk_size;		/* GCS_MAX_CHUNK_SIZE, bytes */
+	long max_retries;			/* GCS_MAX_RETRIES */
+	char *emulator_host;		/* STORAGE_EMULATOR_HOST: host:port, plain HTTP, no auth */
+	char *metadata_host;		/* GCE_METADATA_HOST (default metadata.google.internal) */
+	char *endpoint;				/* GCS_ENDPOINT (walc): base URL, authenticated */
+} gcs_settings;
+
 typedef struct config {
 	/* storage */
 	char *file_prefix;		/* WALG_FILE_PREFIX, normalised to an absolute path */
 	char *s3_prefix;		/* WALG_S3_PREFIX */
+	char *gs_prefix;		/* WALG_GS_PREFIX */
+	char *az_prefix;		/* WALG_AZ_PREFIX */
 	char *storage_prefix;	/* WALG_STORAGE_PREFIX */
 	s3_settings s3;
+	az_settings az;
+	gcs_settings gcs;
 	/* compression */
 	char *compression;		/* WALG_COMPRESSION_METHOD */
 	long compression_level; /* WALG_COMPRESSION_LEVEL (walc extension) or WALG_ZSTD_LEVEL */

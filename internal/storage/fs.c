@@ -233,7 +233,7 @@ static void fs_free(storage *st)
 
 static const storage_ops fs_ops = {
 	fs_put_open, fs_get, fs_stat, fs_list, fs_remove, fs_describe, fs_free, fs_put_new,
-	fs_list_temporaries,
+	fs_list_temporaries, NULL,
 };
 
 err_code storage_fs_open(const char *root, storage **out)

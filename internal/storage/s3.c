@@ -1,15 +1,13 @@
 /*
- * S3 storage: WAL-G's WALG_S3_PREFIX repository on AWS S3 or any S3-compatible server. Small
- * objects go up in one PUT; a stream larger than one part becomes a multipart upload whose
- * parts are uploaded in parallel from a fixed buffer pool, completed only when every part
- * succeeded and aborted otherwise, so an object is complete or absent.
+ * S3 storage: WAL-G's WALG_S3_PREFIX repository on AWS S3 or any S3-compatible server, as an
+ * adapter on the HTTP object-store core: configuration, URL layout (virtual-host or path
+ * style), SigV4 on every attempt, S3's error codes, ListObjectsV2 and DeleteObjects. Uploads
+ * are in s3put.c.
  */
 #include "internal/storage/s3.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -18,50 +16,16 @@
 #include "internal/pipe/pipe.h"
 
 #define MIB (1024ull * 1024)
-#define S3_MIN_PART (5 * MIB)
-#define S3_MAX_PART (5 * 1024 * MIB)
 #define S3_DEFAULT_PART (20 * MIB)
 #define S3_PARTS_MEMORY (24 * MIB)
-#define S3_MAX_PARTS 10000
 #define S3_DELETE_BATCH 1000
 
-typedef struct s3_storage {
-	storage base;
-	char *bucket;
-	char *root;		  /* key prefix, "" or ending in '/' */
-	char *describe;	  /* s3://bucket/root */
-	char *scheme;	  /* http or https */
-	char *hostport;	  /* endpoint host[:port] */
-	bool path_style;
-	char *region;
-	char *sse;		  /* AES256 / aws:kms or NULL */
-	char *sse_kms_id;
-	char *ssec_key_b64;	 /* S3_SSE_C: customer key, base64 */
-	char *ssec_md5_b64;
-	char *storage_class;
-	bool detect_region; /* AWS without AWS_REGION: ask the bucket where it lives */
-	atomic_int bucket_seen; /* a HEAD of the bucket answered 200 or 403 */
-	size_t part_size;
-	int concurrency;
-	pool *parts; /* buffers for multipart parts after the first, shared by every upload */
-	s3_http http;
-	s3_credprov creds;
-	s3_signer signer;
-} s3_storage;
-
 static const storage_ops s3_ops;
+static const http_store_ops s3_store_ops;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Configuration                                                                              */
 /* ------------------------------------------------------------------------------------------ */
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_ALL);
-}
 
 static char *trim_slashes(const char *s)
 {
@@ -224,9 +188,9 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 						   strlen(ssec));
 		if (s->sse != NULL)
 			return err_set(E_CONFIG, "S3_SSE_C and S3_SSE are both set: use one of them");
-		s->ssec_key_b64 = s3_base64(ssec, 32);
+		s->ssec_key_b64 = http_base64(ssec, 32);
 		char md5[25];
-		s3_md5_base64(ssec, 32, md5);
+		http_md5_base64(ssec, 32, md5);
 		s->ssec_md5_b64 = xstrdup(md5);
 	}
 
@@ -250,14 +214,10 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	 * backup's memory does not grow with the number or length of its streams. Smaller parts
 	 * mean more of them in flight in the same memory.
 	 */
-	size_t nparts = S3_PARTS_MEMORY / s->part_size;
-	if (nparts < 1)
-		nparts = 1;
-	if (nparts > (size_t)s->concurrency)
-		nparts = (size_t)s->concurrency;
-	s->parts = pool_new(nparts, s->part_size);
+	s->parts = http_part_pool(s->part_size, S3_PARTS_MEMORY, s->concurrency);
+	s->delete_batch = set->delete_batch_size > 0 ? (size_t)set->delete_batch_size : S3_DELETE_BATCH;
 
-	s3_retry rt = { 0 };
+	http_retry rt = { 0 };
 	rt.max_retries = (int)set->max_retries;
 	rt.connect_timeout = set->connect_timeout > 0 ? set->connect_timeout : 10;
 	rt.low_speed_time = set->low_speed_timeout > 0 ? set->low_speed_timeout : 30;
@@ -267,19 +227,18 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	const char *ca = set->ca_cert_file;
 	if (ca != NULL && access(ca, R_OK) != 0)
 		return err_errno(E_CONFIG, errno, "S3_CA_CERT_FILE: cannot read %s", ca);
-	s3_http_init(&s->http, ca, &rt);
+	http_client_init(&s->http, ca, &rt);
+	s->creds_init = true;
 	TRY(s3_credprov_init(&s->creds, set, s->region, &s->http));
-	s->signer.creds = &s->creds;
-	s->signer.region = s->region;
 	return E_OK;
 }
 
 static void s3_free(storage *st)
 {
 	s3_storage *s = (s3_storage *)st;
-	if (s->signer.creds != NULL || s->creds.http != NULL)
+	if (s->creds_init)
 		s3_credprov_free(&s->creds);
-	s3_http_free(&s->http);
+	http_client_free(&s->http);
 	pool_free(s->parts);
 	free(s->bucket);
 	free(s->root);
@@ -300,11 +259,11 @@ static void detect_region(s3_storage *s);
 err_code storage_s3_open(const config *cfg, storage **out)
 {
 	*out = NULL;
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc != CURLE_OK)
-		return err_set(E_FAIL, "curl_global_init failed: %s", curl_easy_strerror(curl_init_rc));
+	TRY(http_global_init());
 	s3_storage *s = xcalloc(1, sizeof(*s));
 	s->base.ops = &s3_ops;
+	s->auth.ops = &s3_store_ops;
+	s->auth.arg = s;
 	err_code rc = s3_configure(s, cfg);
 	if (rc != E_OK) {
 		s3_free(&s->base);
@@ -316,7 +275,7 @@ err_code storage_s3_open(const config *cfg, storage **out)
 			  "%d retries (backoff budget %ld ms)",
 			  s->describe, s->scheme, s->hostport, s->path_style ? "path style" : "virtual host",
 			  s->region, s->part_size, s->concurrency, s->http.retry.max_retries,
-			  s3_retry_budget_ms(&s->http.retry));
+			  http_retry_budget_ms(&s->http.retry));
 	*out = &s->base;
 	return E_OK;
 }
@@ -325,51 +284,53 @@ err_code storage_s3_open(const config *cfg, storage **out)
 /* Requests                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Where a request goes: URL, Host header and canonical URI for an object (or the bucket). */
-typedef struct s3_target {
-	char *url;
-	char *host;
-	char *curi;
-	char *what;
-} s3_target;
-
-static void target_init(s3_storage *s, s3_target *t, const char *method, const char *s3key,
-						const s3_kvs *query)
+/* SigV4 on every attempt, with credentials refreshed when they expire. */
+static err_code s3_authorize(void *arg, const http_request *req, http_kvs *hdrs, bool refresh)
 {
-	char *ekey = s3key ? s3_uri_encode(s3key, true) : xstrdup("");
+	s3_storage *s = arg;
+	s3_creds cr;
+	TRY(s3_credprov_get(&s->creds, refresh, &cr));
+	char hash[65];
+	if (req->body_len > 0)
+		http_sha256_hex(req->body, req->body_len, hash);
+	else
+		memcpy(hash, S3_EMPTY_SHA256, sizeof(hash));
+	s3_sign(&cr, s->region, "s3", http_now(), req->method, req->canonical_uri, req->query, hdrs,
+			hash, NULL);
+	s3_creds_free(&cr);
+	return E_OK;
+}
+
+static bool s3_expired(const http_response *r)
+{
+	return (r->status == 400 || r->status == 403) &&
+		   (strcmp(r->code, "ExpiredToken") == 0 || strcmp(r->code, "TokenRefreshRequired") == 0);
+}
+
+static const http_store_ops s3_store_ops = { "s3", s3_authorize, NULL, NULL, s3_expired, NULL };
+
+void s3_call_init(s3_storage *s, http_call *c, const char *method, const char *s3key)
+{
+	char *ekey = s3key ? http_uri_encode(s3key, true) : xstrdup("");
+	char *host, *curi;
 	if (s->path_style) {
-		t->host = xstrdup(s->hostport);
-		t->curi = s3key ? xasprintf("/%s/%s", s->bucket, ekey) : xasprintf("/%s", s->bucket);
+		host = xstrdup(s->hostport);
+		curi = s3key ? xasprintf("/%s/%s", s->bucket, ekey) : xasprintf("/%s", s->bucket);
 	} else {
-		t->host = xasprintf("%s.%s", s->bucket, s->hostport);
-		t->curi = xasprintf("/%s", ekey);
+		host = xasprintf("%s.%s", s->bucket, s->hostport);
+		curi = xasprintf("/%s", ekey);
 	}
 	free(ekey);
-	char *q = s3_canonical_query(query);
-	t->url = xasprintf("%s://%s%s%s%s", s->scheme, t->host, t->curi, q[0] ? "?" : "", q);
+	char *q = s3_canonical_query(&c->query);
+	char *url = xasprintf("%s://%s%s%s%s", s->scheme, host, curi, q[0] ? "?" : "", q);
 	free(q);
-	t->what = xasprintf("%s s3://%s/%s", method, s->bucket, s3key ? s3key : "");
+	http_call_set(c, method, url, host, curi,
+				  xasprintf("%s s3://%s/%s", method, s->bucket, s3key ? s3key : ""));
 }
 
-static void target_free(s3_target *t)
+err_code s3_call(s3_storage *s, http_call *c)
 {
-	free(t->url);
-	free(t->host);
-	free(t->curi);
-	free(t->what);
-}
-
-static void request_init(s3_request *r, const s3_target *t, const char *method,
-						 const s3_kvs *query)
-{
-	memset(r, 0, sizeof(*r));
-	r->method = method;
-	r->url = t->url;
-	r->host = t->host;
-	r->canonical_uri = t->curi;
-	r->query = query;
-	r->sign = true;
-	r->what = t->what;
+	return http_do(&s->http, &s->auth, &c->req, &c->resp);
 }
 
 /*
@@ -378,34 +339,29 @@ static void request_init(s3_request *r, const s3_target *t, const char *method,
  */
 static void detect_region(s3_storage *s)
 {
-	s3_target t;
-	target_init(s, &t, "HEAD", NULL, NULL);
-	s3_request req;
-	request_init(&req, &t, "HEAD", NULL);
-	s3_retry saved = s->http.retry;
+	http_call c = { 0 };
+	s3_call_init(s, &c, "HEAD", NULL);
+	http_retry saved = s->http.retry;
 	if (s->http.retry.max_retries > 2)
 		s->http.retry.max_retries = 2;
-	s3_response resp;
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
+	err_code rc = s3_call(s, &c);
 	s->http.retry = saved;
-	if (rc == E_OK && resp.bucket_region[0] != '\0' && strcmp(resp.bucket_region, s->region) != 0) {
-		log_debug("s3: bucket %s is in region %s", s->bucket, resp.bucket_region);
+	const char *br = c.resp.bucket_region;
+	if (rc == E_OK && br[0] != '\0' && strcmp(br, s->region) != 0) {
+		log_debug("s3: bucket %s is in region %s", s->bucket, br);
 		free(s->region);
-		s->region = xstrdup(resp.bucket_region);
+		s->region = xstrdup(br);
 		free(s->hostport);
 		s->hostport = xasprintf("s3.%s.amazonaws.com", s->region);
-		s->signer.region = s->region;
 	} else if (rc != E_OK) {
 		log_debug("s3: could not ask bucket %s for its region (%s); using %s", s->bucket,
 				  err_msg(), s->region);
 		err_clear();
 	}
-	s3_response_free(&resp);
-	target_free(&t);
+	http_call_free(&c);
 }
 
-/* The error for an unexpected answer, naming the bucket and the S3 error code. */
-static err_code answer_error(s3_storage *s, const char *what, const s3_response *r)
+err_code s3_answer_error(s3_storage *s, const char *what, const http_response *r)
 {
 	const char *hint = "";
 	if (strcmp(r->code, "SignatureDoesNotMatch") == 0)
@@ -430,513 +386,52 @@ static err_code answer_error(s3_storage *s, const char *what, const s3_response 
 				   r->request_id[0] ? ", request id " : "", r->request_id);
 }
 
-static char *full_key(s3_storage *s, const char *key)
+char *s3_full_key(const s3_storage *s, const char *key)
 {
 	return xasprintf("%s%s", s->root, key);
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* put: single PUT or parallel multipart upload                                               */
-/* ------------------------------------------------------------------------------------------ */
-
-typedef struct s3_part {
-	int num;
-	unsigned char *buf;
-	size_t len;
-	pool *from;
-	char *etag;
-	struct s3_put *put;
-} s3_part;
-
-typedef struct s3_put {
-	sink base;
-	s3_storage *s;
-	char *key; /* full S3 key */
-	pool *first; /* one buffer: enough for an object that fits in one part */
-	unsigned char *buf;
-	pool *buf_from;
-	size_t len;
-	/* multipart */
-	char *upload_id;
-	s3_part **parts;
-	int nparts;
-	chan *ch;
-	group *g;
-	int nworkers;
-	atomic_bool cancel;
-	bool done;
-	bool aborted;
-	bool exclusive; /* put_new: never replace an existing object */
-} s3_put;
-
-/* SSE-C: the customer key goes with every write and read of the object's data. */
-static void add_ssec_headers(const s3_storage *s, s3_kvs *h)
+void s3_add_ssec_headers(const s3_storage *s, http_kvs *h)
 {
 	if (s->ssec_key_b64 == NULL)
 		return;
-	s3_kvs_add(h, "x-amz-server-side-encryption-customer-algorithm", "AES256");
-	s3_kvs_add(h, "x-amz-server-side-encryption-customer-key", s->ssec_key_b64);
-	s3_kvs_add(h, "x-amz-server-side-encryption-customer-key-md5", s->ssec_md5_b64);
-}
-
-static void add_upload_headers(s3_storage *s, s3_kvs *h)
-{
-	add_ssec_headers(s, h);
-	if (s->sse != NULL)
-		s3_kvs_add(h, "x-amz-server-side-encryption", s->sse);
-	if (s->sse_kms_id != NULL)
-		s3_kvs_add(h, "x-amz-server-side-encryption-aws-kms-key-id", s->sse_kms_id);
-	if (s->storage_class != NULL)
-		s3_kvs_add(h, "x-amz-storage-class", s->storage_class);
-}
-
-/*
- * A conditional PUT was refused because the key exists. That object may be ours: a retried
- * PUT whose first answer was lost. Same MD5 (the ETag of a plain single PUT) means it is.
- */
-static err_code exists_unless_ours(s3_put *p)
-{
-	s3_storage *s = p->s;
-	s3_target t;
-	target_init(s, &t, "HEAD", p->key, NULL);
-	s3_request req;
-	request_init(&req, &t, "HEAD", NULL);
-	add_ssec_headers(s, &req.headers);
-	s3_response resp;
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	s3_kvs_free(&req.headers);
-	bool ours = false;
-	if (rc == E_OK && resp.status == 200 && resp.content_length == p->len) {
-		unsigned char md[16];
-		unsigned int ml = 0;
-		EVP_Digest(p->buf, p->len, md, &ml, EVP_md5(), NULL);
-		char hex[35] = "\"";
-		for (int i = 0; i < 16; i++)
-			snprintf(hex + 1 + 2 * i, 3, "%02x", md[i]);
-		hex[33] = '"';
-		hex[34] = '\0';
-		ours = strcmp(resp.etag, hex) == 0;
-	}
-	s3_response_free(&resp);
-	target_free(&t);
-	if (ours)
-		return E_OK;
-	return err_set(E_EXISTS, "s3://%s/%s already exists", s->bucket, p->key);
-}
-
-static err_code put_single(s3_put *p)
-{
-	s3_storage *s = p->s;
-	s3_target t;
-	target_init(s, &t, "PUT", p->key, NULL);
-	s3_request req;
-	request_init(&req, &t, "PUT", NULL);
-	req.body = p->buf;
-	req.body_len = p->len;
-	s3_kvs_add(&req.headers, "content-type", "application/octet-stream");
-	add_upload_headers(s, &req.headers);
-	if (p->exclusive)
-		s3_kvs_add(&req.headers, "if-none-match", "*");
-	s3_response resp;
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status == 412 && p->exclusive)
-		rc = exists_unless_ours(p);
-	else if (rc == E_OK && resp.status != 200)
-		rc = answer_error(s, t.what, &resp);
-	if (rc == E_OK)
-		log_debug("s3: stored %s (%zu bytes, ETag %s)", p->key, p->len, resp.etag);
-	s3_response_free(&resp);
-	s3_kvs_free(&req.headers);
-	target_free(&t);
-	return rc;
-}
-
-static err_code mp_create(s3_put *p)
-{
-	s3_storage *s = p->s;
-	s3_kvs q = { 0 };
-	s3_kvs_add(&q, "uploads", "");
-	s3_target t;
-	target_init(s, &t, "POST", p->key, &q);
-	s3_request req;
-	request_init(&req, &t, "POST", &q);
-	s3_kvs_add(&req.headers, "content-type", "application/octet-stream");
-	add_upload_headers(s, &req.headers);
-	s3_response resp;
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status != 200)
-		rc = answer_error(s, "CreateMultipartUpload", &resp);
-	else if (rc == E_OK) {
-		rc = s3_xml_upload_id((const char *)resp.body.data, resp.body.len, &p->upload_id);
-		if (rc != E_OK)
-			err_wrap(rc, "%s", t.what);
-	}
-	if (rc == E_OK)
-		log_debug("s3: multipart upload of %s started", p->key);
-	s3_response_free(&resp);
-	s3_kvs_free(&req.headers);
-	s3_kvs_free(&q);
-	target_free(&t);
-	return rc;
-}
-
-static err_code mp_upload_part(s3_put *p, s3_part *part)
-{
-	s3_storage *s = p->s;
-	char num[16];
-	snprintf(num, sizeof(num), "%d", part->num);
-	s3_kvs q = { 0 };
-	s3_kvs_add(&q, "partNumber", num);
-	s3_kvs_add(&q, "uploadId", p->upload_id);
-	s3_target t;
-	target_init(s, &t, "PUT", p->key, &q);
-	char *what = xasprintf("%s part %d", t.what, part->num);
-	s3_request req;
-	request_init(&req, &t, "PUT", &q);
-	req.what = what;
-	req.body = part->buf;
-	req.body_len = part->len;
-	req.cancel = &p->cancel;
-	add_ssec_headers(s, &req.headers);
-	s3_response resp;
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status != 200)
-		rc = answer_error(s, what, &resp);
-	else if (rc == E_OK && resp.etag[0] == '\0')
-		rc = err_set(E_IO, "%s: answer has no ETag", what);
-	if (rc == E_OK)
-		part->etag = xstrdup(resp.etag);
-	s3_response_free(&resp);
-	s3_kvs_free(&req.headers);
-	s3_kvs_free(&q);
-	free(what);
-	target_free(&t);
-	return rc;
-}
-
-static err_code mp_worker(void *arg)
-{
-	s3_put *p = arg;
-	void *item;
-	while (chan_recv(p->ch, &item)) {
-		s3_part *part = item;
-		err_code rc = mp_upload_part(p, part);
-		pool_put(part->from, part->buf);
-		part->buf = NULL;
-		if (rc != E_OK)
-			return rc;
-	}
-	return group_cancelled(p->g) ? err_set(E_CANCELLED, "upload cancelled") : E_OK;
-}
-
-static void mp_on_cancel(void *arg)
-{
-	s3_put *p = arg;
-	atomic_store(&p->cancel, true);
-	chan_cancel(p->ch);
-	pool_wake(p->s->parts); /* this upload's producer may wait there; others go on */
-}
-
-static void xml_escape_into(char **out, const char *s)
-{
-	size_t n = 0;
-	for (const char *c = s; *c; c++)
-		n += *c == '&' ? 5 : (*c == '<' || *c == '>') ? 4 : (*c == '"' || *c == '\'') ? 6 : 1;
-	char *o = xmalloc(n + 1), *w = o;
-	for (const char *c = s; *c; c++) {
-		const char *rep = *c == '&' ? "&amp;" : *c == '<' ? "&lt;" : *c == '>' ? "&gt;" :
-			*c == '"' ? "&quot;" : *c == '\'' ? "&apos;" : NULL;
-		if (rep) {
-			size_t l = strlen(rep);
-			memcpy(w, rep, l);
-			w += l;
-		} else {
-			*w++ = *c;
-		}
-	}
-	*w = '\0';
-	*out = o;
-}
-
-static err_code mp_complete(s3_put *p)
-{
-	s3_storage *s = p->s;
-	size_t cap = 64 + (size_t)p->nparts * 200, len = 0;
-	char *body = xmalloc(cap);
-	len += (size_t)snprintf(body, cap, "<CompleteMultipartUpload>");
-	for (int i = 0; i < p->nparts; i++) {
-		char *etag;
-		xml_escape_into(&etag, p->parts[i]->etag);
-		size_t need = strlen(etag) + 96;
-		if (len + need >= cap) {
-			cap = (len + need) * 2;
-			body = xrealloc(body, cap);
-		}
-		len += (size_t)snprintf(body + len, cap - len,
-								"<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>",
-								p->parts[i]->num, etag);
-		free(etag);
-	}
-	if (len + 32 >= cap)
-		body = xrealloc(body, cap = len + 32);
-	len += (size_t)snprintf(body + len, cap - len, "</CompleteMultipartUpload>");
-
-	s3_kvs q = { 0 };
-	s3_kvs_add(&q, "uploadId", p->upload_id);
-	s3_target t;
-	target_init(s, &t, "POST", p->key, &q);
-	s3_request req;
-	request_init(&req, &t, "POST", &q);
-	req.body = body;
-	req.body_len = len;
-	s3_kvs_add(&req.headers, "content-type", "application/xml");
-	if (p->exclusive)
-		s3_kvs_add(&req.headers, "if-none-match", "*");
-	s3_response resp;
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status == 412 && p->exclusive)
-		rc = err_set(E_EXISTS, "s3://%s/%s already exists", s->bucket, p->key);
-	else if (rc == E_OK && resp.status != 200)
-		rc = answer_error(s, "CompleteMultipartUpload", &resp);
-	/* S3 may answer 200 and still report an error in the body. */
-	else if (rc == E_OK && s3_xml_error((const char *)resp.body.data, resp.body.len, resp.code,
-										sizeof(resp.code), resp.message, sizeof(resp.message)))
-		rc = answer_error(s, "CompleteMultipartUpload", &resp);
-	if (rc == E_OK)
-		log_debug("s3: stored %s in %d parts", p->key, p->nparts);
-	s3_response_free(&resp);
-	s3_kvs_free(&req.headers);
-	s3_kvs_free(&q);
-	target_free(&t);
-	free(body);
-	return rc;
-}
-
-static void mp_abort(s3_put *p)
-{
-	s3_storage *s = p->s;
-	if (p->aborted)
-		return;
-	p->aborted = true;
-	s3_kvs q = { 0 };
-	s3_kvs_add(&q, "uploadId", p->upload_id);
-	s3_target t;
-	target_init(s, &t, "DELETE", p->key, &q);
-	s3_request req;
-	request_init(&req, &t, "DELETE", &q);
-	s3_response resp;
-	/* Keep the error that made us abort: the abort's own outcome is only logged. */
-	char saved[ERR_MSG_MAX];
-	err_code last = err_last();
-	snprintf(saved, sizeof(saved), "%s", err_msg());
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status != 204 && resp.status != 200 && resp.status != 404)
-		rc = answer_error(s, "AbortMultipartUpload", &resp);
-	if (rc != E_OK)
-		log_warn("s3: could not abort the multipart upload of %s (upload id %s), it stays "
-				 "pending until a lifecycle rule removes it: %s",
-				 p->key, p->upload_id, err_msg());
-	else
-		log_debug("s3: aborted the multipart upload of %s", p->key);
-	if (last != E_OK)
-		err_set(last, "%s", saved);
-	else
-		err_clear();
-	s3_response_free(&resp);
-	s3_kvs_free(&q);
-	target_free(&t);
-}
-
-/* Hands the full buffer to the uploaders, starting the multipart upload on the first call. */
-static err_code mp_send(s3_put *p)
-{
-	if (p->upload_id == NULL) {
-		TRY(mp_create(p));
-		p->ch = chan_new((size_t)p->s->concurrency);
-		p->g = group_new();
-		group_on_cancel(p->g, mp_on_cancel, p);
-	}
-	if (p->nparts >= S3_MAX_PARTS)
-		return err_set(E_IO, "s3://%s/%s: more than %d parts of %zu bytes: raise "
-							 "S3_MAX_PART_SIZE",
-					   p->s->bucket, p->key, S3_MAX_PARTS, p->s->part_size);
-	s3_part *part = xcalloc(1, sizeof(*part));
-	part->num = p->nparts + 1;
-	part->buf = p->buf;
-	part->len = p->len;
-	part->from = p->buf_from;
-	part->put = p;
-	p->parts = xrealloc(p->parts, (size_t)(p->nparts + 1) * sizeof(*p->parts));
-	p->parts[p->nparts++] = part;
-	p->buf = NULL;
-	p->len = 0;
-	if (p->nworkers < p->s->concurrency) {
-		err_code rc = group_go(p->g, mp_worker, p);
-		if (rc != E_OK) {
-			pool_put(part->from, part->buf);
-			part->buf = NULL;
-			return rc;
-		}
-		p->nworkers++;
-	}
-	if (!chan_send(p->ch, part)) {
-		/* Cancelled: the part never reached a worker. */
-		pool_put(part->from, part->buf);
-		part->buf = NULL;
-		err_code rc = group_wait(p->g);
-		return rc != E_OK ? rc : err_set(E_CANCELLED, "upload of %s cancelled", p->key);
-	}
-	return E_OK;
-}
-
-static err_code put_write(sink *sk, const void *data, size_t len)
-{
-	s3_put *p = (s3_put *)sk;
-	const unsigned char *d = data;
-	while (len > 0) {
-		if (p->buf == NULL) {
-			pool *from = p->upload_id == NULL && p->nparts == 0 ? p->first : p->s->parts;
-			if (from == p->first && p->first == NULL)
-				from = p->first = pool_new(1, p->s->part_size);
-			p->buf = from == p->s->parts && p->first != NULL ? pool_try_get(p->first) : NULL;
-			if (p->buf != NULL)
-				from = p->first;
-			else
-				p->buf = pool_get_unless(from, &p->cancel);
-			p->buf_from = from;
-			if (p->buf == NULL) {
-				err_code rc = p->g ? group_wait(p->g) : E_OK;
-				return rc != E_OK ? rc : err_set(E_CANCELLED, "upload of %s cancelled", p->key);
-			}
-			p->len = 0;
-		}
-		p->len += take_bytes(p->buf + p->len, p->s->part_size - p->len, &d, &len);
-		if (p->len == p->s->part_size && len > 0)
-			TRY(mp_send(p));
-	}
-	return E_OK;
-}
-
-static err_code put_finish(sink *sk)
-{
-	s3_put *p = (s3_put *)sk;
-	err_code rc;
-	if (p->upload_id == NULL) {
-		rc = put_single(p);
-	} else {
-		/* The last part (a full buffer is kept back until now so it is never empty). */
-		rc = p->buf != NULL && p->len > 0 ? mp_send(p) : E_OK;
-		if (p->ch != NULL)
-			chan_close(p->ch);
-		err_code wrc = group_wait(p->g);
-		if (rc == E_OK)
-			rc = wrc;
-		if (rc == E_OK)
-			rc = mp_complete(p);
-		if (rc != E_OK)
-			mp_abort(p);
-	}
-	if (rc == E_OK)
-		p->done = true;
-	return rc;
-}
-
-/* Parts left in the channel by a cancel give their buffers back to the shared pool. */
-static void part_release(void *item)
-{
-	s3_part *part = item;
-	if (part->buf != NULL)
-		pool_put(part->from, part->buf);
-	part->buf = NULL;
-}
-
-static void put_free(sink *sk)
-{
-	s3_put *p = (s3_put *)sk;
-	if (p->g != NULL) {
-		if (!p->done) {
-			group_fail(p->g, E_CANCELLED, "upload abandoned");
-			group_wait(p->g);
-			if (p->upload_id != NULL && !p->done)
-				mp_abort(p);
-		}
-		group_free(p->g);
-	}
-	if (p->ch != NULL)
-		chan_drain(p->ch, part_release);
-	if (p->buf != NULL && p->buf_from == p->s->parts)
-		pool_put(p->s->parts, p->buf);
-	chan_free(p->ch);
-	for (int i = 0; i < p->nparts; i++) {
-		free(p->parts[i]->etag);
-		free(p->parts[i]);
-	}
-	free(p->parts);
-	pool_free(p->first);
-	free(p->upload_id);
-	free(p->key);
-	free(p);
-}
-
-static const sink_ops put_ops = { put_write, put_finish, put_free };
-
-static err_code s3_put_open(storage *st, const char *key, sink **out)
-{
-	s3_storage *s = (s3_storage *)st;
-	s3_put *p = xcalloc(1, sizeof(*p));
-	p->base.ops = &put_ops;
-	p->s = s;
-	p->key = full_key(s, key);
-	atomic_init(&p->cancel, false);
-	*out = &p->base;
-	return E_OK;
-}
-
-static err_code s3_stat(storage *st, const char *key, obj_info *info);
-
-/*
- * A put that never replaces: refused at once when the key exists, and the upload itself is
- * conditional (If-None-Match: *), so a writer that published first in the meantime wins on
- * servers that honour it (AWS S3; others get the check before writing only).
- */
-static err_code s3_put_new(storage *st, const char *key, sink **out)
-{
-	obj_info info;
-	err_code rc = s3_stat(st, key, &info);
-	if (rc == E_OK)
-		return err_set(E_EXISTS, "%s already exists in %s", key, storage_describe(st));
-	if (rc != E_NOTFOUND)
-		return rc;
-	err_clear();
-	TRY(s3_put_open(st, key, out));
-	((s3_put *)*out)->exclusive = true;
-	return E_OK;
+	http_kvs_add(h, "x-amz-server-side-encryption-customer-algorithm", "AES256");
+	http_kvs_add(h, "x-amz-server-side-encryption-customer-key", s->ssec_key_b64);
+	http_kvs_add(h, "x-amz-server-side-encryption-customer-key-md5", s->ssec_md5_b64);
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* get, stat, list, remove                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
+/* A request for an object of the repository: its key below the root, SSE-C when asked. */
+static void object_call(s3_storage *s, http_call *c, const char *method, const char *key,
+						bool ssec)
+{
+	char *k = s3_full_key(s, key);
+	s3_call_init(s, c, method, k);
+	free(k);
+	if (ssec)
+		s3_add_ssec_headers(s, &c->req.headers);
+}
+
+static bool no_such_key(const http_response *r)
+{
+	return r->status == 404 && strcmp(r->code, "NoSuchBucket") != 0;
+}
+
 static err_code s3_get(storage *st, const char *key, sink *into)
 {
 	s3_storage *s = (s3_storage *)st;
-	char *k = full_key(s, key);
-	s3_target t;
-	target_init(s, &t, "GET", k, NULL);
-	s3_request req;
-	request_init(&req, &t, "GET", NULL);
-	req.into = into;
-	add_ssec_headers(s, &req.headers);
-	s3_response resp;
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status == 404 && strcmp(resp.code, "NoSuchBucket") != 0)
-		rc = err_set(E_NOTFOUND, "object s3://%s/%s does not exist", s->bucket, k);
-	else if (rc == E_OK && (resp.status < 200 || resp.status >= 300))
-		rc = answer_error(s, t.what, &resp);
-	s3_kvs_free(&req.headers);
-	s3_response_free(&resp);
-	target_free(&t);
-	free(k);
+	http_call c = { 0 };
+	object_call(s, &c, "GET", key, true);
+	c.req.into = into;
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && no_such_key(&c.resp))
+		rc = err_set(E_NOTFOUND, "object s3://%s/%s%s does not exist", s->bucket, s->root, key);
+	else if (rc == E_OK && (c.resp.status < 200 || c.resp.status >= 300))
+		rc = s3_answer_error(s, c.what, &c.resp);
+	http_call_free(&c);
 	return rc;
 }
 
@@ -950,219 +445,99 @@ static err_code bucket_check(s3_storage *s)
 {
 	if (atomic_load(&s->bucket_seen))
 		return E_OK;
-	s3_target t;
-	target_init(s, &t, "HEAD", NULL, NULL);
-	s3_request req;
-	request_init(&req, &t, "HEAD", NULL);
-	s3_response resp;
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status == 404)
+	http_call c = { 0 };
+	s3_call_init(s, &c, "HEAD", NULL);
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status == 404)
 		rc = err_set(E_IO, "bucket %s does not exist (NoSuchBucket) at %s://%s", s->bucket,
 					 s->scheme, s->hostport);
 	else if (rc == E_OK)
 		atomic_store(&s->bucket_seen, 1);
-	s3_response_free(&resp);
-	target_free(&t);
+	http_call_free(&c);
 	return rc;
 }
 
 static err_code s3_stat(storage *st, const char *key, obj_info *info)
 {
 	s3_storage *s = (s3_storage *)st;
-	char *k = full_key(s, key);
-	s3_target t;
-	target_init(s, &t, "HEAD", k, NULL);
-	s3_request req;
-	request_init(&req, &t, "HEAD", NULL);
-	add_ssec_headers(s, &req.headers);
-	s3_response resp;
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status == 200) {
-		info->size = resp.content_length;
-		info->mtime = resp.last_modified;
+	http_call c = { 0 };
+	object_call(s, &c, "HEAD", key, true);
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status == 200) {
+		info->size = c.resp.content_length;
+		info->mtime = c.resp.last_modified;
 		info->mtime_nsec = 0;
-	} else if (rc == E_OK && resp.status == 404) {
+	} else if (rc == E_OK && c.resp.status == 404) {
 		rc = bucket_check(s);
 		if (rc == E_OK)
-			rc = err_set(E_NOTFOUND, "object s3://%s/%s does not exist", s->bucket, k);
+			rc = err_set(E_NOTFOUND, "object s3://%s/%s%s does not exist", s->bucket, s->root,
+						 key);
 	} else if (rc == E_OK) {
 		/* HEAD answers carry no body: ask for one byte to learn the S3 error code. */
-		s3_response r2;
-		s3_request req2;
-		s3_target t2;
-		target_init(s, &t2, "GET", k, NULL);
-		request_init(&req2, &t2, "GET", NULL);
-		s3_kvs_add(&req2.headers, "range", "bytes=0-0");
-		add_ssec_headers(s, &req2.headers);
-		if (s3_http_do(&s->http, &s->signer, &req2, &r2) == E_OK && r2.code[0] != '\0')
-			rc = answer_error(s, t.what, &r2);
+		http_call c2 = { 0 };
+		object_call(s, &c2, "GET", key, true);
+		http_kvs_add(&c2.req.headers, "range", "bytes=0-0");
+		if (s3_call(s, &c2) == E_OK && c2.resp.code[0] != '\0')
+			rc = s3_answer_error(s, c.what, &c2.resp);
 		else
-			rc = answer_error(s, t.what, &resp);
-		s3_response_free(&r2);
-		s3_kvs_free(&req2.headers);
-		target_free(&t2);
+			rc = s3_answer_error(s, c.what, &c.resp);
+		http_call_free(&c2);
 	}
-	s3_kvs_free(&req.headers);
-	s3_response_free(&resp);
-	target_free(&t);
-	free(k);
+	http_call_free(&c);
+	return rc;
+}
+
+static err_code list_page(const http_listing *job, const char *token, int page, obj_list *items,
+						  char **next)
+{
+	s3_storage *s = job->store;
+	http_call c = { 0 };
+	http_kvs_add(&c.query, "list-type", "2");
+	http_kvs_add(&c.query, "prefix", job->prefix);
+	http_kvs_add(&c.query, "encoding-type", "url");
+	if (!job->recursive)
+		http_kvs_add(&c.query, "delimiter", "/");
+	if (token != NULL)
+		http_kvs_add(&c.query, "continuation-token", token);
+	s3_call_init(s, &c, "GET", NULL);
+	char *what = xasprintf("ListObjectsV2 s3://%s/%s (page %d)", s->bucket, job->prefix, page + 1);
+	free(c.what);
+	c.what = what;
+	c.req.what = what;
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status != 200)
+		rc = s3_answer_error(s, what, &c.resp);
+	s3_list_page pg = { 0 };
+	if (rc == E_OK) {
+		rc = s3_xml_list((const char *)c.resp.body.data, c.resp.body.len, &pg);
+		if (rc != E_OK)
+			err_wrap(rc, "%s", what);
+	}
+	if (rc == E_OK) {
+		*items = pg.items;
+		pg.items = (obj_list){ 0 };
+		*next = pg.truncated ? xstrdup(pg.next_token) : NULL;
+	}
+	s3_list_page_free(&pg);
+	http_call_free(&c);
 	return rc;
 }
 
 static err_code s3_list(storage *st, const char *prefix, bool recursive, obj_list *out)
 {
-	s3_storage *s = (s3_storage *)st;
-	size_t pl = strlen(prefix);
-	char *p = pl == 0 || prefix[pl - 1] == '/' ? xasprintf("%s%s", s->root, prefix)
-											   : xasprintf("%s%s/", s->root, prefix);
-	size_t rootlen = strlen(s->root);
-	char *token = NULL;
-	err_code rc = E_OK;
-	for (int page = 0; rc == E_OK; page++) {
-		s3_kvs q = { 0 };
-		s3_kvs_add(&q, "list-type", "2");
-		s3_kvs_add(&q, "prefix", p);
-		s3_kvs_add(&q, "encoding-type", "url");
-		if (!recursive)
-			s3_kvs_add(&q, "delimiter", "/");
-		if (token != NULL)
-			s3_kvs_add(&q, "continuation-token", token);
-		s3_target t;
-		target_init(s, &t, "GET", NULL, &q);
-		char *what = xasprintf("ListObjectsV2 s3://%s/%s (page %d)", s->bucket, p, page + 1);
-		s3_request req;
-		request_init(&req, &t, "GET", &q);
-		req.what = what;
-		s3_response resp;
-		rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-		if (rc == E_OK && resp.status != 200)
-			rc = answer_error(s, what, &resp);
-		s3_list_page pg = { 0 };
-		if (rc == E_OK) {
-			rc = s3_xml_list((const char *)resp.body.data, resp.body.len, &pg);
-			if (rc != E_OK)
-				err_wrap(rc, "%s", what);
-		}
-		if (rc == E_OK) {
-			for (size_t i = 0; i < pg.items.len; i++) {
-				const obj_info *o = &pg.items.items[i];
-				size_t kl = strlen(o->key);
-				/* Keys outside our root, or "folder" markers, are not objects of ours. */
-				if (kl <= rootlen || strncmp(o->key, s->root, rootlen) != 0 ||
-					o->key[kl - 1] == '/')
-					continue;
-				obj_list_add(out, o->key + rootlen, o->size, o->mtime, o->mtime_nsec);
-			}
-			/* A server that hands back the same token would keep us listing forever. */
-			if (pg.truncated && token != NULL && strcmp(token, pg.next_token) == 0)
-				rc = err_set(E_CORRUPT, "listing %s: the server repeated its continuation token",
-							 what);
-			free(token);
-			token = rc == E_OK && pg.truncated ? xstrdup(pg.next_token) : NULL;
-		}
-		s3_list_page_free(&pg);
-		s3_response_free(&resp);
-		s3_kvs_free(&q);
-		target_free(&t);
-		free(what);
-		if (token == NULL)
-			break;
-	}
-	free(token);
-	free(p);
-	if (rc != E_OK)
-		obj_list_free(out);
-	return rc;
+	return http_list(st, ((s3_storage *)st)->root, prefix, recursive, list_page, out);
 }
 
 static err_code s3_remove(storage *st, const char *key)
 {
 	s3_storage *s = (s3_storage *)st;
-	char *k = full_key(s, key);
-	s3_target t;
-	target_init(s, &t, "DELETE", k, NULL);
-	s3_request req;
-	request_init(&req, &t, "DELETE", NULL);
-	s3_response resp;
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status != 204 && resp.status != 200 &&
-		!(resp.status == 404 && strcmp(resp.code, "NoSuchBucket") != 0))
-		rc = answer_error(s, t.what, &resp);
-	s3_response_free(&resp);
-	target_free(&t);
-	free(k);
+	http_call c = { 0 };
+	object_call(s, &c, "DELETE", key, false);
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status != 204 && c.resp.status != 200 && !no_such_key(&c.resp))
+		rc = s3_answer_error(s, c.what, &c.resp);
+	http_call_free(&c);
 	return rc;
-}
-
-static err_code delete_batch(s3_storage *s, const char *const *keys, size_t n)
-{
-	size_t cap = 64, len = 0;
-	char *body = xmalloc(cap);
-	len = (size_t)snprintf(body, cap, "<Delete><Quiet>true</Quiet>");
-	for (size_t i = 0; i < n; i++) {
-		char *k = full_key(s, keys[i]), *e;
-		xml_escape_into(&e, k);
-		size_t need = strlen(e) + 40;
-		if (len + need >= cap) {
-			cap = (len + need) * 2;
-			body = xrealloc(body, cap);
-		}
-		len += (size_t)snprintf(body + len, cap - len, "<Object><Key>%s</Key></Object>", e);
-		free(e);
-		free(k);
-	}
-	if (len + 16 >= cap)
-		body = xrealloc(body, cap = len + 16);
-	len += (size_t)snprintf(body + len, cap - len, "</Delete>");
-
-	char md5[25];
-	s3_md5_base64(body, len, md5);
-	s3_kvs q = { 0 };
-	s3_kvs_add(&q, "delete", "");
-	s3_target t;
-	target_init(s, &t, "POST", NULL, &q);
-	char *what = xasprintf("DeleteObjects s3://%s (%zu keys)", s->bucket, n);
-	s3_request req;
-	request_init(&req, &t, "POST", &q);
-	req.what = what;
-	req.body = body;
-	req.body_len = len;
-	s3_kvs_add(&req.headers, "content-type", "application/xml");
-	s3_kvs_add(&req.headers, "content-md5", md5);
-	s3_response resp;
-	err_code rc = s3_http_do(&s->http, &s->signer, &req, &resp);
-	if (rc == E_OK && resp.status != 200)
-		rc = answer_error(s, what, &resp);
-	if (rc == E_OK) {
-		size_t nerr;
-		char *first = NULL;
-		rc = s3_xml_delete_errors((const char *)resp.body.data, resp.body.len, &nerr, &first);
-		if (rc == E_OK && nerr > 0)
-			rc = err_set(E_IO, "%s: %zu keys not deleted, first %s", what, nerr, first);
-		else if (rc != E_OK)
-			err_wrap(rc, "%s", what);
-		free(first);
-	}
-	s3_response_free(&resp);
-	s3_kvs_free(&req.headers);
-	s3_kvs_free(&q);
-	target_free(&t);
-	free(what);
-	free(body);
-	return rc;
-}
-
-err_code s3_remove_many(storage *st, const char *const *keys, size_t n)
-{
-	if (st->ops != &s3_ops)
-		return err_set(E_CONFIG, "s3_remove_many: not an S3 storage");
-	for (size_t i = 0; i < n; i++)
-		TRY(storage_check_key(keys[i]));
-	for (size_t at = 0; at < n; at += S3_DELETE_BATCH) {
-		size_t m = n - at < S3_DELETE_BATCH ? n - at : S3_DELETE_BATCH;
-		TRY(delete_batch((s3_storage *)st, keys + at, m));
-	}
-	return E_OK;
 }
 
 static const char *s3_describe(storage *st)
@@ -1171,5 +546,13 @@ static const char *s3_describe(storage *st)
 }
 
 static const storage_ops s3_ops = {
-	s3_put_open, s3_get, s3_stat, s3_list, s3_remove, s3_describe, s3_free, s3_put_new, NULL,
+	.put = s3_put_open,
+	.get = s3_get,
+	.stat = s3_stat,
+	.list = s3_list,
+	.remove = s3_remove,
+	.describe = s3_describe,
+	.free = s3_free,
+	.put_new = s3_put_new,
+	.remove_many = s3_remove_many,
 };

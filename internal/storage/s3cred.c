@@ -50,34 +50,11 @@ static char *trimmed(const char *s)
 /* Shared credentials file                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-static err_code read_small_file(const char *path, size_t max, char **out)
-{
-	*out = NULL;
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return err_errno(errno == ENOENT ? E_NOTFOUND : E_IO, errno, "opening %s", path);
-	char *buf = xmalloc(max + 1);
-	size_t n = fread(buf, 1, max + 1, f);
-	bool bad = ferror(f);
-	fclose(f);
-	if (bad) {
-		free(buf);
-		return err_set(E_IO, "reading %s", path);
-	}
-	if (n > max) {
-		free(buf);
-		return err_set(E_CONFIG, "%s is larger than %zu bytes", path, max);
-	}
-	buf[n] = '\0';
-	*out = buf;
-	return E_OK;
-}
-
 /* The profile's keys from an INI-style credentials file. E_NOTFOUND when it has none. */
 static err_code parse_cred_file(const char *path, const char *profile, s3_creds *out)
 {
 	char *text;
-	TRY(read_small_file(path, CRED_FILE_MAX, &text));
+	TRY(http_read_small_file(path, CRED_FILE_MAX, &text));
 	memset(out, 0, sizeof(*out));
 	bool in = false, found = false, bad_value = false;
 	char *save = NULL;
@@ -154,7 +131,7 @@ static err_code parse_cred_file(const char *path, const char *profile, s3_creds 
 
 static void form_add(char **body, const char *k, const char *v)
 {
-	char *ev = s3_uri_encode(v, false);
+	char *ev = http_uri_encode(v, false);
 	char *nb = xasprintf("%s%s%s=%s", *body ? *body : "", *body ? "&" : "", k, ev);
 	if (*body != NULL)
 		memset(*body, 0, strlen(*body));
@@ -166,7 +143,7 @@ static void form_add(char **body, const char *k, const char *v)
 static err_code fetch_web_identity(s3_credprov *p, s3_creds *out)
 {
 	char *token;
-	err_code rc = read_small_file(p->token_file, TOKEN_FILE_MAX, &token);
+	err_code rc = http_read_small_file(p->token_file, TOKEN_FILE_MAX, &token);
 	/* Not E_NOTFOUND: a missing token file must not read as a missing object. */
 	if (rc != E_OK)
 		return err_wrap(E_CONFIG, "AWS_WEB_IDENTITY_TOKEN_FILE");
@@ -186,19 +163,19 @@ static err_code fetch_web_identity(s3_credprov *p, s3_creds *out)
 	memset(t, 0, strlen(t));
 	free(t);
 
-	s3_request req = { 0 };
+	http_request req = { 0 };
 	req.method = "POST";
 	req.url = p->sts_endpoint;
 	req.body = body;
 	req.body_len = strlen(body);
 	char *what = xasprintf("STS AssumeRoleWithWebIdentity at %s", p->sts_endpoint);
 	req.what = what;
-	s3_kvs_add(&req.headers, "content-type", "application/x-www-form-urlencoded");
-	s3_response resp;
-	rc = s3_http_do(p->http, NULL, &req, &resp);
+	http_kvs_add(&req.headers, "content-type", "application/x-www-form-urlencoded");
+	http_response resp;
+	rc = http_do(p->http, NULL, &req, &resp);
 	if (rc == E_OK && resp.status != 200) {
 		char code[64] = "", msg[256] = "";
-		s3_xml_error((const char *)resp.body.data, resp.body.len, code, sizeof(code), msg,
+		xml_error((const char *)resp.body.data, resp.body.len, code, sizeof(code), msg,
 					 sizeof(msg));
 		rc = err_set(E_IO, "%s for role %s: HTTP %ld %s%s%s", what, p->role_arn, resp.status,
 					 code[0] ? code : "(no error code)", msg[0] ? ": " : "", msg);
@@ -207,10 +184,8 @@ static err_code fetch_web_identity(s3_credprov *p, s3_creds *out)
 		if (rc != E_OK)
 			err_wrap(rc, "%s", what);
 	}
-	if (resp.body.data != NULL)
-		memset(resp.body.data, 0, resp.body.len);
-	s3_response_free(&resp);
-	s3_kvs_free(&req.headers);
+	http_response_wipe(&resp);
+	http_kvs_free(&req.headers);
 	memset(body, 0, strlen(body));
 	free(body);
 	free(what);
@@ -309,7 +284,7 @@ static err_code parse_meta_json(const char *doc, const char *what, s3_creds *out
 		out->secret_key = xstrdup(sk);
 		out->token = tk ? xstrdup(tk) : NULL;
 		long ns;
-		if (ex != NULL && !s3_parse_iso8601(ex, &out->expires, &ns))
+		if (ex != NULL && !http_parse_iso8601(ex, &out->expires, &ns))
 			out->expires = 0;
 	}
 	json_decref(j);
@@ -370,7 +345,7 @@ static err_code fetch_ecs(const s3_credprov *p, s3_creds *out)
 	char *file_token = NULL;
 	if (p->ecs_token_file != NULL) {
 		/* EKS Pod Identity rotates the token in its file: read it at every refresh. */
-		TRY(read_small_file(p->ecs_token_file, TOKEN_FILE_MAX, &file_token));
+		TRY(http_read_small_file(p->ecs_token_file, TOKEN_FILE_MAX, &file_token));
 		char *t = trimmed(file_token);
 		memset(file_token, 0, strlen(file_token));
 		free(file_token);
@@ -426,7 +401,7 @@ static bool valid_session_name(const char *s)
 }
 
 err_code s3_credprov_init(s3_credprov *p, const s3_settings *set, const char *region,
-						  s3_http *http)
+						  http_client *http)
 {
 	memset(p, 0, sizeof(*p));
 	pthread_mutex_init(&p->mu, NULL);

@@ -1,5 +1,7 @@
 /* Backend-independent parts of storage: dispatch, key checks, listing helpers. */
 #include "internal/storage/storage.h"
+#include "internal/storage/azure.h"
+#include "internal/storage/gcs.h"
 #include "internal/storage/s3.h"
 
 #include <stdlib.h>
@@ -96,6 +98,17 @@ err_code storage_remove(storage *st, const char *key)
 	return st->ops->remove(st, key);
 }
 
+err_code storage_remove_many(storage *st, const char *const *keys, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		TRY(storage_check_key(keys[i]));
+	if (st->ops->remove_many != NULL)
+		return st->ops->remove_many(st, keys, n);
+	for (size_t i = 0; i < n; i++)
+		TRY(st->ops->remove(st, keys[i]));
+	return E_OK;
+}
+
 const char *storage_describe(storage *st)
 {
 	return st->ops->describe(st);
@@ -127,11 +140,16 @@ void obj_list_free(obj_list *l)
 err_code storage_open(const config *cfg, storage **out)
 {
 	*out = NULL;
-	/* WAL-G's order: an S3 prefix wins over a file prefix. */
+	/* WAL-G's order: S3, then the file system, then GCS, then Azure. */
 	if (cfg->s3_prefix != NULL)
 		return storage_s3_open(cfg, out);
+	if (cfg->file_prefix == NULL && cfg->gs_prefix != NULL)
+		return storage_gcs_open(cfg, out);
+	if (cfg->file_prefix == NULL && cfg->az_prefix != NULL)
+		return storage_az_open(cfg, out);
 	if (cfg->file_prefix == NULL)
-		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX");
+		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX, WALG_S3_PREFIX, "
+								 "WALG_GS_PREFIX or WALG_AZ_PREFIX");
 	char *root = cfg->storage_prefix
 		? xasprintf("%s/%s", cfg->file_prefix, cfg->storage_prefix)
 		: xstrdup(cfg->file_prefix);

@@ -1,6 +1,6 @@
 /*
  * storage: one interface over object stores (put a stream, get a stream, stat, list, delete),
- * with the file-system backend here and S3 later. Keys are '/'-separated, relative to the
+ * with the file system and the HTTP object stores (S3, GCS, Azure Blob) as backends. Keys are '/'-separated, relative to the
  * repository root (prefix plus WALG_STORAGE_PREFIX). Every object is complete or absent.
  */
 #ifndef WALC_INTERNAL_STORAGE_STORAGE_H
@@ -38,13 +38,15 @@ typedef struct storage_ops {
 	err_code (*put_new)(storage *st, const char *key, sink **out);
 	/* Optional: the hidden temporaries of unfinished puts below prefix (file system). */
 	err_code (*list_temporaries)(storage *st, const char *prefix, obj_list *out);
+	/* Optional: deletes many objects in batched requests (S3, Azure, GCS). */
+	err_code (*remove_many)(storage *st, const char *const *keys, size_t n);
 } storage_ops;
 
 struct storage {
 	const storage_ops *ops;
 };
 
-/* Opens the storage the configuration names (file system or S3). */
+/* Opens the storage the configuration names (file system, S3, GCS or Azure Blob). */
 err_code storage_open(const config *cfg, storage **out);
 /* The file-system backend rooted at root (absolute). */
 err_code storage_fs_open(const char *root, storage **out);
@@ -80,6 +82,11 @@ err_code storage_list_temporaries(storage *st, const char *prefix, obj_list *out
 long storage_temporary_pid(const char *key);
 /* Deleting an absent object succeeds. */
 err_code storage_remove(storage *st, const char *key);
+/*
+ * Deletes keys with the store's batch requests, several at once (WALG_UPLOAD_CONCURRENCY),
+ * or one by one where it has none. Absent keys succeed. On failure some may be gone.
+ */
+err_code storage_remove_many(storage *st, const char *const *keys, size_t n);
 const char *storage_describe(storage *st);
 void storage_free(storage *st);
 

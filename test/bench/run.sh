@@ -10,9 +10,9 @@
 #   BENCH_PERF=1           perf record one walc backup-push and one backup-fetch (0 = skip)
 #   BENCH_CORES=$(nproc)   process-max / WALG_UPLOAD_DISK_CONCURRENCY / zstd -T
 #   BENCH_OUT=test/bench/results
-#   BENCH_SECTIONS="full delta delta-restore s3 wal small remote"   which parts to run (full is
-#                          needed by delta, delta-restore and s3; each section's file says what
-#                          it does; remote runs PostgreSQL 17 in the trixie chroot)
+#   BENCH_SECTIONS="full delta delta-restore s3 stores wal small remote"   which parts to run
+#                          (full is needed by delta, delta-restore, s3 and stores; each section's
+#                          file says what it does; remote runs PostgreSQL 17 in the trixie chroot)
 #   KEEP=1                 keep the temporary directory
 #
 # Quick smoke run: BENCH_SCALE=10 BENCH_RUNS=1 make bench
@@ -36,7 +36,7 @@ SMALL_SCALE=${BENCH_SMALL_SCALE:-10}
 DATASETS=${BENCH_DATASETS:-pgbench mixed}
 PERF=${BENCH_PERF:-1}
 OUT=${BENCH_OUT:-$ROOT/test/bench/results}
-SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 wal small remote} "
+SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 stores wal small remote} "
 section() { case $SECTIONS in *" $1 "*) return 0 ;; esac; return 1; }
 case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
@@ -448,6 +448,8 @@ bench_perf() { # DS
 . "$BENCH_DIR/s3.sh"
 # shellcheck source=test/bench/wal.sh
 . "$BENCH_DIR/wal.sh"
+# shellcheck source=test/bench/stores.sh
+. "$BENCH_DIR/stores.sh"
 # shellcheck source=test/bench/remote.sh
 . "$BENCH_DIR/remote.sh"
 
@@ -471,6 +473,7 @@ for ds in $DATASETS; do
 		section delta && bench_delta "$ds" "$SCALE"
 		section delta-restore && bench_delta_restore "$ds"
 		section s3 && bench_s3 "$ds"
+		section stores && bench_stores "$ds"
 	fi
 	pg_stop "$T/$ds/pgdata"
 	rm -rf "${T:?}/$ds"

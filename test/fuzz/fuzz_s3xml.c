@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		s3_list_page_free(&pg);
 	}
 	char code[64], msg[256];
-	if (s3_xml_error(doc, size, code, sizeof(code), msg, sizeof(msg)) &&
+	if (xml_error(doc, size, code, sizeof(code), msg, sizeof(msg)) &&
 		(strlen(code) >= sizeof(code) || strlen(msg) >= sizeof(msg)))
 		abort();
 	char *id = NULL;
@@ -51,10 +51,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s[size] = '\0';
 	time_t t;
 	long ns;
-	if (s3_parse_iso8601(s, &t, &ns) && (ns < 0 || ns > 999999999))
+	if (http_parse_iso8601(s, &t, &ns) && (ns < 0 || ns > 999999999))
 		abort();
-	s3_parse_http_date(s, &t);
-	free(s3_uri_decode(s));
+	http_parse_date(s, &t);
+	free(http_uri_decode(s));
 	free(s);
 	err_clear();
 	return 0;

@@ -18,12 +18,16 @@ Usage: s3_faultproxy.py --listen PORT --upstream HOST:PORT [--rate R] [--faults 
 A --rule applies ACTION (a fault name, or status:CODE:S3CODE; ACTION#N: to the first N
 matches only) to every request whose "METHOD /path?query" matches REGEX, before the random
 faults. Each request is logged as
-"n METHOD path action status" to --log. Prints "ready PORT" on stdout once listening.
+"n METHOD path action status" to --log (with --log-header NAME, that header's value
+follows). --tls-cert/--tls-key serve TLS (Azure's endpoints are https only), --upstream-tls
+talks TLS to the server (unverified: both ends are the test's own). Prints "ready PORT" on
+stdout once listening.
 """
 import argparse
 import asyncio
 import random
 import re
+import ssl
 import sys
 import time
 
@@ -45,9 +49,12 @@ class Proxy:
         self.n = 0
         self.log = open(args.log, "a", buffering=1) if args.log else None
 
-    def note(self, n, method, target, action, status):
+    def note(self, n, method, target, action, status, hdrs=None):
         if self.log:
-            self.log.write(f"{n} {method} {target.split('?')[0]} {action} {status} {time.time():.3f}\n")
+            extra = ""
+            if self.args.log_header and hdrs is not None:
+                extra = " " + hdrs.get(self.args.log_header.lower(), "-").replace(" ", "_")
+            self.log.write(f"{n} {method} {target.split('?')[0]} {action} {status} {time.time():.3f}{extra}\n")
 
     def choose(self, method, target):
         for rule in self.rules:
@@ -140,7 +147,12 @@ class Proxy:
                 if action == "latency":
                     await asyncio.sleep(self.args.latency)
                 if up is None:
-                    up = await asyncio.open_connection(self.up_host, self.up_port)
+                    uctx = None
+                    if self.args.upstream_tls:
+                        uctx = ssl.create_default_context()
+                        uctx.check_hostname = False
+                        uctx.verify_mode = ssl.CERT_NONE
+                    up = await asyncio.open_connection(self.up_host, self.up_port, ssl=uctx)
                 ureader, uwriter = up
                 uwriter.write(head + body)
                 await uwriter.drain()
@@ -152,7 +164,7 @@ class Proxy:
                 if closed or rh.get("connection", "").lower() == "close":
                     uwriter.close()
                     up = None
-                self.note(n, method, target, action, status)
+                self.note(n, method, target, action, status, hdrs)
                 if action == "dropmid":
                     if rbody:
                         cwriter.write(rhead + rbody[: len(rbody) // 2])
@@ -188,9 +200,18 @@ async def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--log")
     ap.add_argument("--rule", nargs=2, action="append")
+    ap.add_argument("--log-header")
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
+    ap.add_argument("--upstream-tls", action="store_true")
     args = ap.parse_args()
     proxy = Proxy(args)
-    server = await asyncio.start_server(proxy.handle, "127.0.0.1", args.listen, limit=MAX_HEAD * 2)
+    ctx = None
+    if args.tls_cert:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+    server = await asyncio.start_server(proxy.handle, "127.0.0.1", args.listen, limit=MAX_HEAD * 2,
+                                        ssl=ctx)
     print(f"ready {args.listen}", flush=True)
     async with server:
         await server.serve_forever()

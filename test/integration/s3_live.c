@@ -143,7 +143,7 @@ int main(int argc, char **argv)
 			const char **keys = xcalloc(l.len + 1, sizeof(*keys));
 			for (size_t i = 0; i < l.len; i++)
 				keys[i] = l.items[i].key;
-			rc = s3_remove_many(st, keys, l.len);
+			rc = storage_remove_many(st, keys, l.len);
 			free(keys);
 			if (rc == E_OK)
 				printf("deleted %zu\n", l.len);

@@ -90,13 +90,14 @@ assert_contains "$W_ERR" "WALG_PGP_KEY_PASSPHRASE is set, but neither WALG_PGP_K
 assert_not_contains "$W_ERR" "secret" "the passphrase is not shown"
 ok "OpenPGP settings are accepted: a bad key is an error naming it, the passphrase alone warns"
 
-# other storages, failover storages, targets
-for s in GS AZ SWIFT SSH OSS; do
+# other storages, failover storages, targets (GCS and Azure are implemented: test_gcs_*, test_az_*)
+for s in SWIFT SSH OSS; do
 	refused "WALG_${s}_PREFIX=x://bucket/path"
 	refused "WALE_${s}_PREFIX=x://bucket/path"
 done
 refused WALG_FAILOVER_STORAGES='{"second": {"WALG_FILE_PREFIX": "/tmp/x"}}'
 refused WALG_TARGET_STORAGE=second
+refused AZURE_ENVIRONMENT_NAME=AzureChinaCloud
 ok "other storages and failover storages are refused"
 
 # what is written and how it is kept
@@ -136,7 +137,8 @@ ok "configuration files: other formats refused naming the file, refused settings
 
 # "off" values are accepted, and the harmless ones stay quiet or warn
 wrun_pg "${ENVS[@]}" WALG_TARGET_STORAGE=default WALG_UPLOAD_WAL_METADATA=NOMETADATA \
-	WALG_PG_BLOCK_SIZE=8192 WALG_PG_WAL_PAGE_SIZE=8192 S3_RETENTION_PERIOD=-1 -- backup-list
+	WALG_PG_BLOCK_SIZE=8192 WALG_PG_WAL_PAGE_SIZE=8192 S3_RETENTION_PERIOD=-1 \
+	AZURE_ENVIRONMENT_NAME=AzurePublicCloud -- backup-list
 expect_rc 0 "backup-list with the off values"
 assert_eq "" "$W_ERR" "backup-list with the off values: stderr"
 wrun_pg "${ENVS[@]}" WALG_USE_REVERSE_UNPACK=true WALG_USE_RATING_COMPOSER=true \

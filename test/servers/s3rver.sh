@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # s3rver (npm, 3.7.1) on 127.0.0.1: a light S3 server for walc's tests, the one with HTTPS.
 #
-#   test/servers/s3rver.sh install                 the npm package, into test/servers/node_modules
-#                                                  (pinned by package-lock.json; deploy/deps.sh
-#                                                  runs this)
+#   test/servers/s3rver.sh install                 the npm packages, into test/servers/node_modules
+#                                                  (npm-install.sh; deploy/deps.sh runs it)
 #   test/servers/s3rver.sh start DIR PORT [https]  a server for DIR on PORT, bucket "test",
 #                                                  credentials S3RVER / S3RVER; prints the endpoint
 #   test/servers/s3rver.sh stop DIR                stops the server started for DIR
@@ -18,9 +17,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
 BIN=$HERE/node_modules/.bin/s3rver
-STAMP=$HERE/node_modules/.walc-lock-sha256
 
 say() { echo "s3rver: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -30,65 +27,16 @@ usage() {
 	exit 2
 }
 
-installed() {
-	[ -x "$BIN" ] && [ -f "$STAMP" ] &&
-		[ "$(cat "$STAMP")" = "$(sha256sum <"$HERE/package-lock.json" | cut -d' ' -f1)" ]
-}
-
-# install: npm ci from package-lock.json, once per change of the lock file. Tests may start
-# servers side by side: one install at a time (flock on package.json).
+# install: test/servers/npm-install.sh (npm ci from package-lock.json, once per change).
 cmd_install() {
-	installed && return 0
-	if ! command -v npm >/dev/null 2>&1; then
-		say "npm not found: installing the test packages (deploy/deps.sh test)"
-		"$ROOT/deploy/deps.sh" test >&2 || die "deploy/deps.sh test failed"
-	fi
-	local sum
-	sum=$(sha256sum <"$HERE/package-lock.json" | cut -d' ' -f1)
-	(
-		flock 9
-		installed && exit 0
-		say "npm ci in $HERE"
-		cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error >&2 && echo "$sum" >"$STAMP"
-	) 9<"$HERE/package.json" || die "npm ci in $HERE failed"
-	installed || die "npm ci did not install $BIN"
+	"$HERE/npm-install.sh" || die "installing the npm test servers failed"
+	[ -x "$BIN" ] || die "npm ci did not install $BIN"
 }
 
-# server_pid DIR: the PID of the server started for DIR, when it still runs: the pid file's
-# process must be serving DIR/data.
-server_pid() {
-	local pid arg argv=() state
-	read -r pid 2>/dev/null <"$1/pid" || return 1
-	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	mapfile -d '' argv 2>/dev/null <"/proc/$pid/cmdline" || return 1
-	read -r state 2>/dev/null <"/proc/$pid/stat" || return 1
-	state=${state##*) }
-	[ "${state%% *}" != Z ] || return 1
-	for arg in "${argv[@]}"; do
-		if [ "$arg" = "$1/data" ]; then
-			echo "$pid"
-			return 0
-		fi
-	done
-	return 1
-}
+# shellcheck source-path=SCRIPTDIR source=serverlib.sh
+. "$HERE/serverlib.sh"
 
-cmd_stop() {
-	local dir=$1 pid i
-	if pid=$(server_pid "$dir"); then
-		kill -TERM "$pid" 2>/dev/null || true
-		for ((i = 0; i < 50; i++)); do
-			server_pid "$dir" >/dev/null || break
-			sleep 0.1
-		done
-		if server_pid "$dir" >/dev/null; then
-			say "pid $pid did not stop in 5 s: SIGKILL"
-			kill -KILL "$pid" 2>/dev/null || true
-		fi
-		say "stopped pid $pid"
-	fi
-	rm -f "$dir/pid"
-}
+cmd_stop() { server_stop "$1"; }
 
 cmd_start() {
 	local dir=$1 port=$2 mode=${3:-http} scheme=http tls=() i pid

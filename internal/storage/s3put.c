@@ -1,0 +1,307 @@
+/*
+ * S3 uploads on the core's part uploader: an object that fits in one part is one PUT, a
+ * longer one a multipart upload (parts in parallel, completed only when every part succeeded,
+ * aborted otherwise), so an object is complete or absent. put_new makes every write
+ * conditional (If-None-Match: *). Deletes of many objects are DeleteObjects requests.
+ */
+#include "internal/storage/s3.h"
+
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S3_MAX_PARTS 10000
+
+typedef struct s3_put {
+	s3_storage *s;
+	char *key; /* full S3 key */
+	char *upload_id;
+	bool exclusive; /* put_new: never replace an existing object */
+	/* the single PUT's bytes, for a refused conditional PUT's check */
+	const unsigned char *buf;
+	size_t len;
+} s3_put;
+
+static void add_upload_headers(s3_storage *s, http_kvs *h)
+{
+	s3_add_ssec_headers(s, h);
+	if (s->sse != NULL)
+		http_kvs_add(h, "x-amz-server-side-encryption", s->sse);
+	if (s->sse_kms_id != NULL)
+		http_kvs_add(h, "x-amz-server-side-encryption-aws-kms-key-id", s->sse_kms_id);
+	if (s->storage_class != NULL)
+		http_kvs_add(h, "x-amz-storage-class", s->storage_class);
+}
+
+/*
+ * A conditional PUT was refused because the key exists. That object may be ours: a retried
+ * PUT whose first answer was lost. Same MD5 (the ETag of a plain single PUT) means it is.
+ */
+static err_code exists_unless_ours(s3_put *p)
+{
+	s3_storage *s = p->s;
+	http_call c = { 0 };
+	s3_call_init(s, &c, "HEAD", p->key);
+	s3_add_ssec_headers(s, &c.req.headers);
+	err_code rc = s3_call(s, &c);
+	bool ours = false;
+	if (rc == E_OK && c.resp.status == 200 && c.resp.content_length == p->len) {
+		unsigned char md[16];
+		unsigned int ml = 0;
+		EVP_Digest(p->buf, p->len, md, &ml, EVP_md5(), NULL);
+		char hex[35] = "\"";
+		http_hex(md, 16, hex + 1);
+		hex[33] = '"';
+		hex[34] = '\0';
+		ours = strcmp(c.resp.etag, hex) == 0;
+	}
+	http_call_free(&c);
+	if (ours)
+		return E_OK;
+	return err_set(E_EXISTS, "s3://%s/%s already exists", s->bucket, p->key);
+}
+
+static err_code put_single(void *arg, const unsigned char *buf, size_t len)
+{
+	s3_put *p = arg;
+	s3_storage *s = p->s;
+	http_call c = { 0 };
+	s3_call_init(s, &c, "PUT", p->key);
+	c.req.body = buf;
+	c.req.body_len = len;
+	http_kvs_add(&c.req.headers, "content-type", "application/octet-stream");
+	add_upload_headers(s, &c.req.headers);
+	if (p->exclusive)
+		http_kvs_add(&c.req.headers, "if-none-match", "*");
+	p->buf = buf;
+	p->len = len;
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status == 412 && p->exclusive)
+		rc = exists_unless_ours(p);
+	else if (rc == E_OK && c.resp.status != 200)
+		rc = s3_answer_error(s, c.what, &c.resp);
+	if (rc == E_OK)
+		log_debug("s3: stored %s (%zu bytes, ETag %s)", p->key, len, c.resp.etag);
+	http_call_free(&c);
+	return rc;
+}
+
+static err_code mp_create(void *arg)
+{
+	s3_put *p = arg;
+	s3_storage *s = p->s;
+	http_call c = { 0 };
+	http_kvs_add(&c.query, "uploads", "");
+	s3_call_init(s, &c, "POST", p->key);
+	http_kvs_add(&c.req.headers, "content-type", "application/octet-stream");
+	add_upload_headers(s, &c.req.headers);
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status != 200)
+		rc = s3_answer_error(s, "CreateMultipartUpload", &c.resp);
+	else if (rc == E_OK) {
+		rc = s3_xml_upload_id((const char *)c.resp.body.data, c.resp.body.len, &p->upload_id);
+		if (rc != E_OK)
+			err_wrap(rc, "%s", c.what);
+	}
+	if (rc == E_OK)
+		log_debug("s3: multipart upload of %s started", p->key);
+	http_call_free(&c);
+	return rc;
+}
+
+static err_code mp_part(void *arg, http_part *part, const atomic_bool *cancel)
+{
+	s3_put *p = arg;
+	s3_storage *s = p->s;
+	char num[16];
+	snprintf(num, sizeof(num), "%d", part->num);
+	http_call c = { 0 };
+	http_kvs_add(&c.query, "partNumber", num);
+	http_kvs_add(&c.query, "uploadId", p->upload_id);
+	s3_call_init(s, &c, "PUT", p->key);
+	char *what = xasprintf("%s part %d", c.what, part->num);
+	free(c.what);
+	c.what = what;
+	c.req.what = what;
+	c.req.body = part->buf;
+	c.req.body_len = part->len;
+	c.req.cancel = cancel;
+	s3_add_ssec_headers(s, &c.req.headers);
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status != 200)
+		rc = s3_answer_error(s, what, &c.resp);
+	else if (rc == E_OK && c.resp.etag[0] == '\0')
+		rc = err_set(E_IO, "%s: answer has no ETag", what);
+	if (rc == E_OK)
+		part->id = xstrdup(c.resp.etag);
+	http_call_free(&c);
+	return rc;
+}
+
+static err_code mp_complete(void *arg, http_part *const *parts, int nparts)
+{
+	s3_put *p = arg;
+	s3_storage *s = p->s;
+	size_t cap = 64 + (size_t)nparts * 200, len = 0;
+	char *body = xmalloc(cap);
+	len += (size_t)snprintf(body, cap, "<CompleteMultipartUpload>");
+	for (int i = 0; i < nparts; i++) {
+		char *etag = http_xml_escape(parts[i]->id);
+		size_t need = strlen(etag) + 96;
+		if (len + need >= cap) {
+			cap = (len + need) * 2;
+			body = xrealloc(body, cap);
+		}
+		len += (size_t)snprintf(body + len, cap - len,
+								"<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>",
+								parts[i]->num, etag);
+		free(etag);
+	}
+	if (len + 32 >= cap)
+		body = xrealloc(body, cap = len + 32);
+	len += (size_t)snprintf(body + len, cap - len, "</CompleteMultipartUpload>");
+
+	http_call c = { 0 };
+	http_kvs_add(&c.query, "uploadId", p->upload_id);
+	s3_call_init(s, &c, "POST", p->key);
+	c.req.body = body;
+	c.req.body_len = len;
+	http_kvs_add(&c.req.headers, "content-type", "application/xml");
+	if (p->exclusive)
+		http_kvs_add(&c.req.headers, "if-none-match", "*");
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status == 412 && p->exclusive)
+		rc = err_set(E_EXISTS, "s3://%s/%s already exists", s->bucket, p->key);
+	else if (rc == E_OK && c.resp.status != 200)
+		rc = s3_answer_error(s, "CompleteMultipartUpload", &c.resp);
+	/* S3 may answer 200 and still report an error in the body. */
+	else if (rc == E_OK && xml_error((const char *)c.resp.body.data, c.resp.body.len,
+									 c.resp.code, sizeof(c.resp.code), c.resp.message,
+									 sizeof(c.resp.message)))
+		rc = s3_answer_error(s, "CompleteMultipartUpload", &c.resp);
+	if (rc == E_OK)
+		log_debug("s3: stored %s in %d parts", p->key, nparts);
+	http_call_free(&c);
+	free(body);
+	return rc;
+}
+
+static void mp_abort(void *arg)
+{
+	s3_put *p = arg;
+	s3_storage *s = p->s;
+	if (p->upload_id == NULL)
+		return;
+	http_call c = { 0 };
+	http_kvs_add(&c.query, "uploadId", p->upload_id);
+	s3_call_init(s, &c, "DELETE", p->key);
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status != 204 && c.resp.status != 200 && c.resp.status != 404)
+		rc = s3_answer_error(s, "AbortMultipartUpload", &c.resp);
+	if (rc != E_OK)
+		log_warn("s3: could not abort the multipart upload of %s (upload id %s), it stays "
+				 "pending until a lifecycle rule removes it: %s",
+				 p->key, p->upload_id, err_msg());
+	else
+		log_debug("s3: aborted the multipart upload of %s", p->key);
+	http_call_free(&c);
+}
+
+static void put_free(void *arg)
+{
+	s3_put *p = arg;
+	free(p->upload_id);
+	free(p->key);
+	free(p);
+}
+
+static const http_upload_ops s3_upload_ops = {
+	put_single, mp_create, mp_part, mp_complete, mp_abort, put_free,
+};
+
+static sink *put_sink(s3_storage *s, const char *key, bool exclusive)
+{
+	s3_put *p = xcalloc(1, sizeof(*p));
+	p->s = s;
+	p->key = s3_full_key(s, key);
+	p->exclusive = exclusive;
+	http_upload_cfg cfg = { s->part_size, s->concurrency, S3_MAX_PARTS, s->parts, p->key };
+	return http_upload_new(&s3_upload_ops, p, &cfg);
+}
+
+err_code s3_put_open(storage *st, const char *key, sink **out)
+{
+	*out = put_sink((s3_storage *)st, key, false);
+	return E_OK;
+}
+
+/*
+ * A put that never replaces: refused at once when the key exists, and the upload itself is
+ * conditional (If-None-Match: *), so a writer that published first in the meantime wins on
+ * servers that honour it (AWS S3; others get the check before writing only).
+ */
+err_code s3_put_new(storage *st, const char *key, sink **out)
+{
+	TRY(http_check_absent(st, key));
+	*out = put_sink((s3_storage *)st, key, true);
+	return E_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Batched deletes                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct delete_job {
+	s3_storage *s;
+	const char *const *keys;
+} delete_job;
+
+/* One DeleteObjects request for keys[from, from + n). */
+static err_code delete_batch(void *arg, size_t from, size_t n)
+{
+	delete_job *job = arg;
+	s3_storage *s = job->s;
+	size_t len;
+	char *body = s3_xml_delete_request(s->root, job->keys + from, n, &len);
+
+	char md5[25];
+	http_md5_base64(body, len, md5);
+	http_call c = { 0 };
+	http_kvs_add(&c.query, "delete", "");
+	s3_call_init(s, &c, "POST", NULL);
+	char *what = xasprintf("DeleteObjects s3://%s (%zu keys)", s->bucket, n);
+	free(c.what);
+	c.what = what;
+	c.req.what = what;
+	c.req.body = body;
+	c.req.body_len = len;
+	http_kvs_add(&c.req.headers, "content-type", "application/xml");
+	http_kvs_add(&c.req.headers, "content-md5", md5);
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status != 200)
+		rc = s3_answer_error(s, what, &c.resp);
+	if (rc == E_OK) {
+		size_t nerr;
+		char *first = NULL;
+		rc = s3_xml_delete_errors((const char *)c.resp.body.data, c.resp.body.len, &nerr,
+								  &first);
+		if (rc == E_OK && nerr > 0)
+			rc = err_set(E_IO, "%s: %zu keys not deleted, first %s", what, nerr, first);
+		else if (rc != E_OK)
+			err_wrap(rc, "%s", what);
+		free(first);
+	}
+	if (rc == E_OK)
+		log_debug("s3: deleted %zu objects in one DeleteObjects request", n);
+	http_call_free(&c);
+	free(body);
+	return rc;
+}
+
+/* DeleteObjects, S3_DELETE_BATCH_SIZE (1000) keys a request, WALG_UPLOAD_CONCURRENCY at once. */
+err_code s3_remove_many(storage *st, const char *const *keys, size_t n)
+{
+	s3_storage *s = (s3_storage *)st;
+	delete_job job = { s, keys };
+	return http_batches(n, s->delete_batch, s->concurrency, delete_batch, &job);
+}

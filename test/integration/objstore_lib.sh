@@ -1,0 +1,119 @@
+# shellcheck shell=bash
+# Helpers for the Azure Blob and GCS integration tests (sourced after lib.sh): Azurite and the
+# Firebase CLI's GCS emulator on loopback (test/servers), the fake token endpoints
+# (objstore_tool.py), the fault proxy in front of either, and the cleanup of all of them.
+#
+#   store_setup NAME     it_setup plus an EXIT trap stopping every server started here
+#   az_start [oauth]     Azurite over HTTPS; AZ_ENV: the settings of a repository's account
+#                        (Shared Key); AZ_PORT, AZ_DIR; container "walc" created
+#   gcs_start            the GCS emulator; GCS_PORT; GCS_ENV: STORAGE_EMULATOR_HOST
+#   tokens_start         the fake token endpoints; TOK_PORT, TOK_LOG
+#   proxy_start NAME UPSTREAM_PORT [proxy args...]   the fault proxy; PPORT, PROXY_PID
+#   store_env STORE PATH one repository's settings (one per line): STORE az or gcs
+
+SERVERS=$ROOT/test/servers
+OS_PIDS=()
+OS_DIRS=() # "script dir" pairs to stop
+
+store_cleanup() {
+	local p d
+	set +e
+	for p in "${OS_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for d in "${OS_DIRS[@]}"; do "$SERVERS/${d%% *}" stop "${d#* }" >/dev/null 2>&1; done
+	return 0
+}
+
+store_setup() {
+	it_setup "$1"
+	# shellcheck disable=SC2154 # rc is assigned inside the trap string
+	trap 'rc=$?; store_cleanup; (exit $rc); it_cleanup' EXIT
+}
+
+# a base port with a free port on 127.0.0.1
+os_port() {
+	local p
+	while :; do
+		p=$(random_port)
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+	done
+}
+
+AZ_KEY=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==
+
+az_start() {
+	local try
+	AZ_DIR=$T/azurite
+	for try in 1 2 3; do
+		AZ_PORT=$(os_port)
+		log "starting Azurite${1:+ ($1)} on port $AZ_PORT"
+		if "$SERVERS/azurite.sh" start "$AZ_DIR" "$AZ_PORT" "${1:-}" >"$T/log/azurite.out" 2>&1; then
+			OS_DIRS+=("azurite.sh $AZ_DIR")
+			break
+		fi
+		"$SERVERS/azurite.sh" stop "$AZ_DIR" >/dev/null 2>&1 || true
+		[ "$try" = 3 ] && { cat "$T/log/azurite.out" "$AZ_DIR/log" >&2; fail "azurite.sh start"; }
+	done
+	AZ_ENV=(AZURE_STORAGE_ACCOUNT=devstoreaccount1 AZURE_STORAGE_ACCESS_KEY="$AZ_KEY"
+		AZURE_ENDPOINT_SUFFIX="localhost:$AZ_PORT" AZURE_CA_CERT_FILE="$AZ_DIR/cert.pem")
+	"$PY" "$IT_DIR/objstore_tool.py" mkcontainer "https://devstoreaccount1.blob.localhost:$AZ_PORT" \
+		devstoreaccount1 "$AZ_KEY" walc "$AZ_DIR/cert.pem" || fail "creating the container"
+	chmod 755 "$AZ_DIR"
+	chmod 644 "$AZ_DIR/cert.pem"
+}
+
+gcs_start() {
+	local i try
+	mkdir -p "$T/gcs/data"
+	"$SERVERS/npm-install.sh" || fail "installing the npm test servers"
+	for try in 1 2 3; do
+		GCS_PORT=$(os_port)
+		log "starting the GCS emulator on port $GCS_PORT"
+		node "$SERVERS/gcs-emulator.js" 127.0.0.1 "$GCS_PORT" "$T/gcs/data" </dev/null >"$T/log/gcs.out" 2>&1 &
+		OS_PIDS+=($!)
+		for ((i = 0; i < 200; i++)); do
+			grep -q '^ready' "$T/log/gcs.out" 2>/dev/null && break 2
+			kill -0 "${OS_PIDS[-1]}" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill "${OS_PIDS[-1]}" 2>/dev/null
+		[ "$try" = 3 ] && { cat "$T/log/gcs.out" >&2; fail "the GCS emulator did not start"; }
+	done
+	GCS_ENV=(STORAGE_EMULATOR_HOST="127.0.0.1:$GCS_PORT")
+}
+
+tokens_start() {
+	TOK_PORT=$(os_port)
+	TOK_LOG=$T/log/tokens.log
+	: >"$TOK_LOG"
+	"$PY" "$IT_DIR/objstore_tool.py" tokens "$TOK_PORT" "$TOK_LOG" "$@" >"$T/log/tokens.out" 2>&1 &
+	OS_PIDS+=($!)
+	local i
+	for ((i = 0; i < 100; i++)); do grep -q ready "$T/log/tokens.out" 2>/dev/null && return; sleep 0.1; done
+	fail "the fake token endpoints did not start"
+}
+
+proxy_start() {
+	local name=$1 up=$2 i
+	shift 2
+	PPORT=$(os_port)
+	"$PY" "$IT_DIR/s3_faultproxy.py" --listen "$PPORT" --upstream "127.0.0.1:$up" \
+		--log "$T/log/proxy-$name.log" "$@" >"$T/log/proxy-$name.out" 2>&1 &
+	PROXY_PID=$!
+	OS_PIDS+=("$PROXY_PID")
+	for ((i = 0; i < 100; i++)); do grep -q ready "$T/log/proxy-$name.out" 2>/dev/null && return; sleep 0.1; done
+	fail "fault proxy $name did not start"
+}
+
+# store_env STORE PATH: WALG_*_PREFIX and the server's settings, one per line
+store_env() {
+	case $1 in
+	az)
+		echo "WALG_AZ_PREFIX=azure://walc/$2"
+		printf '%s\n' "${AZ_ENV[@]}"
+		;;
+	gcs)
+		echo "WALG_GS_PREFIX=gs://walc/$2"
+		printf '%s\n' "${GCS_ENV[@]}"
+		;;
+	esac
+}

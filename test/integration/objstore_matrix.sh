@@ -1,0 +1,212 @@
+# shellcheck shell=bash
+# The storage matrix of test_s3_backup_matrix.sh and test_wal_matrix.sh, on the store named by
+# $STORE (az: Azurite, gcs: the GCS emulator), sourced by test_az_matrix.sh and
+# test_gcs_matrix.sh. One server; one source cluster (1 MiB segments) whose archive_command
+# pushes every WAL file into 10 repositories (each codec, with and without a libsodium key)
+# and keeps a golden copy. Then:
+#   - every archived segment of every repository fetched back is byte-identical;
+#   - a local full backup, a delta on it and a remote (BASE_BACKUP) backup, each fetched into
+#     a new directory and recovered to the end of the archive: pg_dumpall equal to the source,
+#     amcheck clean; a delta restore (backup-fetch --delta) of the delta onto the restored
+#     full backup, equal too;
+#   - PITR to a restore point of an encrypted repository: the rows written after it are absent;
+#   - retention: delete retain FULL 1 --confirm leaves the newest full backup and the WAL it
+#     needs (batched deletes counted in the log), which still restores equal;
+#   - st put / ls / cat / rm on the store.
+. "$(dirname "$0")/objstore_lib.sh"
+store_setup "${STORE}matrix"
+START=$SECONDS
+
+case $STORE in
+az) az_start ;;
+gcs) gcs_start ;;
+*) fail "STORE: expected az or gcs, got \"$STORE\"" ;;
+esac
+CONFIGS=(lz4 zstd brotli lzma none lz4-hex zstd-base64 brotli-hex lzma-base64 none-hex)
+mkdir -p "$T/conf" "$T/golden"
+head -c 32 /dev/urandom >"$T/key.bin"
+od -An -v -tx1 "$T/key.bin" | tr -d ' \n' >"$T/key.hex"
+base64 -w0 "$T/key.bin" >"$T/key.base64"
+chmod 600 "$T/key.hex" "$T/key.base64"
+for c in "${CONFIGS[@]}"; do
+	{
+		store_env "$STORE" "$c"
+		echo "WALG_COMPRESSION_METHOD=${c%%-*}"
+		echo "WALG_PG_WAL_SIZE=1"
+		echo "WALG_UPLOAD_CONCURRENCY=1" # one data directory, ten repositories: no shared markers
+		echo "WALG_DELTA_MAX_STEPS=1"
+		case $c in *-*)
+			echo "WALG_LIBSODIUM_KEY_PATH=$T/key.${c#*-}"
+			echo "WALG_LIBSODIUM_KEY_TRANSFORM=${c#*-}"
+			;;
+		esac
+	} >"$T/conf/$c.env"
+done
+cat >"$T/conf/archive.sh" <<EOF
+#!/bin/sh
+for c in ${CONFIGS[*]}; do
+	env HOME='$T/home' PGDATA="\$PWD" \$(cat "$T/conf/\$c.env") "$WALC_PG" wal-push "\$1" 2>>"$T/log/push-\$c.log" ||
+		{ echo "wal-push \$1 failed for \$c" >>"$T/archive-failed"; exit 1; }
+done
+f=\$(basename "\$1")
+cp "\$1" "$T/golden/.\$f" && mv "$T/golden/.\$f" "$T/golden/\$f"
+EOF
+chmod 755 "$T/conf/archive.sh"
+pg_own "$T"
+cfg() { cat "$T/conf/$1.env"; }
+
+pg_init "$T/src" --wal-segsize=1 --data-checksums
+PORT=$(free_port)
+pg_conf "$T/src" "wal_level = replica" "archive_mode = on" "max_wal_senders = 4" \
+	"archive_command = '$T/conf/archive.sh %p'" "fsync = off"
+pg_start "$T/src" "$PORT"
+as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -i -s 1 -q postgres >/dev/null 2>&1 || fail "pgbench -i"
+psqlc "$PORT" "CREATE TABLE marks (n int, at text)"
+
+push() { # CONFIG [remote|full]: prints the backup's name
+	local dir="$T/src" steps=1
+	[ "${2:-}" = remote ] && dir=""
+	[ "${2:-}" = full ] && steps=0
+	# shellcheck disable=SC2046
+	wrun_pg $(cfg "$1") WALG_DELTA_MAX_STEPS=$steps PGHOST="$T" PGPORT="$PORT" PGUSER=postgres -- \
+		backup-push ${dir:+"$dir"}
+	expect_rc 0 "backup-push $1 ${2:-}"
+	printf '%s\n' "$W_ERR" | sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p'
+}
+load() { as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -n -c 2 -t 200 postgres >/dev/null 2>&1 || fail "pgbench"; }
+
+FULL=$(push lz4)
+OLD=$(push lz4-hex) # retention deletes it, keeping the newest full backup
+load
+DELTA=$(push lz4)
+case $DELTA in *_D_*) ;; *) fail "the second lz4 backup is not a delta: $DELTA" ;; esac
+KFULL=$(push zstd-base64)
+psqlc "$PORT" "INSERT INTO marks SELECT g, 'before' FROM generate_series(1, 100) g"
+psqlc "$PORT" "SELECT pg_create_restore_point('walc_rp')" >/dev/null
+psqlc "$PORT" "INSERT INTO marks SELECT g, 'after' FROM generate_series(1, 50) g"
+load
+REMOTE=$(push brotli-hex remote) # the first of its repository: a full one
+load
+psqlc "$PORT" "CHECKPOINT"
+dump_norm "$PORT" >"$T/src.dump"
+NEWEST=$(push lz4-hex full) # a second full backup there, for retention
+last=$(switch_wal "$PORT")
+wait_archived "$T/src" "$last" 180 "$T/archive-failed"
+pg_stop "$T/src"
+log "backups: full $FULL, delta $DELTA, encrypted $KFULL, remote $REMOTE, newest $NEWEST"
+
+# ---- every WAL file of every repository -------------------------------------------------------
+nseg=0
+for c in "${CONFIGS[@]}"; do
+	for g in "$T"/golden/*; do
+		s=$(basename "$g")
+		# shellcheck disable=SC2046
+		wrun $(cfg "$c") -- wal-fetch "$s" "$T/fetched"
+		expect_rc 0 "wal-fetch $s from $c"
+		cmp -s "$g" "$T/fetched" || fail "$c: wal-fetch $s differs from what was archived"
+		nseg=$((nseg + 1))
+	done
+done
+[ "$nseg" -ge 100 ] || fail "only $nseg segments were archived and fetched"
+log "ok: $nseg WAL files fetched back byte-identical from 10 repositories (5 codecs x key)"
+
+# ---- restores -------------------------------------------------------------------------------
+END="recovery_target_timeline = 'latest'" # no target: recover to the end of the archive
+restore() { # CONFIG NAME DIR [LINE...]: fetch, recover (to the end by default), start on RPORT
+	local c=$1 name=$2 dir=$3
+	shift 3
+	[ $# -gt 0 ] || set -- "$END"
+	# shellcheck disable=SC2046
+	restore_start "$dir" "$name" $(cfg "$c") -- "$@"
+}
+equal() { # DIR WHAT
+	dump_norm "$RPORT" >"$1.dump"
+	cmp -s "$T/src.dump" "$1.dump" || fail "$2: the restored cluster differs from the source"
+	amcheck_all "$RPORT"
+}
+restore lz4 "$FULL" "$T/r-full"
+equal "$T/r-full" "full backup $FULL"
+pg_stop "$T/r-full"
+log "ok: full backup restored and recovered to the end: equal, amcheck clean"
+restore lz4 "$DELTA" "$T/r-delta"
+equal "$T/r-delta" "delta backup $DELTA"
+pg_stop "$T/r-delta"
+rm -rf "$T/r-delta"
+log "ok: delta backup restored: equal"
+# shellcheck disable=SC2046
+wrun $(cfg lz4) WALG_LOG_LEVEL=DEVEL -- backup-fetch --delta "$T/r-full" "$DELTA"
+expect_rc 0 "backup-fetch --delta $DELTA onto the restored full backup"
+assert_match "$W_ERR" "delta restore: [0-9]+ of [0-9]+ files intact" "delta restore summary"
+recover_conf "$T/r-full" "$(cfg lz4 | tr '\n' ' ')" "$END"
+RPORT=$(free_port)
+pg_start "$T/r-full" "$RPORT"
+wait_not_in_recovery "$RPORT"
+equal "$T/r-full" "delta restore of $DELTA"
+pg_stop "$T/r-full"
+rm -rf "$T/r-full"
+log "ok: delta restore onto the restored full backup: equal"
+restore brotli-hex "$REMOTE" "$T/r-remote"
+equal "$T/r-remote" "remote backup $REMOTE"
+pg_stop "$T/r-remote"
+rm -rf "$T/r-remote"
+log "ok: remote (BASE_BACKUP) backup restored: equal"
+restore zstd-base64 "$KFULL" "$T/r-pitr" "recovery_target_name = 'walc_rp'"
+assert_eq "100|0" "$(psqlc "$RPORT" "SELECT count(*) FILTER (WHERE at = 'before'), count(*) FILTER (WHERE at = 'after') FROM marks")" \
+	"rows at the restore point"
+amcheck_all "$RPORT"
+pg_stop "$T/r-pitr"
+rm -rf "$T/r-pitr"
+log "ok: PITR to a restore point from an encrypted repository"
+
+# ---- retention ------------------------------------------------------------------------------
+# shellcheck disable=SC2046
+wrun $(cfg lz4-hex) WALG_LOG_LEVEL=DEVEL WALG_UPLOAD_CONCURRENCY=4 -- delete retain FULL 1 --confirm
+expect_rc 0 "delete retain FULL 1 --confirm"
+cp "$T/.w_err" "$T/log/retain.log"
+deleted=$(printf '%s\n' "$W_OUT" | grep -c '^deleted ' || true)
+case $STORE in
+az) batches=$(grep -c 'in one batch' "$T/log/retain.log" || true) ;;
+gcs) batches=$(grep -c 'gcs answer: DELETE' "$T/log/retain.log" || true) ;;
+esac
+[ "$deleted" -gt 5 ] || fail "delete retain FULL 1 deleted only $deleted objects"
+[ "$batches" -ge 1 ] || fail "no batched (Azure) or parallel (GCS) delete requests in the log"
+assert_contains "$W_OUT" "$OLD" "the old backup is deleted"
+# shellcheck disable=SC2046
+wrun $(cfg lz4-hex) -- backup-list
+expect_rc 0 "backup-list"
+assert_eq 1 "$(printf '%s\n' "$W_OUT" | grep -c '^base_')" "backups left after retention"
+assert_contains "$W_OUT" "$NEWEST" "the newest backup is kept"
+restore lz4-hex "$NEWEST" "$T/r-newest"
+equal "$T/r-newest" "the kept backup $NEWEST"
+pg_stop "$T/r-newest"
+rm -rf "$T/r-newest"
+log "ok: retention deleted $deleted objects ($batches delete requests) and kept what $NEWEST needs"
+# shellcheck disable=SC2046
+wrun $(cfg lz4) -- delete everything FORCE --confirm
+expect_rc 0 "delete everything FORCE --confirm"
+for f in basebackups_005/ wal_005/; do
+	# shellcheck disable=SC2046
+	wrun $(cfg lz4) -- st ls -r "$f"
+	assert_eq "" "$W_OUT" "st ls -r $f after delete everything"
+done
+log "ok: delete everything FORCE empties the repository"
+
+# ---- st -------------------------------------------------------------------------------------
+head -c 300000 /dev/urandom >"$T/blob"
+# shellcheck disable=SC2046
+wrun $(cfg zstd) -- st put "$T/blob" extra/blob
+expect_rc 0 "st put"
+# shellcheck disable=SC2046
+wrun $(cfg zstd) -- st ls extra/
+assert_contains "$W_OUT" "extra/blob.zst" "st ls"
+# shellcheck disable=SC2046
+wrun $(cfg zstd) -- st cat --decompress extra/blob.zst
+cmp -s "$T/blob" "$T/.w_out" || fail "st cat --decompress differs from st put's input"
+# shellcheck disable=SC2046
+wrun $(cfg zstd) -- st rm extra/
+expect_rc 0 "st rm"
+# shellcheck disable=SC2046
+wrun $(cfg zstd) -- st ls extra/
+assert_eq "" "$W_OUT" "st ls after st rm"
+log "ok: st put, ls, cat, rm"
+log "test_${STORE}_matrix passed in $((SECONDS - START)) s"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The storage matrix (objstore_matrix.sh) on Azure Blob Storage (Azurite): WAL of every codec with and
+# without libsodium, local, delta and remote backups restored and compared, delta restore,
+# PITR, retention with batched deletes, st.
+# integration: long
+. "$(dirname "$0")/lib.sh"
+export STORE=az
+# shellcheck source=objstore_matrix.sh
+. "$(dirname "$0")/objstore_matrix.sh"
