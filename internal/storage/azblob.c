@@ -267,7 +267,11 @@ static err_code list_page(const http_listing *job, const char *marker, int page,
 
 static err_code az_list(storage *st, const char *prefix, bool recursive, obj_list *out)
 {
-	return http_list(st, ((az_storage *)st)->root, prefix, recursive, list_page, out);
+	const az_storage *s = (const az_storage *)st;
+	char *request = xasprintf("List Blobs azure://%s/", s->container);
+	err_code rc = http_list(st, s->root, prefix, recursive, request, list_page, out);
+	free(request);
+	return rc;
 }
 
 static err_code az_remove(storage *st, const char *key)

@@ -308,7 +308,11 @@ static err_code list_page(const http_listing *job, const char *token, int page, 
 
 static err_code gcs_list(storage *st, const char *prefix, bool recursive, obj_list *out)
 {
-	return http_list(st, ((gcs_storage *)st)->root, prefix, recursive, list_page, out);
+	const gcs_storage *s = (const gcs_storage *)st;
+	char *request = xasprintf("objects.list gs://%s/", s->bucket);
+	err_code rc = http_list(st, s->root, prefix, recursive, request, list_page, out);
+	free(request);
+	return rc;
 }
 
 static err_code gcs_remove(storage *st, const char *key)

@@ -289,10 +289,11 @@ typedef err_code (*http_page_fn)(const http_listing *l, const char *token, int p
 /*
  * storage_list for every store: prefix (relative to root) read as a folder, every page
  * fetched, the objects below root added to out with root cut off (folder markers, keys ending
- * in '/', skipped); a server that repeats its token is an error, not a loop.
+ * in '/', skipped); a server that repeats its token is an error, not a loop, naming the
+ * request as request (such as "ListObjectsV2 s3://bucket/") followed by the full prefix.
  */
 err_code http_list(void *store, const char *root, const char *prefix, bool recursive,
-				   http_page_fn fn, obj_list *out);
+				   const char *request, http_page_fn fn, obj_list *out);
 /* put_new's check before writing: E_OK when key is absent, E_EXISTS when present. */
 err_code http_check_absent(storage *st, const char *key);
 

@@ -525,7 +525,11 @@ static err_code list_page(const http_listing *job, const char *token, int page, 
 
 static err_code s3_list(storage *st, const char *prefix, bool recursive, obj_list *out)
 {
-	return http_list(st, ((s3_storage *)st)->root, prefix, recursive, list_page, out);
+	const s3_storage *s = (const s3_storage *)st;
+	char *request = xasprintf("ListObjectsV2 s3://%s/", s->bucket);
+	err_code rc = http_list(st, s->root, prefix, recursive, request, list_page, out);
+	free(request);
+	return rc;
 }
 
 static err_code s3_remove(storage *st, const char *key)

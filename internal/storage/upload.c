@@ -304,7 +304,7 @@ err_code http_batches(size_t n, size_t batch, int width, http_batch_fn fn, void 
 /* ------------------------------------------------------------------------------------------ */
 
 err_code http_list(void *store, const char *root, const char *prefix, bool recursive,
-				   http_page_fn fn, obj_list *out)
+				   const char *request, http_page_fn fn, obj_list *out)
 {
 	size_t rootlen = strlen(root), pl = strlen(prefix);
 	char *full = pl == 0 || prefix[pl - 1] == '/' ? xasprintf("%s%s", root, prefix)
@@ -325,9 +325,8 @@ err_code http_list(void *store, const char *root, const char *prefix, bool recur
 		}
 		obj_list_free(&items);
 		if (rc == E_OK && next != NULL && token != NULL && strcmp(token, next) == 0)
-			rc = err_set(E_CORRUPT, "listing page %d: the server repeated its continuation "
-									"token",
-						 page + 1);
+			rc = err_set(E_CORRUPT, "%s%s (page %d): the server repeated its continuation token",
+						 request, full, page + 1);
 		free(token);
 		token = rc == E_OK ? next : (free(next), NULL);
 		if (token == NULL)
