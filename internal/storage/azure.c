@@ -586,6 +586,8 @@ err_code az_batch_statuses(const char *doc, size_t len, size_t *ok, size_t *miss
 			!isdigit((unsigned char)p[2]))
 			return err_set(E_CORRUPT, "Blob Batch answer: a bad status line");
 		long st = (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
+		if (st < 100) /* no such HTTP status: not an answer to trust */
+			return err_set(E_CORRUPT, "Blob Batch answer: status %03ld", st);
 		if (st >= 200 && st < 300)
 			(*ok)++;
 		else if (st == 404)

@@ -95,7 +95,8 @@ err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix
 	TRY(rc);
 	for (size_t i = 0; i < ix->n; i++) {
 		timeline *t = &ix->tl[i];
-		qsort(t->segs, t->nsegs, 8, cmp_u64);
+		if (t->nsegs > 0)
+			qsort(t->segs, t->nsegs, 8, cmp_u64);
 		size_t k = 0;
 		for (size_t j = 0; j < t->nsegs; j++)
 			if (k == 0 || t->segs[k - 1] != t->segs[j])
@@ -112,7 +113,8 @@ err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix
 		}
 		catalog_backups_free(&refs);
 	}
-	qsort(ix->tl, ix->n, sizeof(timeline), cmp_tl);
+	if (ix->n > 0)
+		qsort(ix->tl, ix->n, sizeof(timeline), cmp_tl);
 	return E_OK;
 }
 
@@ -120,7 +122,8 @@ bool wal_index_has(const wal_index *ix, uint32_t tli, uint64_t segno)
 {
 	for (size_t i = 0; i < ix->n; i++)
 		if (ix->tl[i].id == tli)
-			return bsearch(&segno, ix->tl[i].segs, ix->tl[i].nsegs, 8, cmp_u64) != NULL;
+			return ix->tl[i].nsegs > 0 &&
+				   bsearch(&segno, ix->tl[i].segs, ix->tl[i].nsegs, 8, cmp_u64) != NULL;
 	return false;
 }
 

@@ -11,7 +11,7 @@
 # (PGV_TIMEOUT, default 900 s). SIGINT or SIGTERM stops every version's servers and the RGW.
 #
 # Environment: PGV_VERSIONS (default "13 15 17 18"), WALC_STATIC (default <repo>/walc-static),
-# WALC_SHARED (shared/ with s3/ceph-rgw.sh, default <repo>/../shared), KEEP=1 / KEEP_FAILED=1 as
+# KEEP=1 / KEEP_FAILED=1 as
 # for the integration tests, PGV_LOG_LINES (lines of a failed check's log shown, default 40),
 # PGV_TIMES=1 (a second table: the seconds each check took).
 set -uo pipefail
@@ -19,7 +19,7 @@ DIR=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$DIR/../.." && pwd)
 VERSIONS=${PGV_VERSIONS:-13 15 17 18}
 WALC_STATIC=${WALC_STATIC:-$ROOT/walc-static}
-SHARED=${WALC_SHARED:-$ROOT/../shared}
+RGW=$ROOT/test/servers/ceph-rgw.sh # the project's own, as the S3 integration tests use
 JOBS=${PGV_JOBS:-$(nproc)}
 TIMEOUT=${PGV_TIMEOUT:-900}
 LOG_LINES=${PGV_LOG_LINES:-40}
@@ -51,7 +51,7 @@ cleanup() {
 		while kill -0 "$p" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
 	done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-	[ -z "$rgw" ] || "$SHARED/s3/ceph-rgw.sh" stop "$rgw" >/dev/null 2>&1
+	[ -z "$rgw" ] || "$RGW" stop "$rgw" >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -110,7 +110,7 @@ rgw=$work/rgw
 # Debian's awscli (a pip or pyenv "aws" earlier in PATH may be another major version)
 AWSCLI=/usr/bin/aws
 [ -x "$AWSCLI" ] || AWSCLI=$(command -v aws || echo aws)
-if "$SHARED/s3/ceph-rgw.sh" start "$rgw" "$(s3_free_base)" >"$work/rgw.out" 2>&1; then
+if "$RGW" start "$rgw" "$(s3_free_base)" >"$work/rgw.out" 2>&1; then
 	set -a
 	# shellcheck disable=SC1091
 	. "$rgw/env"
