@@ -223,7 +223,7 @@ static err_code record_bytes(wal_reader *r, const unsigned char *p, size_t n)
 	if (r->keep) {
 		size_t want = r->rec_got + take;
 		if (want > r->rec_cap) {
-			r->rec_cap = want < 256 ? 256 : want * 2;
+			r->rec_cap = want < 256 ? 256 : want * 2 < KEEP_MAX ? want * 2 : KEEP_MAX;
 			r->rec = xrealloc(r->rec, r->rec_cap);
 		}
 		memcpy(r->rec + r->rec_got, p, take);
