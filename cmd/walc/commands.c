@@ -43,12 +43,12 @@ static const opt backup_fetch_opts[] = {
 	{ "mask", 0, "GLOB", "restore only files whose path (relative to DESTINATION) matches" },
 	{ "delta", 0, NULL, "DESTINATION holds an old copy: rewrite only what differs" },
 	{ "force", 0, NULL, "with --delta: even onto another cluster's directory" },
-	{ "target-time", 0, "TIME", "recover to this time (RFC 3339): picks the backup, writes recovery settings" },
+	{ "target-time", 0, "TIME", "recover to this time (RFC 3339): picks the backup, sets recovery" },
 	{ "target-lsn", 0, "LSN", "recover to this LSN" },
 	{ "target-name", 0, "NAME", "recover to this restore point (pg_create_restore_point)" },
 	{ "target-xid", 0, "XID", "recover to the end of this transaction" },
 	{ "target-action", 0, "ACTION", "with a target: promote (default), pause or shutdown" },
-	{ "restore-command", 0, "CMD", "with a target: the restore_command to write (default: this walc)" },
+	{ "restore-command", 0, "CMD", "with a target: the restore_command (default: this walc)" },
 	{ "restore-only", 0, "NAMES", "not supported by walc (partial restore): refused" },
 	{ "reverse-unpack", 0, NULL, NULL },
 	{ "skip-redundant-tars", 0, NULL, NULL },
@@ -58,7 +58,7 @@ static const opt backup_fetch_opts[] = {
 static const opt backup_list_opts[] = {
 	{ "pretty", 0, NULL, "a framed table" },
 	{ "json", 0, NULL, "a JSON array" },
-	{ "detail", 0, NULL, "metadata.json fields too; with --json each backup's recovery window (reads the WAL)" },
+	{ "detail", 0, NULL, "metadata.json fields too; with --json, recovery windows (reads WAL)" },
 	TARGET_STORAGE,
 	END,
 };
