@@ -16,29 +16,18 @@
 #define KEY_A "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 #define KEY_B "ff0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
-static char *root;
-
-static int setup(void **state)
-{
-	(void)state;
-	root = unit_tmpdir();
-	return 0;
-}
-
 static int teardown(void **state)
 {
-	(void)state;
-	int rc = unit_rmtree(root);
-	free(root);
+	int rc = unit_dir_teardown(state);
 	unsetenv("WALG_LIBSODIUM_KEY");
 	unsetenv("WALG_LIBSODIUM_KEY_TRANSFORM");
 	return rc;
 }
 
-/* Opens the repository at root with a codec and, when key is not NULL, a libsodium key. */
+/* Opens the repository in unit_dir with a codec and, when key is not NULL, a libsodium key. */
 static err_code open_repo(const char *method, const char *level, const char *key, repo *r)
 {
-	config_pair file[] = { { "WALG_FILE_PREFIX", root },
+	config_pair file[] = { { "WALG_FILE_PREFIX", unit_dir },
 						   { "WALG_COMPRESSION_METHOD", method },
 						   { "WALG_COMPRESSION_LEVEL", level } };
 	config_sources src = { NULL, 0, file, level ? 3 : 2, "test" };
@@ -233,11 +222,11 @@ static void test_codec_for_key(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_roundtrip_every_codec, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_find_any_codec, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_put_new_never_replaces, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_encrypted_objects, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_open_names_the_variable, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_roundtrip_every_codec, unit_dir_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_find_any_codec, unit_dir_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_put_new_never_replaces, unit_dir_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_encrypted_objects, unit_dir_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_names_the_variable, unit_dir_setup, teardown),
 		cmocka_unit_test(test_codec_for_key),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

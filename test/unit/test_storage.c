@@ -14,22 +14,6 @@
 #include "internal/pg/pg.h"
 #include "internal/storage/storage.h"
 
-static char *root;
-
-static int setup(void **state)
-{
-	(void)state;
-	root = unit_tmpdir();
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	int rc = unit_rmtree(root);
-	free(root);
-	return rc;
-}
 
 static void put(storage *st, const char *key, const char *data)
 {
@@ -49,7 +33,7 @@ static void test_fs_roundtrip(void **state)
 {
 	(void)state;
 	storage *st;
-	assert_int_equal(storage_fs_open(root, &st), E_OK);
+	assert_int_equal(storage_fs_open(unit_dir, &st), E_OK);
 	put(st, "wal_005/a.lz4", "hello");
 	put(st, "basebackups_005/b/tar_partitions/part_001.tar", "x");
 
@@ -94,7 +78,7 @@ static void test_fs_abort_leaves_nothing(void **state)
 	(void)state;
 	storage *st;
 	sink *s;
-	assert_int_equal(storage_fs_open(root, &st), E_OK);
+	assert_int_equal(storage_fs_open(unit_dir, &st), E_OK);
 	assert_int_equal(storage_put(st, "wal_005/x", &s), E_OK);
 	assert_int_equal(sink_write(s, "partial", 7), E_OK);
 	sink_free(s);
@@ -102,7 +86,7 @@ static void test_fs_abort_leaves_nothing(void **state)
 	assert_int_equal(storage_list(st, "wal_005", false, &l), E_OK);
 	assert_int_equal(l.len, 0);
 	obj_list_free(&l);
-	char *cmd = xasprintf("test -z \"$(ls -A %s/wal_005)\"", root);
+	char *cmd = xasprintf("test -z \"$(ls -A %s/wal_005)\"", unit_dir);
 	assert_int_equal(system(cmd), 0);
 	free(cmd);
 	storage_free(st);
@@ -113,7 +97,7 @@ static void test_keys_refused(void **state)
 	(void)state;
 	storage *st;
 	sink *s;
-	assert_int_equal(storage_fs_open(root, &st), E_OK);
+	assert_int_equal(storage_fs_open(unit_dir, &st), E_OK);
 	assert_int_equal(storage_put(st, "../x", &s), E_CONFIG);
 	assert_int_equal(storage_put(st, "/etc/passwd", &s), E_CONFIG);
 	assert_int_equal(storage_put(st, "a/../../b", &s), E_CONFIG);
@@ -156,9 +140,9 @@ static void test_wal_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_fs_roundtrip, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fs_abort_leaves_nothing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_keys_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fs_roundtrip, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_fs_abort_leaves_nothing, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_keys_refused, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test(test_wal_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

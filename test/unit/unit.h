@@ -30,6 +30,23 @@ static inline int unit_rmtree(const char *dir)
 	return rc;
 }
 
+/* A cmocka setup and teardown for tests that work in a fresh directory, unit_dir. */
+static char *unit_dir;
+static inline int unit_dir_setup(void **state)
+{
+	(void)state;
+	unit_dir = unit_tmpdir();
+	return 0;
+}
+static inline int unit_dir_teardown(void **state)
+{
+	(void)state;
+	int rc = unit_rmtree(unit_dir);
+	free(unit_dir);
+	unit_dir = NULL;
+	return rc;
+}
+
 /* Deterministic, incompressible-looking bytes so that a failure is reproducible. */
 static inline unsigned char *pattern(size_t n, uint32_t seed)
 {
