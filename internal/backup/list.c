@@ -181,17 +181,22 @@ static json_t *window_of(const wal_windows *w, const wal_path *path, const backu
 
 static void read_windows(repo *r, const list_options *opt, row *rows, size_t n)
 {
-	wal_windows w;
-	wal_path path;
-	if (wal_timeline_path(r, opt->cfg, &path) != E_OK || wal_read_windows(r, opt->cfg, &w) != E_OK) {
+	wal_archive *a;
+	err_code rc = wal_archive_open(r, opt->cfg, &a);
+	if (rc == E_OK) {
+		wal_windows w;
+		rc = wal_read_windows(a, &w);
+		for (size_t i = 0; rc == E_OK && i < n; i++)
+			if (rows[i].meta != NULL)
+				rows[i].window = window_of(&w, wal_archive_path(a), rows[i].ref, rows[i].meta);
+		if (rc == E_OK)
+			wal_windows_free(&w);
+		wal_archive_close(a);
+	}
+	if (rc != E_OK) {
 		log_warn("backup-list: recovery windows left out: %s", err_msg());
 		err_clear();
-		return;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (rows[i].meta != NULL)
-			rows[i].window = window_of(&w, &path, rows[i].ref, rows[i].meta);
-	wal_windows_free(&w);
 }
 
 err_code backup_list(repo *r, const list_options *opt, FILE *out)

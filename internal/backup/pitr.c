@@ -120,15 +120,19 @@ err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_targe
 								char **name, target_reach *reach)
 {
 	*name = NULL;
-	wal_path path;
-	TRY(wal_timeline_path(r, cfg, &path));
+	wal_archive *a;
+	TRY(wal_archive_open(r, cfg, &a));
+	const wal_path *path = wal_archive_path(a);
 	candidates cs;
-	TRY(list_candidates(r, &path, &cs));
-	err_code rc = E_OK;
+	err_code rc = list_candidates(r, path, &cs);
+	if (rc != E_OK) {
+		wal_archive_close(a);
+		return rc;
+	}
 	const candidate *pick = NULL;
 	if (cs.n == 0) {
 		rc = err_set(E_NOTFOUND, "backup-fetch: no backup on timeline %u or its ancestors",
-					 path.tli[path.n - 1]);
+					 path->tli[path->n - 1]);
 	} else if (t->kind == TARGET_TIME || t->kind == TARGET_LSN) {
 		pick = t->kind == TARGET_TIME ? newest_before(&cs, UINT64_MAX, t->time_us)
 									  : newest_before(&cs, t->lsn, 0);
@@ -141,7 +145,7 @@ err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_targe
 						 t->text, cs.c[0].name, end);
 		}
 		if (rc == E_OK)
-			rc = wal_reach_target(r, cfg, pick->start_lsn, t, reach);
+			rc = wal_reach_target(a, pick->start_lsn, t, reach);
 		if (rc == E_OK && !reach->reached)
 			rc = unreachable(t, pick->name, reach);
 	} else {
@@ -150,7 +154,7 @@ err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_targe
 		for (size_t i = 1; i < cs.n; i++)
 			if (cs.c[i].start_lsn < oldest->start_lsn)
 				oldest = &cs.c[i];
-		rc = wal_reach_target(r, cfg, oldest->start_lsn, t, reach);
+		rc = wal_reach_target(a, oldest->start_lsn, t, reach);
 		if (rc == E_OK && !reach->reached)
 			rc = unreachable(t, oldest->name, reach);
 		if (rc == E_OK && (pick = newest_before(&cs, reach->lsn, 0)) == NULL) {
@@ -170,6 +174,7 @@ err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_targe
 		*name = xstrdup(pick->name);
 	}
 	candidates_free(&cs);
+	wal_archive_close(a);
 	return rc;
 }
 

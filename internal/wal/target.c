@@ -100,24 +100,82 @@ static bool later_segments(const wal_index *ix, uint32_t newest, uint64_t seg)
 	return false;
 }
 
-err_code wal_reach_target(repo *r, const config *cfg, uint64_t from_lsn,
-						  const recovery_target *t, target_reach *out)
+/* The archive as read once: wal_005/'s index and the path recovery follows through it. */
+struct wal_archive {
+	repo *r;
+	wal_index ix;
+	wal_path path;
+};
+
+/* The path to the newest timeline, from the index's history files. */
+static void path_of(const wal_index *ix, wal_path *out)
 {
 	memset(out, 0, sizeof(*out));
-	wal_index ix;
-	TRY(wal_index_build(r, cfg, false, &ix));
-	out->timeline = ix.n > 0 ? ix.tl[ix.n - 1].id : 1;
+	uint32_t id = ix->n > 0 ? ix->tl[ix->n - 1].id : 1;
+	uint32_t rev[WAL_PATH_MAX];
+	uint64_t begin[WAL_PATH_MAX];
+	size_t n = 0;
+	while (n < WAL_PATH_MAX) {
+		const timeline *tl = wal_index_timeline(ix, id);
+		rev[n] = id;
+		begin[n] = tl != NULL && tl->has_history ? tl->switch_lsn : 0;
+		n++;
+		if (tl == NULL || !tl->has_history || tl->parent == 0 || tl->parent >= id)
+			break;
+		id = tl->parent;
+	}
+	for (size_t i = 0; i < n; i++) {
+		out->tli[i] = rev[n - 1 - i];
+		out->begin[i] = begin[n - 1 - i];
+	}
+	out->n = n;
+}
+
+err_code wal_archive_open(repo *r, const config *cfg, wal_archive **out)
+{
+	wal_archive *a = xcalloc(1, sizeof(*a));
+	a->r = r;
+	err_code rc = wal_index_build(r, cfg, false, &a->ix);
+	if (rc != E_OK) {
+		free(a);
+		return rc;
+	}
+	path_of(&a->ix, &a->path);
+	*out = a;
+	return E_OK;
+}
+
+void wal_archive_close(wal_archive *a)
+{
+	if (a == NULL)
+		return;
+	wal_index_free(&a->ix);
+	free(a);
+}
+
+const wal_path *wal_archive_path(const wal_archive *a)
+{
+	return &a->path;
+}
+
+err_code wal_reach_target(wal_archive *a, uint64_t from_lsn, const recovery_target *t,
+						  target_reach *out)
+{
+	memset(out, 0, sizeof(*out));
+	repo *r = a->r;
+	const wal_index *ix = &a->ix;
+	out->timeline = a->path.tli[a->path.n - 1];
 	scan s = { t, out };
-	wal_reader *rd = wal_reader_new(ix.segsize, from_lsn, on_record, &s);
+	wal_reader *rd = wal_reader_new(ix->segsize, from_lsn, on_record, &s);
 	err_code rc = E_OK;
 	uint64_t end = from_lsn;
-	for (uint64_t seg = from_lsn / ix.segsize;; seg++) {
-		uint32_t tli = wal_index_tli_for(&ix, out->timeline, seg);
+	for (uint64_t seg = from_lsn / ix->segsize;; seg++) {
+		uint32_t tli = wal_index_tli_for(ix, out->timeline, seg);
 		char name[WAL_NAME_LEN + 1];
-		wal_name_format(name, tli, seg, ix.segsize);
-		if (!wal_index_has(&ix, tli, seg)) {
+		wal_name_format(name, tli, seg, ix->segsize);
+		if (!wal_index_has(ix, tli, seg)) {
 			snprintf(out->missing, sizeof(out->missing), "%s", name);
-			out->gap = later_segments(&ix, out->timeline, seg);
+			out->gap = later_segments(ix, out->timeline, seg);
 			break;
 		}
 		log_debug("reading %s for the recovery target", name);
@@ -128,7 +186,6 @@ err_code wal_reach_target(repo *r, const config *cfg, uint64_t from_lsn,
 	wal_reader_done(rd, &end);
 	out->end_lsn = end;
 	wal_reader_free(rd);
-	wal_index_free(&ix);
 	return rc;
 }
 
@@ -159,17 +216,17 @@ static void run_close(wal_windows *w, wal_reader **rd)
 	*rd = NULL;
 }
 
-err_code wal_read_windows(repo *r, const config *cfg, wal_windows *out)
+err_code wal_read_windows(wal_archive *a, wal_windows *out)
 {
 	memset(out, 0, sizeof(*out));
-	wal_index ix;
-	TRY(wal_index_build(r, cfg, false, &ix));
-	out->timeline = ix.n > 0 ? ix.tl[ix.n - 1].id : 1;
+	repo *r = a->r;
+	const wal_index *ix = &a->ix;
+	out->timeline = a->path.tli[a->path.n - 1];
 	uint64_t first = UINT64_MAX, last = 0;
-	for (size_t i = 0; i < ix.n; i++)
-		for (size_t j = 0; j < ix.tl[i].nsegs; j++) {
-			uint64_t seg = ix.tl[i].segs[j];
-			if (wal_index_tli_for(&ix, out->timeline, seg) != ix.tl[i].id)
+	for (size_t i = 0; i < ix->n; i++)
+		for (size_t j = 0; j < ix->tl[i].nsegs; j++) {
+			uint64_t seg = ix->tl[i].segs[j];
+			if (wal_index_tli_for(ix, out->timeline, seg) != ix->tl[i].id)
 				continue;
 			first = seg < first ? seg : first;
 			last = seg > last ? seg : last;
@@ -177,17 +234,17 @@ err_code wal_read_windows(repo *r, const config *cfg, wal_windows *out)
 	wal_reader *rd = NULL;
 	err_code rc = E_OK;
 	for (uint64_t seg = first; rc == E_OK && first != UINT64_MAX && seg <= last; seg++) {
-		uint32_t tli = wal_index_tli_for(&ix, out->timeline, seg);
+		uint32_t tli = wal_index_tli_for(ix, out->timeline, seg);
 		char name[WAL_NAME_LEN + 1];
-		wal_name_format(name, tli, seg, ix.segsize);
-		if (!wal_index_has(&ix, tli, seg)) {
+		wal_name_format(name, tli, seg, ix->segsize);
+		if (!wal_index_has(ix, tli, seg)) {
 			run_close(out, &rd);
 			continue;
 		}
 		if (rd == NULL) {
 			out->runs = xrealloc(out->runs, (out->nruns + 1) * sizeof(*out->runs));
-			out->runs[out->nruns++] = (wal_run){ .start_lsn = seg * ix.segsize };
-			rd = wal_reader_new(ix.segsize, seg * ix.segsize, window_record, out);
+			out->runs[out->nruns++] = (wal_run){ .start_lsn = seg * ix->segsize };
+			rd = wal_reader_new(ix->segsize, seg * ix->segsize, window_record, out);
 		}
 		rc = feed_segment(r, name, rd);
 		uint64_t end;
@@ -195,7 +252,6 @@ err_code wal_read_windows(repo *r, const config *cfg, wal_windows *out)
 			run_close(out, &rd); /* invalid WAL: the run ends; a later segment starts another */
 	}
 	run_close(out, &rd);
-	wal_index_free(&ix);
 	if (rc != E_OK)
 		wal_windows_free(out);
 	return rc;
@@ -218,10 +274,14 @@ const wal_run *wal_windows_run_at(const wal_windows *w, uint64_t lsn)
 
 err_code wal_show_restore_points(repo *r, const config *cfg, bool json, FILE *out)
 {
+	wal_archive *a;
+	TRY(wal_archive_open(r, cfg, &a));
 	wal_windows w;
-	TRY(wal_read_windows(r, cfg, &w));
-	wal_path path;
-	err_code rc = wal_timeline_path(r, cfg, &path);
+	err_code rc = wal_read_windows(a, &w);
+	const wal_path path = *wal_archive_path(a);
+	wal_archive_close(a);
+	if (rc != E_OK)
+		return rc;
 	static const char *const hdr[] = { "NAME", "TIME", "LSN", "TLI" };
 	static const bool right[] = { false, false, true, true };
 	table *t = table_new(4, hdr, right);
@@ -254,33 +314,6 @@ err_code wal_show_restore_points(repo *r, const config *cfg, bool json, FILE *ou
 	table_free(t);
 	wal_windows_free(&w);
 	return rc;
-}
-
-err_code wal_timeline_path(repo *r, const config *cfg, wal_path *out)
-{
-	memset(out, 0, sizeof(*out));
-	wal_index ix;
-	TRY(wal_index_build(r, cfg, false, &ix));
-	uint32_t id = ix.n > 0 ? ix.tl[ix.n - 1].id : 1;
-	uint32_t rev[WAL_PATH_MAX];
-	uint64_t begin[WAL_PATH_MAX];
-	size_t n = 0;
-	while (n < WAL_PATH_MAX) {
-		const timeline *tl = wal_index_timeline(&ix, id);
-		rev[n] = id;
-		begin[n] = tl != NULL && tl->has_history ? tl->switch_lsn : 0;
-		n++;
-		if (tl == NULL || !tl->has_history || tl->parent == 0 || tl->parent >= id)
-			break;
-		id = tl->parent;
-	}
-	for (size_t i = 0; i < n; i++) {
-		out->tli[i] = rev[n - 1 - i];
-		out->begin[i] = begin[n - 1 - i];
-	}
-	out->n = n;
-	wal_index_free(&ix);
-	return E_OK;
 }
 
 uint32_t wal_path_tli_at(const wal_path *p, uint64_t lsn)

@@ -84,7 +84,14 @@ typedef struct wal_path {
 	uint32_t tli[WAL_PATH_MAX];
 	uint64_t begin[WAL_PATH_MAX];
 } wal_path;
-err_code wal_timeline_path(repo *r, const config *cfg, wal_path *out);
+/*
+ * The archive read once: wal_005/ listed, its history files read. The functions below that
+ * take it read WAL through the repository it was opened on.
+ */
+typedef struct wal_archive wal_archive;
+err_code wal_archive_open(repo *r, const config *cfg, wal_archive **out);
+void wal_archive_close(wal_archive *a);
+const wal_path *wal_archive_path(const wal_archive *a);
 /* The timeline of the path that holds lsn. */
 uint32_t wal_path_tli_at(const wal_path *p, uint64_t lsn);
 
@@ -105,8 +112,8 @@ typedef struct target_reach {
  * timeline, until a record reaches the target (PostgreSQL's stopping rule with
  * recovery_target_inclusive on) or the WAL ends: a segment missing, or invalid bytes.
  */
-err_code wal_reach_target(repo *r, const config *cfg, uint64_t from_lsn,
-						  const recovery_target *t, target_reach *out);
+err_code wal_reach_target(wal_archive *a, uint64_t from_lsn, const recovery_target *t,
+						  target_reach *out);
 
 /*
  * What the archived WAL lets a restore reach, read whole along the newest timeline's history
@@ -130,7 +137,7 @@ typedef struct wal_windows {
 	wal_restore_point *points;
 	size_t npoints;
 } wal_windows;
-err_code wal_read_windows(repo *r, const config *cfg, wal_windows *out);
+err_code wal_read_windows(wal_archive *a, wal_windows *out);
 void wal_windows_free(wal_windows *w);
 /* wal-show --restore-points: name, time, LSN and timeline of each, as a table or JSON. */
 err_code wal_show_restore_points(repo *r, const config *cfg, bool json, FILE *out);
