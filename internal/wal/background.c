@@ -46,10 +46,12 @@ typedef struct bg {
 	char *wal_dir;		 /* where the files are: the pushed path's directory */
 	const char *main_name;
 	chan *names;
-	int main_done;		 /* atomic */
 	int budget;
-	/* names already taken, so a rescan doesn't queue them again */
+	/* lock guards main_done (signalled on wake, so the scanner stops at once rather than
+	 * after its pause: a push with no backlog must not wait for it) and taken */
 	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool main_done;
 	char **taken;
 	size_t ntaken;
 } bg;
@@ -74,12 +76,36 @@ static int by_name(const struct dirent **a, const struct dirent **b)
 	return strcmp((*a)->d_name, (*b)->d_name);
 }
 
+static bool main_ended(bg *b)
+{
+	pthread_mutex_lock(&b->lock);
+	bool ended = b->main_done;
+	pthread_mutex_unlock(&b->lock);
+	return ended;
+}
+
+/* Pauses between scans; false once the main upload has ended. */
+static bool pause_scan(bg *b)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += SCAN_EVERY_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&b->lock);
+	while (!b->main_done && pthread_cond_timedwait(&b->wake, &b->lock, &until) == 0)
+		;
+	bool go_on = !b->main_done;
+	pthread_mutex_unlock(&b->lock);
+	return go_on;
+}
+
 /* .ready files, oldest name first, until the main upload ends or the budget is spent. */
 static err_code scan(void *arg)
 {
 	bg *b = arg;
 	char *status = xasprintf("%s/archive_status", b->wal_dir);
-	while (!__atomic_load_n(&b->main_done, __ATOMIC_ACQUIRE) && b->budget > 0) {
+	while (b->budget > 0 && !main_ended(b)) {
 		struct dirent **list;
 		int n = scandir(status, &list, NULL, by_name);
 		for (int i = 0; i < n; i++) {
@@ -98,8 +124,8 @@ static err_code scan(void *arg)
 		}
 		if (n >= 0)
 			free(list);
-		struct timespec ts = { 0, SCAN_EVERY_MS * 1000000L };
-		nanosleep(&ts, NULL);
+		if (!pause_scan(b))
+			break;
 	}
 	free(status);
 	chan_close(b->names);
@@ -173,6 +199,11 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 	b.wal_dir = slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup(".");
 	b.names = chan_new((size_t)workers);
 	pthread_mutex_init(&b.lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&b.wake, &ca);
+	pthread_condattr_destroy(&ca);
 	group *g = group_new();
 	group_go(g, scan, &b);
 	for (int i = 0; i < workers && i < budget; i++)
@@ -180,13 +211,17 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 
 	err_code rc = wal_push_one(r, cfg, path);
 	char *saved = rc != E_OK ? xstrdup(err_msg()) : NULL;
-	__atomic_store_n(&b.main_done, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&b.lock);
+	b.main_done = true;
+	pthread_cond_signal(&b.wake);
+	pthread_mutex_unlock(&b.lock);
 	group_wait(g); /* in-flight background uploads finish; their failures were logged */
 	group_free(g);
 	chan_free(b.names);
 	for (size_t i = 0; i < b.ntaken; i++)
 		free(b.taken[i]);
 	free(b.taken);
+	pthread_cond_destroy(&b.wake);
 	pthread_mutex_destroy(&b.lock);
 	free(b.wal_dir);
 	if (saved != NULL) {
