@@ -181,6 +181,9 @@ wrun() {
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
 	[ $# -gt 0 ] && shift
 	set +e
+	# fresh files: a background child of an earlier call (wal-fetch's prefetch) may still
+	# hold the old ones open and write to them
+	rm -f "$T/.w_out" "$T/.w_err"
 	env "${envs[@]}" "$WALC" "$@" >"$T/.w_out" 2>"$T/.w_err" </dev/null
 	W_RC=$?
 	set -e
@@ -198,6 +201,7 @@ wrun_pg() {
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
 	[ $# -gt 0 ] && shift
 	set +e
+	rm -f "$T/.w_out" "$T/.w_err" # as in wrun
 	as_pg env PGDATA="$PGDATA" ASAN_OPTIONS="$ASAN_OPTIONS" "${envs[@]}" "$WALC_PG" "$@" \
 		>"$T/.w_out" 2>"$T/.w_err" </dev/null
 	W_RC=$?
