@@ -60,7 +60,7 @@ err_code part_open(push_state *st, part *p)
 	int n = __atomic_add_fetch(&st->part_seq, 1, __ATOMIC_RELAXED);
 	char *base = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/part_%03d.tar", st->name, n);
 	sink *s = NULL;
-	err_code rc = repo_put(st->r, base, &st->compressed, &s, &p->key);
+	err_code rc = repo_put_long(st->r, base, &st->compressed, &s, &p->key);
 	free(base);
 	TRY(rc);
 	p->tw = tar_writer_new(s);

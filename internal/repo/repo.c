@@ -44,13 +44,21 @@ void repo_close(repo *r)
 	memset(r, 0, sizeof(*r));
 }
 
-static err_code put_chain(repo *r, const char *base_key, bool exclusive, uint64_t *stored,
+typedef enum { PUT_REPLACE, PUT_NEW, PUT_LONG } put_kind;
+
+static err_code put_chain(repo *r, const char *base_key, put_kind kind, uint64_t *stored,
 						  sink **out, char **key_out)
 {
 	const char *ext = codec_ext(r->codec);
 	char *key = ext[0] ? xasprintf("%s.%s", base_key, ext) : xstrdup(base_key);
 	sink *s = NULL;
-	err_code rc = exclusive ? storage_put_new(r->st, key, &s) : storage_put(r->st, key, &s);
+	err_code rc;
+	if (kind == PUT_NEW)
+		rc = storage_put_new(r->st, key, &s);
+	else if (kind == PUT_LONG)
+		rc = storage_put_long(r->st, key, &s);
+	else
+		rc = storage_put(r->st, key, &s);
 	if (rc != E_OK) {
 		free(key);
 		return rc;
@@ -70,12 +78,17 @@ static err_code put_chain(repo *r, const char *base_key, bool exclusive, uint64_
 
 err_code repo_put(repo *r, const char *base_key, uint64_t *stored, sink **out, char **key_out)
 {
-	return put_chain(r, base_key, false, stored, out, key_out);
+	return put_chain(r, base_key, PUT_REPLACE, stored, out, key_out);
+}
+
+err_code repo_put_long(repo *r, const char *base_key, uint64_t *stored, sink **out, char **key_out)
+{
+	return put_chain(r, base_key, PUT_LONG, stored, out, key_out);
 }
 
 err_code repo_put_new(repo *r, const char *base_key, sink **out, char **key_out)
 {
-	return put_chain(r, base_key, true, NULL, out, key_out);
+	return put_chain(r, base_key, PUT_NEW, NULL, out, key_out);
 }
 
 const codec *repo_codec_for_key(const char *key)

@@ -38,6 +38,8 @@ void repo_limit_network(repo *r, uint64_t bytes_per_sec);
  * the bytes that reach storage.
  */
 err_code repo_put(repo *r, const char *base_key, uint64_t *stored, sink **out, char **key_out);
+/* As repo_put, for a long stream (a tar partition): see storage_put_long. */
+err_code repo_put_long(repo *r, const char *base_key, uint64_t *stored, sink **out, char **key_out);
 /* As repo_put, but never replacing: finish fails with E_EXISTS if the object appeared. */
 err_code repo_put_new(repo *r, const char *base_key, sink **out, char **key_out);
 /*

@@ -164,7 +164,8 @@ static sink *put_sink(az_storage *s, const char *key, bool exclusive)
 	p->s = s;
 	p->key = xstrdup(key);
 	p->exclusive = exclusive;
-	http_upload_cfg cfg = { s->block_size, s->concurrency, AZ_MAX_BLOCKS, s->parts, p->key };
+	http_upload_cfg cfg = { .part_size = s->block_size, .concurrency = s->concurrency,
+							.max_parts = AZ_MAX_BLOCKS, .shared = s->parts, .what = p->key };
 	return http_upload_new(&az_upload_ops, p, &cfg);
 }
 

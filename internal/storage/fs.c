@@ -232,8 +232,15 @@ static void fs_free(storage *st)
 }
 
 static const storage_ops fs_ops = {
-	fs_put_open, fs_get, fs_stat, fs_list, fs_remove, fs_describe, fs_free, fs_put_new,
-	fs_list_temporaries, NULL,
+	.put = fs_put_open,
+	.get = fs_get,
+	.stat = fs_stat,
+	.list = fs_list,
+	.remove = fs_remove,
+	.describe = fs_describe,
+	.free = fs_free,
+	.put_new = fs_put_new,
+	.list_temporaries = fs_list_temporaries,
 };
 
 err_code storage_fs_open(const char *root, storage **out)

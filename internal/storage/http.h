@@ -254,6 +254,9 @@ typedef struct http_upload_ops {
 
 typedef struct http_upload_cfg {
 	size_t part_size;
+	/* 0, or the first part's size: parts then double every second part up to part_size, so
+	 * a long stream's upload starts after first_part bytes rather than a whole part */
+	size_t first_part;
 	int concurrency; /* parts in flight; 1 sends them one after another, in order */
 	int max_parts;
 	pool *shared;	 /* buffers for parts after the first, shared by every upload */

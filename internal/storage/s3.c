@@ -558,5 +558,6 @@ static const storage_ops s3_ops = {
 	.describe = s3_describe,
 	.free = s3_free,
 	.put_new = s3_put_new,
+	.put_long = s3_put_long,
 	.remove_many = s3_remove_many,
 };

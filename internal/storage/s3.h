@@ -149,6 +149,8 @@ char *s3_full_key(const s3_storage *s, const char *key);
 err_code s3_put_open(storage *st, const char *key, sink **out);
 /* A put that never replaces an existing object. */
 err_code s3_put_new(storage *st, const char *key, sink **out);
+/* storage_put_long: the first parts 5 MiB (S3's least), growing to S3_MAX_PART_SIZE. */
+err_code s3_put_long(storage *st, const char *key, sink **out);
 /* DeleteObjects, S3_DELETE_BATCH_SIZE (1000) keys a request, WALG_UPLOAD_CONCURRENCY at once. */
 err_code s3_remove_many(storage *st, const char *const *keys, size_t n);
 

@@ -219,19 +219,29 @@ static const http_upload_ops s3_upload_ops = {
 	put_single, mp_create, mp_part, mp_complete, mp_abort, put_free,
 };
 
-static sink *put_sink(s3_storage *s, const char *key, bool exclusive)
+static sink *put_sink(s3_storage *s, const char *key, bool exclusive, size_t first_part)
 {
 	s3_put *p = xcalloc(1, sizeof(*p));
 	p->s = s;
 	p->key = s3_full_key(s, key);
 	p->exclusive = exclusive;
-	http_upload_cfg cfg = { s->part_size, s->concurrency, S3_MAX_PARTS, s->parts, p->key };
+	http_upload_cfg cfg = { .part_size = s->part_size, .first_part = first_part, .concurrency = s->concurrency,
+							.max_parts = S3_MAX_PARTS, .shared = s->parts, .what = p->key };
 	return http_upload_new(&s3_upload_ops, p, &cfg);
 }
 
 err_code s3_put_open(storage *st, const char *key, sink **out)
 {
-	*out = put_sink((s3_storage *)st, key, false);
+	*out = put_sink((s3_storage *)st, key, false, 0);
+	return E_OK;
+}
+
+/* S3's smallest part but the last: the first parts of a long stream. */
+#define S3_MIN_PART (5 * 1024 * 1024)
+
+err_code s3_put_long(storage *st, const char *key, sink **out)
+{
+	*out = put_sink((s3_storage *)st, key, false, S3_MIN_PART);
 	return E_OK;
 }
 
@@ -243,7 +253,7 @@ err_code s3_put_open(storage *st, const char *key, sink **out)
 err_code s3_put_new(storage *st, const char *key, sink **out)
 {
 	TRY(http_check_absent(st, key));
-	*out = put_sink((s3_storage *)st, key, true);
+	*out = put_sink((s3_storage *)st, key, true, 0);
 	return E_OK;
 }
 

@@ -37,6 +37,13 @@ err_code storage_put(storage *st, const char *key, sink **out)
 	return st->ops->put(st, key, out);
 }
 
+err_code storage_put_long(storage *st, const char *key, sink **out)
+{
+	*out = NULL;
+	TRY(storage_check_key(key));
+	return st->ops->put_long != NULL ? st->ops->put_long(st, key, out) : st->ops->put(st, key, out);
+}
+
 err_code storage_put_new(storage *st, const char *key, sink **out)
 {
 	*out = NULL;

@@ -40,6 +40,8 @@ typedef struct storage_ops {
 	err_code (*list_temporaries)(storage *st, const char *prefix, obj_list *out);
 	/* Optional: deletes many objects in batched requests (S3, Azure, GCS). */
 	err_code (*remove_many)(storage *st, const char *const *keys, size_t n);
+	/* Optional: as put, for a long stream (storage_put_long). */
+	err_code (*put_long)(storage *st, const char *key, sink **out);
 } storage_ops;
 
 struct storage {
@@ -56,6 +58,12 @@ err_code storage_fs_open(const char *root, storage **out);
  * free() without finish discards it. Nothing is visible under key before finish succeeds.
  */
 err_code storage_put(storage *st, const char *key, sink **out);
+/*
+ * As storage_put, for a stream expected to be long (a tar partition): stores that upload in
+ * parts start with small ones, so the upload runs beside the stream from its first MiB
+ * instead of waiting for a whole part; short objects (WAL) keep one request with storage_put.
+ */
+err_code storage_put_long(storage *st, const char *key, sink **out);
 /*
  * As storage_put, for keys that must never be replaced (WAL-G's protected WAL names): finish
  * fails with E_EXISTS when another writer published key first. Backends without an atomic

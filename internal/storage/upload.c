@@ -107,6 +107,17 @@ static pool *owner(upload *u, const unsigned char *buf)
 	return buf == u->first_buf ? u->first : u->cfg.shared;
 }
 
+/* The size of the part after the first n: first_part, twice, then doubling every second part. */
+static size_t part_size_after(const http_upload_cfg *cfg, int n)
+{
+	size_t size = cfg->first_part;
+	if (size == 0 || size >= cfg->part_size)
+		return cfg->part_size;
+	for (int i = n / 2; i > 0 && size < cfg->part_size; i--)
+		size *= 2;
+	return size < cfg->part_size ? size : cfg->part_size;
+}
+
 static err_code put_part(void *arg, const unsigned char *data, size_t len)
 {
 	upload *u = arg;
@@ -138,6 +149,7 @@ static err_code put_part(void *arg, const unsigned char *data, size_t len)
 		u->offset += len;
 		u->parts = xrealloc(u->parts, (size_t)(u->nparts + 1) * sizeof(*u->parts));
 		u->parts[u->nparts++] = part;
+		u->ck.size = part_size_after(&u->cfg, u->nparts); /* every buffer holds part_size */
 		if (u->nworkers < u->cfg.concurrency) {
 			err_code rc = group_go(u->g, worker, u);
 			if (rc != E_OK) {
@@ -239,7 +251,7 @@ sink *http_upload_new(const http_upload_ops *ops, void *arg, const http_upload_c
 	if (u->cfg.concurrency < 1)
 		u->cfg.concurrency = 1;
 	atomic_init(&u->cancel, false);
-	u->ck.size = cfg->part_size;
+	u->ck.size = part_size_after(&u->cfg, 0);
 	u->ck.hold_last = true;
 	u->ck.get = get_buf;
 	u->ck.put = put_part;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Base backups on S3 (Ceph RGW, which verifies SigV4): archive to S3, a full and a delta
-# backup-push (multipart parts, several tar partitions, a tablespace, libsodium + zstd) and a
+# backup-push (multipart parts, growing from 5 MiB in a long partition, several tar partitions,
+# a tablespace, libsodium + zstd) and a
 # remote-mode push; backup-list; backup-fetch of the delta from S3 recovers to the quiet
 # source's dump and passes amcheck; delete retain on S3 leaves the newest backup restorable.
 . "$(dirname "$0")/lib.sh"
@@ -16,7 +17,7 @@ pg_own "$T"
 E=(WALG_S3_PREFIX=s3://walc/backups AWS_ENDPOINT="$S3_ENDPOINT" AWS_S3_FORCE_PATH_STYLE=true
 	AWS_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY"
 	AWS_REGION=us-east-1 WALG_COMPRESSION_METHOD=zstd WALG_LIBSODIUM_KEY_PATH="$T/key.hex"
-	WALG_LIBSODIUM_KEY_TRANSFORM=hex S3_MAX_PART_SIZE=5242880 WALG_UPLOAD_CONCURRENCY=4
+	WALG_LIBSODIUM_KEY_TRANSFORM=hex S3_MAX_PART_SIZE=10485760 WALG_UPLOAD_CONCURRENCY=4
 	WALG_TAR_SIZE_THRESHOLD=20000000 WALG_DELTA_MAX_STEPS=1)
 pg_init "$T/src" --data-checksums
 PORT=$(free_port)
@@ -26,6 +27,9 @@ pg_start "$T/src" "$PORT"
 as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -i -s 5 -q postgres >/dev/null 2>&1
 psqlc "$PORT" "CREATE TABLESPACE ts LOCATION '$T/ts'"
 psqlc "$PORT" "CREATE TABLE in_ts TABLESPACE ts AS SELECT g, md5(g::text) h FROM generate_series(1, 20000) g"
+# about 30 MB with 13 MB of random bytes: a partition of its own that zstd leaves above 10 MiB
+psqlc "$PORT" "CREATE TABLE noise AS SELECT g, decode(md5(random()::text) || md5(random()::text), 'hex') b
+	FROM generate_series(1, 400000) g"
 push() {
 	wrun_pg "${E[@]}" PGHOST="$T" PGPORT="$PORT" WALG_UPLOAD_DISK_CONCURRENCY=2 -- backup-push "$@"
 	expect_rc 0 "backup-push $*"
@@ -41,6 +45,14 @@ remote=$(push)
 log "full $full, delta $delta, remote $remote"
 parts=$(awsc s3 ls "s3://walc/backups/basebackups_005/$full/tar_partitions/" | grep -c part_)
 [ "$parts" -ge 2 ] || fail "expected several partitions on S3, got $parts"
+# A partition of 10 to 20 MiB went up as a long stream: parts of 5, 5 and the rest (with
+# whole 10 MiB parts it would be 2). A multipart ETag ends in -<number of parts>.
+long=$(awsc s3api list-objects-v2 --bucket walc --prefix "backups/basebackups_005/$full/tar_partitions/" \
+	--query 'Contents[].[Size,ETag]' --output text | awk '$1 > 10485760 && $1 <= 20971520 { print $2 }')
+[ -n "$long" ] || fail "no partition of 10 to 20 MiB on S3 to check the part sizes of"
+for etag in $long; do
+	[[ $etag == *-3\" ]] || fail "a partition of 10 to 20 MiB must be 3 parts (5, 5, rest), ETag $etag"
+done
 
 wrun "${E[@]}" -- backup-list
 expect_rc 0 "backup-list on S3"

@@ -567,6 +567,21 @@ static void fill(unsigned char *b, size_t n, unsigned seed)
 		b[i] = (unsigned char)((i * 2654435761u + seed) >> 13);
 }
 
+/* Writes data to s in pieces that straddle part boundaries, publishes it, and checks that the
+ * fake holds exactly that object. */
+static void write_uneven(sink *s, const unsigned char *data, size_t n, size_t piece, const fake *f)
+{
+	for (size_t at = 0; at < n;) {
+		size_t w = piece < n - at ? piece : n - at;
+		assert_int_equal(sink_write(s, data + at, w), E_OK);
+		at += w;
+	}
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_int_equal(f->objlen, n);
+	assert_memory_equal(f->obj, data, n);
+}
+
 static void test_multipart(void **state)
 {
 	(void)state;
@@ -580,16 +595,7 @@ static void test_multipart(void **state)
 	fill(data, n, 1);
 	sink *s;
 	assert_int_equal(storage_put(st, "k/big", &s), E_OK);
-	/* Uneven writes across part boundaries. */
-	for (size_t at = 0; at < n;) {
-		size_t w = 777777 < n - at ? 777777 : n - at;
-		assert_int_equal(sink_write(s, data + at, w), E_OK);
-		at += w;
-	}
-	assert_int_equal(sink_finish(s), E_OK);
-	sink_free(s);
-	assert_int_equal(f.objlen, n);
-	assert_memory_equal(f.obj, data, n);
+	write_uneven(s, data, n, 777777, &f);
 	assert_true(logged(&f, "POST key"));
 	assert_false(logged(&f, "DELETE key"));
 
@@ -632,6 +638,41 @@ static void test_multipart(void **state)
 	fake_free(&g);
 	fake_free(&h);
 	unsetenv("S3_MAX_PART_SIZE");
+}
+
+/* A long stream's parts: 5 MiB twice, then doubling every second part up to the part size. */
+static void test_multipart_long(void **state)
+{
+	(void)state;
+	fake f = { 0 };
+	http_set_test_hook(fake_hook, &f, 0);
+	storage *st;
+	assert_int_equal(open_s3("s3://b/root", &st), E_OK); /* S3_MAX_PART_SIZE: 20 MiB */
+	const size_t mib = 1048576, want[] = { 5 * mib, 5 * mib, 10 * mib, 10 * mib, 20 * mib, 123 };
+	size_t n = 50 * mib + 123;
+	unsigned char *data = xmalloc(n);
+	fill(data, n, 7);
+	sink *s;
+	assert_int_equal(storage_put_long(st, "k/part", &s), E_OK);
+	write_uneven(s, data, n, 3000001, &f);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(f.partlen[i], want[i]);
+	assert_null(f.parts[6]);
+
+	/* A long stream that stays short is still one PUT; so is a plain put of 12 MiB (WAL). */
+	for (int i = 0; i < 2; i++) {
+		f.n = 0;
+		size_t len = i == 0 ? 4 * mib : 12 * mib;
+		assert_int_equal(i == 0 ? storage_put_long(st, "k/short", &s) : storage_put(st, "k/wal", &s),
+						 E_OK);
+		write_uneven(s, data, len, len, &f);
+		assert_int_equal(f.n, 1);
+		assert_string_equal(f.log[0], "PUT key");
+	}
+
+	storage_free(st);
+	free(data);
+	fake_free(&f);
 }
 
 static void test_retry_and_errors(void **state)
@@ -1260,6 +1301,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_shared_credentials_file, clean_env),
 		cmocka_unit_test_setup(test_put_get_single, clean_env),
 		cmocka_unit_test_setup(test_multipart, clean_env),
+		cmocka_unit_test_setup(test_multipart_long, clean_env),
 		cmocka_unit_test_setup(test_retry_and_errors, clean_env),
 		cmocka_unit_test_setup(test_list_pages, clean_env),
 		cmocka_unit_test_setup(test_region_detection, clean_env),
