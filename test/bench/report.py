@@ -15,7 +15,8 @@ MiB = 1048576.0
 PGBR_CODEC = {"zstd": "zst", "lz4": "lz4"}
 OPS = [("backup", "full backup"), ("restore", "full restore"), ("verify", "backup-verify (reads, writes nothing)"),
        ("delta", "delta backup (5% of rows updated)")]
-TOOL_ORDER = {"tar|zstd": 0, "walc": 1, "pgbackrest": 2}
+TOOL_ORDER = {"tar|zstd": 0, "walc": 1, "pgbackrest": 2, "wal-g": 3}
+PEERS = ("pgbackrest", "wal-g")
 # sections in modules of their own: report_NAME.section(meta, samples) -> {"md": [Markdown lines],
 # "targets": [{"target", "measured", "met", "by"}], "json": {...}}; their samples have ops of
 # their own, which the main tables leave out
@@ -23,6 +24,7 @@ SECTIONS = ["delta_restore", "s3", "wal"]
 # targets from the issue
 PUSH_VS_LIMIT = 1.05
 FETCH_VS_PGBR = 0.8
+VS_FASTER_PEER = 0.5  # issue 20: backup-push and full restore against the faster of pgBackRest and WAL-G
 VERIFY_VS_FETCH = 0.8
 RSS_LIMIT_MIB = 64
 DELTA_FRACTION = 0.15
@@ -81,6 +83,16 @@ def paired_ratio(a, b, field="wall"):
     return med(rs)
 
 
+def faster_peer_ratio(runs, peer_runs):
+    """median over runs of walc's wall / the faster peer's wall in the same run"""
+    rs = []
+    for r in runs:
+        walls = [p[r]["wall"] for p in peer_runs if r in p and p[r]["wall"]]
+        if walls:
+            rs.append(runs[r]["wall"] / min(walls))
+    return med(rs)
+
+
 def main():
     meta_path, samples_path, outdir, stamp = sys.argv[1:5]
     meta, samples = load(meta_path, samples_path)
@@ -101,6 +113,11 @@ def main():
             if peer:
                 row["wall_vs_pgbackrest"] = paired_ratio(runs, groups[peer[0]])
                 row["bytes_vs_pgbackrest"] = paired_ratio(runs, groups[peer[0]], "bytes") if op != "restore" else None
+            walg = [k for k in groups if k[0] == ds and k[1] == op and k[2] == "wal-g" and k[3] == codec]
+            if walg:
+                row["wall_vs_walg"] = paired_ratio(runs, groups[walg[0]])
+            if peer or walg:
+                row["wall_vs_faster_peer"] = faster_peer_ratio(runs, [groups[k] for k in peer[:1] + walg[:1]])
             lim = [k for k in groups if k[0] == ds and k[1] == op and k[2] == "tar|zstd"]
             if lim:
                 row["wall_vs_limit"] = paired_ratio(runs, groups[lim[0]])
@@ -133,6 +150,15 @@ def main():
                                                           f"pg_backup_stop waits for the archiver)" if ws else ""),
                             "met": v <= PUSH_VS_LIMIT,
                             "by": None if v <= PUSH_VS_LIMIT else f"{(v / PUSH_VS_LIMIT - 1) * 100:.0f}% over"})
+        for op, what in (("backup", "backup-push"), ("restore", "full restore")):
+            w = find(ds, op, "walc", "zstd", "best")
+            if w and w.get("wall_vs_walg") is not None:
+                v = w["wall_vs_faster_peer"]
+                targets.append({"target": f"{ds}: {what} wall ≤ {VS_FASTER_PEER} × the faster of pgBackRest and WAL-G (zstd)",
+                                "measured": f"{v:.2f} × (walc/pgBackRest {fmt(w.get('wall_vs_pgbackrest'), 2)}, "
+                                            f"walc/WAL-G {fmt(w.get('wall_vs_walg'), 2)})",
+                                "met": v <= VS_FASTER_PEER,
+                                "by": None if v <= VS_FASTER_PEER else f"{(v / VS_FASTER_PEER - 1) * 100:.0f}% over"})
         w = find(ds, "restore", "walc", "zstd", "best")
         if w and w.get("wall_vs_pgbackrest") is not None:
             v = w["wall_vs_pgbackrest"]
@@ -176,7 +202,7 @@ def main():
                             "measured": f"{v:.1f} MiB", "met": v <= RSS_LIMIT_MIB,
                             "by": None if v <= RSS_LIMIT_MIB else f"{v - RSS_LIMIT_MIB:.1f} MiB over"})
     delta = {}
-    for tool, codec in (("walc", "zstd"), ("pgbackrest", "zst")):
+    for tool, codec in (("walc", "zstd"), ("pgbackrest", "zst"), ("wal-g", "zstd")):
         d = find("pgbench", "delta", tool, codec)
         f = find("pgbench", "backup", tool, codec, "best" if tool == "walc" else None)
         if d and f and f["bytes"]:
@@ -184,8 +210,9 @@ def main():
     if "walc" in delta:
         v = delta["walc"]["fraction"]
         targets.append({"target": f"delta after 5% of pgbench_accounts rows updated < {DELTA_FRACTION:.0%} of the full",
-                        "measured": f"{v:.1%} (pgBackRest diff: {delta['pgbackrest']['fraction']:.1%})"
-                        if "pgbackrest" in delta else f"{v:.1%}",
+                        "measured": f"{v:.1%}" + "".join(f" ({name}: {delta[t]['fraction']:.1%})" for t, name in
+                                                         (("pgbackrest", "pgBackRest diff"), ("wal-g", "WAL-G delta"))
+                                                         if t in delta),
                         "met": v < DELTA_FRACTION,
                         "by": None if v < DELTA_FRACTION else f"{(v - DELTA_FRACTION) * 100:.1f} points over"})
 
@@ -195,10 +222,12 @@ def main():
     L.append("")
     L.append(f"pgbench scale {meta['scale']}, mixed dataset {meta['mixed_mb']} MB, median of {meta['runs']} run(s), "
              f"{meta['cores']} cores ({meta['cpu']}), file storage on local disk; {meta['walc']}, {meta['pgbackrest']}, "
+             f"{meta.get('walg') or 'no WAL-G'}, "
              f"{meta['zstd']}, {meta['postgres']}; the run took {meta['seconds'] // 60} min.")
     L.append("")
     L.append("walc *best*: `WALG_UPLOAD_DISK_CONCURRENCY=cores`; *default*: nothing set but the prefix (lz4, one packer). "
-             "pgBackRest: `process-max=cores`, zst level 3 / lz4 default level. Ratios are medians of per-run ratios "
+             "pgBackRest: `process-max=cores`, zst level 3 / lz4 default level. WAL-G: `WALG_UPLOAD_DISK_CONCURRENCY=cores`, "
+             "its defaults otherwise. Ratios are medians of per-run ratios "
              "(both measured in the same run); < 1 means walc is faster. CPU = user + sys of every process; "
              "peak RSS = the largest single process (/usr/bin/time %M); stored = bytes in the repository for that backup.")
     L.append("")
@@ -211,13 +240,15 @@ def main():
                  "small": f"pgbench, scale {meta['small_scale']} (peak RSS check)"}[ds]
         L.append(f"## {title}" + (f", PGDATA {size / MiB:.0f} MiB" if size else ""))
         L.append("")
-        L.append("| operation | tool | codec | settings | wall s | CPU s | peak RSS MiB | stored MiB | wall walc/pgBackRest | wall walc/limit |")
-        L.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|")
+        L.append("| operation | tool | codec | settings | wall s | CPU s | peak RSS MiB | stored MiB | wall walc/pgBackRest "
+                 "| wall walc/WAL-G | wall walc/faster peer | wall walc/limit |")
+        L.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in drows:
             opname = dict(OPS).get(r["op"], r["op"])
             stored = fmt(r["bytes"] / MiB) if r["op"] != "restore" and r["bytes"] is not None else ""
             L.append(f"| {opname} | {cell(r['tool'])} | {r['codec']} | {cell(r['settings'])} | {fmt(r['wall_s'])} | {fmt(r['cpu_s'])} | "
-                     f"{fmt(r['rss_mib'])} | {stored} | {fmt(r.get('wall_vs_pgbackrest'), 2)} | {fmt(r.get('wall_vs_limit'), 2)} |")
+                     f"{fmt(r['rss_mib'])} | {stored} | {fmt(r.get('wall_vs_pgbackrest'), 2)} | "
+                     f"{fmt(r.get('wall_vs_walg'), 2)} | {fmt(r.get('wall_vs_faster_peer'), 2)} | {fmt(r.get('wall_vs_limit'), 2)} |")
         L.append("")
     for name in SECTIONS:
         L.extend(extra[name]["md"])
@@ -263,7 +294,9 @@ def chart(rows, meta, path):
                                              ("walc", "zstd", "best", "walc zstd"),
                                              ("pgbackrest", "zst", None, "pgBackRest zst"),
                                              ("walc", "lz4", "best", "walc lz4"),
+                                             ("wal-g", "zstd", None, "WAL-G zstd"),
                                              ("pgbackrest", "lz4", None, "pgBackRest lz4"),
+                                             ("wal-g", "lz4", None, "WAL-G lz4"),
                                              ("walc", "lz4", "default", "walc default\n(lz4, 1 packer)")):
             def w(op):
                 for r in rows:

@@ -2,7 +2,7 @@
 over stunnel's HTTPS, pgBackRest over HTTPS, next to the file-storage rows of bench_full."""
 from report import MiB, cell, fmt, group, med, paired_ratio, summarize
 
-S3_VS_FILE = 1.2
+S3_VS_FILE = 1.1  # issue 20 (issue 11 had 1.2)
 RSS_LIMIT_MIB = 100
 SMALL = "s3-small"
 # (op on S3, the op of bench_full on file storage)
@@ -39,7 +39,9 @@ def section(meta, samples):
                 rows.append(r)
             for k in sorted(k for k in s3 if k[0] == ds and k[1] == op and k[2] == tool):
                 r = summarize(k, s3[k])
-                r["storage"] = "S3, " + k[4].split(", ")[-1] + (" (stunnel)" if k[4].endswith("https") else "")
+                tr = k[4].split(", ")[-1]
+                r["storage"] = "S3, " + (f"http, S3_MAX_PART_SIZE {tr[5:]} MiB" if tr.startswith("http-") else tr) \
+                    + (" (stunnel)" if tr == "https" else "")
                 if fk:
                     r["wall_vs_file"] = paired_ratio(s3[k], groups[fk])
                     if op == "s3-backup":
@@ -83,7 +85,8 @@ def section(meta, samples):
 
     targets = []
     for tr in ("S3, http", "S3, https"):
-        r = walc_row("s3-backup", tr)
+        r = next((r for r in rows if r["op"] == "s3-backup" and r["tool"] == "walc"
+                  and r["storage"] in (tr, tr + " (stunnel)")), None)
         if r and r.get("wall_vs_file") is not None:
             v = r["wall_vs_file"]
             ws = r.get("wall_vs_file_without_stop")

@@ -279,6 +279,40 @@ pgbr_restore() { # DS CODEC RUN LABEL
 	rm -rf "$dest"
 }
 
+# WAL-G v3.0.9, the third tool where it applies (issue 20): BENCH_WALG names the binary
+# (default ../shared/tools/wal-g beside the repository); without it its rows are left out.
+WALG=${BENCH_WALG:-$ROOT/../shared/tools/wal-g}
+walg_env() { # DS: WAL-G's environment for DS, its own repository beside walc's
+	printf '%s\n' "WALG_FILE_PREFIX=$T/$1/walg-repo" "PGHOST=$T" "PGPORT=${PORTS[$1]}" "PGDATA=$T/$1/pgdata" \
+		"WALG_UPLOAD_DISK_CONCURRENCY=$CORES"
+}
+
+# walg_push DS CODEC RUN OP [VAR=VALUE...]: wal-g backup-push as postgres; sets LAST_NAME
+walg_push() {
+	local ds=$1 codec=$2 run=$3 op=$4 lg
+	shift 4
+	mapfile -t envs < <(walg_env "$ds")
+	psqlc "${PORTS[$ds]}" "CHECKPOINT" >/dev/null
+	lg=$ds-walg-$op-$codec-$run
+	timed "$lg" "${PGRUN[@]}" "${envs[@]}" WALG_COMPRESSION_METHOD="$codec" "$@" "$WALG" backup-push "$T/$ds/pgdata"
+	LAST_NAME=$(sed -n 's/.*Wrote backup with name \(base_[0-9A-F_D]*\).*/\1/p' "$T/log/$lg.log" | tail -n 1)
+	[ -n "$LAST_NAME" ] || fail "wal-g backup-push printed no backup name"
+	local b=$T/$ds/walg-repo/basebackups_005/$LAST_NAME
+	sample "$ds" "$op" wal-g "$codec" "upload-disk-concurrency=$CORES" "$run" "$(bytes_of "$b" "${b}_backup_stop_sentinel.json")" "$LAST_NAME"
+}
+
+walg_fetch() { # DS CODEC RUN NAME
+	local ds=$1 codec=$2 run=$3 name=$4 dest=$T/restore
+	mapfile -t envs < <(walg_env "$ds")
+	rm -rf "$dest"
+	mkdir -m 700 "$dest"
+	pg_own "$dest"
+	timed "$ds-walg-fetch-$codec-$run" "${PGRUN[@]}" "${envs[@]}" "$WALG" backup-fetch "$dest" "$name"
+	[ -f "$dest/global/pg_control" ] || fail "wal-g backup-fetch $name: no pg_control"
+	sample "$ds" restore wal-g "$codec" "upload-disk-concurrency=$CORES" "$run" "$(pgdata_bytes "$dest")" "$name"
+	rm -rf "$dest"
+}
+
 # The limit: tar of the same files (pg_wal's contents and the temporary directories left out,
 # as both tools do) through zstd -3 on every core; restore = zstd -d | tar -x, then syncfs so
 # the written data is on disk as after the tools' per-file fsyncs.
@@ -317,6 +351,8 @@ rotate() {
 }
 
 BEST=(WALG_UPLOAD_DISK_CONCURRENCY="$CORES")
+WALG_ITEMS=()
+if [ -x "$WALG" ]; then WALG_ITEMS=(walg); else log "skipped: WAL-G's rows (no $WALG; BENCH_WALG names the binary)"; fi
 declare -A LAST # backup names to restore, by dataset:item
 
 bench_full() { # DS: full backups then restores, every tool and codec, RUNS times
@@ -331,9 +367,12 @@ bench_full() { # DS: full backups then restores, every tool and codec, RUNS time
 			walc-default) walc_push "$ds" "default" "$run" backup ;;
 			pgbr-zst) pgbr_push "$ds" zst "$run" backup full ;;
 			pgbr-lz4) pgbr_push "$ds" lz4 "$run" backup full ;;
+			walg-zstd) walg_push "$ds" zstd "$run" backup ;;
+			walg-lz4) walg_push "$ds" lz4 "$run" backup ;;
 			esac
 			[ "$item" = limit ] || LAST[$ds:$item]=$LAST_NAME
-		done < <(rotate $((run - 1)) limit walc-zstd pgbr-zst walc-lz4 pgbr-lz4 walc-default)
+		done < <(rotate $((run - 1)) limit walc-zstd pgbr-zst "${WALG_ITEMS[@]/%/-zstd}" walc-lz4 pgbr-lz4 \
+			"${WALG_ITEMS[@]/%/-lz4}" walc-default)
 	done
 	log "$ds: restores"
 	for ((run = 1; run <= RUNS; run++)); do
@@ -346,8 +385,11 @@ bench_full() { # DS: full backups then restores, every tool and codec, RUNS time
 			verify-zstd) walc_verify "$ds" best "$run" "${LAST[$ds:walc-zstd]}" zstd ;;
 			pgbr-zst) pgbr_restore "$ds" zst "$run" "${LAST[$ds:$item]}" ;;
 			pgbr-lz4) pgbr_restore "$ds" lz4 "$run" "${LAST[$ds:$item]}" ;;
+			walg-zstd) walg_fetch "$ds" zstd "$run" "${LAST[$ds:$item]}" ;;
+			walg-lz4) walg_fetch "$ds" lz4 "$run" "${LAST[$ds:$item]}" ;;
 			esac
-		done < <(rotate $((run - 1)) limit walc-zstd pgbr-zst walc-lz4 verify-zstd pgbr-lz4 walc-default)
+		done < <(rotate $((run - 1)) limit walc-zstd pgbr-zst "${WALG_ITEMS[@]/%/-zstd}" walc-lz4 verify-zstd \
+			pgbr-lz4 "${WALG_ITEMS[@]/%/-lz4}" walc-default)
 	done
 }
 
@@ -371,8 +413,9 @@ bench_delta() { # DS SCALE
 			walc) walc_push "$ds" best "$run" delta WALG_COMPRESSION_METHOD=zstd "${BEST[@]}" \
 				WALG_DELTA_MAX_STEPS=1 WALG_DELTA_FROM_NAME="${LAST[$ds:walc-zstd]}" ;;
 			pgbr) pgbr_push "$ds" zst "$run" delta diff ;;
+			walg) walg_push "$ds" zstd "$run" delta WALG_DELTA_MAX_STEPS=1 WALG_DELTA_FROM_NAME="${LAST[$ds:walg-zstd]}" ;;
 			esac
-		done < <(rotate $((run - 1)) walc pgbr)
+		done < <(rotate $((run - 1)) walc pgbr "${WALG_ITEMS[@]}")
 	done
 }
 
@@ -491,6 +534,7 @@ cat >"$T/meta.json" <<EOF
  "date":"$(date -u +%Y-%m-%dT%H:%M:%SZ)","seconds":$(($(date +%s) - STARTED)),
  "cpu":"$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)","kernel":"$(uname -r)",
  "walc":"$("$WALC" version 2>/dev/null | head -n 1)","pgbackrest":"$(pgbackrest version)",
+ "walg":"$([ ${#WALG_ITEMS[@]} = 0 ] || "$WALG" --version 2>/dev/null | awk '{ print "WAL-G " $3; exit }')",
  "zstd":"$(zstd --version | head -n 1)","postgres":"$("$PGBIN/postgres" --version)",
  "pgdata_bytes":{${ds_json%,}}}
 EOF

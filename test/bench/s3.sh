@@ -12,6 +12,8 @@
 # recovered).
 #
 #   BENCH_S3_RUNS=$BENCH_RUNS   runs of the S3 measurements
+#   BENCH_S3_PART_MIB=          extra walc rows over http with S3_MAX_PART_SIZE at each of these
+#                               sizes in MiB (e.g. "5 10"; the default part size is 20 MiB)
 
 # shellcheck source=test/integration/s3lib.sh
 . "$ROOT/test/integration/s3lib.sh"
@@ -75,16 +77,16 @@ s3_rgw_nodelay() {
 }
 
 # s3_walc_env DS TRANSPORT: walc's environment for DS's cluster and the S3 repository, over http
-# (RGW) or https (stunnel)
+# (RGW) or https (stunnel); http-N is http with S3_MAX_PART_SIZE N MiB
 s3_walc_env() {
 	printf '%s\n' "PGHOST=$T" "PGPORT=${PORTS[$1]}" "PGDATA=$T/$1/pgdata" "WALG_S3_PREFIX=s3://$S3_BUCKET/walc-$1" \
 		"AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID" "AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY" \
 		"AWS_REGION=$AWS_REGION" AWS_S3_FORCE_PATH_STYLE=true WALG_COMPRESSION_METHOD=zstd "${BEST[@]}"
-	if [ "$2" = https ]; then
-		printf '%s\n' "AWS_ENDPOINT=https://localhost:$S3_TLS_PORT" "S3_CA_CERT_FILE=$S3_CERT"
-	else
-		echo "AWS_ENDPOINT=$S3_ENDPOINT"
-	fi
+	case $2 in
+	https) printf '%s\n' "AWS_ENDPOINT=https://localhost:$S3_TLS_PORT" "S3_CA_CERT_FILE=$S3_CERT" ;;
+	http-*) printf '%s\n' "AWS_ENDPOINT=$S3_ENDPOINT" "S3_MAX_PART_SIZE=$((${2#http-} * 1048576))" ;;
+	*) echo "AWS_ENDPOINT=$S3_ENDPOINT" ;;
+	esac
 }
 
 # s3_walc_push DS TRANSPORT RUN: walc backup-push to S3 (a prefix per dataset); sets S3_NAME[DS:walc-TRANSPORT]
@@ -182,6 +184,8 @@ EOF
 		cat "$T/log/s3-stanza.log" >&2
 		fail "pgbackrest stanza-create on S3"
 	}
+	local parts=()
+	read -r -a parts <<<"${BENCH_S3_PART_MIB:-}"
 	log "$ds: S3 (Ceph RGW $S3_ENDPOINT, stunnel https://localhost:$S3_TLS_PORT): $S3_RUNS run(s)"
 	for ((run = 1; run <= S3_RUNS; run++)); do
 		for phase in push fetch; do
@@ -190,7 +194,7 @@ EOF
 				walc-*) "s3_walc_$phase" "$ds" "${item#walc-}" "$run" ;;
 				pgbr) "s3_pgbr_$phase" "$ds" "$run" ;;
 				esac
-			done < <(rotate $((run - 1)) walc-http pgbr walc-https)
+			done < <(rotate $((run - 1)) walc-http pgbr walc-https "${parts[@]/#/walc-http-}")
 		done
 	done
 	log "$small: walc peak RSS to S3 at scale $SMALL_SCALE"

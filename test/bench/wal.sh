@@ -5,7 +5,7 @@
 #     BENCH_WAL_SEGMENTS .ready segments through walc wal-push, WALG_UPLOAD_CONCURRENCY 8 vs 1,
 #     to file storage and to S3 (Ceph RGW);
 #   - per-segment archiving latency: walc wal-push (archive_command), walc_archive + walc daemon
-#     (archive_library) and pgBackRest archive-push, one segment per call, from the gaps between
+#     (archive_library), pgBackRest archive-push and WAL-G wal-push, one segment per call, from the gaps between
 #     the archiver's successive .ready -> .done renames during a drain;
 #   - recovery of the whole backlog from S3 through a proxy adding latency to every request,
 #     wal-fetch with prefetch (default WALG_DOWNLOAD_CONCURRENCY) vs WALG_DOWNLOAD_CONCURRENCY=1.
@@ -191,9 +191,35 @@ wal_drain() {
 
 wal_clear_file() { rm -rf "$W/repo"; }
 wal_clear_pgbr() { rm -rf "$T/pgbr/repo/archive/wal/15-1"; }
+wal_clear_walg() { rm -rf "$W/walg-repo"; }
 wal_clear_s3() {
 	AWS_ACCESS_KEY_ID=$WAL_KEY AWS_SECRET_ACCESS_KEY=$WAL_SECRET awsc s3 rm --recursive --quiet \
 		"s3://$WAL_BUCKET/wal/" >"$T/log/wal-s3-rm.log" 2>&1 || { cat "$T/log/wal-s3-rm.log" >&2; fail "emptying s3://$WAL_BUCKET/wal"; }
+}
+
+# wal_single TOOL SETTINGS RUN CLEAR CMD...: one archive call per segment with nothing else
+# waiting, as on a primary that fills one segment at a time: CMD (run as postgres, with the
+# segment's path appended) on each of the backlog's first BENCH_WAL_SINGLE segments, every
+# archive_status file .done; each call timed on its own, its milliseconds kept as gaps_ms.
+wal_single() {
+	local tool=$1 settings=$2 run=$3 clear=$4 seg ms=() t0 t1 c0 c1 k=${BENCH_WAL_SINGLE:-20}
+	shift 4
+	$clear
+	sync
+	read -r -a c0 < <(awk '{ print $14 + $16, $15 + $17 }' /proc/$$/stat)
+	for seg in $(head -n "$k" "$W/backlog"); do
+		t0=$(date +%s%N)
+		as_pg "$@" "$W/pg/pg_wal/$seg" >>"$T/log/wal-single-$tool-$run.log" 2>&1 ||
+			{ tail -n 20 "$T/log/wal-single-$tool-$run.log" >&2; fail "$tool: archiving $seg"; }
+		t1=$(date +%s%N)
+		ms+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')")
+	done
+	read -r -a c1 < <(awk '{ print $14 + $16, $15 + $17 }' /proc/$$/stat)
+	TM_WALL=$(awk -v l="${ms[*]}" 'BEGIN { n = split(l, a, " "); for (i = 1; i <= n; i++) s += a[i]; printf "%.3f", s / 1000 }')
+	TM_USER=$(wal_ticks_s $((c1[0] - c0[0]))) TM_SYS=$(wal_ticks_s $((c1[1] - c0[1])))
+	local WAL_N=$k gaps
+	gaps=$(IFS=,; echo "[${ms[*]}]")
+	wal_sample wal-single "$tool" "$settings" "$run" "\"archived\":$k,\"gaps_ms\":$gaps,\"markers_left\":0"
 }
 
 # wal_verify ENV...: the number of backlog segments walc wal-fetch gives back identical
@@ -346,9 +372,32 @@ EOF
 				verified=$(find "$T/pgbr/repo/archive/wal/15-1" -name '*.zst' | wc -l)
 				wal_sample wal-drain pgbackrest "file, archive_command, archive-push zst 3" "$run" "$WAL_EXTRA,\"stored\":$verified"
 				;;
+			walg-1)
+				wal_command "$WAL_PORT" "env WALG_FILE_PREFIX=$W/walg-repo PGDATA=$W/pg WALG_COMPRESSION_METHOD=zstd WALG_UPLOAD_CONCURRENCY=1 $WALG wal-push %p"
+				wal_drain wal-g "file, archive_command, concurrency 1" "$run" wal_clear_walg "$W/pg" "$WAL_PORT"
+				verified=$(find "$W/walg-repo/wal_005" -name '*.zst' | wc -l)
+				wal_sample wal-drain wal-g "file, archive_command, concurrency 1" "$run" "$WAL_EXTRA,\"stored\":$verified"
+				;;
 			esac
-		done < <(rotate $((run - 1)) file-8 pgbr s3-8 daemon file-1 s3-1)
+		done < <(rotate $((run - 1)) file-8 pgbr s3-8 daemon "${WALG_ITEMS[@]/%/-1}" file-1 s3-1)
 	done
+	log "wal: one archive call per segment with no backlog, $runs run(s)"
+	for ((run = 1; run <= runs; run++)); do
+		while read -r item; do
+			# shellcheck disable=SC2086 # fileenv is a list of VAR=VALUE words
+			case $item in
+			walc) wal_single walc "file, default settings" "$run" wal_clear_file env $fileenv \
+				WALG_COMPRESSION_METHOD=zstd "$WALC_PG" wal-push ;;
+			walc-1) wal_single walc "file, concurrency 1" "$run" wal_clear_file env $fileenv \
+				WALG_COMPRESSION_METHOD=zstd WALG_UPLOAD_CONCURRENCY=1 "$WALC_PG" wal-push ;;
+			walg) wal_single wal-g "file, default settings" "$run" wal_clear_walg env WALG_FILE_PREFIX="$W/walg-repo" \
+				PGDATA="$W/pg" WALG_COMPRESSION_METHOD=zstd "$WALG" wal-push ;;
+			pgbr) wal_single pgbackrest "file, archive-push zst 3" "$run" wal_clear_pgbr pgbackrest \
+				--config="$PGBR_CONF" --stanza=wal --compress-type=zst --compress-level=3 archive-push ;;
+			esac
+		done < <(rotate $((run - 1)) walc pgbr "${WALG_ITEMS[@]}" walc-1)
+	done
+
 	kill "$WAL_DPID"
 	WAL_DPID=""
 	pg_stop "$W/pg"
