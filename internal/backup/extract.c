@@ -243,15 +243,22 @@ static void mr_free(sink *s)
 
 static const sink_ops member_reader_ops = { mr_write, mr_finish, mr_free };
 
-sink *member_reader_new(const member_ops *ops, void *ctx, const json_t *files)
+static sink *member_reader_make(const member_ops *ops, void *ctx, const json_t *files,
+								bool partial)
 {
 	member_reader *m = xcalloc(1, sizeof(*m));
 	m->base.ops = &member_reader_ops;
 	m->ops = ops;
 	m->ctx = ctx;
 	m->files = files;
-	m->tar = tar_reader_new(&member_handler, m);
+	m->tar = partial ? tar_reader_new_partial(&member_handler, m)
+					 : tar_reader_new(&member_handler, m);
 	return &m->base;
+}
+
+sink *member_reader_new(const member_ops *ops, void *ctx, const json_t *files)
+{
+	return member_reader_make(ops, ctx, files, false);
 }
 
 /* The extractor: the member reader's output written under the destination */
@@ -422,12 +429,22 @@ static void es_free(sink *s)
 
 static const sink_ops extract_ops = { es_write, es_finish, es_free };
 
-sink *extract_sink_new(const extract_level *lvl)
+static sink *extract_make(const extract_level *lvl, bool partial)
 {
 	extract_sink *es = xcalloc(1, sizeof(*es));
 	es->base.ops = &extract_ops;
 	es->x.lvl = lvl;
 	es->x.fd = -1;
-	es->x.reader = member_reader_new(&extract_member_ops, &es->x, lvl->files);
+	es->x.reader = member_reader_make(&extract_member_ops, &es->x, lvl->files, partial);
 	return &es->base;
+}
+
+sink *extract_sink_new(const extract_level *lvl)
+{
+	return extract_make(lvl, false);
+}
+
+sink *extract_run_sink_new(const extract_level *lvl)
+{
+	return extract_make(lvl, true);
 }

@@ -277,11 +277,67 @@ void level_parts_free(level_parts *p)
 
 static bool part_needed(const json_t *need, const json_t *members);
 
-static err_code extract_one(void *arg, const char *key)
+/* A partition to extract: whole, or only the byte ranges holding what is needed. */
+typedef struct part_read {
+	const char *key;
+	byte_range *ranges; /* NULL: whole */
+	size_t n;
+} part_read;
+
+typedef struct level_reads {
+	const extract_level *ex;
+	part_read *parts;
+	size_t n;
+} level_reads;
+
+static err_code extract_whole(const extract_level *ex, const char *key)
 {
-	const extract_level *ex = arg;
 	log_debug("extracting %s", key);
 	return repo_get(ex->r, key, extract_sink_new(ex));
+}
+
+static err_code extract_one(void *arg, const char *key)
+{
+	const level_reads *lr = arg;
+	const part_read *p = NULL;
+	for (size_t i = 0; i < lr->n && p == NULL; i++)
+		if (lr->parts[i].key == key)
+			p = &lr->parts[i];
+	if (p == NULL || p->ranges == NULL)
+		return extract_whole(lr->ex, key);
+	for (size_t i = 0; i < p->n; i++) {
+		log_debug("extracting %s bytes %llu to %llu", key, (unsigned long long)p->ranges[i].off,
+				  (unsigned long long)(p->ranges[i].off + p->ranges[i].len));
+		TRY(repo_get_range(lr->ex->r, key, p->ranges[i].off, p->ranges[i].len,
+						   extract_run_sink_new(lr->ex)));
+	}
+	return E_OK;
+}
+
+/* Plans every needed partition's read; the stored bytes planned and in all of them. */
+static void plan_reads(repo *r, level *l, level_parts *lp, const json_t *sets,
+					   level_reads *lr, uint64_t *read, uint64_t *stored)
+{
+	lr->parts = xcalloc(lp->n + 1, sizeof(*lr->parts));
+	*read = *stored = 0;
+	for (size_t i = 0; i < lp->tars.len; i++)
+		*stored += lp->tars.items[i].size;
+	for (size_t i = 0; i < lp->n; i++) {
+		uint64_t size = 0;
+		for (size_t j = 0; j < lp->tars.len; j++)
+			if (lp->tars.items[j].key == lp->keys[i])
+				size = lp->tars.items[j].size;
+		part_read *p = &lr->parts[lr->n++];
+		p->key = lp->keys[i];
+		if (repo_has_range(r) && codec_has_frames(repo_codec_for_key(p->key)) &&
+			part_ranges(json_object_get(sets, strrchr(p->key, '/') + 1), files_of(l), l->need,
+						size, &p->ranges, &p->n)) {
+			for (size_t k = 0; k < p->n; k++)
+				*read += p->ranges[k].len;
+		} else {
+			*read += size;
+		}
+	}
 }
 
 static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
@@ -296,22 +352,30 @@ static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
 		else
 			skipped++;
 	}
-	log_info("restoring %s: %zu tar partitions%s%s", l->name, lp.tars.len - skipped,
-			 top ? "" : " (files the newer backups did not store)",
-			 skipped ? ", the others hold nothing needed" : "");
+	lp.n = n;
+	level_reads lr = { &l->ex, NULL, 0 };
+	uint64_t read, stored;
+	plan_reads(r, l, &lp, sets, &lr, &read, &stored);
+	log_info("restoring %s: %zu tar partitions%s%s; reading %.1f of %.1f MiB stored", l->name,
+			 lp.tars.len - skipped, top ? "" : " (files the newer backups did not store)",
+			 skipped ? ", the others hold nothing needed" : "", (double)read / 1048576.0,
+			 (double)stored / 1048576.0);
 	l->ex.r = r;
-	err_code rc = parts_run(lp.keys, n, concurrency, extract_one, &l->ex);
+	err_code rc = parts_run(lp.keys, n, concurrency, extract_one, &lr);
 
 	/* Our backup_label overrides any stale one; pg_control last makes the directory usable. */
 	if (rc == E_OK && top && lp.label != NULL)
-		rc = extract_one(&l->ex, lp.label);
+		rc = extract_whole(&l->ex, lp.label);
 	if (rc == E_OK && top) {
 		if (lp.control == NULL)
 			rc = err_set(E_CORRUPT, "backup %s has no pg_control.tar in %s", l->name,
 						 storage_describe(r->st));
 		else
-			rc = extract_one(&l->ex, lp.control);
+			rc = extract_whole(&l->ex, lp.control);
 	}
+	for (size_t i = 0; i < lr.n; i++)
+		free(lr.parts[i].ranges);
+	free(lr.parts);
 	level_parts_free(&lp);
 	return rc;
 }

@@ -45,6 +45,18 @@ err_code parts_run(const char *const *keys, size_t n, int concurrency, part_fn f
 err_code link_tablespaces(const char *dest, const json_t *spec);
 
 /*
+ * The stored byte ranges of a partition of size bytes (members: its TarFileSets entry) that
+ * hold the members need names, each starting a compression frame, merged where they touch
+ * (ranges.c). false when it is read whole: no need set, a needed member with no recorded
+ * frame, or ranges covering most of it anyway.
+ */
+typedef struct byte_range {
+	uint64_t off, len;
+} byte_range;
+bool part_ranges(const json_t *members, const json_t *files, const json_t *need, uint64_t size,
+				 byte_range **out, size_t *n);
+
+/*
  * Delta restore (backup-fetch --delta) before any extraction: refuses a running cluster or
  * one of another system identifier (unless forced), hashes the local files in parallel,
  * removes what the backup does not have, and narrows every level's need to the files whose

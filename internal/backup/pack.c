@@ -16,6 +16,15 @@
 #include "internal/tar/tar.h"
 
 #define READ_CHUNK (1u << 20)
+/*
+ * Frames for ranged reads (backup-fetch --delta reads only the files it restores): a member
+ * starts a new compression frame when the frame under way holds FRAME_MIN bytes of tar, or
+ * when the member itself is that large, so a big file shares its frame with nothing and small
+ * ones share theirs with at most about FRAME_MIN of neighbours. Each file's record keeps the
+ * offset its frame starts at ("FrameOffset", a walc field WAL-G ignores); the object stays one
+ * stream of concatenated frames, which WAL-G reads as before.
+ */
+#define FRAME_MIN (1u << 20)
 
 
 /* MTime as WAL-G writes it: RFC 3339 with nanoseconds in the local zone. */
@@ -60,9 +69,15 @@ err_code part_open(push_state *st, part *p)
 	int n = __atomic_add_fetch(&st->part_seq, 1, __ATOMIC_RELAXED);
 	char *base = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/part_%03d.tar", st->name, n);
 	sink *s = NULL;
-	err_code rc = repo_put_long(st->r, base, &st->compressed, &s, &p->key);
+	p->stored = 0;
+	err_code rc = repo_put_long(st->r, base, &p->stored, &s, &p->key);
 	free(base);
 	TRY(rc);
+	/* offsets in the stored object are offsets in the compressed stream only in the clear */
+	p->frames = codec_has_frames(st->r->codec) && st->r->crypt == NULL;
+	p->frame_in = 0;
+	p->frame_at = 0;
+	p->codec_sink = s;
 	p->tw = tar_writer_new(s);
 	p->members = json_array();
 	p->content = 0;
@@ -81,6 +96,7 @@ err_code part_close(push_state *st, part *p)
 {
 	err_code rc = tar_writer_finish(p->tw);
 	if (rc == E_OK) {
+		__atomic_add_fetch(&st->compressed, p->stored, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&st->lock);
 		json_object_set(st->tar_sets, base_of(p->key), p->members);
 		pthread_mutex_unlock(&st->lock);
@@ -230,9 +246,13 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 	return rc;
 }
 
-static void record(push_state *st, const walk_entry *e, delta_kind kind, corrupt *c)
+/* frame: the offset of the member's frame in its part, or -1 when not recorded. */
+static void record(push_state *st, const walk_entry *e, delta_kind kind, corrupt *c,
+				   int64_t frame)
 {
 	json_t *rec = file_record(&e->st, kind);
+	if (frame >= 0)
+		json_object_set_new(rec, "FrameOffset", json_integer((json_int_t)frame));
 	/* walc extension for delta restore (WAL-G ignores it): the whole content's checksum. */
 	const char *sum = c->checksum;
 	if (kind == DELTA_SKIP) {
@@ -257,17 +277,36 @@ static void record(push_state *st, const walk_entry *e, delta_kind kind, corrupt
 	pthread_mutex_unlock(&st->lock);
 }
 
+/* FRAME_MIN's rule, before a member of size bytes: end the frame under way if it is due. */
+static err_code frame_cut(part *p, uint64_t size)
+{
+	if (p->frame_in == 0 || (p->frame_in < FRAME_MIN && size < FRAME_MIN))
+		return E_OK;
+	TRY(tar_writer_flush(p->tw));
+	TRY(codec_end_frame(repo_codec_for_key(p->key), p->codec_sink));
+	p->frame_in = 0;
+	p->frame_at = p->stored; /* everything before the cut went through the counter */
+	return E_OK;
+}
+
 static err_code pack_one(push_state *st, part *p, const walk_entry *e, unsigned char *buf)
 {
 	delta_kind kind = S_ISDIR(e->st.st_mode) ? DELTA_WHOLE
 											 : delta_classify(&st->delta, e->member, &e->st);
 	corrupt c = { 0, NULL, "" };
 	if (kind == DELTA_SKIP) {
-		record(st, e, kind, &c);
+		record(st, e, kind, &c, -1);
 		return E_OK;
 	}
 	if (p->tw == NULL)
 		TRY(part_open(st, p));
+	int64_t frame = -1;
+	if (p->frames) {
+		uint64_t size = S_ISREG(e->st.st_mode) ? (uint64_t)e->st.st_size : 0;
+		TRY(frame_cut(p, size));
+		frame = (int64_t)p->frame_at;
+	}
+	uint64_t tar_before = tar_writer_offset(p->tw);
 	if (S_ISDIR(e->st.st_mode)) {
 		tar_entry te = { .name = e->member, .type = TAR_DIR, .mode = e->st.st_mode & 07777,
 						 .mtime = e->st.st_mtim.tv_sec, .uid = e->st.st_uid,
@@ -283,9 +322,10 @@ static err_code pack_one(push_state *st, part *p, const walk_entry *e, unsigned 
 		if (kind == DELTA_SKIP) /* vanished */
 			return E_OK;
 	}
+	p->frame_in += tar_writer_offset(p->tw) - tar_before;
 	json_array_append_new(p->members, json_string(e->member));
 	if (strcmp(e->member, "/") != 0)
-		record(st, e, kind, &c);
+		record(st, e, kind, &c, frame);
 	if (p->content > (uint64_t)st->cfg->tar_size_threshold)
 		return part_close(st, p);
 	return E_OK;

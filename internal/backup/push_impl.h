@@ -98,9 +98,14 @@ typedef struct push_state push_state;
 /* One tar partition being written by one thread. */
 typedef struct part {
 	tar_writer *tw;
+	sink *codec_sink; /* under tw: where frames are ended */
 	char *key;
 	json_t *members; /* TarFileSets entry */
 	uint64_t content;
+	uint64_t stored;   /* bytes of this object so far (at a cut: the next frame's offset) */
+	bool frames;	   /* members start frames of their own (pack.c's cut rule) */
+	uint64_t frame_in; /* tar bytes since the last cut */
+	uint64_t frame_at; /* offset of the frame under way */
 } part;
 err_code part_open(push_state *st, part *p);
 /* Finishes (publishes) the part and records its members. */

@@ -15,7 +15,7 @@ static const codec codec_lz4 = { .name = "lz4", .ext = "lz4", .level_min = 1, .l
 	.decompress_new = codec_lz4_decompress_new };
 static const codec codec_zstd = { .name = "zstd", .ext = "zst", .level_min = 1, .level_max = 22,
 	.level_default = 3, .compress_new = codec_zstd_compress_new,
-	.decompress_new = codec_zstd_decompress_new };
+	.decompress_new = codec_zstd_decompress_new, .frames = true };
 static const codec codec_brotli = { .name = "brotli", .ext = "br", .level_min = 0, .level_max = 11,
 	.level_default = 3, .compress_new = codec_brotli_compress_new,
 	.decompress_new = codec_brotli_decompress_new };
@@ -24,7 +24,7 @@ static const codec codec_lzma = { .name = "lzma", .ext = "lzma", .level_min = 0,
 	.decompress_new = codec_lzma_decompress_new };
 static const codec codec_none = { .name = "none", .ext = "", .level_min = 0, .level_max = 0,
 	.level_default = 0, .compress_new = codec_none_compress_new,
-	.decompress_new = codec_none_decompress_new };
+	.decompress_new = codec_none_decompress_new, .frames = true };
 
 /* none last: probing an extension-less name only makes sense once the others missed. */
 static const codec *const codec_table[] = { &codec_lz4, &codec_zstd, &codec_brotli, &codec_lzma,
@@ -81,6 +81,19 @@ sink *codec_compress_new(const codec *c, int level, sink *next)
 	else if (level > c->level_max)
 		level = c->level_max;
 	return c->compress_new(level, next);
+}
+
+bool codec_has_frames(const codec *c)
+{
+	return c->frames;
+}
+
+err_code codec_end_frame(const codec *c, sink *s)
+{
+	if (!c->frames)
+		return err_set(E_FAIL, "%s streams cannot be cut into frames", c->name);
+	/* none's sink is the chain below it: nothing is held back */
+	return c->compress_new == codec_none_compress_new ? E_OK : codec_driver_end_frame(s);
 }
 
 sink *codec_decompress_new(const codec *c, sink *next)

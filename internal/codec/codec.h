@@ -35,6 +35,20 @@ size_t codec_decode_memory(const codec *c);
 /* Compress into next (takes ownership of next). level 0 = WAL-G's default level. */
 sink *codec_compress_new(const codec *c, int level, sink *next);
 /*
+ * Whether c's objects may be concatenations of independent frames, which a decoder can start
+ * reading at any frame's first byte, and which every reader (WAL-G's too) takes as one
+ * stream: zstd, and none trivially. Not lz4 (WAL-G's reader stops after one frame), brotli
+ * or LZMA-alone.
+ */
+bool codec_has_frames(const codec *c);
+/*
+ * s (from codec_compress_new(c, ...)) ends its frame and passes every byte so far on, so the
+ * next byte written starts a new frame: its offset in the object is an entry point for ranged
+ * reads. The object stays one valid stream for any reader (WAL-G's too). Only for codecs
+ * with frames.
+ */
+err_code codec_end_frame(const codec *c, sink *s);
+/*
  * Decompress into next (takes ownership of next). finish() fails with E_CORRUPT when the
  * stream is truncated or followed by garbage; write() fails with E_CORRUPT on bad data.
  */

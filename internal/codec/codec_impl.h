@@ -13,6 +13,12 @@ struct codec {
 	int level_min;
 	int level_max;
 	int level_default; /* what level 0 means: WAL-G's choice */
+	/*
+	 * an object may be a concatenation of independent frames that every reader takes as one
+	 * stream: zstd's, and raw bytes (none). Not lz4: WAL-G v3.0.9 fails on a second lz4 frame
+	 * ("lz4: invalid block size"), though lz4's own tools read them.
+	 */
+	bool frames;
 	sink *(*compress_new)(int level, sink *next);
 	sink *(*decompress_new)(sink *next);
 };
@@ -50,6 +56,9 @@ typedef struct codec_step {
  */
 sink *codec_driver_new(const codec_step *step, void *state, bool decoding, size_t out_size,
 					   sink *next);
+/* An encoding driver's stream ends here (the step is called finishing) and everything so far
+ * goes on to next; the step then starts a new stream with the next input. */
+err_code codec_driver_end_frame(sink *s);
 
 sink *codec_none_compress_new(int level, sink *next);
 sink *codec_none_decompress_new(sink *next);

@@ -16,6 +16,7 @@ typedef struct driver {
 	bool decoding;
 	bool seen_input;
 	bool ended;
+	bool cut; /* an encoder ended a frame (codec_driver_end_frame) */
 	size_t len; /* bytes in buf */
 	size_t cap;
 	unsigned char buf[]; /* cap bytes */
@@ -86,6 +87,36 @@ static err_code driver_write(sink *s, const void *buf, size_t len)
 	}
 }
 
+/* An encoder's step called finishing until it reports the end of its stream. */
+static err_code end_stream(driver *d)
+{
+	/* no input, but a real pointer: steps advance it by zero */
+	static const unsigned char nothing[1];
+	codec_io io = { nothing, 0, NULL, 0 };
+	while (!d->ended) {
+		bool full, moved;
+		TRY(run(d, &io, true, &full, &moved));
+		if (!full && !moved && !d->ended)
+			TRY(make_room(d));
+	}
+	return E_OK;
+}
+
+err_code codec_driver_end_frame(sink *s)
+{
+	driver *d = (driver *)s;
+	if (d->decoding)
+		return err_set(E_FAIL, "%s: a decoder has no frames to end", d->step->name);
+	if (!d->seen_input)
+		return E_OK; /* nothing since the last end: no empty frame */
+	TRY(end_stream(d));
+	/* the next write begins a new stream, which finish then ends */
+	d->seen_input = false;
+	d->ended = false;
+	d->cut = true;
+	return flush(d);
+}
+
 static err_code driver_finish(sink *s)
 {
 	driver *d = (driver *)s;
@@ -95,16 +126,9 @@ static err_code driver_finish(sink *s)
 			return err_set(E_CORRUPT, "%s stream is empty", d->step->name);
 		if (!d->ended)
 			return err_set(E_CORRUPT, "%s stream truncated", d->step->name);
-	} else {
-		/* no input, but a real pointer: steps advance it by zero */
-		static const unsigned char nothing[1];
-		codec_io io = { nothing, 0, NULL, 0 };
-		while (!d->ended) {
-			bool full, moved;
-			TRY(run(d, &io, true, &full, &moved));
-			if (!full && !moved && !d->ended)
-				TRY(make_room(d));
-		}
+	} else if (d->seen_input || !d->cut) {
+		/* an empty input is still one (empty) stream; nothing after a cut adds none */
+		TRY(end_stream(d));
 	}
 	TRY(flush(d));
 	return sink_finish(d->base.next);
@@ -133,6 +157,7 @@ sink *codec_driver_new(const codec_step *step, void *state, bool decoding, size_
 	d->decoding = decoding;
 	d->seen_input = false;
 	d->ended = false;
+	d->cut = false;
 	d->len = 0;
 	return &d->base;
 }

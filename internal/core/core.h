@@ -152,6 +152,8 @@ err_code file_sink_open(const char *path, const file_sink_opts *o, sink **out);
 err_code sink_write_file(sink *s, const char *path);
 /* The same from an open descriptor until its end (standard input); what names it in errors. */
 err_code sink_write_fd(sink *s, int fd, const char *what);
+/* len bytes of a file from offset on; E_CORRUPT when the file ends first. */
+err_code sink_write_file_range(sink *s, const char *path, uint64_t offset, uint64_t len);
 
 /*
  * Chunker: feeds put() pieces of exactly size bytes (but the last), or with pass_large

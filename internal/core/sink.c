@@ -218,12 +218,15 @@ sink *compare_sink_new(const char *path, bool *equal)
 	return &c->base;
 }
 
-err_code sink_write_fd(sink *s, int fd, const char *what)
+/* Up to limit bytes (UINT64_MAX: to the end); *got: how many came. */
+static err_code write_fd_upto(sink *s, int fd, const char *what, uint64_t limit, uint64_t *got)
 {
 	unsigned char *buf = xmalloc(FILE_CHUNK);
 	err_code rc = E_OK;
-	for (;;) {
-		ssize_t n = read(fd, buf, FILE_CHUNK);
+	*got = 0;
+	while (*got < limit) {
+		size_t want = limit - *got < FILE_CHUNK ? (size_t)(limit - *got) : FILE_CHUNK;
+		ssize_t n = read(fd, buf, want);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -232,11 +235,35 @@ err_code sink_write_fd(sink *s, int fd, const char *what)
 		}
 		if (n == 0)
 			break;
+		*got += (uint64_t)n;
 		rc = sink_write(s, buf, (size_t)n);
 		if (rc != E_OK)
 			break;
 	}
 	free(buf);
+	return rc;
+}
+
+err_code sink_write_fd(sink *s, int fd, const char *what)
+{
+	uint64_t got;
+	return write_fd_upto(s, fd, what, UINT64_MAX, &got);
+}
+
+err_code sink_write_file_range(sink *s, const char *path, uint64_t offset, uint64_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return err_errno(errno == ENOENT ? E_NOTFOUND : E_IO, errno, "opening %s", path);
+	uint64_t got = 0;
+	err_code rc = lseek(fd, (off_t)offset, SEEK_SET) < 0
+		? err_errno(E_IO, errno, "seeking in %s", path)
+		: write_fd_upto(s, fd, path, len, &got);
+	close(fd);
+	if (rc == E_OK && got < len)
+		rc = err_set(E_CORRUPT, "%s ends at %llu, before the %llu bytes asked for at %llu", path,
+					 (unsigned long long)(offset + got), (unsigned long long)len,
+					 (unsigned long long)offset);
 	return rc;
 }
 

@@ -129,6 +129,28 @@ err_code repo_get(repo *r, const char *key, sink *into)
 	return rc;
 }
 
+bool repo_has_range(const repo *r)
+{
+	return r->crypt == NULL && storage_has_range(r->st);
+}
+
+err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len, sink *into)
+{
+	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
+	if (r->net != NULL)
+		chain = rate_sink_new(r->net, chain);
+	err_code rc = r->crypt != NULL
+		? err_set(E_FAIL, "an encrypted object cannot be read in part")
+		: storage_get_range(r->st, key, offset, len, chain);
+	if (rc == E_OK)
+		rc = sink_finish(chain);
+	sink_free(chain);
+	if (rc != E_OK && rc != E_NOTFOUND)
+		err_wrap(rc, "object %s (bytes %llu to %llu) in %s", key, (unsigned long long)offset,
+				 (unsigned long long)(offset + len), storage_describe(r->st));
+	return rc;
+}
+
 static err_code try_key(repo *r, char *key, char **key_out)
 {
 	obj_info info;

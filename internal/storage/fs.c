@@ -72,6 +72,18 @@ static err_code fs_get(storage *st, const char *key, sink *into)
 	return rc;
 }
 
+static err_code fs_get_range(storage *st, const char *key, uint64_t offset, uint64_t len,
+							 sink *into)
+{
+	fs_storage *fs = (fs_storage *)st;
+	char *path = fs_path(fs, key);
+	err_code rc = sink_write_file_range(into, path, offset, len);
+	if (rc == E_NOTFOUND)
+		rc = fs_absent(fs, path);
+	free(path);
+	return rc;
+}
+
 static err_code fs_stat(storage *st, const char *key, obj_info *info)
 {
 	fs_storage *fs = (fs_storage *)st;
@@ -241,6 +253,7 @@ static const storage_ops fs_ops = {
 	.free = fs_free,
 	.put_new = fs_put_new,
 	.list_temporaries = fs_list_temporaries,
+	.get_range = fs_get_range,
 };
 
 err_code storage_fs_open(const char *root, storage **out)

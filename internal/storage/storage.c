@@ -66,6 +66,20 @@ err_code storage_get(storage *st, const char *key, sink *into)
 	return st->ops->get(st, key, into);
 }
 
+bool storage_has_range(const storage *st)
+{
+	return st->ops->get_range != NULL;
+}
+
+err_code storage_get_range(storage *st, const char *key, uint64_t offset, uint64_t len,
+						   sink *into)
+{
+	TRY(storage_check_key(key));
+	if (st->ops->get_range == NULL)
+		return err_set(E_FAIL, "%s cannot read part of an object", storage_describe(st));
+	return st->ops->get_range(st, key, offset, len, into);
+}
+
 err_code storage_stat(storage *st, const char *key, obj_info *info)
 {
 	memset(info, 0, sizeof(*info));

@@ -42,6 +42,9 @@ typedef struct storage_ops {
 	err_code (*remove_many)(storage *st, const char *const *keys, size_t n);
 	/* Optional: as put, for a long stream (storage_put_long). */
 	err_code (*put_long)(storage *st, const char *key, sink **out);
+	/* Optional: len bytes of an object from offset (storage_get_range). */
+	err_code (*get_range)(storage *st, const char *key, uint64_t offset, uint64_t len,
+						  sink *into);
 } storage_ops;
 
 struct storage {
@@ -72,6 +75,13 @@ err_code storage_put_long(storage *st, const char *key, sink **out);
 err_code storage_put_new(storage *st, const char *key, sink **out);
 /* Stream the object into `into` (not finished by this call). E_NOTFOUND when absent. */
 err_code storage_get(storage *st, const char *key, sink *into);
+/*
+ * Streams len bytes of the object from offset into `into` (not finished by this call):
+ * E_CORRUPT when it is shorter. Only where storage_has_range says so.
+ */
+bool storage_has_range(const storage *st);
+err_code storage_get_range(storage *st, const char *key, uint64_t offset, uint64_t len,
+						   sink *into);
 /* E_NOTFOUND when absent. info->key is left NULL. */
 err_code storage_stat(storage *st, const char *key, obj_info *info);
 /*

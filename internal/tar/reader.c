@@ -22,6 +22,7 @@ typedef struct tar_reader {
 	rd_state state;
 	err_code failed;		/* sticky */
 	bool finished;
+	bool partial;			/* a run of whole members: may end between two of them */
 	uint64_t off;			/* stream offset of the next input byte */
 	uint64_t hdr_off;		/* offset of the block being collected */
 	unsigned char blk[TAR_BLOCK];
@@ -507,7 +508,8 @@ static err_code reader_finish(sink *s)
 	if (r->finished)
 		return err_set(E_FAIL, "tar: finished twice");
 	r->finished = true;
-	if (r->state != RD_END)
+	bool between = r->state == RD_HEADER && r->blen == 0 && !r->pending;
+	if (r->state != RD_END && !(r->partial && between))
 		return r->failed = err_set(E_CORRUPT, "tar: truncated at offset %llu",
 								   (unsigned long long)r->off);
 	return E_OK;
@@ -521,6 +523,13 @@ static void reader_free(sink *s)
 }
 
 static const sink_ops reader_ops = { reader_write, reader_finish, reader_free };
+
+sink *tar_reader_new_partial(const tar_handler *h, void *ctx)
+{
+	sink *s = tar_reader_new(h, ctx);
+	((tar_reader *)s)->partial = true;
+	return s;
+}
 
 sink *tar_reader_new(const tar_handler *h, void *ctx)
 {

@@ -44,6 +44,9 @@ typedef struct tar_handler {
  * finish() fails with "tar: truncated" unless the end-of-archive block was seen.
  */
 sink *tar_reader_new(const tar_handler *h, void *ctx);
+/* As tar_reader_new, for a run of whole members cut out of an archive (a ranged read): it
+ * may also end between two members, without the end-of-archive block. */
+sink *tar_reader_new_partial(const tar_handler *h, void *ctx);
 
 /* Writer: builds a tar stream into next (owned). */
 typedef struct tar_writer tar_writer;
@@ -59,6 +62,8 @@ err_code tar_writer_begin(tar_writer *w, const tar_entry *e);
 err_code tar_writer_write(tar_writer *w, const void *buf, size_t len);
 /* E_FAIL unless exactly e->size bytes were written; pads to 512. */
 err_code tar_writer_end(tar_writer *w);
+/* Between members: passes what is gathered on to next (to cut the stream below there). */
+err_code tar_writer_flush(tar_writer *w);
 /* Two zero blocks, flush, then sink_finish(next). */
 err_code tar_writer_finish(tar_writer *w);
 /* Bytes of tar stream produced so far, including any still buffered. */

@@ -294,6 +294,14 @@ err_code tar_writer_end(tar_writer *w)
 	return fail(w, pad(w, w->size));
 }
 
+err_code tar_writer_flush(tar_writer *w)
+{
+	TRY(check_usable(w));
+	if (w->in_entry)
+		return fail(w, err_set(E_FAIL, "tar: flush inside a member"));
+	return fail(w, flush(w));
+}
+
 err_code tar_writer_finish(tar_writer *w)
 {
 	TRY(check_usable(w));

@@ -123,13 +123,15 @@ EOF
 dr_py() { "$PY" -c "$DR_PY" "$@"; }
 
 # dr_walc_read LOG NAME: bytes of the repository objects a walc backup-fetch read: the tar
-# partitions it logged extracting (WALG_LOG_LEVEL=DEVEL: "extracting KEY", pg_control's
-# included) and the backup's JSON (sentinel, metadata, files_metadata)
+# partitions it logged extracting whole (WALG_LOG_LEVEL=DEVEL: "extracting KEY", pg_control's
+# included), the ranges it read of others ("extracting KEY bytes FROM to TO") and the backup's
+# JSON (sentinel, metadata, files_metadata)
 dr_walc_read() {
 	local repo=$T/$DR_DS/walc-repo
 	{
 		find "$repo/basebackups_005" -maxdepth 2 -name '*.json' -path "*/$2*" -printf '%s\n'
 		sed -n 's/.*extracting \([^ ]*\)$/\1/p' "$1" | while read -r k; do stat -c %s "$repo/$k"; done
+		sed -n 's/.*extracting [^ ]* bytes \([0-9]*\) to \([0-9]*\)$/\1 \2/p' "$1" | awk '{ print $2 - $1 }'
 	} | awk '{ s += $1 } END { print s + 0 }'
 }
 

@@ -78,6 +78,11 @@ extracted=$(printf '%s\n' "$W_ERR" | grep -c "extracting .*part_" || true)
 parts=$(ls "$T/repo/basebackups_005"/*/tar_partitions | grep -c '^part_')
 log "downloaded $extracted of $parts parts"
 [ "$extracted" -lt "$parts" ] || fail "every part was downloaded"
+# Inside the parts it reads, only the frames holding what changed (FrameOffset ranges).
+assert_match "$W_ERR" "extracting .*part_[0-9]+\.tar\.zst bytes [0-9]+ to [0-9]+" "ranged reads of parts"
+read -r got of < <(printf '%s\n' "$W_ERR" | sed -nE 's/.*; reading ([0-9.]+) of ([0-9.]+) MiB stored.*/\1 \2/p' | head -n 1)
+log "read $got of $of MiB stored"
+awk -v a="$got" -v b="$of" 'BEGIN { exit !(a < b) }' || fail "read $got of $of MiB: everything"
 
 # Exactly a cold restore's files.
 mv "$T/ts" "$T/ts.node"
@@ -92,6 +97,16 @@ if [ -s "$T/diff.txt" ]; then
 	head -n 20 "$T/diff.txt"
 	fail "delta-restored directory differs from a cold restore"
 fi
+
+# One small file changed: only its frame is read (at most about 1 MiB of tar, compressed).
+small=$(cd "$T/node" && find base -type f -size -16k -size +0 | sort | tail -n 1)
+printf 'garbage' | dd of="$T/node/$small" bs=1 seek=10 conv=notrunc status=none
+wrun "${E[@]}" WALG_LOG_LEVEL=DEVEL -- backup-fetch --delta "$T/node" LATEST
+expect_rc 0 "backup-fetch --delta of one changed file"
+read -r got of < <(printf '%s\n' "$W_ERR" | sed -nE 's/.*; reading ([0-9.]+) of ([0-9.]+) MiB stored.*/\1 \2/p' | head -n 1)
+log "one changed file ($small): read $got of $of MiB stored"
+awk -v a="$got" 'BEGIN { exit !(a < 1.0) }' || fail "restoring one small file read $got MiB"
+cmp -s "$T/cold/$small" "$T/node/$small" || fail "$small not restored"
 
 restore_conf "$T/node"
 pg_start "$T/node" "$P2"

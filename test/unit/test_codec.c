@@ -334,6 +334,72 @@ static void test_concatenated(void **state)
 	free(b);
 }
 
+/*
+ * codec_end_frame cuts a stream into frames a decoder can start at: from each cut's offset
+ * the rest decodes alone, and between two cuts exactly what was written between them. A cut
+ * with nothing since the last one adds nothing, and finish after a cut adds no empty frame.
+ */
+static void test_frames(void **state)
+{
+	(void)state;
+	size_t la = 100000, lb = 300001, lc = 5000;
+	unsigned char *a = gen(la, true, 3), *b = gen(lb, false, 5), *c = gen(lc, true, 7);
+	static const char *const framed[] = { "zstd", "none" };
+	for (int i = 0; i < 2; i++) {
+		const codec *k = get(framed[i]);
+		assert_true(codec_has_frames(k));
+		membuf z = { 0 }, out;
+		sink *s = codec_compress_new(k, 0, membuf_sink_new(&z));
+		assert_int_equal(codec_end_frame(k, s), E_OK); /* nothing yet: no frame */
+		assert_int_equal(z.len, 0);
+		assert_int_equal(feed(s, a, la), E_OK);
+		assert_int_equal(codec_end_frame(k, s), E_OK);
+		size_t at_b = z.len;
+		assert_true(at_b > 0);
+		for (size_t at = 0; at < lb; at += 65536)
+			assert_int_equal(sink_write(s, b + at, lb - at < 65536 ? lb - at : 65536), E_OK);
+		assert_int_equal(codec_end_frame(k, s), E_OK);
+		size_t at_c = z.len;
+		assert_int_equal(codec_end_frame(k, s), E_OK);
+		assert_int_equal(z.len, at_c);
+		assert_int_equal(feed(s, c, lc), E_OK);
+		assert_int_equal(codec_end_frame(k, s), E_OK);
+		size_t end = z.len;
+		assert_int_equal(sink_finish(s), E_OK);
+		sink_free(s);
+		assert_int_equal(z.len, end);
+
+		assert_int_equal(decompress_mem(framed[i], z.data, z.len, &out, false), E_OK);
+		assert_int_equal(out.len, la + lb + lc);
+		assert_memory_equal(out.data, a, la);
+		assert_memory_equal(out.data + la + lb, c, lc);
+		free(out.data);
+		assert_int_equal(decompress_mem(framed[i], z.data + at_b, at_c - at_b, &out, false), E_OK);
+		assert_int_equal(out.len, lb);
+		assert_memory_equal(out.data, b, lb);
+		free(out.data);
+		assert_int_equal(decompress_mem(framed[i], z.data + at_c, z.len - at_c, &out, false), E_OK);
+		assert_int_equal(out.len, lc);
+		assert_memory_equal(out.data, c, lc);
+		free(out.data);
+		free(z.data);
+	}
+	for (int i = 0; i < 4; i++) { /* lz4 (for WAL-G), brotli, lzma: one stream each */
+		if (strcmp(compressing[i], "zstd") == 0)
+			continue;
+		const codec *k = get(compressing[i]);
+		assert_false(codec_has_frames(k));
+		membuf z = { 0 };
+		sink *s = codec_compress_new(k, 0, membuf_sink_new(&z));
+		assert_int_equal(codec_end_frame(k, s), E_FAIL);
+		sink_free(s);
+		free(z.data);
+	}
+	free(a);
+	free(b);
+	free(c);
+}
+
 /* A sink that fails with E_IO at write or at finish, to check errors come back unchanged. */
 typedef struct fail_sink {
 	sink base;
@@ -611,6 +677,7 @@ int main(void)
 		cmocka_unit_test(test_checksum),
 		cmocka_unit_test(test_trailing_garbage),
 		cmocka_unit_test(test_concatenated),
+		cmocka_unit_test(test_frames),
 		cmocka_unit_test(test_error_propagation),
 		cmocka_unit_test(test_framing),
 		cmocka_unit_test(test_cli_decodes_ours),

@@ -654,6 +654,39 @@ static void test_reader_end_forms(void **state)
 	assert_int_equal(c.n, 0);
 }
 
+/* A run of whole members cut out of an archive: it may end between two members only. */
+static void test_reader_partial(void **state)
+{
+	(void)state;
+	blocks b = { 0 };
+	add_member(&b, "a", '0', "xyz", 3);
+	add_member(&b, "b", '0', "0123456789", 10);
+	size_t whole = b.len;
+	/* everything; inside b's data; inside b's header; right after a */
+	const size_t lens[] = { whole, whole - 100, 2 * TAR_BLOCK + 7, 2 * TAR_BLOCK };
+	for (int cut = 0; cut < 4; cut++) {
+		size_t len = lens[cut];
+		collector c = { 0 };
+		sink *s = tar_reader_new_partial(&handler, &c);
+		assert_int_equal(sink_write(s, b.p, len), E_OK);
+		err_code rc = sink_finish(s);
+		sink_free(s);
+		if (cut == 0 || cut == 3) {
+			assert_int_equal(rc, E_OK);
+			assert_int_equal(c.n, cut == 0 ? 2 : 1);
+		} else {
+			assert_int_equal(rc, E_CORRUPT);
+			assert_non_null(strstr(err_msg(), "tar: truncated"));
+		}
+		collector_free(&c);
+	}
+	/* the ordinary reader wants the end-of-archive block */
+	collector c = { 0 };
+	assert_int_equal(read_tar(b.p, whole, 0, &c), E_CORRUPT);
+	collector_free(&c);
+	free(b.p);
+}
+
 static void test_reader_old_formats(void **state)
 {
 	(void)state;
@@ -1288,6 +1321,7 @@ int main(void)
 		cmocka_unit_test(test_writer_layout),
 		cmocka_unit_test(test_reader_every_chunk_size),
 		cmocka_unit_test(test_reader_end_forms),
+		cmocka_unit_test(test_reader_partial),
 		cmocka_unit_test(test_reader_old_formats),
 		cmocka_unit_test(test_reader_pax_records),
 		cmocka_unit_test(test_hostile),
