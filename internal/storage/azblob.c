@@ -191,12 +191,16 @@ static bool blob_missing(const http_response *r)
 	return r->status == 404 && strcmp(r->code, "ContainerNotFound") != 0;
 }
 
-static err_code az_get(storage *st, const char *key, sink *into)
+/* The object, or with len > 0 len bytes of it from offset (storage_get_range). */
+static err_code az_get_part(storage *st, const char *key, uint64_t offset, uint64_t len,
+							 sink *into)
 {
 	az_storage *s = (az_storage *)st;
 	http_call c = { 0 };
 	blob_call(s, &c, "GET", key);
 	c.req.into = into;
+	c.req.range_off = offset;
+	c.req.range_len = len;
 	err_code rc = az_call(s, &c);
 	if (rc == E_OK && blob_missing(&c.resp))
 		rc = err_set(E_NOTFOUND, "blob azure://%s/%s%s does not exist", s->container, s->root,
@@ -205,6 +209,11 @@ static err_code az_get(storage *st, const char *key, sink *into)
 		rc = az_answer_error(s, c.what, &c.resp);
 	http_call_free(&c);
 	return rc;
+}
+
+static err_code az_get(storage *st, const char *key, sink *into)
+{
+	return az_get_part(st, key, 0, 0, into);
 }
 
 static err_code az_stat(storage *st, const char *key, obj_info *info)
@@ -423,6 +432,7 @@ static const char *az_describe(storage *st)
 const storage_ops az_ops = {
 	.put = az_put_open,
 	.get = az_get,
+	.get_range = az_get_part,
 	.stat = az_stat,
 	.list = az_list,
 	.remove = az_remove,

@@ -240,7 +240,9 @@ static err_code not_found(gcs_storage *s, const char *key, const http_response *
 	return rc;
 }
 
-static err_code gcs_get(storage *st, const char *key, sink *into)
+/* The object, or with len > 0 len bytes of it from offset (storage_get_range). */
+static err_code gcs_get_part(storage *st, const char *key, uint64_t offset, uint64_t len,
+							 sink *into)
 {
 	gcs_storage *s = (gcs_storage *)st;
 	http_call c = { 0 };
@@ -248,6 +250,8 @@ static err_code gcs_get(storage *st, const char *key, sink *into)
 	object_call(s, &c, "GET", "/download/storage/v1", key);
 	gcs_add_csek(s, &c.req.headers);
 	c.req.into = into;
+	c.req.range_off = offset;
+	c.req.range_len = len;
 	err_code rc = gcs_call(s, &c);
 	if (rc == E_OK && c.resp.status == 404)
 		rc = not_found(s, key, &c.resp);
@@ -255,6 +259,11 @@ static err_code gcs_get(storage *st, const char *key, sink *into)
 		rc = gcs_answer_error(s, c.what, &c.resp);
 	http_call_free(&c);
 	return rc;
+}
+
+static err_code gcs_get(storage *st, const char *key, sink *into)
+{
+	return gcs_get_part(st, key, 0, 0, into);
 }
 
 static err_code gcs_stat(storage *st, const char *key, obj_info *info)
@@ -356,6 +365,7 @@ static const char *gcs_describe(storage *st)
 const storage_ops gcs_ops = {
 	.put = gcs_put_open,
 	.get = gcs_get,
+	.get_range = gcs_get_part,
 	.stat = gcs_stat,
 	.list = gcs_list,
 	.remove = gcs_remove,

@@ -148,6 +148,8 @@ err_code http_do(http_client *h, const http_auth *auth, http_request *req, http_
 	xfer x = { 0 };
 	x.req = req;
 	x.resp = resp;
+	bool want_range = req->into != NULL && req->range_len > 0;
+	x.limit = want_range ? req->range_len : UINT64_MAX;
 	char errbuf[CURL_ERROR_SIZE];
 	char last[512] = "";
 	http_response first = { 0 }; /* the answer a resumed GET must match */
@@ -166,18 +168,24 @@ err_code http_do(http_client *h, const http_auth *auth, http_request *req, http_
 		}
 		if (req->into != NULL && have_total && x.delivered == total && x.delivered > 0)
 			break; /* the connection broke after the last byte */
+		if (want_range && x.delivered == x.limit)
+			break;
 
 		http_kvs hdrs = { 0 };
 		if (req->host != NULL)
 			http_kvs_add(&hdrs, "host", req->host);
 		for (size_t i = 0; i < req->headers.n; i++)
 			http_kvs_add(&hdrs, req->headers.v[i].name, req->headers.v[i].value);
-		x.ranged = req->into != NULL && x.delivered > 0;
-		x.range_from = x.delivered;
+		x.ranged = req->into != NULL && (x.delivered > 0 || want_range);
+		x.range_from = (want_range ? req->range_off : 0) + x.delivered;
 		x.skip = 0;
 		if (x.ranged) {
 			char range[64];
-			snprintf(range, sizeof(range), "bytes=%llu-", (unsigned long long)x.delivered);
+			if (want_range)
+				snprintf(range, sizeof(range), "bytes=%llu-%llu", (unsigned long long)x.range_from,
+						 (unsigned long long)(req->range_off + req->range_len - 1));
+			else
+				snprintf(range, sizeof(range), "bytes=%llu-", (unsigned long long)x.range_from);
 			http_kvs_add(&hdrs, "range", range);
 			free(pinned);
 			pinned = NULL;
@@ -239,7 +247,10 @@ err_code http_do(http_client *h, const http_auth *auth, http_request *req, http_
 						  req->what, (unsigned long long)x.range_from, resp->status);
 			break;
 		}
-		if (x.to_sink && !x.ranged && resp->status == 200) {
+		/* the answer later attempts must match: the whole object's, or a range's first */
+		if (x.to_sink && ((!x.ranged && resp->status == 200) ||
+						  (want_range && resp->status == 206 && first.etag[0] == '\0' &&
+						   first.generation[0] == '\0'))) {
 			snprintf(first.etag, sizeof(first.etag), "%s", resp->etag);
 			snprintf(first.generation, sizeof(first.generation), "%s", resp->generation);
 			if (resp->have_length) {
@@ -300,5 +311,10 @@ err_code http_do(http_client *h, const http_auth *auth, http_request *req, http_
 		}
 	}
 	free(pinned);
+	if (out == E_OK && want_range && resp->status >= 200 && resp->status < 300 &&
+		x.delivered != x.limit)
+		out = err_set(E_CORRUPT, "%s: %llu of the %llu bytes asked for at %llu", req->what,
+					  (unsigned long long)x.delivered, (unsigned long long)x.limit,
+					  (unsigned long long)req->range_off);
 	return out;
 }

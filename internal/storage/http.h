@@ -145,6 +145,9 @@ typedef struct http_request {
 	size_t body_len;
 	const char *what;		  /* for messages: "GET s3://bucket/key" */
 	sink *into;				  /* 2xx bodies go here (with Range resume); else into resp.body */
+	/* with into: range_len > 0 asks for range_len bytes from range_off (a ranged read);
+	 * fewer in a finished answer is E_CORRUPT */
+	uint64_t range_off, range_len;
 	const atomic_bool *cancel;
 } http_request;
 

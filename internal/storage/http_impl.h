@@ -15,6 +15,7 @@ typedef struct xfer {
 	http_response *resp;
 	size_t up_off;			/* request body bytes sent */
 	uint64_t delivered;		/* response bytes pushed into req->into, over all attempts */
+	uint64_t limit;			/* at most this many (the asked range's length), or UINT64_MAX */
 	uint64_t skip;			/* bytes to drop (a server that ignored our Range) */
 	uint64_t range_from;	/* this attempt asked for bytes range_from- */
 	bool ranged;

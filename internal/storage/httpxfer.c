@@ -264,13 +264,16 @@ static size_t write_cb(char *buf, size_t size, size_t n, void *ud)
 			off = x->skip < len ? (size_t)x->skip : len;
 			x->skip -= off;
 		}
-		if (off < len) {
-			err_code rc = sink_write(x->req->into, buf + off, len - off);
+		/* a server that ignored the Range sends more than was asked for: drop the rest */
+		size_t end = x->limit - x->delivered < len - off ? off + (size_t)(x->limit - x->delivered)
+														  : len;
+		if (off < end) {
+			err_code rc = sink_write(x->req->into, buf + off, end - off);
 			if (rc != E_OK) {
 				x->sink_rc = rc;
 				return 0;
 			}
-			x->delivered += len - off;
+			x->delivered += end - off;
 		}
 		return len;
 	}

@@ -420,12 +420,16 @@ static bool no_such_key(const http_response *r)
 	return r->status == 404 && strcmp(r->code, "NoSuchBucket") != 0;
 }
 
-static err_code s3_get(storage *st, const char *key, sink *into)
+/* The object, or with len > 0 len bytes of it from offset (storage_get_range). */
+static err_code s3_get_part(storage *st, const char *key, uint64_t offset, uint64_t len,
+							 sink *into)
 {
 	s3_storage *s = (s3_storage *)st;
 	http_call c = { 0 };
 	object_call(s, &c, "GET", key, true);
 	c.req.into = into;
+	c.req.range_off = offset;
+	c.req.range_len = len;
 	err_code rc = s3_call(s, &c);
 	if (rc == E_OK && no_such_key(&c.resp))
 		rc = err_set(E_NOTFOUND, "object s3://%s/%s%s does not exist", s->bucket, s->root, key);
@@ -433,6 +437,11 @@ static err_code s3_get(storage *st, const char *key, sink *into)
 		rc = s3_answer_error(s, c.what, &c.resp);
 	http_call_free(&c);
 	return rc;
+}
+
+static err_code s3_get(storage *st, const char *key, sink *into)
+{
+	return s3_get_part(st, key, 0, 0, into);
 }
 
 /*
@@ -552,6 +561,7 @@ static const char *s3_describe(storage *st)
 static const storage_ops s3_ops = {
 	.put = s3_put_open,
 	.get = s3_get,
+	.get_range = s3_get_part,
 	.stat = s3_stat,
 	.list = s3_list,
 	.remove = s3_remove,

@@ -77,7 +77,7 @@ err_code storage_get_range(storage *st, const char *key, uint64_t offset, uint64
 	TRY(storage_check_key(key));
 	if (st->ops->get_range == NULL)
 		return err_set(E_FAIL, "%s cannot read part of an object", storage_describe(st));
-	return st->ops->get_range(st, key, offset, len, into);
+	return len == 0 ? E_OK : st->ops->get_range(st, key, offset, len, into);
 }
 
 err_code storage_stat(storage *st, const char *key, obj_info *info)
