@@ -309,11 +309,10 @@ EOF
 	chmod 755 "$T/push-all.sh"
 }
 
-# pgbench_source SCALE LOG: a cluster in SRC=$T/src on PORT, loaded by pgbench -i -s SCALE
-# before archiving starts (the load is not archived), then restarted with archive_command
-# $T/walc.sh wal-push (see walc_wrapper), its stderr appended to $T/log/LOG
-pgbench_source() {
-	local scale=$1 logname=$2
+# pgbench_cluster SCALE: a running cluster in $T/src (SRC) on PORT, loaded by pgbench -i -s
+# SCALE and checkpointed, archive_mode on with archive_command /bin/true
+pgbench_cluster() {
+	local scale=$1
 	SRC=$T/src
 	PORT=$(free_port)
 	pg_init "$SRC"
@@ -324,6 +323,14 @@ pgbench_source() {
 	as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s "$scale" -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
 		{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i -s $scale"; }
 	psqlc "$PORT" "CHECKPOINT"
+}
+
+# pgbench_source SCALE LOG: a cluster in SRC=$T/src on PORT, loaded by pgbench -i -s SCALE
+# before archiving starts (the load is not archived), then restarted with archive_command
+# $T/walc.sh wal-push (see walc_wrapper), its stderr appended to $T/log/LOG
+pgbench_source() {
+	local logname=$2
+	pgbench_cluster "$1"
 	pg_stop "$SRC"
 	pg_conf "$SRC" "archive_command = '$T/walc.sh wal-push %p 2>>$T/log/$logname'"
 	pg_start "$SRC" "$PORT"

@@ -14,12 +14,7 @@ pg_own "$T"
 E=(WALG_S3_PREFIX=s3://walc/ranges AWS_ENDPOINT="$S3_ENDPOINT" AWS_S3_FORCE_PATH_STYLE=true
 	AWS_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY"
 	AWS_REGION=us-east-1 WALG_COMPRESSION_METHOD=zstd)
-pg_init "$T/src"
-PORT=$(free_port)
-pg_conf "$T/src" "wal_level = replica" "archive_mode = on" "archive_command = '/bin/true'"
-pg_start "$T/src" "$PORT"
-as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -i -s 3 -q postgres >/dev/null 2>&1
-psqlc "$PORT" "CHECKPOINT"
+pgbench_cluster 3
 wrun_pg "${E[@]}" PGHOST="$T" PGPORT="$PORT" -- backup-push "$T/src"
 expect_rc 0 "backup-push to S3"
 pg_stop "$T/src"

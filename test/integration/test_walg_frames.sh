@@ -11,11 +11,7 @@
 it_setup walg_frames
 
 WALG=${WALC_WALG:-$ROOT/../shared/tools/wal-g}
-pg_init "$T/src"
-PORT=$(free_port)
-pg_conf "$T/src" "wal_level = replica" "archive_mode = on" "archive_command = '/bin/true'"
-pg_start "$T/src" "$PORT"
-as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -i -s 3 -q postgres >/dev/null 2>&1
+pgbench_cluster 3
 psqlc "$PORT" "CREATE TABLE many AS SELECT g, md5(g::text) h FROM generate_series(1, 100) g"
 for i in $(seq 1 40); do psqlc "$PORT" "CREATE TABLE small_$i AS SELECT * FROM many"; done
 psqlc "$PORT" "CHECKPOINT"

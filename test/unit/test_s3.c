@@ -1039,16 +1039,23 @@ static err_code resume_hook(void *arg, const http_request *req, const http_kvs *
 	return E_OK;
 }
 
+/* A 300000-byte object behind resume_hook, and the store that reads it. */
+static storage *resume_open(resume_fake *f, uint32_t seed)
+{
+	f->len = 300000;
+	f->obj = xmalloc(f->len);
+	fill(f->obj, f->len, seed);
+	http_set_test_hook(resume_hook, f, 0);
+	storage *st;
+	assert_int_equal(open_s3("s3://b/root", &st), E_OK);
+	return st;
+}
+
 static void test_get_resumed(void **state)
 {
 	(void)state;
 	resume_fake f = { 0 };
-	f.len = 300000;
-	f.obj = xmalloc(f.len);
-	fill(f.obj, f.len, 9);
-	http_set_test_hook(resume_hook, &f, 0);
-	storage *st;
-	assert_int_equal(open_s3("s3://b/root", &st), E_OK);
+	storage *st = resume_open(&f, 9);
 	membuf mb = { 0 };
 	sink *m = membuf_sink_new(&mb);
 	assert_int_equal(storage_get(st, "k", m), E_OK);
@@ -1092,12 +1099,7 @@ static void test_get_range(void **state)
 {
 	(void)state;
 	resume_fake f = { 0 };
-	f.len = 300000;
-	f.obj = xmalloc(f.len);
-	fill(f.obj, f.len, 11);
-	http_set_test_hook(resume_hook, &f, 0);
-	storage *st;
-	assert_int_equal(open_s3("s3://b/root", &st), E_OK);
+	storage *st = resume_open(&f, 11);
 	assert_true(storage_has_range(st));
 	for (int whole = 0; whole < 2; whole++) {
 		f.gets = 0;
