@@ -132,7 +132,7 @@ declare -A PORTS
 cluster() {
 	local ds=$1
 	D=$T/$ds
-	mkdir -p "$D/walc-repo"
+	mkdir -p "$D/walc-repo" "$D/walg-repo"
 	pg_own "$D"
 	pg_init "$D/pgdata"
 	PORT=$(free_port)

@@ -189,9 +189,11 @@ wal_drain() {
 	WAL_EXTRA="\"busy_s\":$(wal_ticks_s $((b1 - b0))),\"failed\":$failed,\"archived\":$n,\"uploads\":$uploads,\"first_ms\":$first,\"gaps_ms\":$gaps,\"markers_left\":$markers"
 }
 
-wal_clear_file() { rm -rf "$W/repo"; }
+# an empty file repository: the directory must exist (walc and WAL-G refuse a missing one)
+wal_empty_dir() { rm -rf "$1" && mkdir -p "$1" && pg_own "$1"; }
+wal_clear_file() { wal_empty_dir "$W/repo"; }
 wal_clear_pgbr() { rm -rf "$T/pgbr/repo/archive/wal/15-1"; }
-wal_clear_walg() { rm -rf "$W/walg-repo"; }
+wal_clear_walg() { wal_empty_dir "$W/walg-repo"; }
 wal_clear_s3() {
 	AWS_ACCESS_KEY_ID=$WAL_KEY AWS_SECRET_ACCESS_KEY=$WAL_SECRET awsc s3 rm --recursive --quiet \
 		"s3://$WAL_BUCKET/wal/" >"$T/log/wal-s3-rm.log" 2>&1 || { cat "$T/log/wal-s3-rm.log" >&2; fail "emptying s3://$WAL_BUCKET/wal"; }
@@ -338,6 +340,7 @@ EOF
 	pg_start "$W/pg" "$WAL_PORT"
 	WAL_DPORT=$(free_port)
 	pg_start "$W/pgd" "$WAL_DPORT"
+	wal_empty_dir "$W/repo"
 	# the daemon pushes one segment per request, as wal-push with concurrency 1 does
 	as_pg env PGDATA="$W/pgd" WALG_FILE_PREFIX="$W/repo" WALG_COMPRESSION_METHOD=zstd WALG_UPLOAD_CONCURRENCY=1 \
 		ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" daemon "$W/walc.sock" >"$T/log/wal-daemon.log" 2>&1 &
