@@ -8,7 +8,7 @@
 #   - a local full backup, a delta on it and a remote (BASE_BACKUP) backup, each fetched into
 #     a new directory and recovered to the end of the archive: pg_dumpall equal to the source,
 #     amcheck clean; a delta restore (backup-fetch --delta) of the delta onto the restored
-#     full backup, equal too;
+#     full backup, equal too, reading only the changed files' zstd frames (Range GETs);
 #   - PITR to a restore point of an encrypted repository: the rows written after it are absent;
 #   - retention: delete retain FULL 1 --confirm leaves the newest full backup and the WAL it
 #     needs (batched deletes counted in the log), which still restores equal;
@@ -75,11 +75,11 @@ push() { # CONFIG [remote|full]: prints the backup's name
 }
 load() { as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -n -c 2 -t 200 postgres >/dev/null 2>&1 || fail "pgbench"; }
 
-FULL=$(push lz4)
+FULL=$(push zstd)
 OLD=$(push lz4-hex) # retention deletes it, keeping the newest full backup
 load
-DELTA=$(push lz4)
-case $DELTA in *_D_*) ;; *) fail "the second lz4 backup is not a delta: $DELTA" ;; esac
+DELTA=$(push zstd)
+case $DELTA in *_D_*) ;; *) fail "the second zstd backup is not a delta: $DELTA" ;; esac
 KFULL=$(push zstd-base64)
 psqlc "$PORT" "INSERT INTO marks SELECT g, 'before' FROM generate_series(1, 100) g"
 psqlc "$PORT" "SELECT pg_create_restore_point('walc_rp')" >/dev/null
@@ -124,20 +124,36 @@ equal() { # DIR WHAT
 	cmp -s "$T/src.dump" "$1.dump" || fail "$2: the restored cluster differs from the source"
 	amcheck_all "$RPORT"
 }
-restore lz4 "$FULL" "$T/r-full"
+restore zstd "$FULL" "$T/r-full"
 equal "$T/r-full" "full backup $FULL"
 pg_stop "$T/r-full"
 log "ok: full backup restored and recovered to the end: equal, amcheck clean"
-restore lz4 "$DELTA" "$T/r-delta"
+restore zstd "$DELTA" "$T/r-delta"
 equal "$T/r-delta" "delta backup $DELTA"
 pg_stop "$T/r-delta"
 rm -rf "$T/r-delta"
 log "ok: delta backup restored: equal"
 # shellcheck disable=SC2046
-wrun $(cfg lz4) WALG_LOG_LEVEL=DEVEL -- backup-fetch --delta "$T/r-full" "$DELTA"
+wrun $(cfg zstd) WALG_LOG_LEVEL=DEVEL -- backup-fetch --delta "$T/r-full" "$DELTA"
 expect_rc 0 "backup-fetch --delta $DELTA onto the restored full backup"
 assert_match "$W_ERR" "delta restore: [0-9]+ of [0-9]+ files intact" "delta restore summary"
-recover_conf "$T/r-full" "$(cfg lz4 | tr '\n' ' ')" "$END"
+# A cold copy of the full backup with one small file changed: zstd in the clear, so the
+# delta restore reads only that file's frame (a Range GET), and the copy is whole again.
+mkdir -m 700 "$T/r-one" "$T/r-cold"
+# shellcheck disable=SC2046
+wrun $(cfg zstd) -- backup-fetch "$T/r-cold" "$FULL"
+expect_rc 0 "cold restore of $FULL"
+cp -a "$T/r-cold/." "$T/r-one/"
+small=$(cd "$T/r-one" && find base -type f -size -16k -size +0 | sort | tail -n 1)
+printf 'garbage' | dd of="$T/r-one/$small" bs=1 seek=10 conv=notrunc status=none
+# shellcheck disable=SC2046
+wrun $(cfg zstd) WALG_LOG_LEVEL=DEVEL -- backup-fetch --delta "$T/r-one" "$FULL"
+expect_rc 0 "backup-fetch --delta $FULL with one changed file"
+assert_match "$W_ERR" "extracting .*part_[0-9]+\.tar\.zst bytes [0-9]+ to [0-9]+" "ranged reads on $STORE"
+cmp -s "$T/r-cold/$small" "$T/r-one/$small" || fail "$small not restored by the ranged read"
+log "one changed file: $(printf '%s\n' "$W_ERR" | sed -nE 's/.*; (reading [0-9.]+ of [0-9.]+ MiB stored).*/\1/p')"
+rm -rf "$T/r-one" "$T/r-cold"
+recover_conf "$T/r-full" "$(cfg zstd | tr '\n' ' ')" "$END"
 RPORT=$(free_port)
 pg_start "$T/r-full" "$RPORT"
 wait_not_in_recovery "$RPORT"
