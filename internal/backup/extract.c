@@ -273,6 +273,7 @@ typedef struct extractor {
 	 * ended well (a decryptor that checked its MDC, a decompressor its checksum) publishes it.
 	 */
 	char *pending_tmp, *pending_final;
+	size_t *seen; /* needed members met, or NULL */
 	int fd;
 	bool increment;
 	uint32_t mode;
@@ -303,6 +304,8 @@ static err_code ex_begin(void *ctx, const tar_entry *e, const char *rel, member_
 	extractor *x = ctx;
 	close_member(x);
 	*take = false;
+	if (x->seen != NULL && needed(x, e->name))
+		(*x->seen)++;
 	if (x->lvl->skip_tablespace_map && strcmp(rel, "tablespace_map") == 0)
 		return E_OK;
 	x->path = xasprintf("%s/%s", x->lvl->dest, rel);
@@ -429,11 +432,12 @@ static void es_free(sink *s)
 
 static const sink_ops extract_ops = { es_write, es_finish, es_free };
 
-static sink *extract_make(const extract_level *lvl, bool partial)
+static sink *extract_make(const extract_level *lvl, bool partial, size_t *seen)
 {
 	extract_sink *es = xcalloc(1, sizeof(*es));
 	es->base.ops = &extract_ops;
 	es->x.lvl = lvl;
+	es->x.seen = seen;
 	es->x.fd = -1;
 	es->x.reader = member_reader_make(&extract_member_ops, &es->x, lvl->files, partial);
 	return &es->base;
@@ -441,10 +445,10 @@ static sink *extract_make(const extract_level *lvl, bool partial)
 
 sink *extract_sink_new(const extract_level *lvl)
 {
-	return extract_make(lvl, false);
+	return extract_make(lvl, false, NULL);
 }
 
-sink *extract_run_sink_new(const extract_level *lvl)
+sink *extract_run_sink_new(const extract_level *lvl, size_t *seen)
 {
-	return extract_make(lvl, true);
+	return extract_make(lvl, true, seen);
 }

@@ -50,8 +50,9 @@ typedef struct extract_level {
 /* A sink that extracts a tar stream into lvl->dest (borrows lvl). */
 sink *extract_sink_new(const extract_level *lvl);
 /* The same for a run of whole members cut out of a partition (a ranged read), which ends
- * between two members rather than at the end-of-archive block. */
-sink *extract_run_sink_new(const extract_level *lvl);
+ * between two members rather than at the end-of-archive block; *seen counts the needed
+ * members it met (borrowed). */
+sink *extract_run_sink_new(const extract_level *lvl, size_t *seen);
 
 /* Refuses names that could leave the destination; returns the relative path in out. */
 err_code extract_safe_path(const char *member, char *out, size_t outlen);

@@ -306,10 +306,18 @@ static err_code extract_one(void *arg, const char *key)
 	if (p == NULL || p->ranges == NULL)
 		return extract_whole(lr->ex, key);
 	for (size_t i = 0; i < p->n; i++) {
-		log_debug("extracting %s bytes %llu to %llu", key, (unsigned long long)p->ranges[i].off,
-				  (unsigned long long)(p->ranges[i].off + p->ranges[i].len));
-		TRY(repo_get_range(lr->ex->r, key, p->ranges[i].off, p->ranges[i].len,
-						   extract_run_sink_new(lr->ex)));
+		const byte_range *b = &p->ranges[i];
+		log_debug("extracting %s bytes %llu to %llu", key, (unsigned long long)b->off,
+				  (unsigned long long)(b->off + b->len));
+		size_t seen = 0;
+		TRY(repo_get_range(lr->ex->r, key, b->off, b->len, extract_run_sink_new(lr->ex, &seen)));
+		/* a frame offset that lies would otherwise leave a needed file unrestored, silently */
+		if (seen != b->members)
+			return err_set(E_CORRUPT,
+						   "%s: bytes %llu to %llu hold %zu of the %zu needed files its "
+						   "FrameOffset entries place there",
+						   key, (unsigned long long)b->off, (unsigned long long)(b->off + b->len),
+						   seen, b->members);
 	}
 	return E_OK;
 }
@@ -329,7 +337,9 @@ static void plan_reads(repo *r, level *l, level_parts *lp, const json_t *sets,
 				size = lp->tars.items[j].size;
 		part_read *p = &lr->parts[lr->n++];
 		p->key = lp->keys[i];
-		if (repo_has_range(r) && codec_has_frames(repo_codec_for_key(p->key)) &&
+		/* --mask narrows what is taken below the need set: those read whole */
+		if (l->ex.mask == NULL && repo_has_range(r) &&
+			codec_has_frames(repo_codec_for_key(p->key)) &&
 			part_ranges(json_object_get(sets, strrchr(p->key, '/') + 1), files_of(l), l->need,
 						size, &p->ranges, &p->n)) {
 			for (size_t k = 0; k < p->n; k++)

@@ -52,6 +52,7 @@ err_code link_tablespaces(const char *dest, const json_t *spec);
  */
 typedef struct byte_range {
 	uint64_t off, len;
+	size_t members; /* needed members whose frames lie in it: a read must meet them all */
 } byte_range;
 bool part_ranges(const json_t *members, const json_t *files, const json_t *need, uint64_t size,
 				 byte_range **out, size_t *n);

@@ -38,7 +38,7 @@ static json_t *need_of(const char *const *names)
 
 /* Needing names reads exactly one range, [off, off + len). */
 static void expect_one(const json_t *members, const json_t *files, const char *const *names,
-					   uint64_t off, uint64_t len)
+					   uint64_t off, uint64_t len, size_t nmembers)
 {
 	json_t *need = need_of(names);
 	byte_range *r;
@@ -47,6 +47,7 @@ static void expect_one(const json_t *members, const json_t *files, const char *c
 	assert_int_equal(n, 1);
 	assert_int_equal(r[0].off, off);
 	assert_int_equal(r[0].len, len);
+	assert_int_equal(r[0].members, nmembers);
 	free(r);
 	json_decref(need);
 }
@@ -70,11 +71,13 @@ static void test_ranges(void **state)
 	assert_int_equal(r[0].len, 100);
 	assert_int_equal(r[1].off, 400);
 	assert_int_equal(r[1].len, 100);
+	assert_int_equal(r[0].members, 1);
+	assert_int_equal(r[1].members, 1);
 	free(r);
 	json_decref(need);
 
 	/* a, c, d: touching frames merge into one read */
-	expect_one(members, files, (const char *const[]){ "/d", "/a", "/c", NULL }, 0, 500);
+	expect_one(members, files, (const char *const[]){ "/d", "/a", "/c", NULL }, 0, 500, 3);
 
 	/* f: its frame runs to the end, more than 90% of the object: read whole */
 	need = need_of((const char *const[]){ "/f", NULL });
@@ -94,7 +97,7 @@ static void test_ranges(void **state)
 	assert_false(part_ranges(members, files, need, 10000, &r, &n));
 	json_decref(need);
 	/* ...but one without a frame that is not needed changes nothing */
-	expect_one(members, files, (const char *const[]){ "/d", NULL }, 400, 100);
+	expect_one(members, files, (const char *const[]){ "/d", NULL }, 400, 100, 1);
 	json_decref(files);
 	json_decref(members);
 
