@@ -77,14 +77,10 @@ bool part_ranges(const json_t *members, const json_t *files, const json_t *need,
 		}
 		r[nr++].off = off;
 	}
-	uint64_t *wanted = NULL;
-	size_t nw = nr;
 	if (ok && nr > 0) {
-		wanted = xcalloc(nr, sizeof(*wanted));
-		for (size_t k = 0; k < nr; k++)
-			wanted[k] = r[k].off;
 		qsort(starts, ns, sizeof(*starts), by_offset);
 		qsort(r, nr, sizeof(*r), by_range);
+		/* r holds one entry per needed member, by offset: each joins the range it falls in */
 		size_t merged = 0;
 		uint64_t total = 0;
 		for (size_t k = 0; k < nr; k++) {
@@ -93,22 +89,17 @@ bool part_ranges(const json_t *members, const json_t *files, const json_t *need,
 				byte_range *last = &r[merged - 1];
 				if (end > last->off + last->len)
 					last->len = end - last->off;
+				last->members++;
 			} else {
-				r[merged++] = (byte_range){ r[k].off, end - r[k].off, 0 };
+				r[merged++] = (byte_range){ r[k].off, end - r[k].off, 1 };
 			}
 		}
-		for (size_t k = 0; k < merged; k++) {
+		for (size_t k = 0; k < merged; k++)
 			total += r[k].len;
-			r[k].members = 0;
-			for (size_t w = 0; w < nw; w++)
-				if (wanted[w] >= r[k].off && wanted[w] < r[k].off + r[k].len)
-					r[k].members++;
-		}
 		nr = merged;
 		ok = (double)total <= WHOLE_ABOVE * (double)size;
 	}
 	free(starts);
-	free(wanted);
 	if (!ok || nr == 0) {
 		free(r);
 		return false;

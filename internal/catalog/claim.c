@@ -355,14 +355,7 @@ static void *renew_loop(void *arg)
 	claim *c = arg;
 	pthread_mutex_lock(&c->lock);
 	while (!c->stop && !c->lost) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += CLAIM_RENEW_MS / 1000;
-		until.tv_nsec += (CLAIM_RENEW_MS % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		struct timespec until = time_in_ms(CLOCK_REALTIME, CLAIM_RENEW_MS);
 		pthread_cond_timedwait(&c->wake, &c->lock, &until);
 		if (c->stop)
 			break;

@@ -187,6 +187,19 @@ char *time_now_rfc3339(void)
 	return xasprintf("%s.%06ldZ", buf, (long)tv.tv_usec);
 }
 
+struct timespec time_in_ms(clockid_t clock, long ms)
+{
+	struct timespec t;
+	clock_gettime(clock, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
 err_code mkdir_parent(const char *path, unsigned mode)
 {
 	char *dir = xstrdup(path);

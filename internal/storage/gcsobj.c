@@ -201,8 +201,8 @@ static sink *put_sink(gcs_storage *s, const char *key, bool exclusive)
 	p->name = full_name(s, key);
 	p->exclusive = exclusive;
 	/* A session takes its chunks in order: one at a time. */
-	http_upload_cfg cfg = { .part_size = s->chunk_size, .concurrency = 1, .max_parts = GCS_MAX_CHUNKS,
-							.shared = s->parts, .what = p->name };
+	http_upload_cfg cfg = { .part_size = s->chunk_size, .concurrency = 1,
+							.max_parts = GCS_MAX_CHUNKS, .shared = s->parts, .what = p->name };
 	return http_upload_new(&gcs_upload_ops, p, &cfg);
 }
 

@@ -225,8 +225,9 @@ static sink *put_sink(s3_storage *s, const char *key, bool exclusive, size_t fir
 	p->s = s;
 	p->key = s3_full_key(s, key);
 	p->exclusive = exclusive;
-	http_upload_cfg cfg = { .part_size = s->part_size, .first_part = first_part, .concurrency = s->concurrency,
-							.max_parts = S3_MAX_PARTS, .shared = s->parts, .what = p->key };
+	http_upload_cfg cfg = { .part_size = s->part_size, .first_part = first_part,
+							.concurrency = s->concurrency, .max_parts = S3_MAX_PARTS,
+							.shared = s->parts, .what = p->key };
 	return http_upload_new(&s3_upload_ops, p, &cfg);
 }
 

@@ -87,11 +87,7 @@ static bool main_ended(bg *b)
 /* Pauses between scans; false once the main upload has ended. */
 static bool pause_scan(bg *b)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_nsec += SCAN_EVERY_MS * 1000000L;
-	until.tv_sec += until.tv_nsec / 1000000000L;
-	until.tv_nsec %= 1000000000L;
+	struct timespec until = time_in_ms(CLOCK_MONOTONIC, SCAN_EVERY_MS);
 	pthread_mutex_lock(&b->lock);
 	while (!b->main_done && pthread_cond_timedwait(&b->wake, &b->lock, &until) == 0)
 		;
