@@ -1,7 +1,8 @@
 /*
  * pipe: the pieces of a bounded streaming pipeline. Bounded channels of pointers between
- * threads, a fixed pool of large buffers (the only source of big buffers, so memory is bounded
- * by count x size), and a worker group where the first error cancels the rest.
+ * threads, a fixed pool of large buffers and a byte budget of buffers of any size (the only
+ * sources of big buffers, so memory is bounded), and a worker group where the first error
+ * cancels the rest.
  */
 #ifndef WALC_INTERNAL_PIPE_PIPE_H
 #define WALC_INTERNAL_PIPE_PIPE_H
@@ -43,6 +44,20 @@ void *pool_get_unless(pool *p, const atomic_bool *stop);
 /* ...and the wake-up that makes a waiter look at its stop flag. */
 void pool_wake(pool *p);
 void pool_free(pool *p);
+
+/*
+ * Memory budget: buffers of any size whose total, in use or idle for reuse, stays within bytes
+ * (a single buffer over it is given when nothing else is allocated). For users whose pieces
+ * grow, where a pool of equal buffers would be sized by the largest.
+ */
+typedef struct budget budget;
+budget *budget_new(size_t bytes);
+/* Blocks until size bytes fit; NULL once *stop is set (stop may be NULL: never). */
+void *budget_get_unless(budget *b, size_t size, const atomic_bool *stop);
+void budget_put(budget *b, void *buf);
+/* Makes every waiter look at its stop flag. */
+void budget_wake(budget *b);
+void budget_free(budget *b);
 
 /* Worker group: run functions on threads; the first error wins and cancels the others. */
 typedef struct group group;

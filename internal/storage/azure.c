@@ -391,7 +391,7 @@ static err_code az_configure(az_storage *s, const config *cfg)
 	if (cfg->upload_concurrency > 0 && s->concurrency > cfg->upload_concurrency)
 		s->concurrency = (int)cfg->upload_concurrency;
 	s->width = cfg->upload_concurrency > 0 ? (int)cfg->upload_concurrency : 16;
-	s->parts = http_part_pool(s->block_size, AZ_PARTS_MEMORY, s->concurrency);
+	s->parts = budget_new(AZ_PARTS_MEMORY);
 
 	const char *ca = set->ca_cert_file;
 	if (ca != NULL && access(ca, R_OK) != 0)
@@ -410,7 +410,7 @@ static void az_free(storage *st)
 	az_storage *s = (az_storage *)st;
 	http_token_cache_free(&s->tokens);
 	http_client_free(&s->http);
-	pool_free(s->parts);
+	budget_free(s->parts);
 	if (s->key != NULL)
 		memset(s->key, 0, s->keylen);
 	free(s->key);

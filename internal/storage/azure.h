@@ -37,7 +37,7 @@ typedef struct az_storage {
 	size_t block_size;
 	int concurrency; /* blocks of one upload at once */
 	int width;		 /* batch deletes at once */
-	pool *parts;
+	budget *parts;
 	http_client http;
 	http_auth auth;
 } az_storage;

@@ -383,7 +383,7 @@ static err_code gcs_configure(gcs_storage *s, const config *cfg)
 		chunk = GCS_CHUNK_MAX;
 	s->chunk_size = chunk / (256u << 10) * (256u << 10);
 	s->width = cfg->upload_concurrency > 0 ? (int)cfg->upload_concurrency : 16;
-	s->parts = http_part_pool(s->chunk_size, GCS_PARTS_MEMORY, 1);
+	s->parts = budget_new(GCS_PARTS_MEMORY);
 
 	http_retry rt = { (int)set->max_retries, 128, 5000, 10, 30,
 					  set->context_timeout > 0 ? set->context_timeout : 3600 };
@@ -431,7 +431,7 @@ void gcs_storage_free(storage *st)
 	gcs_storage *s = (gcs_storage *)st;
 	http_token_cache_free(&s->tokens);
 	http_client_free(&s->http);
-	pool_free(s->parts);
+	budget_free(s->parts);
 	http_wipe_free(s->private_key);
 	http_wipe_free(s->client_secret);
 	http_wipe_free(s->refresh_token);

@@ -35,7 +35,7 @@ typedef struct gcs_storage {
 	char *csek_b64, *csek_sha_b64;
 	size_t chunk_size;
 	int width; /* parallel deletes */
-	pool *parts;
+	budget *parts;
 	http_client http;
 	http_auth auth;
 } gcs_storage;

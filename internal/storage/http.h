@@ -238,7 +238,7 @@ typedef struct http_part {
 	size_t len;
 	bool last;		 /* the object's final part */
 	char *id;		 /* the store's name for it (ETag, block id): set by ops->part */
-	pool *from;
+	void *up;		 /* upload.c's: where buf goes back */
 } http_part;
 
 /*
@@ -257,12 +257,13 @@ typedef struct http_upload_ops {
 
 typedef struct http_upload_cfg {
 	size_t part_size;
-	/* 0, or the first part's size: parts then double every second part up to part_size, so
-	 * a long stream's upload starts after first_part bytes rather than a whole part */
+	/* 0, or the size of every part while max_parts leaves room (doubling every twentieth
+	 * of max_parts up to part_size): a long stream's upload starts after first_part bytes
+	 * rather than a whole part, and more parts fit in flight in the same memory */
 	size_t first_part;
 	int concurrency; /* parts in flight; 1 sends them one after another, in order */
 	int max_parts;
-	pool *shared;	 /* buffers for parts after the first, shared by every upload */
+	budget *shared;	 /* buffers for parts after the first, shared by every upload */
 	const char *what; /* for messages */
 } http_upload_cfg;
 
@@ -272,9 +273,8 @@ typedef struct http_upload_cfg {
  * the rest from cfg->shared.
  */
 sink *http_upload_new(const http_upload_ops *ops, void *arg, const http_upload_cfg *cfg);
-/* The shared part pool for a store: as many part_size buffers as fit in mem (at least 1,
- * at most concurrency). */
-pool *http_part_pool(size_t part_size, size_t mem, int concurrency);
+/* The size of the part after the first n parts of an upload with cfg. */
+size_t http_part_size_after(const http_upload_cfg *cfg, int n);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Listings and conditional puts (upload.c)                                                    */

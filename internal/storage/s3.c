@@ -17,7 +17,7 @@
 
 #define MIB (1024ull * 1024)
 #define S3_DEFAULT_PART (20 * MIB)
-#define S3_PARTS_MEMORY (24 * MIB)
+#define S3_PARTS_MEMORY (20 * MIB)
 #define S3_DELETE_BATCH 1000
 
 static const storage_ops s3_ops;
@@ -209,12 +209,12 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	s->concurrency = cfg->upload_concurrency > 0 ? cfg->upload_concurrency : 16;
 	/*
 	 * Each upload fills its first part in a buffer of its own (an object that fits is one PUT)
-	 * and reuses that buffer for later parts when it is free again; other parts come from one
-	 * pool for the whole process, S3_PARTS_MEMORY / part size buffers (at least 1), so a
-	 * backup's memory does not grow with the number or length of its streams. Smaller parts
-	 * mean more of them in flight in the same memory.
+	 * and reuses that buffer for later parts when it is free again and large enough; other
+	 * parts take buffers from one budget of S3_PARTS_MEMORY bytes for the whole process, so a
+	 * backup's memory does not grow with the number or length of its streams. A partition's
+	 * 5 MiB parts put four in flight in it beside the streams' own first buffers.
 	 */
-	s->parts = http_part_pool(s->part_size, S3_PARTS_MEMORY, s->concurrency);
+	s->parts = budget_new(S3_PARTS_MEMORY);
 	s->delete_batch = set->delete_batch_size > 0 ? (size_t)set->delete_batch_size : S3_DELETE_BATCH;
 
 	http_retry rt = { 0 };
@@ -239,7 +239,7 @@ static void s3_free(storage *st)
 	if (s->creds_init)
 		s3_credprov_free(&s->creds);
 	http_client_free(&s->http);
-	pool_free(s->parts);
+	budget_free(s->parts);
 	free(s->bucket);
 	free(s->root);
 	free(s->describe);

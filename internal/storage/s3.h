@@ -130,7 +130,7 @@ typedef struct s3_storage {
 	size_t part_size;
 	int concurrency;
 	size_t delete_batch; /* keys per DeleteObjects request */
-	pool *parts; /* buffers for multipart parts after the first, shared by every upload */
+	budget *parts; /* buffers for multipart parts after the first, shared by every upload */
 	http_client http;
 	s3_credprov creds;
 	bool creds_init;

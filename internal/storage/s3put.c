@@ -237,7 +237,7 @@ err_code s3_put_open(storage *st, const char *key, sink **out)
 	return E_OK;
 }
 
-/* S3's smallest part but the last: the first parts of a long stream. */
+/* S3's smallest part but the last: a long stream's parts while 10,000 of them leave room. */
 #define S3_MIN_PART (5 * 1024 * 1024)
 
 err_code s3_put_long(storage *st, const char *key, sink **out)

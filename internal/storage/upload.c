@@ -3,9 +3,10 @@
  * the core's chunker into part-size pieces; the last full piece is held back until more bytes
  * come, so an object that fits in one part is one request and a multipart upload never ends
  * on an empty part. Parts go through a bounded channel to at most `concurrency` uploader
- * threads; their buffers come from one pool per store, so memory is bounded by the number of
- * buffers, never by the object's length. The object is completed only when every part
- * succeeded, and aborted otherwise.
+ * threads. Each upload fills its first part in a buffer of its own, so opening an object
+ * never waits on others; later parts take their buffers from one byte budget per store, so
+ * memory is bounded by the budget, never by the number or length of objects. The object is
+ * completed only when every part succeeded, and aborted otherwise.
  */
 #include "internal/storage/http.h"
 
@@ -18,7 +19,7 @@ typedef struct upload {
 	void *arg;
 	http_upload_cfg cfg;
 	chunker ck;
-	pool *first; /* one buffer: enough for an object that fits in one part */
+	pool *first; /* one buffer, the first part's size: enough for an object of one part */
 	void *first_buf;
 	uint64_t offset;
 	bool finishing;
@@ -34,14 +35,13 @@ typedef struct upload {
 	bool aborted;
 } upload;
 
-pool *http_part_pool(size_t part_size, size_t mem, int concurrency)
+/* A part's buffer back where it came from: the upload's own, or the store's budget. */
+static void release(upload *u, unsigned char *buf)
 {
-	size_t n = mem / part_size;
-	if (n < 1)
-		n = 1;
-	if (n > (size_t)concurrency)
-		n = (size_t)concurrency;
-	return pool_new(n, part_size);
+	if (buf == u->first_buf)
+		pool_put(u->first, buf);
+	else
+		budget_put(u->cfg.shared, buf);
 }
 
 static err_code worker(void *arg)
@@ -51,7 +51,7 @@ static err_code worker(void *arg)
 	while (chan_recv(u->ch, &item)) {
 		http_part *part = item;
 		err_code rc = u->ops->part(u->arg, part, &u->cancel);
-		pool_put(part->from, part->buf);
+		release(u, part->buf);
 		part->buf = NULL;
 		if (rc != E_OK)
 			return rc;
@@ -64,7 +64,7 @@ static void on_cancel(void *arg)
 	upload *u = arg;
 	atomic_store(&u->cancel, true);
 	chan_cancel(u->ch);
-	pool_wake(u->cfg.shared); /* this upload's producer may wait there; others go on */
+	budget_wake(u->cfg.shared); /* this upload's producer may wait there; others go on */
 }
 
 static void do_abort(upload *u)
@@ -83,39 +83,43 @@ static void do_abort(upload *u)
 		err_clear();
 }
 
-/* The chunker's buffers: the upload's own first, then the store's pool. */
+/*
+ * cfg->first_part while the part limit leaves room, doubling every twentieth of max_parts up
+ * to part_size: a long stream starts uploading after first_part bytes, keeps more parts in
+ * flight in the same memory, and still fits in max_parts parts when it is very long.
+ */
+size_t http_part_size_after(const http_upload_cfg *cfg, int n)
+{
+	size_t size = cfg->first_part;
+	if (size == 0 || size >= cfg->part_size)
+		return cfg->part_size;
+	int step = cfg->max_parts / 20 > 0 ? cfg->max_parts / 20 : 1;
+	for (int i = n / step; i > 0 && size < cfg->part_size; i--)
+		size *= 2;
+	return size < cfg->part_size ? size : cfg->part_size;
+}
+
+/* The chunker's buffers: the upload's own first while it is free and big enough, else the
+ * store's budget. */
 static err_code get_buf(void *arg, unsigned char **buf)
 {
 	upload *u = arg;
+	size_t size = u->ck.size;
+	void *b = NULL;
 	if (u->first == NULL)
-		u->first = pool_new(1, u->cfg.part_size);
-	void *b = pool_try_get(u->first); /* free again once its part is uploaded */
+		u->first = pool_new(1, size);
+	if (pool_buf_size(u->first) >= size)
+		b = pool_try_get(u->first); /* free again once its part is uploaded */
 	if (b != NULL)
 		u->first_buf = b;
 	else
-		b = pool_get_unless(u->cfg.shared, &u->cancel);
+		b = budget_get_unless(u->cfg.shared, size, &u->cancel);
 	if (b == NULL) {
 		err_code rc = u->g ? group_wait(u->g) : E_OK;
 		return rc != E_OK ? rc : err_set(E_CANCELLED, "upload of %s cancelled", u->cfg.what);
 	}
 	*buf = b;
 	return E_OK;
-}
-
-static pool *owner(upload *u, const unsigned char *buf)
-{
-	return buf == u->first_buf ? u->first : u->cfg.shared;
-}
-
-/* The size of the part after the first n: first_part, twice, then doubling every second part. */
-static size_t part_size_after(const http_upload_cfg *cfg, int n)
-{
-	size_t size = cfg->first_part;
-	if (size == 0 || size >= cfg->part_size)
-		return cfg->part_size;
-	for (int i = n / 2; i > 0 && size < cfg->part_size; i--)
-		size *= 2;
-	return size < cfg->part_size ? size : cfg->part_size;
 }
 
 static err_code put_part(void *arg, const unsigned char *data, size_t len)
@@ -126,7 +130,7 @@ static err_code put_part(void *arg, const unsigned char *data, size_t len)
 		if (!u->began) {
 			err_code rc = u->ops->begin(u->arg);
 			if (rc != E_OK) {
-				pool_put(owner(u, buf), buf);
+				release(u, buf);
 				return rc;
 			}
 			u->began = true;
@@ -135,7 +139,7 @@ static err_code put_part(void *arg, const unsigned char *data, size_t len)
 			group_on_cancel(u->g, on_cancel, u);
 		}
 		if (u->nparts >= u->cfg.max_parts) {
-			pool_put(owner(u, buf), buf);
+			release(u, buf);
 			return err_set(E_IO, "%s: more than %d parts of %zu bytes: raise the part size",
 						   u->cfg.what, u->cfg.max_parts, u->cfg.part_size);
 		}
@@ -145,15 +149,15 @@ static err_code put_part(void *arg, const unsigned char *data, size_t len)
 		part->buf = buf;
 		part->len = len;
 		part->last = u->finishing;
-		part->from = owner(u, buf);
+		part->up = u;
 		u->offset += len;
 		u->parts = xrealloc(u->parts, (size_t)(u->nparts + 1) * sizeof(*u->parts));
 		u->parts[u->nparts++] = part;
-		u->ck.size = part_size_after(&u->cfg, u->nparts); /* every buffer holds part_size */
+		u->ck.size = http_part_size_after(&u->cfg, u->nparts);
 		if (u->nworkers < u->cfg.concurrency) {
 			err_code rc = group_go(u->g, worker, u);
 			if (rc != E_OK) {
-				pool_put(part->from, part->buf);
+				release(u, part->buf);
 				part->buf = NULL;
 				return rc;
 			}
@@ -161,7 +165,7 @@ static err_code put_part(void *arg, const unsigned char *data, size_t len)
 		}
 		if (!chan_send(u->ch, part)) {
 			/* Cancelled: the part never reached a worker. */
-			pool_put(part->from, part->buf);
+			release(u, part->buf);
 			part->buf = NULL;
 			err_code rc = group_wait(u->g);
 			return rc != E_OK ? rc : err_set(E_CANCELLED, "upload of %s cancelled", u->cfg.what);
@@ -170,7 +174,7 @@ static err_code put_part(void *arg, const unsigned char *data, size_t len)
 	}
 	/* Finishing with nothing sent yet: the whole object is this one piece. */
 	err_code rc = u->ops->single(u->arg, buf, len);
-	pool_put(owner(u, buf), buf);
+	release(u, buf);
 	u->single_done = rc == E_OK;
 	return rc;
 }
@@ -209,7 +213,7 @@ static void part_release(void *item)
 {
 	http_part *part = item;
 	if (part->buf != NULL)
-		pool_put(part->from, part->buf);
+		release(part->up, part->buf);
 	part->buf = NULL;
 }
 
@@ -228,7 +232,7 @@ static void up_free(sink *sk)
 		chan_drain(u->ch, part_release);
 	chan_free(u->ch);
 	if (u->ck.buf != NULL)
-		pool_put(owner(u, u->ck.buf), u->ck.buf);
+		release(u, u->ck.buf);
 	for (int i = 0; i < u->nparts; i++) {
 		free(u->parts[i]->id);
 		free(u->parts[i]);
@@ -251,7 +255,7 @@ sink *http_upload_new(const http_upload_ops *ops, void *arg, const http_upload_c
 	if (u->cfg.concurrency < 1)
 		u->cfg.concurrency = 1;
 	atomic_init(&u->cancel, false);
-	u->ck.size = part_size_after(&u->cfg, 0);
+	u->ck.size = http_part_size_after(&u->cfg, 0);
 	u->ck.hold_last = true;
 	u->ck.get = get_buf;
 	u->ck.put = put_part;

@@ -74,6 +74,7 @@ def summarize(key, runs):
         "rss_mib": med([v["rss_kb"] / 1024.0 for v in vals]),
         "bytes": med([v["bytes"] for v in vals]),
         "backup_stop_s": med([v.get("stop_s") for v in vals]),
+        "server_cpu_s": med([v.get("server_cpu") for v in vals]),
     }
 
 

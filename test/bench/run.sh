@@ -95,10 +95,25 @@ pgbr() { as_pg pgbackrest --config="$PGBR_CONF" "$@"; }
 # timed LOGNAME CMD...: run CMD under /usr/bin/time (as root; as_pg inside CMD for postgres);
 # sets TM_WALL TM_USER TM_SYS TM_RSS_KB; CMD's output goes to $T/log/LOGNAME.log.
 TM_WALL=0 TM_USER=0 TM_SYS=0 TM_RSS_KB=0 STOP_S=null
+# SERVER_PIDS: the object-store daemons a section runs (set by s3.sh). On the same cores as the
+# tools they take CPU from them; timed adds what they used while a command ran (TM_SERVER_CPU,
+# seconds; null with none), so a report can tell a slower tool from a busier machine.
+SERVER_PIDS=()
+CLK_TCK=$(getconf CLK_TCK)
+server_ticks() {
+	local p t=0
+	for p in "${SERVER_PIDS[@]}"; do
+		# utime + stime: fields 14 and 15, counted after the ") " that ends the command name
+		[ -r "/proc/$p/stat" ] && t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }')))
+	done
+	echo "$t"
+}
+
 timed() {
-	local name=$1 tf=$T/times/$1.time rc
+	local name=$1 tf=$T/times/$1.time rc ticks
 	shift
 	sync
+	ticks=$(server_ticks)
 	set +e
 	/usr/bin/time -f '%e %U %S %M' -o "$tf" "$@" >"$T/log/$name.log" 2>&1 </dev/null
 	rc=$?
@@ -109,12 +124,16 @@ timed() {
 	fi
 	assert_no_sanitizer_reports "$T/log/$name.log"
 	read -r TM_WALL TM_USER TM_SYS TM_RSS_KB < <(tail -n 1 "$tf")
+	TM_SERVER_CPU=null
+	[ ${#SERVER_PIDS[@]} = 0 ] ||
+		TM_SERVER_CPU=$(awk -v a="$ticks" -v b="$(server_ticks)" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", (b - a) / hz }')
 }
 
 # sample DATASET OP TOOL CODEC SETTINGS RUN BYTES [NAME]: append the last timed figures
 sample() {
-	printf '{"dataset":"%s","op":"%s","tool":"%s","codec":"%s","settings":"%s","run":%s,"wall":%s,"user":%s,"sys":%s,"rss_kb":%s,"bytes":%s,"name":"%s","stop_s":%s}\n' \
-		"$1" "$2" "$3" "$4" "$5" "$6" "$TM_WALL" "$TM_USER" "$TM_SYS" "$TM_RSS_KB" "${7:-null}" "${8:-}" "$STOP_S" >>"$SAMPLES"
+	printf '{"dataset":"%s","op":"%s","tool":"%s","codec":"%s","settings":"%s","run":%s,"wall":%s,"user":%s,"sys":%s,"rss_kb":%s,"bytes":%s,"name":"%s","stop_s":%s,"server_cpu":%s}\n' \
+		"$1" "$2" "$3" "$4" "$5" "$6" "$TM_WALL" "$TM_USER" "$TM_SYS" "$TM_RSS_KB" "${7:-null}" "${8:-}" "$STOP_S" \
+		"${TM_SERVER_CPU:-null}" >>"$SAMPLES"
 	log "  $1 $2 $3 $4 ($5) run $6: ${TM_WALL}s wall, $(echo "$TM_USER $TM_SYS" | awk '{printf "%.1f", $1 + $2}')s cpu, $((TM_RSS_KB / 1024)) MiB rss${7:+, $(($7 / 1048576)) MiB stored}"
 }
 

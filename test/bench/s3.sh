@@ -149,6 +149,7 @@ s3_bench_stop() {
 	[ -f "$T/s3/pgbackrest.conf" ] && cp "$T/s3/pgbackrest.conf" "$PGBR_CONF"
 	s3_cleanup
 	S3_PIDS=()
+	SERVER_PIDS=()
 	S3_RGW_DIR=""
 	unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION AWS_DEFAULT_REGION S3_ENDPOINT \
 		WALC_S3_TEST_ENDPOINT CEPH_RGW_DIR RGW_PORT
@@ -164,6 +165,9 @@ bench_s3() { # DS
 	s3_rgw_start
 	s3_rgw_nodelay
 	s3_tls_start "$T/s3"
+	# RGW's daemons and stunnel: their CPU goes with each sample (run.sh's timed)
+	mapfile -t SERVER_PIDS < <(cat "$S3_RGW_DIR"/run/*.pid)
+	SERVER_PIDS+=("${S3_PIDS[@]}")
 	curl -sf -X PUT --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
 		-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$S3_ENDPOINT/$S3_BUCKET" >/dev/null || fail "creating bucket $S3_BUCKET"
 	cp "$PGBR_CONF" "$T/s3/pgbackrest.conf"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Base backups on S3 (Ceph RGW, which verifies SigV4): archive to S3, a full and a delta
-# backup-push (multipart parts, growing from 5 MiB in a long partition, several tar partitions,
+# backup-push (multipart parts of 5 MiB in a long partition, several tar partitions,
 # a tablespace, libsodium + zstd) and a
 # remote-mode push; backup-list; backup-fetch of the delta from S3 recovers to the quiet
 # source's dump and passes amcheck; delete retain on S3 leaves the newest backup restorable.
@@ -45,13 +45,16 @@ remote=$(push)
 log "full $full, delta $delta, remote $remote"
 parts=$(awsc s3 ls "s3://walc/backups/basebackups_005/$full/tar_partitions/" | grep -c part_)
 [ "$parts" -ge 2 ] || fail "expected several partitions on S3, got $parts"
-# A partition of 10 to 20 MiB went up as a long stream: parts of 5, 5 and the rest (with
-# whole 10 MiB parts it would be 2). A multipart ETag ends in -<number of parts>.
+# A partition of 10 to 20 MiB went up as a long stream: parts of 5 MiB however large
+# S3_MAX_PART_SIZE is (with whole 10 MiB parts it would be 2). A multipart ETag ends in
+# -<number of parts>.
 long=$(awsc s3api list-objects-v2 --bucket walc --prefix "backups/basebackups_005/$full/tar_partitions/" \
-	--query 'Contents[].[Size,ETag]' --output text | awk '$1 > 10485760 && $1 <= 20971520 { print $2 }')
+	--query 'Contents[].[Size,ETag]' --output text | awk '$1 > 10485760 && $1 <= 20971520 { print $1 "," $2 }')
 [ -n "$long" ] || fail "no partition of 10 to 20 MiB on S3 to check the part sizes of"
-for etag in $long; do
-	[[ $etag == *-3\" ]] || fail "a partition of 10 to 20 MiB must be 3 parts (5, 5, rest), ETag $etag"
+for obj in $long; do
+	size=${obj%%,*} etag=${obj#*,}
+	want=$(((size + 5242879) / 5242880))
+	[[ $etag == *-$want\" ]] || fail "a partition of $size bytes must be $want parts of 5 MiB, ETag $etag"
 done
 
 wrun "${E[@]}" -- backup-list

@@ -9,6 +9,7 @@
 #include "internal/pipe/pipe.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -43,6 +44,9 @@ typedef struct op {
 	pthread_t tid;
 	chan *c;
 	pool *p;
+	budget *b;
+	size_t size;	   /* budget_get_unless: bytes asked */
+	atomic_bool *stop; /* and its stop flag */
 	void *item;
 	atomic_bool started;
 	atomic_bool done;
@@ -78,6 +82,15 @@ static void *op_get(void *arg)
 }
 
 /* Start the call and give it time to reach its wait: it must still be blocked afterwards. */
+static void *op_budget_get(void *arg)
+{
+	op *o = arg;
+	atomic_store(&o->started, true);
+	o->got = budget_get_unless(o->b, o->size, o->stop);
+	atomic_store(&o->done, true);
+	return NULL;
+}
+
 static void op_start_blocked(op *o, void *(*fn)(void *))
 {
 	assert_int_equal(pthread_create(&o->tid, NULL, fn, o), 0);
@@ -282,6 +295,80 @@ static void test_pool_cancel(void **state)
 	assert_non_null(pool_get(p));
 	pool_cancel(p);
 	pool_free(p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* budget                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Buffers of different sizes up to the limit, then a wait until one comes back. */
+static void test_budget_waits_for_room(void **state)
+{
+	(void)state;
+	budget *b = budget_new(10000);
+	void *a = budget_get_unless(b, 4000, NULL);
+	void *c = budget_get_unless(b, 6000, NULL);
+	assert_non_null(a);
+	assert_non_null(c);
+	memset(a, 1, 4000); /* the whole size is usable (ASan checks) */
+	memset(c, 2, 6000);
+
+	op o = {.b = b, .size = 3000};
+	op_start_blocked(&o, op_budget_get);
+	budget_put(b, a);
+	op_join(&o);
+	assert_ptr_equal(o.got, a); /* the smallest idle buffer that holds it, reused */
+	budget_put(b, o.got);
+	budget_put(b, c);
+	budget_free(b);
+	budget_free(NULL);
+}
+
+/* Idle buffers too small for a request are freed to make room for it. */
+static void test_budget_frees_idle_for_larger(void **state)
+{
+	(void)state;
+	budget *b = budget_new(10000);
+	void *small[2];
+	for (int i = 0; i < 2; i++)
+		assert_non_null(small[i] = budget_get_unless(b, 4000, NULL));
+	for (int i = 0; i < 2; i++)
+		budget_put(b, small[i]);
+	/* 8000 allocated and idle: 9000 fits only once both are freed. */
+	void *big = budget_get_unless(b, 9000, NULL);
+	assert_non_null(big);
+	memset(big, 3, 9000);
+
+	/* With big busy, 2000 more would pass the limit: it waits... */
+	op o = {.b = b, .size = 2000};
+	op_start_blocked(&o, op_budget_get);
+	budget_put(b, big);
+	op_join(&o);
+	assert_ptr_equal(o.got, big); /* ...and then takes the idle one rather than allocating */
+	budget_put(b, o.got);
+	budget_free(b);
+}
+
+/* A request over the whole limit is given when nothing else is allocated; stop wakes waiters. */
+static void test_budget_oversize_and_stop(void **state)
+{
+	(void)state;
+	budget *b = budget_new(1000);
+	void *huge = budget_get_unless(b, 5000, NULL);
+	assert_non_null(huge);
+	memset(huge, 4, 5000);
+
+	atomic_bool stop;
+	atomic_init(&stop, false);
+	op o = {.b = b, .size = 10, .stop = &stop};
+	op_start_blocked(&o, op_budget_get);
+	atomic_store(&stop, true);
+	budget_wake(b);
+	op_join(&o);
+	assert_null(o.got);
+	assert_null(budget_get_unless(b, 10, &stop)); /* already stopped: NULL at once */
+	budget_put(b, huge);
+	budget_free(b);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -645,6 +732,45 @@ static void test_stress_pool(void **state)
 	stress_run(true);
 }
 
+/* Threads taking and returning buffers of changing sizes: none is handed to two at once. */
+typedef struct budget_user {
+	budget *b;
+	unsigned seed;
+} budget_user;
+
+static err_code budget_stress_user(void *arg)
+{
+	budget_user *u = arg;
+	unsigned char mark = (unsigned char)(u->seed & 0xff);
+	for (int i = 0; i < 2000; i++) {
+		size_t size = 1 + (size_t)rand_r(&u->seed) % 3000;
+		unsigned char *buf = budget_get_unless(u->b, size, NULL);
+		if (buf == NULL)
+			return err_set(E_IO, "no buffer");
+		memset(buf, mark, size);
+		for (size_t j = 0; j < size; j += 97)
+			if (buf[j] != mark)
+				return err_set(E_CORRUPT, "buffer shared by two users");
+		budget_put(u->b, buf);
+	}
+	return E_OK;
+}
+
+static void test_stress_budget(void **state)
+{
+	(void)state;
+	budget *b = budget_new(8000);
+	budget_user users[4];
+	group *g = group_new();
+	for (int i = 0; i < 4; i++) {
+		users[i] = (budget_user){ b, (unsigned)i + 1 };
+		assert_int_equal(group_go(g, budget_stress_user, &users[i]), E_OK);
+	}
+	assert_int_equal(group_wait(g), E_OK);
+	group_free(g);
+	budget_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -655,6 +781,9 @@ int main(void)
 		cmocka_unit_test(test_chan_cancel_unblocks),
 		cmocka_unit_test(test_pool_blocks_until_put),
 		cmocka_unit_test(test_pool_cancel),
+		cmocka_unit_test(test_budget_waits_for_room),
+		cmocka_unit_test(test_budget_frees_idle_for_larger),
+		cmocka_unit_test(test_budget_oversize_and_stop),
 		cmocka_unit_test(test_group_all_ok),
 		cmocka_unit_test(test_group_one_fails_others_cancelled),
 		cmocka_unit_test(test_group_first_error_wins),
@@ -663,6 +792,7 @@ int main(void)
 		cmocka_unit_test(test_group_stack_and_nested_go),
 		cmocka_unit_test(test_stress_chan),
 		cmocka_unit_test(test_stress_pool),
+		cmocka_unit_test(test_stress_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -640,7 +640,7 @@ static void test_multipart(void **state)
 	unsetenv("S3_MAX_PART_SIZE");
 }
 
-/* A long stream's parts: 5 MiB twice, then doubling every second part up to the part size. */
+/* A long stream's parts: 5 MiB while S3's 10,000-part limit leaves room, then growing. */
 static void test_multipart_long(void **state)
 {
 	(void)state;
@@ -648,16 +648,32 @@ static void test_multipart_long(void **state)
 	http_set_test_hook(fake_hook, &f, 0);
 	storage *st;
 	assert_int_equal(open_s3("s3://b/root", &st), E_OK); /* S3_MAX_PART_SIZE: 20 MiB */
-	const size_t mib = 1048576, want[] = { 5 * mib, 5 * mib, 10 * mib, 10 * mib, 20 * mib, 123 };
+	const size_t mib = 1048576;
 	size_t n = 50 * mib + 123;
 	unsigned char *data = xmalloc(n);
 	fill(data, n, 7);
 	sink *s;
 	assert_int_equal(storage_put_long(st, "k/part", &s), E_OK);
 	write_uneven(s, data, n, 3000001, &f);
-	for (int i = 0; i < 6; i++)
-		assert_int_equal(f.partlen[i], want[i]);
-	assert_null(f.parts[6]);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(f.partlen[i], 5 * mib);
+	assert_int_equal(f.partlen[10], 123);
+	assert_null(f.parts[11]);
+
+	/* The schedule: 5 MiB for 500 parts, 10 for the next 500, then the part size; 10,000
+	 * parts still hold 183 GiB. */
+	http_upload_cfg cfg = { .part_size = 20 * mib, .first_part = 5 * mib, .max_parts = 10000 };
+	assert_int_equal(http_part_size_after(&cfg, 0), 5 * mib);
+	assert_int_equal(http_part_size_after(&cfg, 499), 5 * mib);
+	assert_int_equal(http_part_size_after(&cfg, 500), 10 * mib);
+	assert_int_equal(http_part_size_after(&cfg, 1000), 20 * mib);
+	assert_int_equal(http_part_size_after(&cfg, 9999), 20 * mib);
+	uint64_t total = 0;
+	for (int i = 0; i < cfg.max_parts; i++)
+		total += http_part_size_after(&cfg, i);
+	assert_int_equal(total, 187500 * mib);
+	cfg.first_part = 0; /* a plain put: every part the part size */
+	assert_int_equal(http_part_size_after(&cfg, 0), 20 * mib);
 
 	/* A long stream that stays short is still one PUT; so is a plain put of 12 MiB (WAL). */
 	for (int i = 0; i < 2; i++) {
