@@ -110,10 +110,13 @@ static err_code get_buf(void *arg, unsigned char **buf)
 		u->first = pool_new(1, size);
 	if (pool_buf_size(u->first) >= size)
 		b = pool_try_get(u->first); /* free again once its part is uploaded */
-	if (b != NULL)
-		u->first_buf = b;
-	else
+	if (b != NULL) {
+		/* Written once, before any part reaches a worker: release reads it there. */
+		if (u->first_buf == NULL)
+			u->first_buf = b;
+	} else {
 		b = budget_get_unless(u->cfg.shared, size, &u->cancel);
+	}
 	if (b == NULL) {
 		err_code rc = u->g ? group_wait(u->g) : E_OK;
 		return rc != E_OK ? rc : err_set(E_CANCELLED, "upload of %s cancelled", u->cfg.what);
