@@ -39,10 +39,6 @@ void *pool_try_get(pool *p);
 void pool_put(pool *p, void *buf);
 size_t pool_buf_size(const pool *p);
 void pool_cancel(pool *p);
-/* For a pool shared by several users: pool_get that gives up (NULL) once *stop is set... */
-void *pool_get_unless(pool *p, const atomic_bool *stop);
-/* ...and the wake-up that makes a waiter look at its stop flag. */
-void pool_wake(pool *p);
 void pool_free(pool *p);
 
 /*

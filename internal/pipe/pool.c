@@ -34,19 +34,6 @@ pool *pool_new(size_t count, size_t size)
 	return p;
 }
 
-void *pool_get_unless(pool *p, const atomic_bool *stop)
-{
-	void *buf = NULL;
-
-	pthread_mutex_lock(&p->mu);
-	while (p->nidle == 0 && !p->cancelled && !(stop != NULL && atomic_load(stop)))
-		pthread_cond_wait(&p->returned, &p->mu);
-	if (!p->cancelled && !(stop != NULL && atomic_load(stop)))
-		buf = p->idle[--p->nidle];
-	pthread_mutex_unlock(&p->mu);
-	return buf;
-}
-
 void *pool_try_get(pool *p)
 {
 	void *buf = NULL;
@@ -60,14 +47,15 @@ void *pool_try_get(pool *p)
 
 void *pool_get(pool *p)
 {
-	return pool_get_unless(p, NULL);
-}
+	void *buf = NULL;
 
-void pool_wake(pool *p)
-{
 	pthread_mutex_lock(&p->mu);
-	pthread_cond_broadcast(&p->returned);
+	while (p->nidle == 0 && !p->cancelled)
+		pthread_cond_wait(&p->returned, &p->mu);
+	if (!p->cancelled)
+		buf = p->idle[--p->nidle];
 	pthread_mutex_unlock(&p->mu);
+	return buf;
 }
 
 #ifndef NDEBUG
