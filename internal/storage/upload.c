@@ -5,7 +5,10 @@
  * on an empty part. Parts go through a bounded channel to at most `concurrency` uploader
  * threads. Each upload fills its first part in a buffer of its own, so opening an object
  * never waits on others; later parts take their buffers from one byte budget per store, so
- * memory is bounded by the budget, never by the number or length of objects. The object is
+ * memory is bounded by the budget, never by the number or length of objects. When the budget
+ * is spent, an upload also takes its own buffer back as soon as its part is up: it never
+ * depends on other uploads' progress, so a writer that others wait on (files_metadata.json,
+ * streamed while the partitions are written) cannot deadlock with them. The object is
  * completed only when every part succeeded, and aborted otherwise.
  */
 #include "internal/storage/http.h"
@@ -31,6 +34,7 @@ typedef struct upload {
 	group *g;
 	int nworkers;
 	atomic_bool cancel;
+	atomic_bool wake; /* set on cancel and when the own buffer comes back */
 	bool done;
 	bool aborted;
 } upload;
@@ -38,10 +42,14 @@ typedef struct upload {
 /* A part's buffer back where it came from: the upload's own, or the store's budget. */
 static void release(upload *u, unsigned char *buf)
 {
-	if (buf == u->first_buf)
+	if (buf == u->first_buf) {
 		pool_put(u->first, buf);
-	else
+		/* The producer may be waiting on the budget for a buffer this one can replace. */
+		atomic_store(&u->wake, true);
+		budget_wake(u->cfg.shared);
+	} else {
 		budget_put(u->cfg.shared, buf);
+	}
 }
 
 static err_code worker(void *arg)
@@ -63,6 +71,7 @@ static void on_cancel(void *arg)
 {
 	upload *u = arg;
 	atomic_store(&u->cancel, true);
+	atomic_store(&u->wake, true);
 	chan_cancel(u->ch);
 	budget_wake(u->cfg.shared); /* this upload's producer may wait there; others go on */
 }
@@ -99,23 +108,37 @@ size_t http_part_size_after(const http_upload_cfg *cfg, int n)
 	return size < cfg->part_size ? size : cfg->part_size;
 }
 
-/* The chunker's buffers: the upload's own first while it is free and big enough, else the
- * store's budget. */
+/*
+ * The chunker's buffers: the upload's own first while it is free and big enough, else one
+ * from the store's budget or the own one back from its upload, whichever comes first.
+ */
+static void *any_buf(upload *u, size_t size)
+{
+	bool own = pool_buf_size(u->first) >= size;
+	for (;;) {
+		/* Cleared before looking, so a buffer returned after the look still wakes us. */
+		atomic_store(&u->wake, false);
+		void *b = own ? pool_try_get(u->first) : NULL;
+		if (b != NULL || atomic_load(&u->cancel))
+			return b;
+		b = budget_get_unless(u->cfg.shared, size, &u->wake);
+		if (b != NULL || atomic_load(&u->cancel))
+			return b;
+	}
+}
+
 static err_code get_buf(void *arg, unsigned char **buf)
 {
 	upload *u = arg;
 	size_t size = u->ck.size;
 	void *b = NULL;
-	if (u->first == NULL)
+	if (u->first == NULL) {
 		u->first = pool_new(1, size);
-	if (pool_buf_size(u->first) >= size)
-		b = pool_try_get(u->first); /* free again once its part is uploaded */
-	if (b != NULL) {
+		b = pool_try_get(u->first);
 		/* Written once, before any part reaches a worker: release reads it there. */
-		if (u->first_buf == NULL)
-			u->first_buf = b;
+		u->first_buf = b;
 	} else {
-		b = budget_get_unless(u->cfg.shared, size, &u->cancel);
+		b = any_buf(u, size);
 	}
 	if (b == NULL) {
 		err_code rc = u->g ? group_wait(u->g) : E_OK;
@@ -258,6 +281,7 @@ sink *http_upload_new(const http_upload_ops *ops, void *arg, const http_upload_c
 	if (u->cfg.concurrency < 1)
 		u->cfg.concurrency = 1;
 	atomic_init(&u->cancel, false);
+	atomic_init(&u->wake, false);
 	u->ck.size = http_part_size_after(&u->cfg, 0);
 	u->ck.hold_last = true;
 	u->ck.get = get_buf;
