@@ -79,7 +79,7 @@ err_code part_open(push_state *st, part *p)
 	p->frame_at = 0;
 	p->codec_sink = s;
 	p->tw = tar_writer_new(s);
-	p->members = json_array();
+	memset(&p->members, 0, sizeof(p->members));
 	p->content = 0;
 	return E_OK;
 }
@@ -87,7 +87,7 @@ err_code part_open(push_state *st, part *p)
 void part_discard(part *p)
 {
 	tar_writer_free(p->tw);
-	json_decref(p->members);
+	namelist_free(&p->members);
 	free(p->key);
 	memset(p, 0, sizeof(*p));
 }
@@ -97,9 +97,7 @@ err_code part_close(push_state *st, part *p)
 	err_code rc = tar_writer_finish(p->tw);
 	if (rc == E_OK) {
 		__atomic_add_fetch(&st->compressed, p->stored, __ATOMIC_RELAXED);
-		pthread_mutex_lock(&st->lock);
-		json_object_set(st->tar_sets, base_of(p->key), p->members);
-		pthread_mutex_unlock(&st->lock);
+		fmeta_part(st, base_of(p->key), &p->members);
 		push_published(st, p->key);
 		log_debug("stored %s", p->key);
 	}
@@ -247,8 +245,8 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 }
 
 /* frame: the offset of the member's frame in its part, or -1 when not recorded. */
-static void record(push_state *st, const walk_entry *e, delta_kind kind, corrupt *c,
-				   int64_t frame)
+static err_code record(push_state *st, const walk_entry *e, delta_kind kind, corrupt *c,
+					   int64_t frame)
 {
 	json_t *rec = file_record(&e->st, kind);
 	if (frame >= 0)
@@ -272,9 +270,7 @@ static void record(push_state *st, const walk_entry *e, delta_kind kind, corrupt
 		json_object_set_new(rec, "CorruptBlocks", cb);
 		__atomic_add_fetch(&st->corrupt_blocks, c->count, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_lock(&st->lock);
-	json_object_set_new(st->files, e->member, rec);
-	pthread_mutex_unlock(&st->lock);
+	return fmeta_file(st, e->member, rec);
 }
 
 /* FRAME_MIN's rule, before a member of size bytes: end the frame under way if it is due. */
@@ -294,10 +290,8 @@ static err_code pack_one(push_state *st, part *p, const walk_entry *e, unsigned 
 	delta_kind kind = S_ISDIR(e->st.st_mode) ? DELTA_WHOLE
 											 : delta_classify(&st->delta, e->member, &e->st);
 	corrupt c = { 0, NULL, "" };
-	if (kind == DELTA_SKIP) {
-		record(st, e, kind, &c, -1);
-		return E_OK;
-	}
+	if (kind == DELTA_SKIP)
+		return record(st, e, kind, &c, -1);
 	if (p->tw == NULL)
 		TRY(part_open(st, p));
 	int64_t frame = -1;
@@ -323,9 +317,10 @@ static err_code pack_one(push_state *st, part *p, const walk_entry *e, unsigned 
 			return E_OK;
 	}
 	p->frame_in += tar_writer_offset(p->tw) - tar_before;
-	json_array_append_new(p->members, json_string(e->member));
+	if (st->fmeta != NULL)
+		namelist_add(&p->members, e->member);
 	if (strcmp(e->member, "/") != 0)
-		record(st, e, kind, &c, frame);
+		TRY(record(st, e, kind, &c, frame));
 	if (p->content > (uint64_t)st->cfg->tar_size_threshold)
 		return part_close(st, p);
 	return E_OK;

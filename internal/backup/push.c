@@ -45,6 +45,7 @@ err_code push_claim(push_state *st, uint64_t lsn, uint32_t tli)
 {
 	const char *base = st->delta.active ? st->delta.name : NULL;
 	TRY(catalog_claim(st->r, st->name, lsn, tli, base, on_claim_lost, st, &st->claim));
+	TRY(fmeta_open(st));
 	if (base == NULL)
 		return E_OK;
 	/* The base chosen before the claim must not be going away under retention. */
@@ -315,10 +316,10 @@ err_code push_store_tail(push_state *st, backup_sentinel *sen, const char *label
 	size_t llen[] = { strlen(label), strlen(spcmap) };
 	err_code rc = pack_small_tar(st, "backup_label.tar", lname, ldata, llen, 2, 0600, &key);
 	if (rc == E_OK) {
-		json_t *members = json_array();
-		json_array_append_new(members, json_string("backup_label"));
-		json_array_append_new(members, json_string("tablespace_map"));
-		json_object_set_new(st->tar_sets, strrchr(key, '/') + 1, members);
+		namelist members = { 0 };
+		namelist_add(&members, "backup_label");
+		namelist_add(&members, "tablespace_map");
+		fmeta_part(st, strrchr(key, '/') + 1, &members);
 	}
 	free(key);
 	TRY(rc);
@@ -340,18 +341,7 @@ err_code push_store_tail(push_state *st, backup_sentinel *sen, const char *label
 	TRY(rc);
 
 	/* WALG_WITHOUT_FILES_METADATA: the sentinel says so; restores then take every part. */
-	if (!sen->files_metadata_disabled) {
-		json_t *fm = json_object();
-		json_object_set(fm, "Files", st->files);
-		json_object_set(fm, "TarFileSets", st->tar_sets);
-		char *fkey = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", st->name);
-		rc = catalog_put_json(st->r, fkey, fm);
-		json_decref(fm);
-		if (rc == E_OK)
-			push_published(st, fkey);
-		free(fkey);
-		TRY(rc);
-	}
+	TRY(fmeta_finish(st));
 	TRY(verify_objects(st));
 
 	char *skey = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, st->name);
@@ -558,13 +548,12 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 
 	pthread_mutex_init(&st.lock, NULL);
 	st.disk = cfg->disk_rate_limit ? rate_new(cfg->disk_rate_limit) : NULL;
-	st.files = json_object();
-	st.tar_sets = json_object();
 	st.published = json_array();
 	gethostname(host, sizeof(host) - 1);
 	sen.hostname = xstrdup(host);
 	sen.is_permanent = opt->permanent;
 	sen.files_metadata_disabled = opt->without_files_metadata || cfg->without_files_metadata;
+	st.no_files_metadata = sen.files_metadata_disabled;
 
 	err_code rc = opt->pgdata != NULL ? push_local(cfg, opt, &st, &sen, &s)
 									  : push_remote_all(cfg, opt, &st, &sen);
@@ -589,8 +578,7 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	/* Closing the session ends a backup still running on the server. */
 	pg_disconnect(s);
 	catalog_sentinel_free(&sen);
-	json_decref(st.files);
-	json_decref(st.tar_sets);
+	fmeta_free(st.fmeta);
 	json_decref(st.published);
 	json_decref(st.spec);
 	delta_free(&st.delta);

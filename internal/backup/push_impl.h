@@ -58,6 +58,23 @@ typedef struct walk_entry {
 	struct stat st;
 } walk_entry;
 
+/*
+ * Names packed by front coding (fmeta.c): each keeps only what differs from the one before,
+ * a few bytes a name in walk order.
+ */
+typedef struct namelist {
+	unsigned char *data;
+	size_t len, cap;
+	char *last; /* the name added last */
+	size_t last_len, last_cap;
+	size_t count;
+} namelist;
+void namelist_add(namelist *l, const char *name);
+void namelist_each(const namelist *l, void (*fn)(void *arg, const char *name), void *arg);
+void namelist_free(namelist *l);
+
+typedef struct fmeta fmeta;
+
 typedef struct push_state {
 	repo *r;
 	const config *cfg;
@@ -70,10 +87,10 @@ typedef struct push_state {
 	rate *disk;	   /* WALG_DISK_RATE_LIMIT, or NULL */
 	delta_base delta;
 	int part_seq; /* atomic: last part number used */
-	pthread_mutex_t lock; /* guards the JSON below */
-	json_t *files;		  /* Files of files_metadata.json */
-	json_t *tar_sets;	  /* TarFileSets */
-	json_t *spec;		  /* tablespace spec, or NULL */
+	pthread_mutex_t lock; /* guards fmeta, spec and published */
+	bool no_files_metadata; /* WALG_WITHOUT_FILES_METADATA */
+	fmeta *fmeta;			/* files_metadata.json being written, or NULL */
+	json_t *spec;			/* tablespace spec, or NULL */
 	/* counters, updated atomically */
 	uint64_t uncompressed; /* tar member content */
 	uint64_t compressed;   /* bytes stored */
@@ -100,7 +117,7 @@ typedef struct part {
 	tar_writer *tw;
 	sink *codec_sink; /* under tw: where frames are ended */
 	char *key;
-	json_t *members; /* TarFileSets entry */
+	namelist members; /* its TarFileSets entry */
 	uint64_t content;
 	uint64_t stored;   /* bytes of this object so far (at a cut: the next frame's offset) */
 	bool frames;	   /* members start frames of their own (pack.c's cut rule) */
@@ -132,6 +149,18 @@ err_code walk_pgdata(void *arg);
 err_code pack_entries(void *arg);
 /* The Files record of one entry, in WAL-G's shape. */
 json_t *file_record(const struct stat *st, delta_kind kind);
+
+/*
+ * files_metadata.json, streamed (fmeta.c). fmeta_open starts it once the push has claimed its
+ * name (nothing when WALG_WITHOUT_FILES_METADATA); fmeta_file writes one Files record, taking
+ * rec (thread-safe); fmeta_part keeps a closed partition's names for TarFileSets, taking them;
+ * fmeta_finish ends and publishes it; fmeta_free discards one that was not finished.
+ */
+err_code fmeta_open(push_state *st);
+err_code fmeta_file(push_state *st, const char *member, json_t *rec);
+void fmeta_part(push_state *st, const char *base, namelist *names);
+err_code fmeta_finish(push_state *st);
+void fmeta_free(fmeta *f);
 /* Stores one small tar object (pg_control, backup_label) with the given members. */
 err_code pack_small_tar(push_state *st, const char *base, const char *const *names,
 						const char *const *data, const size_t *lens, int n, uint32_t mode,

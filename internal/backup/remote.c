@@ -126,7 +126,8 @@ static err_code rm_entry_end(void *ctx)
 		stored = incr_conv_stored(rm->inc);
 	} else
 		TRY(tar_writer_end(rm->p.tw));
-	json_array_append_new(rm->p.members, json_string(rm->member));
+	if (rm->st->fmeta != NULL)
+		namelist_add(&rm->p.members, rm->member);
 	if (strcmp(rm->member, "/") != 0) {
 		json_t *rec = file_record(&rm->sb, rm->inc ? DELTA_INCREMENT : DELTA_WHOLE);
 		if (rm->hash != NULL) {
@@ -135,9 +136,7 @@ static err_code rm_entry_end(void *ctx)
 			json_object_set_new(rec, "Checksum", json_string(sum));
 			json_object_set_new(rec, "Size", json_integer((json_int_t)rm->sb.st_size));
 		}
-		pthread_mutex_lock(&rm->st->lock);
-		json_object_set_new(rm->st->files, rm->member, rec);
-		pthread_mutex_unlock(&rm->st->lock);
+		TRY(fmeta_file(rm->st, rm->member, rec));
 	}
 	if (S_ISREG(rm->sb.st_mode)) {
 		rm->p.content += stored;

@@ -1,6 +1,9 @@
 /*
- * The walker: PGDATA in lexical order, WAL-G's exclusions (§7.2), and each tablespace's tree
- * under /pg_tblspc/<oid>. Only names and stat results travel to the packers.
+ * The walker: PGDATA, WAL-G's exclusions (§7.2), and each tablespace's tree under
+ * /pg_tblspc/<oid>. Only names and stat results travel to the packers. Each directory is
+ * walked in the order the file system lists it, not sorted as WAL-G does: sorting needs the
+ * whole listing in memory, and a database directory can hold hundreds of thousands of
+ * relation files. Nothing depends on the order; a directory still comes before its contents.
  */
 #include "internal/backup/push_impl.h"
 
@@ -50,11 +53,6 @@ static err_code emit(push_state *st, const char *path, const char *member, const
 		return err_set(E_CANCELLED, "backup cancelled");
 	}
 	return E_OK;
-}
-
-static int by_name(const struct dirent **a, const struct dirent **b)
-{
-	return strcmp((*a)->d_name, (*b)->d_name);
 }
 
 static err_code walk_dir(push_state *st, const char *dir, const char *member, bool root);
@@ -125,9 +123,8 @@ static err_code walk_child(push_state *st, const char *dir, const char *member, 
 
 static err_code walk_dir(push_state *st, const char *dir, const char *member, bool root)
 {
-	struct dirent **list;
-	int n = scandir(dir, &list, NULL, by_name);
-	if (n < 0) {
+	DIR *d = opendir(dir);
+	if (d == NULL) {
 		if (errno == ENOENT && !root) {
 			log_warn("%s vanished during the backup; skipped", dir);
 			return E_OK;
@@ -135,17 +132,25 @@ static err_code walk_dir(push_state *st, const char *dir, const char *member, bo
 		return err_errno(E_IO, errno, "listing %s", dir);
 	}
 	err_code rc = E_OK;
-	for (int i = 0; i < n; i++) {
-		const char *name = list[i]->d_name;
-		if (rc == E_OK && strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
-			if (group_cancelled(st->g))
-				rc = err_set(E_CANCELLED, "backup cancelled");
-			else
-				rc = walk_child(st, dir, member, name);
+	for (;;) {
+		errno = 0;
+		struct dirent *de = readdir(d);
+		if (de == NULL) {
+			if (errno != 0)
+				rc = err_errno(E_IO, errno, "listing %s", dir);
+			break;
 		}
-		free(list[i]);
+		const char *name = de->d_name;
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+			continue;
+		if (group_cancelled(st->g))
+			rc = err_set(E_CANCELLED, "backup cancelled");
+		else
+			rc = walk_child(st, dir, member, name);
+		if (rc != E_OK)
+			break;
 	}
-	free(list);
+	closedir(d);
 	return rc;
 }
 
