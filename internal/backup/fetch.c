@@ -62,7 +62,7 @@ static err_code load_files_meta(repo *r, level *l)
 }
 
 /* Newest first while walking DeltaFrom, then reversed so lv[0] is the full. */
-err_code load_chain(repo *r, const char *name, chain *c)
+err_code load_chain(repo *r, const char *name, bool lone_full_meta, chain *c)
 {
 	size_t cap = 4;
 	char *cur = xstrdup(name);
@@ -81,7 +81,8 @@ err_code load_chain(repo *r, const char *name, chain *c)
 		l->name = cur;
 		c->n++;
 		TRY(catalog_sentinel_read(r, cur, &l->s));
-		TRY(load_files_meta(r, l));
+		if (lone_full_meta || l->s.is_delta || c->n > 1)
+			TRY(load_files_meta(r, l));
 		if (!l->s.is_delta)
 			break;
 		cur = xstrdup(l->s.delta_from);
@@ -508,7 +509,7 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 		? catalog_resolve(r, opt->name, &name)
 		: catalog_find_by_user_data(r, opt->user_data, "backup-fetch --target-user-data", &name);
 	if (rc == E_OK)
-		rc = load_chain(r, name, &c);
+		rc = load_chain(r, name, opt->delta, &c);
 	if (rc == E_OK)
 		rc = compute_needs(&c);
 	if (rc == E_OK && r->crypt != NULL)

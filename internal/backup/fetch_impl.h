@@ -17,8 +17,12 @@ typedef struct chain {
 	size_t n;
 } chain;
 
-/* The chain ending at backup name, full first, each level's files_metadata.json loaded. */
-err_code load_chain(repo *r, const char *name, chain *c);
+/*
+ * The chain ending at backup name, full first, each level's files_metadata.json loaded; a
+ * lone full backup's only when lone_full_meta (nothing in it is needed to restore a full
+ * backup whole, and it holds a record of every file).
+ */
+err_code load_chain(repo *r, const char *name, bool lone_full_meta, chain *c);
 void chain_free(chain *c);
 const json_t *files_of(const level *l);
 

@@ -435,7 +435,7 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 	v->backup = name;
 	v->objects = v->files = v->pages = v->wal_segments = v->done = v->total = 0;
 	v->started = v->last_log = time(NULL);
-	err_code rc = load_chain(r, name, &c);
+	err_code rc = load_chain(r, name, true, &c);
 	if (rc != E_OK) {
 		/* A chain that cannot be read is this backup's problem, not the end of --all. */
 		if (rc == E_CANCELLED)
