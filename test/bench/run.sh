@@ -12,7 +12,8 @@
 #   BENCH_OUT=test/bench/results
 #   BENCH_SECTIONS="full delta delta-restore s3 stores wal small remote"   which parts to run
 #                          (full is needed by delta, delta-restore, s3 and stores; each section's
-#                          file says what it does; remote runs PostgreSQL 17 in the trixie chroot)
+#                          file says what it does; remote runs PostgreSQL 17 in the trixie chroot;
+#                          files, not in the default, measures memory at 200,000 files)
 #   KEEP=1                 keep the temporary directory
 #
 # Quick smoke run: BENCH_SCALE=10 BENCH_RUNS=1 make bench
@@ -514,6 +515,8 @@ bench_perf() { # DS
 . "$BENCH_DIR/stores.sh"
 # shellcheck source=test/bench/remote.sh
 . "$BENCH_DIR/remote.sh"
+# shellcheck source=test/bench/files.sh
+. "$BENCH_DIR/files.sh"
 
 # ------------------------------------------------------------------------------------------
 # The run
@@ -543,6 +546,7 @@ done
 case " ${BENCH_DATASETS:-pgbench mixed} " in *" pgbench "*) section small && bench_small ;; esac
 section wal && bench_wal
 section remote && bench_remote
+section files && bench_files
 
 # ------------------------------------------------------------------------------------------
 # Report
