@@ -183,24 +183,27 @@ typedef struct set_writer {
 	bool first;
 } set_writer;
 
-static void add_string(fmeta *f, const char *s)
+/* s as a JSON string, after a comma unless first; false (nothing added) when s is not UTF-8. */
+static bool add_string(fmeta *f, const char *s, bool first)
 {
 	json_t *j = json_string(s);
 	char *text = j != NULL ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
 	json_decref(j);
-	/* Names that are not UTF-8 were left out of Files already (fmeta_file). */
-	if (text != NULL)
-		add(f, text, strlen(text));
+	if (text == NULL)
+		return false;
+	if (!first)
+		add(f, ",", 1);
+	add(f, text, strlen(text));
 	free(text);
+	return true;
 }
 
 static void add_member(void *arg, const char *name)
 {
 	set_writer *w = arg;
-	if (!w->first)
-		add(w->f, ",", 1);
-	w->first = false;
-	add_string(w->f, name);
+	/* Names that are not UTF-8 were left out of Files already (fmeta_file). */
+	if (add_string(w->f, name, w->first))
+		w->first = false;
 	if (w->f->buf.len >= FMETA_FLUSH)
 		flush(w->f);
 }
@@ -212,9 +215,7 @@ err_code fmeta_finish(push_state *st)
 		return E_OK;
 	add(f, "},\"TarFileSets\":{", 17);
 	for (size_t i = 0; i < f->nparts; i++) {
-		if (i > 0)
-			add(f, ",", 1);
-		add_string(f, f->parts[i]);
+		add_string(f, f->parts[i], i == 0); /* the partitions' own names: ASCII */
 		add(f, ":[", 2);
 		set_writer w = { f, true };
 		namelist_each(&f->names[i], add_member, &w);

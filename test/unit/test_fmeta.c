@@ -165,8 +165,10 @@ static void test_fmeta_streams_both_objects(void **state)
 	assert_int_equal(fmeta_file(&f.st, "/bad\xff", record(8)), E_OK);
 
 	namelist a = { 0 }, b = { 0 };
+	namelist_add(&a, "/bad\xff"); /* left out of TarFileSets too, commas still right */
 	namelist_add(&a, "/");
 	namelist_add(&a, "/base/5/100000");
+	namelist_add(&a, "/bad\xfe");
 	namelist_add(&a, "/odd \"name\"\\\n");
 	namelist_add(&b, "backup_label");
 	fmeta_part(&f.st, "part_001.tar.lz4", &a);
