@@ -1,5 +1,6 @@
 """make bench report, section s3 (s3.sh): full backup and restore to Ceph RGW, walc over HTTP and
-over stunnel's HTTPS, pgBackRest over HTTPS, next to the file-storage rows of bench_full."""
+over stunnel's HTTPS, pgBackRest over HTTPS, WAL-G over HTTP, next to the file-storage rows of
+bench_full."""
 from report import MiB, cell, fmt, group, med, paired_ratio, summarize
 
 S3_VS_FILE = 1.1  # issue 20 (issue 11 had 1.2)
@@ -18,7 +19,7 @@ def section(meta, samples):
     ds = next(k[0] for k in s3 if k[0] != SMALL)
 
     def file_key(op, tool):
-        codec, settings = ("zstd", "best") if tool == "walc" else ("zst", None)
+        codec, settings = {"walc": ("zstd", "best"), "wal-g": ("zstd", None)}.get(tool, ("zst", None))
         return next((k for k in groups if k[0] == ds and k[1] == op and k[2] == tool and k[3] == codec
                      and (settings is None or k[4] == settings)), None)
 
@@ -35,7 +36,8 @@ def section(meta, samples):
     rows = []
     for op, fop in OPS:
         pg = next((k for k in s3 if k[0] == ds and k[1] == op and k[2] == "pgbackrest"), None)
-        for tool in ("walc", "pgbackrest"):
+        wg = next((k for k in s3 if k[0] == ds and k[1] == op and k[2] == "wal-g"), None)
+        for tool in ("walc", "pgbackrest", "wal-g"):
             fk = file_key(fop, tool)
             if fk:
                 r = summarize(fk, groups[fk])
@@ -55,6 +57,8 @@ def section(meta, samples):
                     r["cpu_bound_vs_file"] = cpu_bound(s3[k], groups[fk])
                 if tool == "walc" and pg:
                     r["wall_vs_pgbackrest"] = paired_ratio(s3[k], s3[pg])
+                if tool == "walc" and wg:
+                    r["wall_vs_walg"] = paired_ratio(s3[k], s3[wg])
                 rows.append(r)
     small = {op: summarize(k, s3[k]) for op, _ in OPS for k in s3 if k[0] == SMALL and k[1] == op}
     runs = max(len(v) for v in s3.values())
@@ -65,7 +69,7 @@ def section(meta, samples):
              + ". pgBackRest speaks only HTTPS to S3: stunnel terminates TLS (self-signed certificate, RSA 2048) in "
                "front of RGW, and walc runs both through it (*https*, `S3_CA_CERT_FILE`) and straight to RGW (*http*). "
                "walc: zstd, `WALG_UPLOAD_DISK_CONCURRENCY=cores`, path-style; pgBackRest: repo2, zst level 3, "
-               "`process-max=cores`. The *file* rows are bench_full's (the table above); *S3/file* pairs run *n* of "
+               "`process-max=cores`; WAL-G (when present): zstd, `WALG_UPLOAD_DISK_CONCURRENCY=cores`, http. The *file* rows are bench_full's (the table above); *S3/file* pairs run *n* of "
                "each, measured minutes apart. While this section runs the archive_command also pushes to "
                "pgBackRest's S3 repository, so pg_backup_stop waits longer for the stop segment than in the file "
                "rows: *S3/file without stop* leaves that wait out on both sides. stored = the backup's objects in "
@@ -75,14 +79,15 @@ def section(meta, samples):
                "busy.")
     L.append("")
     L.append("| operation | tool | storage | wall s | CPU s | server CPU s | peak RSS MiB | stored MiB | "
-             "wall S3/file | S3/file without stop | CPU floor S3/file | wall walc/pgBackRest |")
-    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+             "wall S3/file | S3/file without stop | CPU floor S3/file | wall walc/pgBackRest | wall walc/WAL-G |")
+    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         stored = fmt(r["bytes"] / MiB) if "backup" in r["op"] and r["bytes"] is not None else ""
         L.append(f"| {NAMES.get(r['op'], 'full ' + r['op'])} | {r['tool']} | {cell(r['storage'])} | {fmt(r['wall_s'])} | "
                  f"{fmt(r['cpu_s'])} | {fmt(r.get('server_cpu_s'), 2)} | {fmt(r['rss_mib'])} | {stored} | "
                  f"{fmt(r.get('wall_vs_file'), 2)} | {fmt(r.get('wall_vs_file_without_stop'), 2)} | "
-                 f"{fmt(r.get('cpu_bound_vs_file'), 2)} | {fmt(r.get('wall_vs_pgbackrest'), 2)} |")
+                 f"{fmt(r.get('cpu_bound_vs_file'), 2)} | {fmt(r.get('wall_vs_pgbackrest'), 2)} | "
+                 f"{fmt(r.get('wall_vs_walg'), 2)} |")
     L.append("")
     if small:
         L.append(f"Peak RSS at a second size: walc over HTTP on a pgbench cluster of scale {meta['small_scale']} "

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # make bench section "s3" (sourced by run.sh; issue #11): full backup and full restore to a real
-# S3 server, Ceph RGW on loopback (memstore), for walc (zstd, best) and pgBackRest (zst).
+# S3 server, Ceph RGW on loopback (memstore), for walc (zstd, best), pgBackRest (zst) and, when
+# run.sh finds it, WAL-G (zstd, over HTTP).
 #
 # pgBackRest speaks only HTTPS to S3, so stunnel terminates TLS in front of RGW (self-signed
 # certificate); walc runs both over that same stunnel and over plain HTTP to RGW. pgBackRest gets
@@ -144,6 +145,41 @@ s3_pgbr_fetch() { # DS RUN
 	rm -rf "$dest"
 }
 
+# WAL-G v3.0.9 over HTTP to RGW (issue 20 §1), when run.sh found it: zstd, as walc's rows
+s3_walg_env() { # DS
+	printf '%s\n' "PGHOST=$T" "PGPORT=${PORTS[$1]}" "PGDATA=$T/$1/pgdata" "WALG_S3_PREFIX=s3://$S3_BUCKET/walg-$1" \
+		"AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID" "AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY" \
+		"AWS_REGION=$AWS_REGION" "AWS_ENDPOINT=$S3_ENDPOINT" AWS_S3_FORCE_PATH_STYLE=true \
+		WALG_COMPRESSION_METHOD=zstd "WALG_UPLOAD_DISK_CONCURRENCY=$CORES"
+}
+
+s3_walg_push() { # DS RUN: sets S3_NAME[DS:walg]
+	local ds=$1 run=$2 lg stored
+	mapfile -t envs < <(s3_walg_env "$ds")
+	psqlc "${PORTS[$ds]}" "CHECKPOINT" >/dev/null
+	lg=$ds-s3-walg-push-$run
+	timed "$lg" "${PGRUN[@]}" "${envs[@]}" "$WALG" backup-push "$T/$ds/pgdata"
+	S3_NAME[$ds:walg]=$(sed -n 's/.*Wrote backup with name \(base_[0-9A-F_D]*\).*/\1/p' "$T/log/$lg.log" | tail -n 1)
+	[ -n "${S3_NAME[$ds:walg]}" ] || fail "wal-g backup-push to S3 printed no backup name"
+	# walc reads WAL-G's repository: the same listing as walc's rows
+	stored=$(as_pg env "${envs[@]}" "$WALC_PG" st ls -r basebackups_005 |
+		awk -v n="${S3_NAME[$ds:walg]}" 'index($3, n) { s += $2 } END { print s + 0 }')
+	sample "$ds" s3-backup wal-g zstd "upload-disk-concurrency=$CORES, http" "$run" "$stored" "${S3_NAME[$ds:walg]}"
+}
+
+s3_walg_fetch() { # DS RUN
+	local ds=$1 run=$2 dest=$T/restore
+	mapfile -t envs < <(s3_walg_env "$ds")
+	rm -rf "$dest"
+	mkdir -m 700 "$dest"
+	pg_own "$dest"
+	timed "$ds-s3-walg-fetch-$run" "${PGRUN[@]}" "${envs[@]}" "$WALG" backup-fetch "$dest" "${S3_NAME[$ds:walg]}"
+	[ -f "$dest/global/pg_control" ] || fail "wal-g backup-fetch from S3: no pg_control"
+	sample "$ds" s3-restore wal-g zstd "upload-disk-concurrency=$CORES, http" "$run" "$(pgdata_bytes "$dest")" \
+		"${S3_NAME[$ds:walg]}"
+	rm -rf "$dest"
+}
+
 # the pgBackRest configuration without repo2, RGW and stunnel stopped, the AWS_* of s3lib gone
 s3_bench_stop() {
 	[ -f "$T/s3/pgbackrest.conf" ] && cp "$T/s3/pgbackrest.conf" "$PGBR_CONF"
@@ -197,8 +233,9 @@ EOF
 				case $item in
 				walc-*) "s3_walc_$phase" "$ds" "${item#walc-}" "$run" ;;
 				pgbr) "s3_pgbr_$phase" "$ds" "$run" ;;
+				walg) "s3_walg_$phase" "$ds" "$run" ;;
 				esac
-			done < <(rotate $((run - 1)) walc-http pgbr walc-https "${parts[@]/#/walc-http-}")
+			done < <(rotate $((run - 1)) walc-http pgbr walc-https "${WALG_ITEMS[@]}" "${parts[@]/#/walc-http-}")
 		done
 	done
 	log "$small: walc peak RSS to S3 at scale $SMALL_SCALE"
