@@ -97,16 +97,18 @@ def section(meta, samples):
                  "rest of the machine, cores | speed-up, 8 vs 1 | uploads (most in a run) | identical after wal-fetch | markers left |")
         L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         speedups = {}
-        for storage in ("file", "s3"):
-            one = (("walc", f"{storage}, archive_command, concurrency 1"))
-            eight = (("walc", f"{storage}, archive_command, concurrency 8"))
-            if one in drains and eight in drains:
-                speedups[storage] = paired(drains[one], drains[eight], lambda a, b: a["wall"] / b["wall"] if b["wall"] else None)
+        for tool in ("walc", "wal-g"):
+            for storage in ("file", "s3"):
+                one = ((tool, f"{storage}, archive_command, concurrency 1"))
+                eight = ((tool, f"{storage}, archive_command, concurrency 8"))
+                if one in drains and eight in drains:
+                    speedups[(tool, storage)] = paired(drains[one], drains[eight],
+                                                       lambda a, b: a["wall"] / b["wall"] if b["wall"] else None)
         order = sorted(D, key=lambda k: (k[1].split(",")[0], k[0] != "walc", "daemon" in k[1], k[1]))
         for k in order:
             d = D[k]
             storage, rest = k[1].split(", ", 1)
-            sp = speedups.get(storage) if rest.endswith("concurrency 8") else None
+            sp = speedups.get((k[0], storage)) if rest.endswith("concurrency 8") else None
             if d["verified"] is not None:
                 ident = f"{d['verified']}/{d['segments']:.0f}"
             elif d["stored"] is not None:
@@ -120,7 +122,9 @@ def section(meta, samples):
                      f"{fmt(d['mib_per_s'], 0)} | {fmt(d['cpu_s'])} | {fmt(d['cpu_ms_per_seg'], 0)} | {fmt(d['others_cores'], 2)} | "
                      f"{fmt(sp, 2) + ' ×' if sp else ''} | {uploads} | {ident} | {d['markers_left'] if k[0] == 'walc' else ''} |")
         L.append("")
-        for storage, sp in speedups.items():
+        for (tool, storage), sp in speedups.items():
+            if tool != "walc":
+                continue
             a, b = D[("walc", f"{storage}, archive_command, concurrency 8")], D[("walc", f"{storage}, archive_command, concurrency 1")]
             targets.append({"target": f"WAL backlog drain to {storage} storage: WALG_UPLOAD_CONCURRENCY=8 faster than 1",
                             "measured": f"{sp:.2f} × faster ({a['wall_s']:.1f} s vs {b['wall_s']:.1f} s for {n:.0f} segments)",

@@ -375,14 +375,16 @@ EOF
 				verified=$(find "$T/pgbr/repo/archive/wal/15-1" -name '*.zst' | wc -l)
 				wal_sample wal-drain pgbackrest "file, archive_command, archive-push zst 3" "$run" "$WAL_EXTRA,\"stored\":$verified"
 				;;
-			walg-1)
-				wal_command "$WAL_PORT" "env WALG_FILE_PREFIX=$W/walg-repo PGDATA=$W/pg WALG_COMPRESSION_METHOD=zstd WALG_UPLOAD_CONCURRENCY=1 $WALG wal-push %p"
-				wal_drain wal-g "file, archive_command, concurrency 1" "$run" wal_clear_walg "$W/pg" "$WAL_PORT"
+			walg-1 | walg-8)
+				c=${item#*-}
+				wal_command "$WAL_PORT" "env WALG_FILE_PREFIX=$W/walg-repo PGDATA=$W/pg WALG_COMPRESSION_METHOD=zstd WALG_UPLOAD_CONCURRENCY=$c $WALG wal-push %p"
+				wal_drain wal-g "file, archive_command, concurrency $c" "$run" wal_clear_walg "$W/pg" "$WAL_PORT"
 				verified=$(find "$W/walg-repo/wal_005" -name '*.zst' | wc -l)
-				wal_sample wal-drain wal-g "file, archive_command, concurrency 1" "$run" "$WAL_EXTRA,\"stored\":$verified"
+				wal_sample wal-drain wal-g "file, archive_command, concurrency $c" "$run" "$WAL_EXTRA,\"stored\":$verified"
 				;;
 			esac
-		done < <(rotate $((run - 1)) file-8 pgbr s3-8 daemon "${WALG_ITEMS[@]/%/-1}" file-1 s3-1)
+		done < <(rotate $((run - 1)) file-8 pgbr s3-8 daemon "${WALG_ITEMS[@]/%/-1}" file-1 s3-1 \
+			"${WALG_ITEMS[@]/%/-8}")
 	done
 	log "wal: one archive call per segment with no backlog, $runs run(s)"
 	for ((run = 1; run <= runs; run++)); do
