@@ -64,7 +64,7 @@ void namelist_add(namelist *l, const char *name)
 static size_t get_varint(const namelist *l, size_t *at)
 {
 	size_t v = 0;
-	for (int shift = 0; *at < l->len; shift += 7) {
+	for (int shift = 0; *at < l->len && shift < 64; shift += 7) {
 		unsigned char b = l->data[(*at)++];
 		v |= (size_t)(b & 0x7f) << shift;
 		if ((b & 0x80) == 0)
