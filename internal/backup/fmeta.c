@@ -11,11 +11,17 @@
  */
 #include "internal/backup/push_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Records are gathered into writes of about this size. */
 #define FMETA_FLUSH (64u << 10)
+
+typedef struct tar_set {
+	char *part;
+	namelist members;
+} tar_set;
 
 struct fmeta {
 	sink *out;
@@ -23,10 +29,9 @@ struct fmeta {
 	membuf buf; /* records not yet written */
 	bool any;	/* a record was written: the next one needs a comma */
 	err_code rc; /* the first write error, returned to every later call */
-	/* TarFileSets: the closed partitions' names */
-	char **parts;
-	namelist *names;
-	size_t nparts;
+	char why[ERR_MSG_MAX]; /* its message, for the threads that meet it later */
+	tar_set *sets; /* TarFileSets: each closed partition and its members */
+	size_t nsets;
 };
 
 static void put_varint(namelist *l, size_t v)
@@ -108,12 +113,20 @@ static void add(fmeta *f, const void *data, size_t len)
 	f->buf.len += len;
 }
 
+static err_code failed(const fmeta *f)
+{
+	return f->rc == E_OK ? E_OK : err_set(f->rc, "%s", f->why);
+}
+
 static err_code flush(fmeta *f)
 {
-	if (f->rc == E_OK && f->buf.len > 0)
-		f->rc = sink_write(f->out, f->buf.data, f->buf.len);
+	if (f->rc == E_OK && f->buf.len > 0 &&
+		(f->rc = sink_write(f->out, f->buf.data, f->buf.len)) != E_OK) {
+		err_wrap(f->rc, "storing %s", f->key);
+		snprintf(f->why, sizeof(f->why), "%s", err_msg());
+	}
 	f->buf.len = 0;
-	return f->rc;
+	return failed(f);
 }
 
 err_code fmeta_open(push_state *st)
@@ -155,7 +168,7 @@ err_code fmeta_file(push_state *st, const char *member, json_t *rec)
 		add(f, ",", 1);
 	f->any = true;
 	add(f, text + 1, strlen(text) - 2);
-	err_code rc = f->buf.len >= FMETA_FLUSH ? flush(f) : f->rc;
+	err_code rc = f->buf.len >= FMETA_FLUSH ? flush(f) : failed(f);
 	pthread_mutex_unlock(&st->lock);
 	free(text);
 	return rc;
@@ -169,11 +182,8 @@ void fmeta_part(push_state *st, const char *base, namelist *names)
 		return;
 	}
 	pthread_mutex_lock(&st->lock);
-	f->parts = xrealloc(f->parts, (f->nparts + 1) * sizeof(*f->parts));
-	f->names = xrealloc(f->names, (f->nparts + 1) * sizeof(*f->names));
-	f->parts[f->nparts] = xstrdup(base);
-	f->names[f->nparts] = *names;
-	f->nparts++;
+	f->sets = xrealloc(f->sets, (f->nsets + 1) * sizeof(*f->sets));
+	f->sets[f->nsets++] = (tar_set){ xstrdup(base), *names };
 	pthread_mutex_unlock(&st->lock);
 	memset(names, 0, sizeof(*names));
 }
@@ -214,11 +224,11 @@ err_code fmeta_finish(push_state *st)
 	if (f == NULL)
 		return E_OK;
 	add(f, "},\"TarFileSets\":{", 17);
-	for (size_t i = 0; i < f->nparts; i++) {
-		add_string(f, f->parts[i], i == 0); /* the partitions' own names: ASCII */
+	for (size_t i = 0; i < f->nsets; i++) {
+		add_string(f, f->sets[i].part, i == 0); /* the partitions' own names: ASCII */
 		add(f, ":[", 2);
 		set_writer w = { f, true };
-		namelist_each(&f->names[i], add_member, &w);
+		namelist_each(&f->sets[i].members, add_member, &w);
 		add(f, "]", 1);
 	}
 	add(f, "}}", 2);
@@ -235,12 +245,11 @@ void fmeta_free(fmeta *f)
 	if (f == NULL)
 		return;
 	sink_free(f->out); /* unfinished: discarded */
-	for (size_t i = 0; i < f->nparts; i++) {
-		free(f->parts[i]);
-		namelist_free(&f->names[i]);
+	for (size_t i = 0; i < f->nsets; i++) {
+		free(f->sets[i].part);
+		namelist_free(&f->sets[i].members);
 	}
-	free(f->parts);
-	free(f->names);
+	free(f->sets);
 	free(f->buf.data);
 	free(f->key);
 	free(f);
