@@ -22,6 +22,54 @@ static err_code full_because(const char *why)
 	return E_OK;
 }
 
+static int64_t mtime_ns(time_t sec, long nsec)
+{
+	/* Past 2262 or before 1678 the nanoseconds overflow: such a time matches nothing. */
+	if (sec > INT64_MAX / 1000000000 - 1 || sec < INT64_MIN / 1000000000 + 1)
+		return INT64_MIN;
+	return (int64_t)sec * 1000000000 + nsec;
+}
+
+err_code delta_add_file(void *arg, const char *name, const json_t *rec)
+{
+	delta_base *d = arg;
+	if (d->nfiles == d->cap) {
+		d->cap = d->cap < 1024 ? 1024 : d->cap + d->cap / 2;
+		d->files = xrealloc(d->files, d->cap * sizeof(*d->files));
+	}
+	base_file *f = &d->files[d->nfiles++];
+	memset(f, 0, sizeof(*f));
+	hash128(name, strlen(name), f->name);
+	const char *mt = json_string_value(catalog_json_get(rec, "MTime"));
+	time_t sec;
+	long nsec;
+	f->mtime_ns = mt != NULL && time_parse_rfc3339(mt, &sec, &nsec) ? mtime_ns(sec, nsec)
+																	 : INT64_MIN;
+	return E_OK;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	const base_file *x = a, *y = b;
+	if (x->name[0] != y->name[0])
+		return x->name[0] < y->name[0] ? -1 : 1;
+	if (x->name[1] != y->name[1])
+		return x->name[1] < y->name[1] ? -1 : 1;
+	return 0;
+}
+
+void delta_files_sort(delta_base *d)
+{
+	if (d->nfiles == 0)
+		return;
+	d->files = xrealloc(d->files, d->nfiles * sizeof(*d->files));
+	d->cap = d->nfiles;
+	qsort(d->files, d->nfiles, sizeof(*d->files), by_name);
+	for (size_t i = 1; i < d->nfiles; i++)
+		if (by_name(&d->files[i - 1], &d->files[i]) == 0)
+			d->files[i - 1].mtime_ns = d->files[i].mtime_ns = INT64_MIN;
+}
+
 err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d)
 {
 	char *cand = NULL;
@@ -76,16 +124,9 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 		full_because("the base backup has no files metadata");
 		goto out;
 	}
-	char *key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", cand);
-	rc = catalog_read_json(r, key, CATALOG_FILES_MAX, &d->meta);
-	free(key);
-	if (rc != E_OK)
+	if ((rc = catalog_files_each(r, cand, delta_add_file, d)) != E_OK)
 		goto out;
-	d->files = catalog_json_get(d->meta, "Files");
-	if (!json_is_object(d->files)) {
-		rc = err_set(E_CORRUPT, "files_metadata.json of %s has no Files", cand);
-		goto out;
-	}
+	delta_files_sort(d);
 	d->active = true;
 	d->name = cand;
 	cand = NULL;
@@ -129,7 +170,7 @@ err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn
 
 void delta_free(delta_base *d)
 {
-	json_decref(d->meta);
+	free(d->files);
 	free(d->name);
 	free(d->full_name);
 	memset(d, 0, sizeof(*d));
@@ -174,15 +215,16 @@ delta_kind delta_classify(const delta_base *d, const char *member, const struct 
 {
 	if (!d->active)
 		return DELTA_WHOLE;
-	const json_t *rec = json_object_get(d->files, member);
-	if (rec == NULL)
+	base_file key = { { 0, 0 }, 0 };
+	hash128(member, strlen(member), key.name);
+	const base_file *f = d->nfiles == 0
+		? NULL
+		: bsearch(&key, d->files, d->nfiles, sizeof(*d->files), by_name);
+	if (f == NULL)
 		return DELTA_WHOLE;
-	const char *mt = json_string_value(catalog_json_get(rec, "MTime"));
-	time_t sec;
-	long nsec;
-	if (d->start != 0 && mt != NULL && time_parse_rfc3339(mt, &sec, &nsec) &&
-		sec == sb->st_mtim.tv_sec && nsec == sb->st_mtim.tv_nsec &&
-		sec + DELTA_MTIME_MARGIN < d->start)
+	if (d->start != 0 && f->mtime_ns != INT64_MIN &&
+		f->mtime_ns == mtime_ns(sb->st_mtim.tv_sec, sb->st_mtim.tv_nsec) &&
+		sb->st_mtim.tv_sec + DELTA_MTIME_MARGIN < d->start)
 		return DELTA_SKIP;
 	return delta_is_paged(member, (uint64_t)sb->st_size) ? DELTA_INCREMENT : DELTA_WHOLE;
 }

@@ -251,15 +251,12 @@ static err_code record(push_state *st, const walk_entry *e, delta_kind kind, cor
 	json_t *rec = file_record(&e->st, kind);
 	if (frame >= 0)
 		json_object_set_new(rec, "FrameOffset", json_integer((json_int_t)frame));
-	/* walc extension for delta restore (WAL-G ignores it): the whole content's checksum. */
-	const char *sum = c->checksum;
-	if (kind == DELTA_SKIP) {
-		/* Unchanged since the base: the base's checksum still describes it. */
-		const json_t *base = json_object_get(st->delta.files, e->member);
-		sum = json_string_value(json_object_get(base, "Checksum"));
-	}
-	if (sum != NULL && sum[0] != '\0' && S_ISREG(e->st.st_mode)) {
-		json_object_set_new(rec, "Checksum", json_string(sum));
+	/*
+	 * walc extension for delta restore (WAL-G ignores it): the whole content's checksum. A
+	 * skipped file has none here; delta restore takes the one of the backup that stored it.
+	 */
+	if (c->checksum[0] != '\0' && S_ISREG(e->st.st_mode)) {
+		json_object_set_new(rec, "Checksum", json_string(c->checksum));
 		json_object_set_new(rec, "Size", json_integer((json_int_t)e->st.st_size));
 	}
 	if (c->count > 0) {

@@ -9,6 +9,17 @@
 #include "internal/pipe/pipe.h"
 #include "internal/tar/tar.h"
 
+/*
+ * What a delta push needs of each file its base recorded: 24 bytes a file, read from the
+ * base's files_metadata.json as a stream. Names are kept as XXH3-128 hashes: a wrong match
+ * needs two of the cluster's names to collide in 128 bits. A skipped file's record needs
+ * nothing more: delta restore finds its checksum by following IsSkipped down the chain.
+ */
+typedef struct base_file {
+	uint64_t name[2]; /* XXH3-128 of the member name */
+	int64_t mtime_ns; /* MTime; INT64_MIN when unreadable, which equals no file's */
+} base_file;
+
 /* The base of a delta backup, chosen before the backup starts. */
 typedef struct delta_base {
 	bool active;
@@ -21,8 +32,8 @@ typedef struct delta_base {
 	uint64_t system_id;
 	time_t start; /* the base's start time, 0 when unknown */
 	long start_nsec;
-	json_t *meta;		 /* the base's files_metadata.json */
-	const json_t *files; /* its Files */
+	base_file *files; /* its Files, sorted by name hash */
+	size_t nfiles, cap;
 } delta_base;
 
 typedef enum delta_kind { DELTA_WHOLE, DELTA_INCREMENT, DELTA_SKIP } delta_kind;
@@ -33,6 +44,12 @@ typedef enum delta_kind { DELTA_WHOLE, DELTA_INCREMENT, DELTA_SKIP } delta_kind;
 err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d);
 err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn);
 void delta_free(delta_base *d);
+/*
+ * The base's table, filled from catalog_files_each (a catalog_file_fn taking d), then
+ * sorted once every entry is in; a name recorded twice is never skipped.
+ */
+err_code delta_add_file(void *d, const char *name, const json_t *rec);
+void delta_files_sort(delta_base *d);
 bool delta_is_paged(const char *member, uint64_t size);
 delta_kind delta_classify(const delta_base *d, const char *member, const struct stat *sb);
 /*

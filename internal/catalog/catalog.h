@@ -83,6 +83,20 @@ err_code catalog_find_by_user_data(repo *r, const char *json_text, const char *w
 json_t *catalog_json_get(const json_t *obj, const char *key);
 
 /*
+ * files_metadata.json's Files, streamed (files.c): fn(arg, name, rec) for each entry in the
+ * order stored, rec that entry's value alone (borrowed for the call, any JSON type: the
+ * caller checks it); memory stays one entry whatever the number of files. The rest of the
+ * document is followed to its end but not decoded. E_CORRUPT, naming the object, when the
+ * text is not a JSON object with a Files object, or an entry exceeds CATALOG_JSON_MAX; an
+ * error of fn stops the read and is returned.
+ */
+typedef err_code (*catalog_file_fn)(void *arg, const char *name, const json_t *rec);
+/* The Files entries of backup's files_metadata.json; E_NOTFOUND when it has none stored. */
+err_code catalog_files_each(repo *r, const char *backup, catalog_file_fn fn, void *arg);
+/* The same reader as a sink, for bytes from elsewhere; what names them in messages. */
+sink *catalog_files_sink_new(const char *what, catalog_file_fn fn, void *arg);
+
+/*
  * One cluster per repository: the system identifier of the cluster whose WAL and backups the
  * repository holds, recorded by the first walc writer in a root object WAL-G ignores (before
  * that, the newest sentinel's). A writer of another cluster gets E_CONFIG naming both

@@ -380,6 +380,8 @@ void hasher_update(hasher *h, const void *buf, size_t len);
 /* Writes the text form; the hasher can be freed or reset after. */
 void hasher_text(hasher *h, char out[HASH_TEXT_LEN + 1]);
 void hasher_free(hasher *h);
+/* XXH3-128 of len bytes, high half first: a name's key in tables that do not keep names. */
+void hash128(const void *data, size_t len, uint64_t out[2]);
 /* Hashes a whole file; E_NOTFOUND when it does not exist. */
 err_code hash_file(const char *path, char out[HASH_TEXT_LEN + 1], uint64_t *size);
 

@@ -40,6 +40,13 @@ void hasher_text(hasher *h, char out[HASH_TEXT_LEN + 1])
 			 (unsigned long long)v.low64);
 }
 
+void hash128(const void *data, size_t len, uint64_t out[2])
+{
+	XXH128_hash_t v = XXH3_128bits(data, len);
+	out[0] = v.high64;
+	out[1] = v.low64;
+}
+
 void hasher_free(hasher *h)
 {
 	if (h == NULL)

@@ -1,7 +1,7 @@
 /*
  * Unit tests for the catalog's writer rules on a file-system repository: claims (one writer
  * per backup name, renewal, takeover of a dead push's claim, loss), the cluster marker and
- * retention's intent.
+ * retention's intent; and the streamed reader of files_metadata.json's Files.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -245,6 +245,131 @@ static void test_intent(void **state)
 	assert_null(who);
 }
 
+/* Files, streamed: what the reader passed on, one "name=record" line each. */
+typedef struct files_seen {
+	char text[4096];
+	int calls;
+	int fail_at; /* the callback fails on this call (1-based), 0 never */
+} files_seen;
+
+static err_code seen_file(void *arg, const char *name, const json_t *rec)
+{
+	files_seen *f = arg;
+	if (++f->calls == f->fail_at)
+		return err_set(E_IO, "stop here");
+	char *r = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+	size_t at = strlen(f->text);
+	snprintf(f->text + at, sizeof(f->text) - at, "%s=%s\n", name, r);
+	free(r);
+	return E_OK;
+}
+
+/* Reads text in pieces of `piece` bytes (0: whole); returns the reader's result. */
+static err_code read_files(const char *text, size_t piece, files_seen *f)
+{
+	sink *s = catalog_files_sink_new("fm.json", seen_file, f);
+	size_t len = strlen(text);
+	err_code rc = E_OK;
+	for (size_t at = 0; rc == E_OK && at < len;) {
+		size_t n = piece == 0 || len - at < piece ? len - at : piece;
+		rc = sink_write(s, text + at, n);
+		at += n;
+	}
+	if (rc == E_OK)
+		rc = sink_finish(s);
+	sink_free(s);
+	return rc;
+}
+
+static void test_files_stream(void **state)
+{
+	(void)state;
+	/*
+	 * Other members before and after Files (strings, arrays and objects holding brackets and
+	 * quotes, numbers, literals), Files spelled in another case, names with escapes, records
+	 * of every shape, white space everywhere JSON allows it.
+	 */
+	const char *text =
+		" {\"TarFileSets\": {\"part_1.tar\": [\"/a}\", \"/b\\\"{\"]}, \"n\": 12, \"t\": true,"
+		"\"s\": \"}{][\\\\\", \"files\" :\n{ \"/base/1/1\" : {\"MTime\": \"x\", \"Sub\": "
+		"{\"a\": [1, {\"b\": \"}\"}]}},\"/b\\u00e9\\\"\\n\": {\"IsSkipped\": true} ,"
+		"\"/c\": 5, \"/d\": {}\n}, \"after\": [[], {}], \"z\": null } \n";
+	const char *want = "/base/1/1={\"MTime\":\"x\",\"Sub\":{\"a\":[1,{\"b\":\"}\"}]}}\n"
+					   "/b\xc3\xa9\"\n={\"IsSkipped\":true}\n"
+					   "/c=5\n"
+					   "/d={}\n";
+	/* Every piece size: a split anywhere, inside a name, an escape or a record, is the same. */
+	for (size_t piece = 0; piece < 40; piece++) {
+		files_seen f = { 0 };
+		assert_int_equal(read_files(text, piece, &f), E_OK);
+		assert_string_equal(f.text, want);
+	}
+	files_seen f = { 0 };
+	assert_int_equal(read_files("{\"Files\": {}}", 0, &f), E_OK);
+	assert_int_equal(f.calls, 0);
+}
+
+static void test_files_stream_refuses(void **state)
+{
+	(void)state;
+	const char *bad[] = {
+		"",						  /* nothing */
+		"[]",					  /* not an object */
+		"{\"Files\": {\"/a\": {}}", /* truncated */
+		"{\"Files\": {\"/a\": {}}} x", /* text after the end */
+		"{\"Other\": {}}",		  /* no Files */
+		"{\"Files\": null}",	  /* Files not an object */
+		"{\"Files\": [\"/a\"]}",
+		"{\"Files\": {\"/a\": {\"x\": }}}", /* a malformed entry, found by jansson */
+		"{\"Files\": {\"/a\" {}}}",
+		"{\"Files\": {/a: {}}}",
+		"{\"Files\": {\"/a\": {},}}", /* a trailing comma */
+		"{\"Files\": {}, }",
+		"{\"a\" 1, \"Files\": {}}",
+		"{\"Files\": {\"/a\": \"\\ud800\"}}", /* a lone surrogate: jansson refuses it */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		files_seen f = { 0 };
+		err_code rc = read_files(bad[i], 3, &f);
+		if (rc != E_CORRUPT)
+			fail_msg("accepted or wrong code %d: %s", rc, bad[i]);
+		assert_non_null(strstr(err_msg(), "fm.json"));
+		err_clear();
+	}
+	/* An entry over the cap is refused before it is held. */
+	size_t big = CATALOG_JSON_MAX + 100;
+	char *text = malloc(big + 64);
+	strcpy(text, "{\"Files\": {\"/a\": \"");
+	size_t at = strlen(text);
+	memset(text + at, 'x', big);
+	strcpy(text + at + big, "\"}}");
+	files_seen f = { 0 };
+	assert_int_equal(read_files(text, 1 << 20, &f), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "larger than"));
+	err_clear();
+	free(text);
+	/* The callback's error stops the read and is returned with its message. */
+	files_seen stop = { .fail_at = 2 };
+	assert_int_equal(read_files("{\"Files\": {\"/a\": 1, \"/b\": 2, \"/c\": 3}}", 0, &stop), E_IO);
+	assert_int_equal(stop.calls, 2);
+	assert_string_equal(err_msg(), "stop here");
+	err_clear();
+}
+
+/* From a repository: the object of one backup, and a missing one named. */
+static void test_files_each(void **state)
+{
+	(void)state;
+	put("basebackups_005/" NAME "/files_metadata.json",
+		"{\"Files\": {\"/x\": {\"MTime\": \"m\"}}, \"TarFileSets\": {}}");
+	files_seen f = { 0 };
+	assert_int_equal(catalog_files_each(&r, NAME, seen_file, &f), E_OK);
+	assert_string_equal(f.text, "/x={\"MTime\":\"m\"}\n");
+	assert_int_equal(catalog_files_each(&r, "base_none", seen_file, &f), E_NOTFOUND);
+	assert_non_null(strstr(err_msg(), "base_none/files_metadata.json"));
+	err_clear();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -255,6 +380,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lost_to_takeover, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cluster_marker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_intent, setup, teardown),
+		cmocka_unit_test(test_files_stream),
+		cmocka_unit_test(test_files_stream_refuses),
+		cmocka_unit_test_setup_teardown(test_files_each, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -257,6 +257,23 @@ static void test_file_sink_atomic(void **state)
 	free(dir);
 }
 
+/* hash128 is the checksum's function: the same bytes give the text hasher_text writes. */
+static void test_hash128(void **state)
+{
+	(void)state;
+	hasher *h = hasher_new();
+	hasher_update(h, "ab", 2);
+	hasher_update(h, "c", 1);
+	char text[HASH_TEXT_LEN + 1], direct[HASH_TEXT_LEN + 1];
+	hasher_text(h, text);
+	hasher_free(h);
+	uint64_t v[2];
+	hash128("abc", 3, v);
+	snprintf(direct, sizeof(direct), "xxh3-128:%016llx%016llx", (unsigned long long)v[0],
+			 (unsigned long long)v[1]);
+	assert_string_equal(direct, text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -270,6 +287,7 @@ int main(void)
 		cmocka_unit_test_setup(test_config_refused_and_choices, clear_env),
 		cmocka_unit_test_setup(test_membuf_cap, clear_env),
 		cmocka_unit_test_setup(test_file_sink_atomic, clear_env),
+		cmocka_unit_test(test_hash128),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -128,22 +128,34 @@ static void test_paged_names(void **state)
 	assert_false(delta_is_paged("/base/5/16384.", 8192));
 }
 
+/* The base's table as delta_choose fills it: from files_metadata.json text, streamed. */
+static void base_from(delta_base *d, const char *json)
+{
+	sink *s = catalog_files_sink_new("files_metadata.json", delta_add_file, d);
+	assert_int_equal(sink_write(s, json, strlen(json)), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	delta_files_sort(d);
+}
+
+/* A one-page file last modified at the RFC 3339 time mtime. */
+static struct stat page_file_at(const char *mtime)
+{
+	struct stat sb = { 0 };
+	sb.st_size = 8192;
+	assert_true(time_parse_rfc3339(mtime, &sb.st_mtim.tv_sec, &sb.st_mtim.tv_nsec));
+	return sb;
+}
+
 static void test_skip_needs_margin(void **state)
 {
 	(void)state;
 	delta_base d = { .active = true, .start = 1700000000 };
-	json_t *files = json_object();
-	json_t *rec = json_object();
-	json_object_set_new(rec, "MTime", json_string("2023-11-14T22:13:00.123456789Z"));
-	json_object_set_new(files, "/base/5/16384", rec);
-	d.files = files;
-	struct stat sb = { 0 };
-	sb.st_size = 8192;
-	time_t sec;
-	long nsec;
-	assert_true(time_parse_rfc3339("2023-11-14T22:13:00.123456789Z", &sec, &nsec));
-	sb.st_mtim.tv_sec = sec;
-	sb.st_mtim.tv_nsec = nsec;
+	base_from(&d, "{\"Files\": {\"/base/5/16384\": {\"MTime\": "
+				  "\"2023-11-14T22:13:00.123456789Z\"}, \"/base/5/2\": {}}}");
+	struct stat sb = page_file_at("2023-11-14T22:13:00.123456789Z");
+	time_t sec = sb.st_mtim.tv_sec;
+	long nsec = sb.st_mtim.tv_nsec;
 	/* 22:13:00 is 20 s before the base's start (22:13:20): old enough to skip. */
 	assert_int_equal(delta_classify(&d, "/base/5/16384", &sb), DELTA_SKIP);
 	/* Touched within the margin of the base's start: scanned, not trusted. */
@@ -152,12 +164,28 @@ static void test_skip_needs_margin(void **state)
 	d.start = 1700000000;
 	sb.st_mtim.tv_nsec = nsec + 1;
 	assert_int_equal(delta_classify(&d, "/base/5/16384", &sb), DELTA_INCREMENT);
-	/* Not in the base at all: whole. */
+	/* Not in the base at all: whole. In it with no MTime: scanned. */
 	assert_int_equal(delta_classify(&d, "/base/5/99999", &sb), DELTA_WHOLE);
+	assert_int_equal(delta_classify(&d, "/base/5/2", &sb), DELTA_INCREMENT);
 	/* Offsets in MTime are honoured. */
 	assert_true(time_parse_rfc3339("2023-11-14T23:13:00.123456789+01:00", &sec, &nsec));
 	assert_int_equal(sec, sb.st_mtim.tv_sec);
-	json_decref(files);
+	delta_free(&d);
+}
+
+/* A name the base recorded twice is never skipped; one beside it is. */
+static void test_base_name_twice(void **state)
+{
+	(void)state;
+	delta_base d = { .active = true, .start = 1700000000 };
+	base_from(&d, "{\"Files\": {\"/base/5/1\": {\"MTime\": \"2023-11-14T22:13:00Z\"},"
+				  "\"/base/5/2\": {\"MTime\": \"2023-11-14T22:13:00Z\"},"
+				  "\"/base/5/2\": {\"MTime\": \"2023-11-14T22:13:00Z\"}}}");
+	assert_int_equal(d.nfiles, 3);
+	struct stat sb = page_file_at("2023-11-14T22:13:00Z");
+	assert_int_equal(delta_classify(&d, "/base/5/1", &sb), DELTA_SKIP);
+	assert_int_equal(delta_classify(&d, "/base/5/2", &sb), DELTA_INCREMENT);
+	delta_free(&d);
 }
 
 /* What the member reader passed on, as text: fetch's extractor and verify's checker see this. */
@@ -284,6 +312,7 @@ int main(void)
 		cmocka_unit_test(test_scan_and_golden_increment),
 		cmocka_unit_test(test_paged_names),
 		cmocka_unit_test(test_skip_needs_margin),
+		cmocka_unit_test(test_base_name_twice),
 		cmocka_unit_test(test_member_reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
