@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
@@ -67,16 +68,25 @@ static void text_str(FILE *f, const char *s)
 		fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
 }
 
+/*
+ * A line is formatted in memory and goes out in one write: the log's stream is unbuffered, so
+ * formatting straight into it cost a system call per character, and one write keeps lines
+ * whole in a WALG_LOG_DESTINATION file that several walc processes append to.
+ */
 static void emit(log_level level, const char *msg, va_list *fields)
 {
 	struct timeval tv;
 	struct tm tm;
 	char when[64];
+	char *line = NULL;
+	size_t len = 0;
 
-	FILE *out = log_file != NULL ? log_file : stderr;
+	FILE *dest = log_file != NULL ? log_file : stderr;
+	FILE *mem = open_memstream(&line, &len);
+	FILE *out = mem != NULL ? mem : dest;
 	gettimeofday(&tv, NULL);
 	pthread_mutex_lock(&log_lock);
-	flockfile(out);
+	flockfile(dest);
 	if (log_json) {
 		gmtime_r(&tv.tv_sec, &tm);
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
@@ -111,7 +121,12 @@ static void emit(log_level level, const char *msg, va_list *fields)
 		}
 		fputc('\n', out);
 	}
-	funlockfile(out);
+	if (mem != NULL && fclose(mem) == 0) {
+		fwrite(line, 1, len, dest);
+		fflush(dest);
+	}
+	free(line);
+	funlockfile(dest);
 	pthread_mutex_unlock(&log_lock);
 }
 
