@@ -46,7 +46,10 @@ typedef struct bg {
 	char *wal_dir;		 /* where the files are: the pushed path's directory */
 	const char *main_name;
 	chan *names;
+	group *g;
 	int budget;
+	int workers; /* uploaders wanted at most */
+	int started; /* uploaders started, by the scanner only */
 	/* lock guards main_done (signalled on wake, so the scanner stops at once rather than
 	 * after its pause: a push with no backlog must not wait for it) and taken */
 	pthread_mutex_t lock;
@@ -74,6 +77,24 @@ static bool take(bg *b, const char *name)
 static int by_name(const struct dirent **a, const struct dirent **b)
 {
 	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static err_code upload(void *arg);
+
+/*
+ * Uploaders start when there is something to upload: a push with no backlog, the common case,
+ * starts none instead of WALG_UPLOAD_CONCURRENCY - 1 idle threads.
+ */
+static bool hand_over(bg *b, const char *name)
+{
+	if (b->started < b->workers) {
+		if (group_go(b->g, upload, b) != E_OK) {
+			log_warn("background uploads stopped: %s", err_msg());
+			return false;
+		}
+		b->started++;
+	}
+	return chan_send(b->names, xstrdup(name));
 }
 
 static bool main_ended(bg *b)
@@ -112,7 +133,7 @@ static err_code scan(void *arg)
 				if (strcmp(name, b->main_name) != 0 && wal_is_archive_name(name) &&
 					take(b, name)) {
 					b->budget--;
-					if (!chan_send(b->names, xstrdup(name)))
+					if (!hand_over(b, name))
 						b->budget = 0;
 				}
 			}
@@ -192,6 +213,7 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 		return wal_push_one(r, cfg, path);
 
 	bg b = { .r = r, .cfg = cfg, .main_name = name, .budget = budget };
+	b.workers = workers < budget ? workers : budget;
 	b.wal_dir = slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup(".");
 	b.names = chan_new((size_t)workers);
 	pthread_mutex_init(&b.lock, NULL);
@@ -201,9 +223,8 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 	pthread_cond_init(&b.wake, &ca);
 	pthread_condattr_destroy(&ca);
 	group *g = group_new();
+	b.g = g;
 	group_go(g, scan, &b);
-	for (int i = 0; i < workers && i < budget; i++)
-		group_go(g, upload, &b);
 
 	err_code rc = wal_push_one(r, cfg, path);
 	char *saved = rc != E_OK ? xstrdup(err_msg()) : NULL;
