@@ -60,9 +60,18 @@ $(BUILD)/test/%: test/unit/%.c $(BUILD)/libwalc.a
 # compute; those that assert timings are tagged to run alone, see test/integration/run.sh).
 INTEGRATION_JOBS ?= $(shell nproc)
 export INTEGRATION_JOBS
+# TEST_BUILD=coverage (CI) runs the same tests once, fault tests included, with the ASan+UBSan
+# binary built for coverage, and prints the coverage: make coverage, below. The optimized
+# binary's own runs are then the static one's (test-static, test-versions, e2e-pod) and
+# valgrind's fault test.
+ifeq ($(TEST_BUILD),coverage)
+test: deps
+	@$(MAKE) --no-print-directory coverage
+else
 test: deps walc $(UNIT_BIN)
 	@test/run-unit.sh $(UNIT_BIN)
 	@test/integration/run.sh
+endif
 
 unit: walc $(UNIT_BIN)
 	@test/run-unit.sh $(UNIT_BIN)
