@@ -13,6 +13,9 @@
 FILES_SMALL_TABLES=${BENCH_FILES_SMALL_TABLES:-10}
 FILES_TABLES=${BENCH_FILES_TABLES:-50000}
 FILES_RUNS=${BENCH_FILES_RUNS:-$RUNS}
+# BENCH_FILES_TOOLS="walc": only walc's rows (a check of walc's memory alone; the peers take
+# most of the section's time at 200,000 files)
+read -ra FILES_TOOLS <<<"${BENCH_FILES_TOOLS:-walc pgbr walg}"
 
 # files_load DS TABLES: the big table, and TABLES one-row tables in database "many", made by two
 # sessions at once
@@ -75,7 +78,7 @@ bench_files_one() { # DS TABLES
 				pgbr_restore "$ds" lz4 "$run" "$LAST_NAME"
 				;;
 			esac
-		done < <(rotate $((run - 1)) walc pgbr "${WALG_ITEMS[@]}")
+		done < <(rotate $((run - 1)) walc pgbr "${WALG_ITEMS[@]}" | grep -Fxf <(printf '%s\n' "${FILES_TOOLS[@]}"))
 	done
 	pg_stop "$T/$ds/pgdata"
 	rm -rf "${T:?}/$ds"
