@@ -17,6 +17,8 @@
 
 /* A root key longer than this is not "Files" in any spelling a JSON encoder would write. */
 #define ROOT_KEY_MAX 64
+/* Brackets open at once inside a root member's value, at most (files_metadata.json has 3). */
+#define DEPTH_MAX 64
 
 typedef enum phase {
 	P_BEFORE, /* before the root object */
@@ -38,6 +40,7 @@ typedef struct files_sink {
 	bool first;	 /* no member yet in the root object */
 	bool in_str, esc;
 	int depth;	   /* brackets open inside the current root member's value */
+	uint64_t arrays; /* bit i: the bracket open at depth i + 1 is '[' */
 	char key[ROOT_KEY_MAX + 3];
 	size_t key_len; /* ROOT_KEY_MAX + 1: too long to be Files */
 	bool in_files;	/* the current root value is Files */
@@ -101,6 +104,26 @@ static err_code entry_end(files_sink *f)
 	return rc;
 }
 
+static err_code open_bracket(files_sink *f, unsigned char c)
+{
+	if (f->depth == DEPTH_MAX)
+		return corrupt(f, "nested deeper than 64 levels");
+	uint64_t bit = (uint64_t)1 << f->depth++;
+	f->arrays = c == '[' ? f->arrays | bit : f->arrays & ~bit;
+	return E_OK;
+}
+
+/* The value ends with its outermost bracket; a bracket of the wrong kind is corrupt. */
+static err_code close_bracket(files_sink *f, unsigned char c)
+{
+	bool array = (f->arrays >> (f->depth - 1) & 1) != 0;
+	if (array != (c == ']'))
+		return corrupt(f, "brackets do not match");
+	if (--f->depth == 0)
+		f->ph = P_AFTER;
+	return E_OK;
+}
+
 /* A byte outside any string, inside a root member's object or array. */
 static err_code nested(files_sink *f, unsigned char c)
 {
@@ -139,11 +162,9 @@ static err_code nested(files_sink *f, unsigned char c)
 	if (c == '"')
 		f->in_str = true;
 	else if (c == '{' || c == '[')
-		f->depth++;
-	else if (c == '}' || c == ']') {
-		if (--f->depth == 0)
-			f->ph = P_AFTER;
-	}
+		return open_bracket(f, c);
+	else if (c == '}' || c == ']')
+		return close_bracket(f, c);
 	return E_OK;
 }
 
@@ -214,8 +235,9 @@ static err_code scan(files_sink *f, unsigned char c)
 			return corrupt(f, "Files is not an object");
 		f->had_files |= f->in_files;
 		if (c == '{' || c == '[') {
-			f->depth = 1;
+			f->depth = 0;
 			f->ph = P_NESTED;
+			return open_bracket(f, c);
 		} else if (c == '"')
 			f->in_str = true;
 		else

@@ -327,6 +327,9 @@ static void test_files_stream_refuses(void **state)
 		"{\"Files\": {}, }",
 		"{\"a\" 1, \"Files\": {}}",
 		"{\"Files\": {\"/a\": \"\\ud800\"}}", /* a lone surrogate: jansson refuses it */
+		"{\"Files\": {\"/a\": 1]}",		 /* an entry's bracket of the wrong kind */
+		"{\"Files\": {\"/a\": {\"b\": [1}}}}",
+		"{\"T\": [{\"a\": 1]}], \"Files\": {}}", /* the same outside Files */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		files_seen f = { 0 };
@@ -348,6 +351,14 @@ static void test_files_stream_refuses(void **state)
 	assert_non_null(strstr(err_msg(), "larger than"));
 	err_clear();
 	free(text);
+	/* Depth is bounded, so its record is too. */
+	char deep[256] = "{\"Files\": {}, \"T\": ";
+	for (int i = 0; i < 70; i++)
+		strcat(deep, "[");
+	files_seen d = { 0 };
+	assert_int_equal(read_files(deep, 0, &d), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "deeper"));
+	err_clear();
 	/* The callback's error stops the read and is returned with its message. */
 	files_seen stop = { .fail_at = 2 };
 	assert_int_equal(read_files("{\"Files\": {\"/a\": 1, \"/b\": 2, \"/c\": 3}}", 0, &stop), E_IO);
