@@ -11,7 +11,8 @@
 #   BENCH_CORES=$(nproc)   process-max / WALG_UPLOAD_DISK_CONCURRENCY / zstd -T
 #   BENCH_OUT=test/bench/results
 #   BENCH_SECTIONS="full delta delta-restore s3 stores wal small remote"   which parts to run
-#                          (full is needed by delta, delta-restore, s3 and stores; each section's
+#                          (full is needed by delta, delta-restore, s3 and stores, except
+#                          BENCH_STORES_ONLY=retention; each section's
 #                          file says what it does; remote runs PostgreSQL 17 in the trixie chroot;
 #                          files, not in the default, measures memory at 200,000 files)
 #   KEEP=1                 keep the temporary directory
@@ -544,6 +545,14 @@ for ds in $DATASETS; do
 	rm -rf "${T:?}/$ds"
 done
 case " ${BENCH_DATASETS:-pgbench mixed} " in *" pgbench "*) section small && bench_small ;; esac
+if section stores && ! section full; then
+	# the backup and restore rows need full's pgbench cluster; the retention rows make their own
+	if [ "$STORES_ONLY" = retention ]; then
+		bench_stores ""
+	else
+		log "skipped: stores without full (BENCH_STORES_ONLY=retention runs its retention rows alone)"
+	fi
+fi
 section wal && bench_wal
 section remote && bench_remote
 section files && bench_files
