@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
+#include "internal/pipe/pipe.h"
 
 typedef struct fs_storage {
 	storage base;
@@ -231,6 +231,68 @@ static err_code fs_remove(storage *st, const char *key)
 	return rc;
 }
 
+/*
+ * Many deletes (retention) run on FS_REMOVE_THREADS threads: an unlink waits on the file
+ * system's journal, and the disk takes many at once (10,000 one-byte files on this project's
+ * VMs: 2.1-2.5 s one at a time, 0.9-1.0 s from 16 threads). Folders they empty go afterwards,
+ * each tried once in a run of keys that share it.
+ */
+#define FS_REMOVE_THREADS 8
+#define FS_REMOVE_PER_THREAD 64 /* fewer keys than this a thread: fewer threads */
+
+typedef struct fs_removal {
+	fs_storage *fs;
+	const char *const *keys;
+	size_t n;
+	size_t next; /* atomic: the next key to take */
+	group *g;
+} fs_removal;
+
+static err_code remove_some(void *arg)
+{
+	fs_removal *w = arg;
+	while (!group_cancelled(w->g)) {
+		size_t i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
+		if (i >= w->n)
+			break;
+		char *path = fs_path(w->fs, w->keys[i]);
+		err_code rc = E_OK;
+		if (unlink(path) != 0 && errno != ENOENT)
+			rc = err_errno(E_IO, errno, "removing %s", path);
+		free(path);
+		TRY(rc);
+	}
+	return E_OK;
+}
+
+static bool same_folder(const char *a, const char *b)
+{
+	const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	return sa != NULL && sb != NULL && sa - a == sb - b && strncmp(a, b, (size_t)(sa - a)) == 0;
+}
+
+static err_code fs_remove_many(storage *st, const char *const *keys, size_t n)
+{
+	fs_storage *fs = (fs_storage *)st;
+	fs_removal w = { fs, keys, n, 0, group_new() };
+	size_t threads = n / FS_REMOVE_PER_THREAD + 1;
+	if (threads > FS_REMOVE_THREADS)
+		threads = FS_REMOVE_THREADS;
+	for (size_t t = 0; t < threads; t++)
+		if (group_go(w.g, remove_some, &w) != E_OK)
+			break;
+	err_code rc = group_wait(w.g);
+	group_free(w.g);
+	for (size_t i = 0; rc == E_OK && i < n; i++) {
+		if (i + 1 < n && same_folder(keys[i], keys[i + 1]))
+			continue;
+		char *path = fs_path(fs, keys[i]);
+		remove_empty_parents(fs, path);
+		free(path);
+	}
+	return rc;
+}
+
 static const char *fs_describe(storage *st)
 {
 	return ((fs_storage *)st)->root;
@@ -249,6 +311,7 @@ static const storage_ops fs_ops = {
 	.stat = fs_stat,
 	.list = fs_list,
 	.remove = fs_remove,
+	.remove_many = fs_remove_many,
 	.describe = fs_describe,
 	.free = fs_free,
 	.put_new = fs_put_new,

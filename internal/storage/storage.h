@@ -38,7 +38,8 @@ typedef struct storage_ops {
 	err_code (*put_new)(storage *st, const char *key, sink **out);
 	/* Optional: the hidden temporaries of unfinished puts below prefix (file system). */
 	err_code (*list_temporaries)(storage *st, const char *prefix, obj_list *out);
-	/* Optional: deletes many objects in batched requests (S3, Azure, GCS). */
+	/* Optional: deletes many objects in batched requests (S3, Azure, GCS), or on several
+	 * threads (the file system). */
 	err_code (*remove_many)(storage *st, const char *const *keys, size_t n);
 	/* Optional: as put, for a long stream (storage_put_long). */
 	err_code (*put_long)(storage *st, const char *key, sink **out);

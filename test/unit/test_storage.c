@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal/pg/pg.h"
@@ -70,6 +71,44 @@ static void test_fs_roundtrip(void **state)
 	assert_int_equal(storage_remove(st, "wal_005/a.lz4"), E_OK);
 	assert_int_equal(storage_remove(st, "wal_005/a.lz4"), E_OK);
 	assert_int_equal(storage_stat(st, "wal_005/a.lz4", &info), E_NOTFOUND);
+	storage_free(st);
+}
+
+/* Many deletes at once: every key goes (absent ones too), folders they empty go, others stay. */
+static void test_fs_remove_many(void **state)
+{
+	(void)state;
+	storage *st;
+	assert_int_equal(storage_fs_open(unit_dir, &st), E_OK);
+	enum { N = 300 };
+	char *keys[N + 1];
+	for (int i = 0; i < N; i++) {
+		keys[i] = xasprintf("%s/%03d", i < 200 ? "wal_005" : i < 250 ? "m/a/b" : "m/c", i);
+		sink *s;
+		assert_int_equal(storage_put(st, keys[i], &s), E_OK);
+		assert_int_equal(sink_finish(s), E_OK);
+		sink_free(s);
+	}
+	keys[N] = xstrdup("wal_005/absent");
+	sink *s;
+	assert_int_equal(storage_put(st, "m/c/kept", &s), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_int_equal(storage_remove_many(st, (const char *const *)keys, N + 1), E_OK);
+	obj_list l;
+	assert_int_equal(storage_list(st, "", true, &l), E_OK);
+	assert_int_equal(l.len, 1);
+	assert_string_equal(l.items[0].key, "m/c/kept");
+	obj_list_free(&l);
+	struct stat sb;
+	char *gone = xasprintf("%s/m/a", unit_dir), *left = xasprintf("%s/m/c", unit_dir);
+	assert_int_equal(stat(gone, &sb), -1);
+	assert_int_equal(stat(left, &sb), 0);
+	free(gone);
+	free(left);
+	for (int i = 0; i <= N; i++)
+		free(keys[i]);
+	assert_int_equal(storage_remove(st, "m/c/kept"), E_OK);
 	storage_free(st);
 }
 
@@ -141,6 +180,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fs_roundtrip, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_fs_remove_many, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_fs_abort_leaves_nothing, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_keys_refused, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test(test_wal_names),
