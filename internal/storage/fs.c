@@ -218,13 +218,25 @@ static void remove_empty_parents(fs_storage *fs, char *path)
 	}
 }
 
-static err_code fs_remove(storage *st, const char *key)
+/* Removes key's file (absent is fine); *path_out, when wanted, gets its path. */
+static err_code unlink_key(fs_storage *fs, const char *key, char **path_out)
 {
-	fs_storage *fs = (fs_storage *)st;
 	char *path = fs_path(fs, key);
 	err_code rc = E_OK;
 	if (unlink(path) != 0 && errno != ENOENT)
 		rc = err_errno(E_IO, errno, "removing %s", path);
+	if (path_out != NULL)
+		*path_out = path;
+	else
+		free(path);
+	return rc;
+}
+
+static err_code fs_remove(storage *st, const char *key)
+{
+	fs_storage *fs = (fs_storage *)st;
+	char *path;
+	err_code rc = unlink_key(fs, key, &path);
 	if (rc == E_OK)
 		remove_empty_parents(fs, path);
 	free(path);
@@ -255,12 +267,7 @@ static err_code remove_some(void *arg)
 		size_t i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
 		if (i >= w->n)
 			break;
-		char *path = fs_path(w->fs, w->keys[i]);
-		err_code rc = E_OK;
-		if (unlink(path) != 0 && errno != ENOENT)
-			rc = err_errno(E_IO, errno, "removing %s", path);
-		free(path);
-		TRY(rc);
+		TRY(unlink_key(w->fs, w->keys[i], NULL));
 	}
 	return E_OK;
 }
