@@ -241,20 +241,32 @@ wal_verify() {
 	echo "$same"
 }
 
-# wal_quiet PATH [TOOL]: wait for the fetch processes working in PATH to end: walc's detached
-# prefetchers ("wal-fetch SEGMENT PATH..."), WAL-G's ("wal-prefetch SEGMENT PATH...": every
-# wal-fetch call starts one and does not wait for it). Those still running after 30 s are
-# killed by their ids and counted in WAL_KILLED; walc's fail the bench, WAL-G's are logged.
+# wal_fetchers DIR/: the ids of the prefetchers working in DIR: walc's and WAL-G's wal-fetch
+# calls both start a detached "wal-prefetch SEGMENT DEST" that they do not wait for. During a
+# recovery DEST is relative (PostgreSQL's %p, pg_wal/RECOVERYXLOG), so the process's working
+# directory tells whose it is; wal_verify's DEST is an absolute path.
+wal_fetchers() {
+	local p
+	for p in $(pgrep -f 'wal-(pre)?fetch [0-9A-F]+ ' || true); do
+		case "$(readlink "/proc/$p/cwd" 2>/dev/null)/ $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")" in
+		"$1"* | *" $1"*) echo "$p" ;;
+		esac
+	done
+}
+
+# wal_quiet DIR/ [TOOL]: wait for the prefetchers working in DIR to end. Those still running
+# after 30 s are killed by their ids and counted in WAL_KILLED; walc's fail the bench, WAL-G's
+# are logged.
 wal_quiet() {
-	local pat="wal-(pre)?fetch [0-9A-F]+ $1" pids ids
+	local ids
 	WAL_KILLED=0
 	for _ in $(seq 1 300); do
-		pgrep -f "$pat" >/dev/null || return 0
+		[ -n "$(wal_fetchers "$1")" ] || return 0
 		sleep 0.1
 	done
-	pids=$(pgrep -f "$pat" | paste -sd,) || return 0 # pipefail: none left
-	log "  wal: fetch processes still running in $1 after 30 s, killed: $(ps -o args= -p "$pids" | paste -sd'|' || true)" >&2
-	IFS=, read -r -a ids <<<"$pids"
+	mapfile -t ids < <(wal_fetchers "$1")
+	[ ${#ids[@]} -gt 0 ] || return 0
+	log "  wal: prefetchers still running in $1 after 30 s, killed: $(ps -o args= -p "$(IFS=,; echo "${ids[*]}")" | paste -sd'|' || true)" >&2
 	kill "${ids[@]}" 2>/dev/null || true
 	WAL_KILLED=${#ids[@]}
 	[ "${2:-walc}" != walc ] || fail "walc prefetchers still running in $1"
