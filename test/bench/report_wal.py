@@ -213,34 +213,54 @@ def section(meta, samples):
                 "seg_per_s": med([v["fetched"] / v["wall"] for v in vals if v["wall"]]),
                 "busy_cores": med([v["busy_s"] / v["wall"] for v in vals if v.get("busy_s") is not None and v["wall"]])}
     if R:
-        one = [k for k in recs if k[1].endswith("WALG_DOWNLOAD_CONCURRENCY=1")]
-        pre = [k for k in recs if "default" in k[1]]
-        sp = paired(recs[one[0]], recs[pre[0]], lambda a, b: a["wall"] / b["wall"] if b["wall"] else None) \
-            if one and pre else None
-        L.append("### Recovery from S3 (issue #6)")
+        def pair(tool):
+            pre = next((k for k in recs if k[0] == tool and "default" in k[1]), None)
+            one = next((k for k in recs if k[0] == tool and k[1].endswith("WALG_DOWNLOAD_CONCURRENCY=1")), None)
+            return pre, one
+        sp = {}
+        for tool in ("walc", "wal-g"):
+            pre, one = pair(tool)
+            if pre and one:
+                sp[pre] = paired(recs[one], recs[pre], lambda a, b: a["wall"] / b["wall"] if b["wall"] else None)
+        # walc's time over WAL-G's at the same settings, per run
+        vs = {k: paired(recs[k], recs[("wal-g", k[1])], lambda a, b: a["wall"] / b["wall"] if b["wall"] else None)
+              for k in recs if k[0] == "walc" and ("wal-g", k[1]) in recs}
+        L.append("### Recovery from S3 (issue #6; WAL-G: issue 20)")
         L.append("")
         L.append(f"A copy of a base backup taken before the backlog (pg_basebackup) recovers all {n:.0f} segments with "
-                 "restore_command = walc wal-fetch, from Ceph RGW through s3_faultproxy.py adding the stated latency to "
-                 "every request, until it promotes at the end of the archive; it must then answer a query and hold the "
-                 "last transaction. Time from pg_ctl start to \"ready to accept connections\".")
+                 "restore_command = walc wal-fetch, or wal-g wal-fetch on the same repository, from Ceph RGW through "
+                 "s3_faultproxy.py adding the stated latency to every request, until it promotes at the end of the "
+                 "archive; it must then answer a query and hold the last transaction. Time from pg_ctl start to "
+                 "\"ready to accept connections\". The tools' runs alternate; walc / WAL-G is the median of per-run "
+                 "ratios of the recovery times at the same settings.")
         L.append("")
         L.append("| restore_command | recovery s | segments fetched for recovery | segments/s | machine busy, cores | "
-                 "speed-up vs concurrency 1 |")
-        L.append("|---|---:|---:|---:|---:|---:|")
-        for k in pre + one + [k for k in R if k not in pre + one]:
+                 "speed-up vs concurrency 1 | walc / WAL-G |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|")
+        order = sorted(R, key=lambda k: ("default" not in k[1], k[0] != "walc", k[1]))
+        for k in order:
             r = R[k]
-            L.append(f"| walc wal-fetch, {k[1]} | {fmt(r['wall_s'], 2)} | {fmt(r['fetched'], 0)} | {fmt(r['seg_per_s'])} | "
-                     f"{fmt(r['busy_cores'], 2)} | "
-                     f"{fmt(sp, 2) + ' ×' if sp and k in pre else ''} |")
+            s_ = sp.get(k)
+            killed = sum(v.get("killed") or 0 for v in recs[k].values())
+            note = f" ({killed} prefetch processes killed after 30 s)" if killed else ""
+            L.append(f"| {'walc' if k[0] == 'walc' else 'wal-g'} wal-fetch, {k[1]}{note} | {fmt(r['wall_s'], 2)} | "
+                     f"{fmt(r['fetched'], 0)} | {fmt(r['seg_per_s'])} | {fmt(r['busy_cores'], 2)} | "
+                     f"{fmt(s_, 2) + ' ×' if s_ else ''} | {fmt(vs[k], 2) if vs.get(k) else ''} |")
         L.append("")
-        if sp is not None:
-            a, b = R[pre[0]], R[one[0]]
+        pre, one = pair("walc")
+        if pre in sp and sp[pre] is not None:
+            a, b = R[pre], R[one]
+            g = R.get(("wal-g", pre[1]))
             targets.append({"target": "recovery from S3: wal-fetch with prefetch faster than WALG_DOWNLOAD_CONCURRENCY=1",
-                            "measured": f"{sp:.2f} × faster ({a['wall_s']:.1f} s vs {b['wall_s']:.1f} s; "
-                                        f"{a['seg_per_s']:.1f} vs {b['seg_per_s']:.1f} segments/s)",
-                            "met": sp > 1, "by": None if sp > 1 else f"{(1 / sp - 1) * 100:.0f}% slower"})
+                            "measured": f"{sp[pre]:.2f} × faster ({a['wall_s']:.1f} s vs {b['wall_s']:.1f} s; "
+                                        f"{a['seg_per_s']:.1f} vs {b['seg_per_s']:.1f} segments/s)"
+                                        + (f"; WAL-G with prefetch {g['wall_s']:.1f} s (walc / WAL-G {vs[pre]:.2f})"
+                                           if g and vs.get(pre) else ""),
+                            "met": sp[pre] > 1, "by": None if sp[pre] > 1 else f"{(1 / sp[pre] - 1) * 100:.0f}% slower"})
         for k in R:
-            R[k]["speedup_vs_one"] = sp if k in pre else None
+            R[k]["speedup_vs_one"] = sp.get(k)
+            R[k]["vs_walg"] = vs.get(k)
+            R[k]["killed"] = sum(v.get("killed") or 0 for v in recs[k].values())
     js = {"segments": n,
           "drain": [dict(tool=k[0], settings=k[1], **{f: v for f, v in d.items() if not f.startswith("run_")})
                     for k, d in D.items()],

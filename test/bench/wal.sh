@@ -8,7 +8,8 @@
 #     (archive_library), pgBackRest archive-push and WAL-G wal-push, one segment per call, from the gaps between
 #     the archiver's successive .ready -> .done renames during a drain;
 #   - recovery of the whole backlog from S3 through a proxy adding latency to every request,
-#     wal-fetch with prefetch (default WALG_DOWNLOAD_CONCURRENCY) vs WALG_DOWNLOAD_CONCURRENCY=1.
+#     wal-fetch with prefetch (default WALG_DOWNLOAD_CONCURRENCY) vs WALG_DOWNLOAD_CONCURRENCY=1,
+#     walc's and WAL-G's (restore_command = wal-g wal-fetch on walc's repository) alternating.
 #
 #   BENCH_WAL_SEGMENTS=200       segments in the backlog (at least 16)
 #   BENCH_WAL_RUNS=$RUNS         runs of every drain
@@ -240,24 +241,47 @@ wal_verify() {
 	echo "$same"
 }
 
-# wal_quiet PATH: wait for the walc processes working in PATH (detached prefetchers) to end
-wal_quiet() {
-	local i
-	for i in $(seq 1 100); do
-		pgrep -f "wal-fetch [0-9A-F]+ $1" >/dev/null || return 0
-		sleep 0.1
+# wal_fetchers DIR/: the ids of the prefetchers working in DIR: walc's and WAL-G's wal-fetch
+# calls both start a detached "wal-prefetch SEGMENT DEST" that they do not wait for. During a
+# recovery DEST is relative (PostgreSQL's %p, pg_wal/RECOVERYXLOG), so the process's working
+# directory tells whose it is; wal_verify's DEST is an absolute path.
+wal_fetchers() {
+	local p
+	for p in $(pgrep -f 'wal-(pre)?fetch [0-9A-F]+ ' || true); do
+		case "$(readlink "/proc/$p/cwd" 2>/dev/null)/ $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")" in
+		"$1"* | *" $1"*) echo "$p" ;;
+		esac
 	done
-	fail "walc prefetchers still running in $1"
 }
 
-# wal_recover SETTINGS RUN ENV...: recover a copy of the base backup through walc wal-fetch
-# %f %p with ENV until it promotes at the end of the archive.
+# wal_quiet DIR/ [TOOL]: wait for the prefetchers working in DIR to end. Those still running
+# after 30 s are killed by their ids and counted in WAL_KILLED; walc's fail the bench, WAL-G's
+# are logged.
+wal_quiet() {
+	local ids
+	WAL_KILLED=0
+	for _ in $(seq 1 300); do
+		[ -n "$(wal_fetchers "$1")" ] || return 0
+		sleep 0.1
+	done
+	mapfile -t ids < <(wal_fetchers "$1")
+	[ ${#ids[@]} -gt 0 ] || return 0
+	log "  wal: prefetchers still running in $1 after 30 s, killed: $(ps -o args= -p "$(IFS=,; echo "${ids[*]}")" | paste -sd'|' || true)" >&2
+	kill "${ids[@]}" 2>/dev/null || true
+	WAL_KILLED=${#ids[@]}
+	[ "${2:-walc}" != walc ] || fail "walc prefetchers still running in $1"
+}
+
+# wal_recover TOOL SETTINGS RUN ENV...: recover a copy of the base backup with restore_command =
+# TOOL's wal-fetch %f %p (walc, or wal-g: WAL-G reads walc's repository) with ENV until it
+# promotes at the end of the archive.
 wal_recover() {
-	local settings=$1 run=$2 d=$W/rec t0 t1 b0 b1 limit port fetched rows
-	shift 2
+	local tool=$1 settings=$2 run=$3 d=$W/rec t0 t1 b0 b1 limit port fetched rows fetch=
+	shift 3
+	[ "$tool" = walc ] || fetch="env $* $WALG"
 	rm -rf "$d" "$d.log"
 	cp -a "$W/base" "$d"
-	recover_conf "$d" "$*" "recovery_target_timeline = 'latest'"
+	RECOVER_FETCH=$fetch recover_conf "$d" "$*" "recovery_target_timeline = 'latest'"
 	port=$(free_port)
 	pg_conf "$d" "port = $port" "listen_addresses = ''" "unix_socket_directories = '$T'"
 	touch "$d.log"
@@ -269,7 +293,7 @@ wal_recover() {
 	as_pg "$PGBIN/pg_ctl" -D "$d" -l "$d.log" start >/dev/null
 	limit=$((SECONDS + 900))
 	until grep -q 'database system is ready to accept connections' "$d.log"; do
-		[ "$SECONDS" -lt "$limit" ] || { tail -n 20 "$d.log" >&2; fail "recovery ($settings) not done after 900 s"; }
+		[ "$SECONDS" -lt "$limit" ] || { tail -n 20 "$d.log" >&2; fail "recovery ($tool, $settings) not done after 900 s"; }
 		sleep 0.1
 	done
 	t1=$(date +%s.%N)
@@ -277,15 +301,16 @@ wal_recover() {
 	TM_WALL=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') TM_USER=0 TM_SYS=0
 	fetched=$(grep -c 'restored log file ".*" from archive' "$d.log" || true)
 	rows=$(psqlc "$port" "SELECT count(*) FROM wal_marker")
-	[ "$rows" = 1 ] || fail "the recovered cluster ($settings) misses the last transaction"
+	[ "$rows" = 1 ] || fail "the recovered cluster ($tool, $settings) misses the last transaction"
 	pg_stop "$d"
-	wal_quiet "$d/"
-	wal_sample wal-recovery walc "$settings" "$run" "\"busy_s\":$(wal_ticks_s $((b1 - b0))),\"fetched\":$fetched,\"segments\":$WAL_N"
+	wal_quiet "$d/" "$tool"
+	cp "$d.log" "$T/log/wal-recovery-$tool-${settings//[^A-Za-z0-9]/_}-$run.log"
+	wal_sample wal-recovery "$tool" "$settings" "$run" "\"busy_s\":$(wal_ticks_s $((b1 - b0))),\"fetched\":$fetched,\"segments\":$WAL_N,\"killed\":$WAL_KILLED"
 	rm -rf "$d" "$d.log"
 }
 
 bench_wal() {
-	local run item s3env fileenv c verified pgbr_cmd s3port latency env_ clear pport a S3_ENDPOINT
+	local run item s3env fileenv c verified pgbr_cmd s3port latency env_ clear pport a S3_ENDPOINT pre one
 	WAL_N=${BENCH_WAL_SEGMENTS:-200}
 	local runs=${BENCH_WAL_RUNS:-$RUNS} rruns=${BENCH_WAL_RECOVERY_RUNS:-1}
 	[ "$rruns" -le "$runs" ] || rruns=$runs
@@ -420,13 +445,19 @@ EOF
 	s3env=${s3env/AWS_ENDPOINT=$S3_ENDPOINT/AWS_ENDPOINT=http://127.0.0.1:$pport}
 	s3env=${s3env% PGDATA=*}
 	log "wal: recoveries from S3 + ${latency} ms per request, $rruns run(s)"
+	# both tools at WALG_DOWNLOAD_CONCURRENCY's default, 10 (WAL-G v3.0.9's too), and at 1
+	pre="s3 + $latency ms, WALG_DOWNLOAD_CONCURRENCY default (10)"
+	one="s3 + $latency ms, WALG_DOWNLOAD_CONCURRENCY=1"
 	for ((run = 1; run <= rruns; run++)); do
 		while read -r item; do
+			# shellcheck disable=SC2086 # s3env is a list of VAR=VALUE words
 			case $item in
-			prefetch) wal_recover "s3 + $latency ms, WALG_DOWNLOAD_CONCURRENCY default (10)" "$run" "$s3env" ;;
-			one) wal_recover "s3 + $latency ms, WALG_DOWNLOAD_CONCURRENCY=1" "$run" "$s3env WALG_DOWNLOAD_CONCURRENCY=1" ;;
+			prefetch) wal_recover walc "$pre" "$run" $s3env ;;
+			one) wal_recover walc "$one" "$run" $s3env WALG_DOWNLOAD_CONCURRENCY=1 ;;
+			walg-prefetch) wal_recover wal-g "$pre" "$run" $s3env ;;
+			walg-one) wal_recover wal-g "$one" "$run" $s3env WALG_DOWNLOAD_CONCURRENCY=1 ;;
 			esac
-		done < <(rotate $((run - 1)) prefetch one)
+		done < <(rotate $((run - 1)) prefetch "${WALG_ITEMS[@]/%/-prefetch}" one "${WALG_ITEMS[@]/%/-one}")
 	done
 
 	wal_cleanup
