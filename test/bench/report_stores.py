@@ -17,7 +17,9 @@ RSS_LIMIT_MIB = 100
 SERVERS = [("rgw", "Ceph RGW"), ("s3rver", "s3rver"), ("file", "file system")]
 
 
-def row_name(tool, settings):
+def row_name(tool, settings, server):
+    if tool == "walc" and server == "file" and settings == "batched":
+        return "walc (unlinks on 8 threads)"
     if tool == "walc":
         return {"batched": "walc, batched (DeleteObjects of 1000 keys, WALG_UPLOAD_CONCURRENCY=16)",
                 "single": "walc, one request per object, one at a time"}.get(settings, f"walc, {settings}")
@@ -59,7 +61,7 @@ def retention(samples):
                 ratio = "" if (tool, settings) == ("walc", "batched") or not ratios else f"{statistics.median(ratios):.2f}"
                 reqs = xs[0]["bytes"] if xs[0]["bytes"] is not None else ""
                 longest = xs[0]["name"] or ""
-                out.append(f"| {name} | {row_name(tool, settings)} | {len(xs)} | {wall:.2f} | {ratio} | {reqs} | {longest} |")
+                out.append(f"| {name} | {row_name(tool, settings, k)} | {len(xs)} | {wall:.2f} | {ratio} | {reqs} | {longest} |")
             bat, sin = rows.get(("walc", "batched")), rows.get(("walc", "single"))
             if bat and sin:
                 bw, sw = statistics.median(x["wall"] for x in bat), statistics.median(x["wall"] for x in sin)
