@@ -26,18 +26,25 @@ json_t *catalog_json_get(const json_t *obj, const char *key)
 	return NULL;
 }
 
+/* storage_get of a catalog object; a missing one is named with its store. */
+static err_code get(repo *r, const char *key, sink *into)
+{
+	err_code rc = storage_get(r->st, key, into);
+	if (rc == E_NOTFOUND)
+		return err_set(E_NOTFOUND, "%s does not exist in %s", key, storage_describe(r->st));
+	return rc;
+}
+
 err_code catalog_read_json(repo *r, const char *key, size_t max, json_t **out)
 {
 	membuf mb = { .max = max };
 	*out = NULL;
 	sink *m = membuf_sink_new(&mb);
-	err_code rc = storage_get(r->st, key, m);
+	err_code rc = get(r, key, m);
 	sink_free(m);
 	if (rc != E_OK) {
 		free(mb.data);
-		if (rc == E_NOTFOUND)
-			return err_set(E_NOTFOUND, "%s does not exist in %s", key, storage_describe(r->st));
-		return err_wrap(rc, "reading %s", key);
+		return rc == E_NOTFOUND ? rc : err_wrap(rc, "reading %s", key);
 	}
 	json_error_t jerr;
 	*out = json_loadb((const char *)mb.data, mb.len, 0, &jerr);
@@ -50,6 +57,19 @@ err_code catalog_read_json(repo *r, const char *key, size_t max, json_t **out)
 		return err_set(E_CORRUPT, "%s: expected a JSON object", key);
 	}
 	return E_OK;
+}
+
+/* The scanner's own errors name the object already: they are not wrapped again. */
+err_code catalog_files_each(repo *r, const char *backup, catalog_file_fn fn, void *arg)
+{
+	char *key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", backup);
+	sink *s = catalog_files_sink_new(key, fn, arg);
+	err_code rc = get(r, key, s);
+	if (rc == E_OK)
+		rc = sink_finish(s);
+	sink_free(s);
+	free(key);
+	return rc;
 }
 
 /* Typed getters: a present member of the wrong type is corrupt; absent is the default. */

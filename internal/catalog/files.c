@@ -63,13 +63,12 @@ static bool is_space(unsigned char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-static void ent_add(files_sink *f, unsigned char c)
+/* A byte of the Files entry being read; the entry is capped, never the whole document. */
+static err_code ent_add(files_sink *f, unsigned char c)
 {
-	if (f->ent.len == f->ent.cap) {
-		f->ent.cap = f->ent.cap ? f->ent.cap * 2 : 256;
-		f->ent.data = xrealloc(f->ent.data, f->ent.cap);
-	}
-	f->ent.data[f->ent.len++] = c;
+	if (membuf_add(&f->ent, &c, 1) != E_OK)
+		return corrupt(f, "an entry in Files is larger than 16 MiB");
+	return E_OK;
 }
 
 /* Whether the root key just read names Files: decoded by jansson, compared without case. */
@@ -87,7 +86,7 @@ static bool key_is_files(files_sink *f)
 /* One whole entry of Files read: decoded and passed on. */
 static err_code entry_end(files_sink *f)
 {
-	ent_add(f, '}');
+	TRY(ent_add(f, '}'));
 	json_error_t jerr;
 	json_t *one = json_loadb((const char *)f->ent.data, f->ent.len, 0, &jerr);
 	f->ent.len = 0;
@@ -140,10 +139,9 @@ static err_code nested(files_sink *f, unsigned char c)
 			return corrupt(f, "a Files entry does not start with a name");
 		f->ent_open = true;
 		f->ent_due = false;
-		ent_add(f, '{');
-		ent_add(f, c);
 		f->in_str = true;
-		return E_OK;
+		TRY(ent_add(f, '{'));
+		return ent_add(f, c);
 	}
 	if (files_level && (c == ',' || c == '}')) {
 		TRY(entry_end(f));
@@ -154,11 +152,8 @@ static err_code nested(files_sink *f, unsigned char c)
 		}
 		return E_OK;
 	}
-	if (f->ent_open) {
-		if (f->ent.len >= CATALOG_JSON_MAX)
-			return corrupt(f, "an entry in Files is larger than 16 MiB");
-		ent_add(f, c);
-	}
+	if (f->ent_open)
+		TRY(ent_add(f, c));
 	if (c == '"')
 		f->in_str = true;
 	else if (c == '{' || c == '[')
@@ -169,10 +164,10 @@ static err_code nested(files_sink *f, unsigned char c)
 }
 
 /* A byte of a string; the opening quote has been taken. */
-static void string_byte(files_sink *f, unsigned char c)
+static err_code string_byte(files_sink *f, unsigned char c)
 {
 	if (f->ent_open)
-		ent_add(f, c);
+		TRY(ent_add(f, c));
 	if (f->ph == P_KEY && f->key_len <= ROOT_KEY_MAX)
 		f->key[f->key_len++] = (char)c;
 	if (f->esc)
@@ -186,16 +181,13 @@ static void string_byte(files_sink *f, unsigned char c)
 		else if (f->ph == P_VALUE)
 			f->ph = P_AFTER; /* a string value of the root */
 	}
+	return E_OK;
 }
 
 static err_code scan(files_sink *f, unsigned char c)
 {
-	if (f->in_str) {
-		if (f->ent_open && f->ent.len >= CATALOG_JSON_MAX)
-			return corrupt(f, "an entry in Files is larger than 16 MiB");
-		string_byte(f, c);
-		return E_OK;
-	}
+	if (f->in_str)
+		return string_byte(f, c);
 	if (f->ph == P_NESTED)
 		return nested(f, c);
 	if (f->ph == P_SCALAR) {
@@ -295,21 +287,8 @@ sink *catalog_files_sink_new(const char *what, catalog_file_fn fn, void *arg)
 	files_sink *f = xcalloc(1, sizeof(*f));
 	f->base.ops = &files_ops;
 	f->what = xstrdup(what);
+	f->ent.max = CATALOG_JSON_MAX;
 	f->fn = fn;
 	f->arg = arg;
 	return &f->base;
-}
-
-err_code catalog_files_each(repo *r, const char *backup, catalog_file_fn fn, void *arg)
-{
-	char *key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", backup);
-	sink *s = catalog_files_sink_new(key, fn, arg);
-	err_code rc = storage_get(r->st, key, s);
-	if (rc == E_OK)
-		rc = sink_finish(s);
-	else if (rc == E_NOTFOUND)
-		rc = err_set(E_NOTFOUND, "%s does not exist in %s", key, storage_describe(r->st));
-	sink_free(s);
-	free(key);
-	return rc;
 }

@@ -34,9 +34,8 @@ typedef struct membuf_sink {
 	membuf *mb;
 } membuf_sink;
 
-static err_code membuf_write(sink *s, const void *buf, size_t len)
+err_code membuf_add(membuf *mb, const void *buf, size_t len)
 {
-	membuf *mb = ((membuf_sink *)s)->mb;
 	if (len > mb->max - mb->len)
 		return err_set(E_CORRUPT, "data larger than the %zu-byte limit", mb->max);
 	if (mb->len + len > mb->cap) {
@@ -51,6 +50,11 @@ static err_code membuf_write(sink *s, const void *buf, size_t len)
 	memcpy(mb->data + mb->len, buf, len);
 	mb->len += len;
 	return E_OK;
+}
+
+static err_code membuf_write(sink *s, const void *buf, size_t len)
+{
+	return membuf_add(((membuf_sink *)s)->mb, buf, len);
 }
 
 static err_code plain_finish(sink *s)
