@@ -48,25 +48,15 @@ err_code delta_add_file(void *arg, const char *name, const json_t *rec)
 	return E_OK;
 }
 
-static int by_name(const void *a, const void *b)
-{
-	const base_file *x = a, *y = b;
-	if (x->name[0] != y->name[0])
-		return x->name[0] < y->name[0] ? -1 : 1;
-	if (x->name[1] != y->name[1])
-		return x->name[1] < y->name[1] ? -1 : 1;
-	return 0;
-}
-
 void delta_files_sort(delta_base *d)
 {
 	if (d->nfiles == 0)
 		return;
 	d->files = xrealloc(d->files, d->nfiles * sizeof(*d->files));
 	d->cap = d->nfiles;
-	qsort(d->files, d->nfiles, sizeof(*d->files), by_name);
+	qsort(d->files, d->nfiles, sizeof(*d->files), hash128_cmp);
 	for (size_t i = 1; i < d->nfiles; i++)
-		if (by_name(&d->files[i - 1], &d->files[i]) == 0)
+		if (hash128_cmp(&d->files[i - 1], &d->files[i]) == 0)
 			d->files[i - 1].mtime_ns = d->files[i].mtime_ns = INT64_MIN;
 }
 
@@ -124,7 +114,7 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 		full_because("the base backup has no files metadata");
 		goto out;
 	}
-	if ((rc = catalog_files_each(r, cand, delta_add_file, d)) != E_OK)
+	if ((rc = catalog_files_each(r, cand, delta_add_file, NULL, d)) != E_OK)
 		goto out;
 	delta_files_sort(d);
 	d->active = true;
@@ -219,7 +209,7 @@ delta_kind delta_classify(const delta_base *d, const char *member, const struct 
 	hash128(member, strlen(member), key.name);
 	const base_file *f = d->nfiles == 0
 		? NULL
-		: bsearch(&key, d->files, d->nfiles, sizeof(*d->files), by_name);
+		: bsearch(&key, d->files, d->nfiles, sizeof(*d->files), hash128_cmp);
 	if (f == NULL)
 		return DELTA_WHOLE;
 	if (d->start != 0 && f->mtime_ns != INT64_MIN &&

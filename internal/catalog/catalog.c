@@ -60,10 +60,11 @@ err_code catalog_read_json(repo *r, const char *key, size_t max, json_t **out)
 }
 
 /* The scanner's own errors name the object already: they are not wrapped again. */
-err_code catalog_files_each(repo *r, const char *backup, catalog_file_fn fn, void *arg)
+err_code catalog_files_each(repo *r, const char *backup, catalog_file_fn fn,
+							catalog_set_fn set_fn, void *arg)
 {
 	char *key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", backup);
-	sink *s = catalog_files_sink_new(key, fn, arg);
+	sink *s = catalog_files_sink_new(key, fn, set_fn, arg);
 	err_code rc = get(r, key, s);
 	if (rc == E_OK)
 		rc = sink_finish(s);

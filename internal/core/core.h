@@ -382,8 +382,27 @@ void hasher_update(hasher *h, const void *buf, size_t len);
 /* Writes the text form; the hasher can be freed or reset after. */
 void hasher_text(hasher *h, char out[HASH_TEXT_LEN + 1]);
 void hasher_free(hasher *h);
+/* The text form of a sum v (high half first), and back: false unless text is that form. */
+void hash_text_format(const uint64_t v[2], char out[HASH_TEXT_LEN + 1]);
+bool hash_text_parse(const char *text, uint64_t v[2]);
 /* XXH3-128 of len bytes, high half first: a name's key in tables that do not keep names. */
 void hash128(const void *data, size_t len, uint64_t out[2]);
+/* qsort/bsearch order of two hash128 values, or of records that start with one. */
+int hash128_cmp(const void *a, const void *b);
+/*
+ * A set of names kept as their hash128, filled, then sorted once: what a restore needs of a
+ * backup, 16 bytes a name whatever its length.
+ */
+typedef struct hash_set {
+	uint64_t (*h)[2];
+	size_t n, cap;
+} hash_set;
+void hash_set_add(hash_set *s, const uint64_t h[2]);
+/* Sorts; a hash added twice is kept once. */
+void hash_set_sort(hash_set *s);
+bool hash_set_has(const hash_set *s, const uint64_t h[2]);
+bool hash_set_has_name(const hash_set *s, const char *name);
+void hash_set_free(hash_set *s);
 /* Hashes a whole file; E_NOTFOUND when it does not exist. */
 err_code hash_file(const char *path, char out[HASH_TEXT_LEN + 1], uint64_t *size);
 

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
@@ -36,8 +37,28 @@ void hasher_update(hasher *h, const void *buf, size_t len)
 void hasher_text(hasher *h, char out[HASH_TEXT_LEN + 1])
 {
 	XXH128_hash_t v = XXH3_128bits_digest(h->st);
-	snprintf(out, HASH_TEXT_LEN + 1, "xxh3-128:%016llx%016llx", (unsigned long long)v.high64,
-			 (unsigned long long)v.low64);
+	hash_text_format((const uint64_t[2]){ v.high64, v.low64 }, out);
+}
+
+void hash_text_format(const uint64_t v[2], char out[HASH_TEXT_LEN + 1])
+{
+	snprintf(out, HASH_TEXT_LEN + 1, "xxh3-128:%016llx%016llx", (unsigned long long)v[0],
+			 (unsigned long long)v[1]);
+}
+
+bool hash_text_parse(const char *text, uint64_t v[2])
+{
+	if (text == NULL || strlen(text) != HASH_TEXT_LEN || strncmp(text, "xxh3-128:", 9) != 0)
+		return false;
+	v[0] = v[1] = 0;
+	for (int i = 0; i < 32; i++) {
+		char c = text[9 + i];
+		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+		if (d < 0)
+			return false;
+		v[i / 16] = v[i / 16] << 4 | (uint64_t)d;
+	}
+	return true;
 }
 
 void hash128(const void *data, size_t len, uint64_t out[2])
@@ -45,6 +66,60 @@ void hash128(const void *data, size_t len, uint64_t out[2])
 	XXH128_hash_t v = XXH3_128bits(data, len);
 	out[0] = v.high64;
 	out[1] = v.low64;
+}
+
+int hash128_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	if (x[0] != y[0])
+		return x[0] < y[0] ? -1 : 1;
+	return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+void hash_set_add(hash_set *s, const uint64_t h[2])
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap < 256 ? 256 : s->cap + s->cap / 2;
+		s->h = xrealloc(s->h, s->cap * sizeof(*s->h));
+	}
+	s->h[s->n][0] = h[0];
+	s->h[s->n][1] = h[1];
+	s->n++;
+}
+
+void hash_set_sort(hash_set *s)
+{
+	if (s->n == 0)
+		return;
+	qsort(s->h, s->n, sizeof(*s->h), hash128_cmp);
+	size_t k = 1;
+	for (size_t i = 1; i < s->n; i++)
+		if (hash128_cmp(s->h[i], s->h[k - 1]) != 0) {
+			s->h[k][0] = s->h[i][0];
+			s->h[k][1] = s->h[i][1];
+			k++;
+		}
+	s->n = k;
+}
+
+bool hash_set_has(const hash_set *s, const uint64_t h[2])
+{
+	return s != NULL && s->n > 0 && bsearch(h, s->h, s->n, sizeof(*s->h), hash128_cmp) != NULL;
+}
+
+bool hash_set_has_name(const hash_set *s, const char *name)
+{
+	uint64_t h[2];
+	hash128(name, strlen(name), h);
+	return hash_set_has(s, h);
+}
+
+void hash_set_free(hash_set *s)
+{
+	if (s == NULL)
+		return;
+	free(s->h);
+	memset(s, 0, sizeof(*s));
 }
 
 void hasher_free(hasher *h)

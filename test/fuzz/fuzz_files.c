@@ -1,7 +1,8 @@
 /*
- * libFuzzer target for files_metadata.json read as a stream (catalog's Files reader), fed in
- * two pieces split where the first byte says, into the delta push's table of its base: the
- * scanner's bracket and string tracking, jansson on each entry, and the table's sort.
+ * libFuzzer target for files_metadata.json read as a stream (catalog's reader of Files and
+ * TarFileSets), fed in two pieces split where the first byte says, into the delta push's
+ * table of its base and the restore's file table: the scanner's bracket and string tracking,
+ * jansson on each entry and name, the tables' sorts and lookups.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,28 @@
 #include "internal/backup/push_impl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+typedef struct tables {
+	delta_base d;
+	file_table t;
+	size_t found;
+} tables;
+
+static err_code add_file(void *arg, const char *name, const json_t *rec)
+{
+	tables *b = arg;
+	TRY(delta_add_file(&b->d, name, rec));
+	return file_table_add(&b->t, name, rec);
+}
+
+static err_code set_member(void *arg, const char *part, const char *member)
+{
+	tables *b = arg;
+	(void)part;
+	if (member != NULL && file_table_find(&b->t, member) != NULL)
+		b->found++;
+	return E_OK;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -19,8 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size--;
 	if (split > size)
 		split = size;
-	delta_base d = { .active = true, .start = 1700000000 };
-	sink *s = catalog_files_sink_new("fuzz", delta_add_file, &d);
+	tables b = { .d = { .active = true, .start = 1700000000 } };
+	sink *s = catalog_files_sink_new("fuzz", add_file, set_member, &b);
 	err_code rc = sink_write(s, data, split);
 	if (rc == E_OK)
 		rc = sink_write(s, data + split, size - split);
@@ -28,11 +51,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rc = sink_finish(s);
 	sink_free(s);
 	if (rc == E_OK) {
-		delta_files_sort(&d);
+		delta_files_sort(&b.d);
 		struct stat sb = { 0 };
-		(void)delta_classify(&d, "/base/1/1", &sb);
+		(void)delta_classify(&b.d, "/base/1/1", &sb);
+		if (file_table_end(&b.t, "fuzz") == E_OK)
+			(void)file_table_find(&b.t, "/base/1/1");
 	}
 	err_clear();
-	delta_free(&d);
+	delta_free(&b.d);
+	file_table_free(&b.t);
 	return 0;
 }

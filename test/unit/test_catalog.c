@@ -264,10 +264,22 @@ static err_code seen_file(void *arg, const char *name, const json_t *rec)
 	return E_OK;
 }
 
+/* TarFileSets, streamed: "part<member" per name, "part." at each list's end. */
+static err_code seen_set(void *arg, const char *part, const char *member)
+{
+	files_seen *f = arg;
+	if (++f->calls == f->fail_at)
+		return err_set(E_IO, "stop here");
+	size_t at = strlen(f->text);
+	snprintf(f->text + at, sizeof(f->text) - at, "%s%s%s\n", part, member ? "<" : ".",
+			 member ? member : "");
+	return E_OK;
+}
+
 /* Reads text in pieces of `piece` bytes (0: whole); returns the reader's result. */
 static err_code read_files(const char *text, size_t piece, files_seen *f)
 {
-	sink *s = catalog_files_sink_new("fm.json", seen_file, f);
+	sink *s = catalog_files_sink_new("fm.json", seen_file, seen_set, f);
 	size_t len = strlen(text);
 	err_code rc = E_OK;
 	for (size_t at = 0; rc == E_OK && at < len;) {
@@ -290,11 +302,16 @@ static void test_files_stream(void **state)
 	 * of every shape, white space everywhere JSON allows it.
 	 */
 	const char *text =
-		" {\"TarFileSets\": {\"part_1.tar\": [\"/a}\", \"/b\\\"{\"]}, \"n\": 12, \"t\": true,"
+		" {\"TarFileSets\": {\"part_1.tar\": [\"/a}\", \"/b\\\"{\"] , \"p\\u00e9\" :[ ]},"
+		" \"n\": 12, \"t\": true,"
 		"\"s\": \"}{][\\\\\", \"files\" :\n{ \"/base/1/1\" : {\"MTime\": \"x\", \"Sub\": "
 		"{\"a\": [1, {\"b\": \"}\"}]}},\"/b\\u00e9\\\"\\n\": {\"IsSkipped\": true} ,"
 		"\"/c\": 5, \"/d\": {}\n}, \"after\": [[], {}], \"z\": null } \n";
-	const char *want = "/base/1/1={\"MTime\":\"x\",\"Sub\":{\"a\":[1,{\"b\":\"}\"}]}}\n"
+	const char *want = "part_1.tar</a}\n"
+					   "part_1.tar</b\"{\n"
+					   "part_1.tar.\n"
+					   "p\xc3\xa9.\n"
+					   "/base/1/1={\"MTime\":\"x\",\"Sub\":{\"a\":[1,{\"b\":\"}\"}]}}\n"
 					   "/b\xc3\xa9\"\n={\"IsSkipped\":true}\n"
 					   "/c=5\n"
 					   "/d={}\n";
@@ -307,6 +324,17 @@ static void test_files_stream(void **state)
 	files_seen f = { 0 };
 	assert_int_equal(read_files("{\"Files\": {}}", 0, &f), E_OK);
 	assert_int_equal(f.calls, 0);
+	/* a TarFileSets of null is none, as WAL-G reads it */
+	assert_int_equal(read_files("{\"TarFileSets\": null, \"Files\": {}}", 0, &f), E_OK);
+	assert_int_equal(f.calls, 0);
+	/* without a callback for it, TarFileSets is only followed */
+	files_seen g = { 0 };
+	sink *s = catalog_files_sink_new("fm.json", seen_file, NULL, &g);
+	const char *sets = "{\"TarFileSets\": {\"p\": [\"/a\"]}, \"Files\": {\"/a\": {}}}";
+	assert_int_equal(sink_write(s, sets, strlen(sets)), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_string_equal(g.text, "/a={}\n");
 }
 
 static void test_files_stream_refuses(void **state)
@@ -330,6 +358,16 @@ static void test_files_stream_refuses(void **state)
 		"{\"Files\": {\"/a\": 1]}",		 /* an entry's bracket of the wrong kind */
 		"{\"Files\": {\"/a\": {\"b\": [1}}}}",
 		"{\"T\": [{\"a\": 1]}], \"Files\": {}}", /* the same outside Files */
+		"{\"Files\": {}, \"TarFileSets\": {\"p\": \"x\"}}", /* a list that is not one */
+		"{\"Files\": {}, \"TarFileSets\": {\"p\": [1]}}",
+		"{\"Files\": {}, \"TarFileSets\": {\"p\": [[\"a\"]]}}",
+		"{\"Files\": {}, \"TarFileSets\": {\"p\": [\"a\",]}}",
+		"{\"Files\": {}, \"TarFileSets\": {\"p\": [\"a\" \"b\"]}}",
+		"{\"Files\": {}, \"TarFileSets\": {\"p\": [\"a\"],}}",
+		"{\"Files\": {}, \"TarFileSets\": {\"p\" [\"a\"]}}",
+		"{\"Files\": {}, \"TarFileSets\": {p: []}}",
+		"{\"Files\": {}, \"TarFileSets\": {\"p\": [\"\\ud800\"]}}",
+		"{\"Files\": {}, \"TarFileSets\": {\"p\": [\"a\"]}", /* truncated */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		files_seen f = { 0 };
@@ -374,10 +412,58 @@ static void test_files_each(void **state)
 	put("basebackups_005/" NAME "/files_metadata.json",
 		"{\"Files\": {\"/x\": {\"MTime\": \"m\"}}, \"TarFileSets\": {}}");
 	files_seen f = { 0 };
-	assert_int_equal(catalog_files_each(&r, NAME, seen_file, &f), E_OK);
+	assert_int_equal(catalog_files_each(&r, NAME, seen_file, NULL, &f), E_OK);
 	assert_string_equal(f.text, "/x={\"MTime\":\"m\"}\n");
-	assert_int_equal(catalog_files_each(&r, "base_none", seen_file, &f), E_NOTFOUND);
+	assert_int_equal(catalog_files_each(&r, "base_none", seen_file, NULL, &f), E_NOTFOUND);
 	assert_non_null(strstr(err_msg(), "base_none/files_metadata.json"));
+	err_clear();
+}
+
+/* Files as a table: flags, frames, sizes and sums by name; malformed entries refused. */
+static void test_file_table(void **state)
+{
+	(void)state;
+	put("basebackups_005/" NAME "/files_metadata.json",
+		"{\"Files\": {\"/inc\": {\"IsIncremented\": true, \"isskipped\": false},"
+		"\"/skip\": {\"IsSkipped\": true, \"FrameOffset\": -4, \"Size\": \"9\"},"
+		"\"/whole\": {\"FrameOffset\": 512, \"Size\": 8192, \"Checksum\": "
+		"\"xxh3-128:000000000000000a00000000000000ff\"},"
+		"\"/other\": {\"Checksum\": \"md5:x\"}}, \"TarFileSets\": {}}");
+	file_table t;
+	assert_int_equal(catalog_file_table(&r, NAME, &t), E_OK);
+	assert_int_equal(t.n, 4);
+	const file_rec *f = file_table_find(&t, "/inc");
+	assert_non_null(f);
+	assert_int_equal(f->flags, FILE_INCREMENTED);
+	f = file_table_find(&t, "/skip");
+	assert_int_equal(f->flags, FILE_SKIPPED); /* a negative frame, a size in quotes: unused */
+	f = file_table_find(&t, "/whole");
+	assert_int_equal(f->flags, FILE_FRAME | FILE_SIZE | FILE_SUM);
+	assert_int_equal(f->frame, 512);
+	assert_int_equal(f->size, 8192);
+	assert_true(f->sum[0] == 10 && f->sum[1] == 255);
+	assert_int_equal(file_table_find(&t, "/other")->flags, FILE_SUM_OTHER);
+	assert_null(file_table_find(&t, "/none"));
+	uint64_t h[2];
+	hash128("/whole", 6, h);
+	assert_ptr_equal(file_table_find_hash(&t, h), f);
+	file_table_free(&t);
+
+	const char *bad[] = {
+		"{\"Files\": {\"/a\": 1}}",
+		"{\"Files\": {\"/a\": {\"IsSkipped\": 1}}}",
+		"{\"Files\": {\"/a\": {\"IsIncremented\": \"yes\"}}}",
+		"{\"Files\": {\"/a\": {}, \"/b\": {}, \"/a\": {}}}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		put("basebackups_005/" NAME "/files_metadata.json", bad[i]);
+		if (catalog_file_table(&r, NAME, &t) != E_CORRUPT)
+			fail_msg("accepted: %s", bad[i]);
+		assert_non_null(strstr(err_msg(), NAME "/files_metadata.json"));
+		assert_null(t.recs);
+		err_clear();
+	}
+	assert_int_equal(catalog_file_table(&r, "base_none", &t), E_NOTFOUND);
 	err_clear();
 }
 
@@ -394,6 +480,7 @@ int main(void)
 		cmocka_unit_test(test_files_stream),
 		cmocka_unit_test(test_files_stream_refuses),
 		cmocka_unit_test_setup_teardown(test_files_each, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_table, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -272,6 +272,45 @@ static void test_hash128(void **state)
 	snprintf(direct, sizeof(direct), "xxh3-128:%016llx%016llx", (unsigned long long)v[0],
 			 (unsigned long long)v[1]);
 	assert_string_equal(direct, text);
+	/* the text form parses back; anything else is refused */
+	uint64_t back[2];
+	assert_true(hash_text_parse(text, back));
+	assert_true(back[0] == v[0] && back[1] == v[1]);
+	char again[HASH_TEXT_LEN + 1];
+	hash_text_format(back, again);
+	assert_string_equal(again, text);
+	text[20] = 'G';
+	assert_false(hash_text_parse(text, back));
+	assert_false(hash_text_parse("xxh3-128:00", back));
+	assert_false(hash_text_parse("sha1:0123456789abcdef0123456789abcdef0", back));
+	assert_false(hash_text_parse(NULL, back));
+}
+
+/* A set of name hashes: sorted once, repeats kept once, looked up by name. */
+static void test_hash_set(void **state)
+{
+	(void)state;
+	hash_set s = { 0 };
+	assert_false(hash_set_has_name(&s, "/a"));
+	assert_false(hash_set_has_name(NULL, "/a"));
+	char name[32];
+	for (int i = 999; i >= 0; i--) {
+		uint64_t h[2];
+		snprintf(name, sizeof(name), "/base/1/%d", i % 500);
+		hash128(name, strlen(name), h);
+		hash_set_add(&s, h);
+	}
+	hash_set_sort(&s);
+	assert_int_equal(s.n, 500);
+	for (int i = 0; i < 500; i++) {
+		snprintf(name, sizeof(name), "/base/1/%d", i);
+		assert_true(hash_set_has_name(&s, name));
+	}
+	assert_false(hash_set_has_name(&s, "/base/1/500"));
+	for (size_t i = 1; i < s.n; i++)
+		assert_true(hash128_cmp(s.h[i - 1], s.h[i]) < 0);
+	hash_set_free(&s);
+	assert_int_equal(s.n, 0);
 }
 
 int main(void)
@@ -288,6 +327,7 @@ int main(void)
 		cmocka_unit_test_setup(test_membuf_cap, clear_env),
 		cmocka_unit_test_setup(test_file_sink_atomic, clear_env),
 		cmocka_unit_test(test_hash128),
+		cmocka_unit_test(test_hash_set),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

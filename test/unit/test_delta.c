@@ -131,7 +131,7 @@ static void test_paged_names(void **state)
 /* The base's table as delta_choose fills it: from files_metadata.json text, streamed. */
 static void base_from(delta_base *d, const char *json)
 {
-	sink *s = catalog_files_sink_new("files_metadata.json", delta_add_file, d);
+	sink *s = catalog_files_sink_new("files_metadata.json", delta_add_file, NULL, d);
 	assert_int_equal(sink_write(s, json, strlen(json)), E_OK);
 	assert_int_equal(sink_finish(s), E_OK);
 	sink_free(s);

@@ -1,0 +1,113 @@
+/*
+ * files_metadata.json's Files as a sorted table of fixed-size records (catalog.h): filled
+ * from the streamed reader, so that a restore of a delta chain, a delta restore and
+ * backup-verify hold 56 bytes a file per backup rather than the document's jansson tree.
+ */
+#include "internal/catalog/catalog.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A flag member absent, true or false; anything else is corrupt. */
+static bool flag(const json_t *rec, const char *key, uint32_t bit, uint32_t *flags)
+{
+	const json_t *v = catalog_json_get(rec, key);
+	if (v != NULL && !json_is_boolean(v))
+		return false;
+	if (json_is_true(v))
+		*flags |= bit;
+	return true;
+}
+
+err_code file_table_add(void *table, const char *name, const json_t *rec)
+{
+	file_table *t = table;
+	if (!json_is_object(rec))
+		return err_set(E_CORRUPT, "the entry for %s is not an object", name);
+	if (t->n == t->cap) {
+		t->cap = t->cap < 1024 ? 1024 : t->cap + t->cap / 2;
+		t->recs = xrealloc(t->recs, t->cap * sizeof(*t->recs));
+	}
+	file_rec *f = &t->recs[t->n];
+	memset(f, 0, sizeof(*f));
+	hash128(name, strlen(name), f->name);
+	if (!flag(rec, "IsIncremented", FILE_INCREMENTED, &f->flags) ||
+		!flag(rec, "IsSkipped", FILE_SKIPPED, &f->flags))
+		return err_set(E_CORRUPT, "the entry for %s is malformed", name);
+	/* FrameOffset and Size are walc's and WAL-G's; an odd value is only not used. */
+	const json_t *frame = json_object_get(rec, "FrameOffset"), *size = catalog_json_get(rec, "Size");
+	if (json_is_integer(frame) && json_integer_value(frame) >= 0) {
+		f->frame = (uint64_t)json_integer_value(frame);
+		f->flags |= FILE_FRAME;
+	}
+	if (json_is_integer(size) && json_integer_value(size) >= 0) {
+		f->size = (uint64_t)json_integer_value(size);
+		f->flags |= FILE_SIZE;
+	}
+	const json_t *sum = catalog_json_get(rec, "Checksum");
+	if (json_is_string(sum))
+		f->flags |= hash_text_parse(json_string_value(sum), f->sum) ? FILE_SUM : FILE_SUM_OTHER;
+	t->n++;
+	return E_OK;
+}
+
+err_code file_table_end(file_table *t, const char *what)
+{
+	if (t->n == 0)
+		return E_OK;
+	t->recs = xrealloc(t->recs, t->n * sizeof(*t->recs));
+	t->cap = t->n;
+	qsort(t->recs, t->n, sizeof(*t->recs), hash128_cmp);
+	/* JSON keeps the last of a name twice, WAL-G too; which of two records is last is lost here */
+	for (size_t i = 1; i < t->n; i++)
+		if (hash128_cmp(t->recs[i - 1].name, t->recs[i].name) == 0)
+			return err_set(E_CORRUPT, "%s: a file is listed twice in Files", what);
+	return E_OK;
+}
+
+typedef struct named_table {
+	file_table *t;
+	const char *what;
+} named_table;
+
+/* An entry's error names the object too (the scanner's own errors do already). */
+static err_code add_named(void *arg, const char *name, const json_t *rec)
+{
+	named_table *nt = arg;
+	err_code rc = file_table_add(nt->t, name, rec);
+	return rc == E_OK ? E_OK : err_wrap(rc, "%s", nt->what);
+}
+
+err_code catalog_file_table(repo *r, const char *backup, file_table *out)
+{
+	memset(out, 0, sizeof(*out));
+	char *what = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", backup);
+	named_table nt = { out, what };
+	err_code rc = catalog_files_each(r, backup, add_named, NULL, &nt);
+	if (rc == E_OK)
+		rc = file_table_end(out, what);
+	free(what);
+	if (rc != E_OK)
+		file_table_free(out);
+	return rc;
+}
+
+const file_rec *file_table_find_hash(const file_table *t, const uint64_t name[2])
+{
+	if (t == NULL || t->n == 0)
+		return NULL;
+	return bsearch(name, t->recs, t->n, sizeof(*t->recs), hash128_cmp);
+}
+
+const file_rec *file_table_find(const file_table *t, const char *name)
+{
+	uint64_t h[2];
+	hash128(name, strlen(name), h);
+	return file_table_find_hash(t, h);
+}
+
+void file_table_free(file_table *t)
+{
+	free(t->recs);
+	memset(t, 0, sizeof(*t));
+}
