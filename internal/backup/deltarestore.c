@@ -19,6 +19,7 @@
 #include "internal/pipe/pipe.h"
 
 #define HASH_WORKERS 2
+#define PROBE_BATCH 4096 /* local files compared at once */
 
 /* Members restored from their own tars regardless (never listed in Files). */
 static const char *const always[] = { "/global/pg_control", "backup_label", "tablespace_map",
@@ -52,62 +53,94 @@ static err_code check_stopped_and_ours(const char *dest, const chain *c, bool fo
 }
 
 /* The checksum the restore result would have: follow IsSkipped down the chain. */
-static const char *expected_sum(const chain *c, const char *member, uint64_t *size)
+static const file_rec *expected_sum(const chain *c, const uint64_t name[2])
 {
 	for (size_t i = c->n; i-- > 0;) {
-		const json_t *rec = json_object_get(files_of(&c->lv[i]), member);
-		if (rec == NULL || json_is_true(catalog_json_get(rec, "IsIncremented")))
+		const file_rec *f = file_table_find_hash(files_of(&c->lv[i]), name);
+		if (f == NULL || (f->flags & FILE_INCREMENTED))
 			return NULL; /* pages applied on a base: no whole-file sum to compare */
-		if (json_is_true(catalog_json_get(rec, "IsSkipped")))
+		if (f->flags & FILE_SKIPPED)
 			continue;
-		const char *sum = json_string_value(json_object_get(rec, "Checksum"));
-		json_t *sz = json_object_get(rec, "Size");
-		if (sum == NULL || !json_is_integer(sz))
-			return NULL;
-		*size = (uint64_t)json_integer_value(sz);
-		return sum;
+		return (f->flags & FILE_SUM) && (f->flags & FILE_SIZE) ? f : NULL;
 	}
 	return NULL;
 }
 
 typedef struct probe {
-	const char *member;
-	const char *sum;
-	uint64_t size;
+	char *member;
+	const file_rec *want;
 	bool intact;
 } probe;
 
-typedef struct hash_job {
+/*
+ * The local files to compare, taken in batches as the top backup's Files is read again (the
+ * table keeps no names): memory is one batch, whatever the number of files.
+ */
+typedef struct probes {
 	const char *dest;
-	probe *p;
+	const chain *c;
+	probe p[PROBE_BATCH];
 	size_t n;
-	size_t next; /* atomic */
-} hash_job;
+	size_t next; /* atomic: the next probe a worker takes */
+	hash_set intact;
+} probes;
 
 static err_code hash_worker(void *arg)
 {
-	hash_job *j = arg;
+	probes *j = arg;
 	for (;;) {
 		size_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
 		if (i >= j->n)
 			return E_OK;
 		probe *p = &j->p[i];
 		char *path = xasprintf("%s%s", j->dest, p->member);
-		char sum[HASH_TEXT_LEN + 1];
-		uint64_t size;
+		char text[HASH_TEXT_LEN + 1];
+		uint64_t size, sum[2];
 		struct stat sb;
 		/* Size first: a different size needs no hashing. */
 		p->intact = lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
-			(uint64_t)sb.st_size == p->size && hash_file(path, sum, &size) == E_OK &&
-			size == p->size && strcmp(sum, p->sum) == 0;
+			(uint64_t)sb.st_size == p->want->size && hash_file(path, text, &size) == E_OK &&
+			size == p->want->size && hash_text_parse(text, sum) && sum[0] == p->want->sum[0] &&
+			sum[1] == p->want->sum[1];
 		err_clear();
 		free(path);
 	}
 }
 
-static bool keep_name(const json_t *files, const char *member)
+static void probe_batch(probes *j)
 {
-	if (json_object_get(files, member) != NULL)
+	j->next = 0;
+	group *g = group_new();
+	for (int i = 0; i < HASH_WORKERS; i++)
+		group_go(g, hash_worker, j);
+	group_wait(g);
+	group_free(g);
+	for (size_t i = 0; i < j->n; i++) {
+		if (j->p[i].intact)
+			hash_set_add(&j->intact, j->p[i].want->name);
+		free(j->p[i].member);
+	}
+	j->n = 0;
+}
+
+static err_code probe_file(void *arg, const char *name, const json_t *rec)
+{
+	probes *j = arg;
+	(void)rec;
+	uint64_t h[2];
+	hash128(name, strlen(name), h);
+	const file_rec *want = expected_sum(j->c, h);
+	if (want == NULL)
+		return E_OK;
+	j->p[j->n++] = (probe){ xstrdup(name), want, false };
+	if (j->n == PROBE_BATCH)
+		probe_batch(j);
+	return E_OK;
+}
+
+static bool keep_name(const file_table *files, const char *member)
+{
+	if (file_table_find(files, member) != NULL)
 		return true;
 	for (size_t i = 0; always[i] != NULL; i++)
 		if (strcmp(member, always[i]) == 0 ||
@@ -117,7 +150,7 @@ static bool keep_name(const json_t *files, const char *member)
 }
 
 /* Removes what the backup does not have; tablespace links of the spec are followed. */
-static void prune(const char *dir, const char *member, const json_t *files,
+static void prune(const char *dir, const char *member, const file_table *files,
 				  const json_t *spec, size_t *removed)
 {
 	DIR *d = opendir(dir);
@@ -155,63 +188,69 @@ static void prune(const char *dir, const char *member, const json_t *files,
 	closedir(d);
 }
 
-err_code delta_restore_prepare(const fetch_options *opt, const char *dest, chain *c,
+/* Drops from s what drop holds (both sorted). */
+static void hash_set_drop(hash_set *s, const hash_set *drop)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < s->n; i++)
+		if (!hash_set_has(drop, s->h[i])) {
+			s->h[k][0] = s->h[i][0];
+			s->h[k][1] = s->h[i][1];
+			k++;
+		}
+	s->n = k;
+}
+
+err_code delta_restore_prepare(repo *r, const fetch_options *opt, const char *dest, chain *c,
 							   const json_t *spec)
 {
 	TRY(check_stopped_and_ours(dest, c, opt->force));
 	level *top = &c->lv[c->n - 1];
-	const json_t *files = files_of(top);
-	if (!json_is_object(files))
+	const file_table *files = files_of(top);
+	if (files == NULL)
 		return err_set(E_CORRUPT, "backup %s has no files metadata: delta restore needs it",
 					   top->name);
 
 	/* Hash the local copies of every file whose backed-up checksum is known. */
-	size_t n = 0, cap = json_object_size(files);
-	probe *p = xcalloc(cap ? cap : 1, sizeof(*p));
-	const char *k;
-	json_t *v;
-	json_object_foreach((json_t *)(uintptr_t)files, k, v)
-	{
-		uint64_t size = 0;
-		const char *sum = expected_sum(c, k, &size);
-		if (sum != NULL)
-			p[n++] = (probe){ k, sum, size, false };
-	}
-	hash_job job = { dest, p, n, 0 };
-	group *g = group_new();
-	for (int i = 0; i < HASH_WORKERS; i++)
-		group_go(g, hash_worker, &job);
-	err_code rc = group_wait(g);
-	group_free(g);
+	probes *j = xcalloc(1, sizeof(*j));
+	j->dest = dest;
+	j->c = c;
+	err_code rc = catalog_files_each(r, top->name, probe_file, NULL, j);
+	if (rc == E_OK)
+		probe_batch(j);
+	for (size_t i = 0; i < j->n; i++)
+		free(j->p[i].member);
+	hash_set intact = j->intact;
+	free(j);
 	if (rc != E_OK) {
-		free(p);
+		hash_set_free(&intact);
 		return rc;
 	}
+	hash_set_sort(&intact);
 
 	/* Every level now supplies only what is not intact; the top one, explicitly. */
-	size_t intact = 0;
-	json_t *top_need = json_object();
-	json_object_foreach((json_t *)(uintptr_t)files, k, v)
-		json_object_set_new(top_need, k, json_true());
-	for (size_t i = 0; always[i] != NULL; i++)
-		json_object_set_new(top_need, always[i], json_true());
-	for (size_t i = 0; i < n; i++) {
-		if (!p[i].intact)
-			continue;
-		intact++;
-		json_object_del(top_need, p[i].member);
-		for (size_t l = 0; l + 1 < c->n; l++)
-			if (c->lv[l].need != NULL)
-				json_object_del(c->lv[l].need, p[i].member);
+	hash_set *top_need = xcalloc(1, sizeof(*top_need));
+	for (size_t i = 0; i < files->n; i++)
+		if (!hash_set_has(&intact, files->recs[i].name))
+			hash_set_add(top_need, files->recs[i].name);
+	for (size_t i = 0; always[i] != NULL; i++) {
+		uint64_t h[2];
+		hash128(always[i], strlen(always[i]), h);
+		hash_set_add(top_need, h);
 	}
-	json_decref(top->need);
+	hash_set_sort(top_need);
+	for (size_t l = 0; l + 1 < c->n; l++)
+		if (c->lv[l].need != NULL)
+			hash_set_drop(c->lv[l].need, &intact);
+	hash_set_free(top->need);
+	free(top->need);
 	top->need = top_need;
 
 	size_t removed = 0;
 	prune(dest, "/", files, spec, &removed);
 	log_info("delta restore: %zu of %zu files intact, %zu to restore, %zu local entries "
 			 "removed",
-			 intact, json_object_size(files), json_object_size(top_need), removed);
-	free(p);
+			 intact.n, files->n, files->n - intact.n, removed);
+	hash_set_free(&intact);
 	return E_OK;
 }

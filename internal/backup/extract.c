@@ -55,7 +55,7 @@ typedef struct member_reader {
 	sink *tar;
 	const member_ops *ops;
 	void *ctx;
-	const json_t *files;
+	const file_table *files;
 	char *name; /* current member, for messages */
 	bool take;
 	bool increment;
@@ -82,10 +82,10 @@ static void mr_reset(member_reader *m)
 	m->increment = false;
 }
 
-static bool is_incremented(const json_t *files, const char *member)
+static bool is_incremented(const file_table *files, const char *member)
 {
-	const json_t *f = files ? json_object_get(files, member) : NULL;
-	return f != NULL && json_is_true(catalog_json_get(f, "IsIncremented"));
+	const file_rec *f = file_table_find(files, member);
+	return f != NULL && (f->flags & FILE_INCREMENTED) != 0;
 }
 
 static err_code mr_entry(void *ctx, const tar_entry *e)
@@ -243,7 +243,7 @@ static void mr_free(sink *s)
 
 static const sink_ops member_reader_ops = { mr_write, mr_finish, mr_free };
 
-static sink *member_reader_make(const member_ops *ops, void *ctx, const json_t *files,
+static sink *member_reader_make(const member_ops *ops, void *ctx, const file_table *files,
 								bool partial)
 {
 	member_reader *m = xcalloc(1, sizeof(*m));
@@ -256,7 +256,7 @@ static sink *member_reader_make(const member_ops *ops, void *ctx, const json_t *
 	return &m->base;
 }
 
-sink *member_reader_new(const member_ops *ops, void *ctx, const json_t *files)
+sink *member_reader_new(const member_ops *ops, void *ctx, const file_table *files)
 {
 	return member_reader_make(ops, ctx, files, false);
 }
@@ -295,7 +295,7 @@ static bool needed(const extractor *x, const char *member)
 	/* --mask, as WAL-G matches it: "/" + mask against the member's name, '*' not across '/'. */
 	if (x->lvl->mask != NULL && fnmatch(x->lvl->mask, member, FNM_PATHNAME) != 0)
 		return false;
-	return x->lvl->need == NULL || json_object_get(x->lvl->need, member) != NULL;
+	return x->lvl->need == NULL || hash_set_has_name(x->lvl->need, member);
 }
 
 static err_code ex_begin(void *ctx, const tar_entry *e, const char *rel, member_kind kind,

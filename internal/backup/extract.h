@@ -31,17 +31,17 @@ typedef struct member_ops {
 
 /*
  * A sink reading one tar partition of a backup whose files_metadata Files are files (borrowed,
- * NULL = none): refuses names that leave the directory and link members, parses increments
+ * NULL = none; IsIncremented says which members are increments): refuses names that leave the directory and link members, parses increments
  * (untrusted bytes: sizes, block numbers and lengths are checked) and calls ops with ctx.
  */
-sink *member_reader_new(const member_ops *ops, void *ctx, const json_t *files);
+sink *member_reader_new(const member_ops *ops, void *ctx, const file_table *files);
 
 /* What one backup of a chain contributes, shared read-only by its extraction workers. */
 typedef struct extract_level {
 	repo *r;				/* where the partitions come from (for backup-fetch's workers) */
 	const char *dest;		/* destination directory, absolute, no trailing slash */
-	const json_t *need;		/* member names to take (object used as a set); NULL = all */
-	const json_t *files;	/* this backup's Files (IsIncremented) or NULL */
+	const hash_set *need;	/* member names to take; NULL = all */
+	const file_table *files; /* this backup's Files or NULL */
 	bool skip_tablespace_map;
 	const char *backup;		/* name, for messages */
 	const char *mask;		/* only members matching this glob ("/" + --mask), or NULL */

@@ -23,42 +23,22 @@ void chain_free(chain *c)
 	for (size_t i = 0; i < c->n; i++) {
 		free(c->lv[i].name);
 		catalog_sentinel_free(&c->lv[i].s);
-		json_decref(c->lv[i].meta);
-		json_decref(c->lv[i].need);
+		file_table_free(&c->lv[i].files);
+		hash_set_free(c->lv[i].need);
+		free(c->lv[i].need);
 	}
 	free(c->lv);
 	memset(c, 0, sizeof(*c));
 }
 
-/* Every Files entry an object whose flags are true or false: a restore trusts them. */
-static err_code check_files(const json_t *files, const char *key)
-{
-	if (files == NULL)
-		return E_OK;
-	if (!json_is_object(files))
-		return err_set(E_CORRUPT, "%s: Files is not an object", key);
-	const char *k;
-	json_t *v;
-	json_object_foreach((json_t *)(uintptr_t)files, k, v)
-	{
-		json_t *inc = catalog_json_get(v, "IsIncremented"), *skip = catalog_json_get(v, "IsSkipped");
-		if (!json_is_object(v) || (inc != NULL && !json_is_boolean(inc)) ||
-			(skip != NULL && !json_is_boolean(skip)))
-			return err_set(E_CORRUPT, "%s: the entry for %s is malformed", key, k);
-	}
-	return E_OK;
-}
-
+/* The table checks every entry's flags: a restore trusts them. */
 static err_code load_files_meta(repo *r, level *l)
 {
 	if (l->s.files_metadata_disabled || l->s.version < 2)
 		return E_OK;
-	char *key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", l->name);
-	err_code rc = catalog_read_json(r, key, CATALOG_FILES_MAX, &l->meta);
-	if (rc == E_OK)
-		rc = check_files(catalog_json_get(l->meta, "Files"), key);
-	free(key);
-	return rc;
+	TRY(catalog_file_table(r, l->name, &l->files));
+	l->has_files = true;
+	return E_OK;
 }
 
 /* Newest first while walking DeltaFrom, then reversed so lv[0] is the full. */
@@ -95,9 +75,9 @@ err_code load_chain(repo *r, const char *name, bool lone_full_meta, chain *c)
 	return E_OK;
 }
 
-const json_t *files_of(const level *l)
+const file_table *files_of(const level *l)
 {
-	return l->meta ? catalog_json_get(l->meta, "Files") : NULL;
+	return l->has_files ? &l->files : NULL;
 }
 
 /*
@@ -108,21 +88,18 @@ static err_code compute_needs(chain *c)
 {
 	for (size_t i = c->n - 1; i-- > 0;) {
 		const level *up = &c->lv[i + 1];
-		const json_t *files = files_of(up);
-		if (!json_is_object(files))
+		if (!up->has_files)
 			return err_set(E_CORRUPT, "delta backup %s has no Files in files_metadata.json",
 						   up->name);
-		json_t *need = json_object();
-		const char *k;
-		json_t *v;
-		json_object_foreach((json_t *)(uintptr_t)files, k, v)
-		{
-			if (up->need != NULL && json_object_get(up->need, k) == NULL)
+		hash_set *need = xcalloc(1, sizeof(*need));
+		for (size_t k = 0; k < up->files.n; k++) {
+			const file_rec *f = &up->files.recs[k];
+			if (up->need != NULL && !hash_set_has(up->need, f->name))
 				continue;
-			if (json_is_true(catalog_json_get(v, "IsSkipped")) ||
-				json_is_true(catalog_json_get(v, "IsIncremented")))
-				json_object_set_new(need, k, json_true());
+			if (f->flags & (FILE_SKIPPED | FILE_INCREMENTED))
+				hash_set_add(need, f->name);
 		}
+		hash_set_sort(need);
 		c->lv[i].need = need;
 	}
 	return E_OK;
@@ -276,11 +253,11 @@ void level_parts_free(level_parts *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static bool part_needed(const json_t *need, const json_t *members);
-
-/* A partition to extract: whole, or only the byte ranges holding what is needed. */
+/* A partition to extract: whole, skipped, or only the byte ranges holding what is needed. */
 typedef struct part_read {
 	const char *key;
+	uint64_t size;
+	bool skip;			/* TarFileSets lists nothing in it that is needed */
 	byte_range *ranges; /* NULL: whole */
 	size_t n;
 } part_read;
@@ -289,6 +266,10 @@ typedef struct level_reads {
 	const extract_level *ex;
 	part_read *parts;
 	size_t n;
+	/* while TarFileSets is read: the list being read, its partition if it is one of ours */
+	char *list;
+	part_read *cur;
+	part_frames pf;
 } level_reads;
 
 static err_code extract_whole(const extract_level *ex, const char *key)
@@ -323,56 +304,109 @@ static err_code extract_one(void *arg, const char *key)
 	return E_OK;
 }
 
-/* Plans every needed partition's read; the stored bytes planned and in all of them. */
-static void plan_reads(repo *r, level *l, level_parts *lp, const json_t *sets,
-					   level_reads *lr, uint64_t *read, uint64_t *stored)
+/* Whether a partition can be read in pieces: by frames recorded, all of its members taken. */
+static bool rangeable(const extract_level *ex, const char *key)
+{
+	return ex->mask == NULL && repo_has_range(ex->r) && codec_has_frames(repo_codec_for_key(key));
+}
+
+/*
+ * One name of a TarFileSets list (NULL: the list ended). A partition is skipped only when its
+ * list is known and holds nothing needed; with no list it is read whole. A partition listed
+ * twice takes its last list, as a JSON reader would.
+ */
+static err_code plan_member(void *arg, const char *part, const char *member)
+{
+	level_reads *lr = arg;
+	if (lr->list == NULL) {
+		lr->list = xstrdup(part);
+		lr->cur = NULL;
+		for (size_t i = 0; i < lr->n && lr->cur == NULL; i++)
+			if (strcmp(strrchr(lr->parts[i].key, '/') + 1, part) == 0)
+				lr->cur = &lr->parts[i];
+		if (lr->cur != NULL)
+			part_frames_start(&lr->pf, lr->cur->size);
+	}
+	part_read *p = lr->cur;
+	if (member != NULL) {
+		if (p != NULL)
+			part_frames_add(&lr->pf, file_table_find(lr->ex->files, member),
+							hash_set_has_name(lr->ex->need, member));
+		return E_OK;
+	}
+	free(lr->list);
+	lr->list = NULL;
+	if (p == NULL)
+		return E_OK;
+	free(p->ranges);
+	p->ranges = NULL;
+	p->n = 0;
+	p->skip = lr->pf.needed == 0;
+	if (!p->skip && rangeable(lr->ex, p->key))
+		part_ranges(&lr->pf, &p->ranges, &p->n);
+	return E_OK;
+}
+
+/*
+ * Plans every partition's read: with a need set, from the level's TarFileSets, read as a
+ * stream; the partitions to read move to the front of lp->keys (lp->n of them).
+ */
+static err_code plan_reads(level *l, level_parts *lp, level_reads *lr, size_t *skipped,
+						   uint64_t *read, uint64_t *stored)
 {
 	lr->parts = xcalloc(lp->n + 1, sizeof(*lr->parts));
+	lr->n = lp->n;
 	*read = *stored = 0;
+	*skipped = 0;
 	for (size_t i = 0; i < lp->tars.len; i++)
 		*stored += lp->tars.items[i].size;
 	for (size_t i = 0; i < lp->n; i++) {
-		uint64_t size = 0;
+		lr->parts[i].key = lp->keys[i];
 		for (size_t j = 0; j < lp->tars.len; j++)
 			if (lp->tars.items[j].key == lp->keys[i])
-				size = lp->tars.items[j].size;
-		part_read *p = &lr->parts[lr->n++];
-		p->key = lp->keys[i];
-		/* --mask narrows what is taken below the need set: those read whole */
-		if (l->ex.mask == NULL && repo_has_range(r) &&
-			codec_has_frames(repo_codec_for_key(p->key)) &&
-			part_ranges(json_object_get(sets, strrchr(p->key, '/') + 1), files_of(l), l->need,
-						size, &p->ranges, &p->n)) {
-			for (size_t k = 0; k < p->n; k++)
-				*read += p->ranges[k].len;
-		} else {
-			*read += size;
-		}
+				lr->parts[i].size = lp->tars.items[j].size;
 	}
+	err_code rc = E_OK;
+	if (l->need != NULL && l->has_files)
+		rc = catalog_files_each(l->ex.r, l->name, NULL, plan_member, lr);
+	free(lr->list);
+	lr->list = NULL;
+	part_frames_free(&lr->pf);
+	TRY(rc);
+	size_t n = 0;
+	for (size_t i = 0; i < lr->n; i++) {
+		const part_read *p = &lr->parts[i];
+		if (p->skip) {
+			(*skipped)++;
+			continue;
+		}
+		lp->keys[n++] = p->key;
+		if (p->ranges == NULL)
+			*read += p->size;
+		for (size_t k = 0; k < p->n; k++)
+			*read += p->ranges[k].len;
+	}
+	lp->n = n;
+	return E_OK;
 }
 
 static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
 {
 	level_parts lp;
 	TRY(level_parts_list(r, l->name, &lp));
-	size_t skipped = 0, n = 0;
-	const json_t *sets = l->meta ? catalog_json_get(l->meta, "TarFileSets") : NULL;
-	for (size_t i = 0; i < lp.n; i++) {
-		if (part_needed(l->need, json_object_get(sets, strrchr(lp.keys[i], '/') + 1)))
-			lp.keys[n++] = lp.keys[i];
-		else
-			skipped++;
-	}
-	lp.n = n;
-	level_reads lr = { &l->ex, NULL, 0 };
-	uint64_t read, stored;
-	plan_reads(r, l, &lp, sets, &lr, &read, &stored);
-	log_info("restoring %s: %zu tar partitions%s%s; reading %.1f of %.1f MiB stored", l->name,
-			 lp.tars.len - skipped, top ? "" : " (files the newer backups did not store)",
-			 skipped ? ", the others hold nothing needed" : "", (double)read / 1048576.0,
-			 (double)stored / 1048576.0);
 	l->ex.r = r;
-	err_code rc = parts_run(lp.keys, n, concurrency, extract_one, &lr);
+	level_reads lr = { &l->ex, NULL, 0, NULL, NULL, { 0 } };
+	uint64_t read, stored;
+	size_t skipped;
+	err_code rc = plan_reads(l, &lp, &lr, &skipped, &read, &stored);
+	if (rc == E_OK) {
+		log_info("restoring %s: %zu tar partitions%s%s; reading %.1f of %.1f MiB stored",
+				 l->name, lp.tars.len - skipped,
+				 top ? "" : " (files the newer backups did not store)",
+				 skipped ? ", the others hold nothing needed" : "", (double)read / 1048576.0,
+				 (double)stored / 1048576.0);
+		rc = parts_run(lp.keys, lp.n, concurrency, extract_one, &lr);
+	}
 
 	/* Our backup_label overrides any stale one; pg_control last makes the directory usable. */
 	if (rc == E_OK && top && lp.label != NULL)
@@ -416,25 +450,6 @@ static err_code read_spec_file(const char *path, json_t **out)
 	return E_OK;
 }
 
-/*
- * A part is skipped only when its member list is known (TarFileSets) and none of them is
- * needed; with no list, or every member needed, it is downloaded.
- */
-static bool part_needed(const json_t *need, const json_t *members)
-{
-	if (need == NULL || !json_is_array(members))
-		return true;
-	size_t i;
-	const json_t *m;
-	json_array_foreach(members, i, m)
-	{
-		const char *name = json_string_value(m);
-		if (name == NULL || json_object_get(need, name) != NULL)
-			return true;
-	}
-	return false;
-}
-
 static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest, chain *c)
 {
 	json_t *spec = NULL;
@@ -445,7 +460,7 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest,
 		spec = json_incref(top->s.spec);
 	err_code rc = spec ? link_tablespaces(dest, spec) : E_OK;
 	if (rc == E_OK && opt->delta)
-		rc = delta_restore_prepare(opt, dest, c, spec);
+		rc = delta_restore_prepare(r, opt, dest, c, spec);
 
 	char *mask = opt->mask != NULL ? xasprintf("/%s", opt->mask) : NULL;
 	for (size_t i = 0; rc == E_OK && i < c->n; i++) {

@@ -7,8 +7,9 @@
 typedef struct level {
 	char *name;
 	backup_sentinel s;
-	json_t *meta; /* files_metadata.json root or NULL */
-	json_t *need; /* owned set of member names, NULL = every member */
+	bool has_files;	  /* files_metadata.json was read into files */
+	file_table files;
+	hash_set *need; /* owned set of member names, NULL = every member */
 	extract_level ex;
 } level;
 
@@ -18,13 +19,14 @@ typedef struct chain {
 } chain;
 
 /*
- * The chain ending at backup name, full first, each level's files_metadata.json loaded; a
+ * The chain ending at backup name, full first, each level's Files read into its table; a
  * lone full backup's only when lone_full_meta (nothing in it is needed to restore a full
- * backup whole, and it holds a record of every file).
+ * backup whole).
  */
 err_code load_chain(repo *r, const char *name, bool lone_full_meta, chain *c);
 void chain_free(chain *c);
-const json_t *files_of(const level *l);
+/* A level's Files, or NULL when it has no files_metadata.json. */
+const file_table *files_of(const level *l);
 
 /*
  * A level's tar partitions as listed: the ordinary ones (keys, n), and the backup_label and
@@ -49,17 +51,28 @@ err_code parts_run(const char *const *keys, size_t n, int concurrency, part_fn f
 err_code link_tablespaces(const char *dest, const json_t *spec);
 
 /*
- * The stored byte ranges of a partition of size bytes (members: its TarFileSets entry) that
- * hold the members need names, each starting a compression frame, merged where they touch
- * (ranges.c). false when it is read whole: no need set, a needed member with no recorded
- * frame, or ranges covering most of it anyway.
+ * Ranged reads (ranges.c): a partition of size bytes, its TarFileSets list given member by
+ * member (rec: the member's Files record or NULL; needed: whether the restore takes it).
+ * part_ranges gives the stored byte ranges holding the needed members, each starting a
+ * compression frame, merged where they touch; false when it is read whole: a needed member
+ * with no recorded frame, or ranges covering most of it anyway.
  */
 typedef struct byte_range {
 	uint64_t off, len;
 	size_t members; /* needed members whose frames lie in it: a read must meet them all */
 } byte_range;
-bool part_ranges(const json_t *members, const json_t *files, const json_t *need, uint64_t size,
-				 byte_range **out, size_t *n);
+typedef struct part_frames {
+	uint64_t size;
+	uint64_t *starts; /* every frame start recorded, 0 first */
+	uint64_t *want;	  /* the needed members' frame starts */
+	size_t ns, nw, cap_s, cap_w;
+	size_t needed;	/* needed members */
+	bool unframed;	/* a needed member has no frame */
+} part_frames;
+void part_frames_start(part_frames *p, uint64_t size);
+void part_frames_add(part_frames *p, const file_rec *rec, bool needed);
+bool part_ranges(part_frames *p, byte_range **out, size_t *n);
+void part_frames_free(part_frames *p);
 
 /*
  * Delta restore (backup-fetch --delta) before any extraction: refuses a running cluster or
@@ -67,7 +80,7 @@ bool part_ranges(const json_t *members, const json_t *files, const json_t *need,
  * removes what the backup does not have, and narrows every level's need to the files whose
  * local copy differs from the backup's.
  */
-err_code delta_restore_prepare(const fetch_options *opt, const char *dest, chain *c,
+err_code delta_restore_prepare(repo *r, const fetch_options *opt, const char *dest, chain *c,
 							   const json_t *spec);
 
 #endif

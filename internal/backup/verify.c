@@ -88,8 +88,8 @@ typedef struct vlevel {
 	vrun *v;
 	repo *r;
 	const level *l;
-	const json_t *files;
-	json_t *seen; /* member names read (guarded by v->lock) */
+	const file_table *files;
+	unsigned char *seen; /* per record of files: a partition read holds it (atomic) */
 	bool checksums;
 	unsigned char control[CONTROL_READ];
 	size_t control_len;
@@ -102,7 +102,7 @@ typedef struct checker {
 	char *name;
 	member_kind kind;
 	uint64_t size;
-	const json_t *rec;
+	const file_rec *rec;
 	hasher *h;
 	bool paged;
 	bool control; /* global/pg_control: keep its first bytes */
@@ -120,16 +120,15 @@ static err_code ck_begin(void *ctx, const tar_entry *e, const char *rel, member_
 	vrun *v = c->vl->v;
 	free(c->name);
 	c->name = xstrdup(e->name);
-	pthread_mutex_lock(&v->lock);
-	json_object_set_new(c->vl->seen, e->name, json_true());
-	pthread_mutex_unlock(&v->lock);
+	c->rec = file_table_find(c->vl->files, e->name);
+	if (c->rec != NULL)
+		__atomic_store_n(&c->vl->seen[c->rec - c->vl->files->recs], 1, __ATOMIC_RELAXED);
 	*take = kind != MEMBER_DIR;
 	if (!*take)
 		return E_OK;
 	__atomic_add_fetch(&v->files, 1, __ATOMIC_RELAXED);
 	c->kind = kind;
 	c->size = e->size;
-	c->rec = c->vl->files ? json_object_get(c->vl->files, e->name) : NULL;
 	c->page_len = 0;
 	c->bad_pages = 0;
 	c->control = strcmp(rel, "global/pg_control") == 0;
@@ -150,11 +149,10 @@ static err_code ck_increment(void *ctx, uint64_t file_size, uint32_t npages,
 	checker *c = ctx;
 	(void)npages;
 	(void)blocks;
-	const json_t *size = catalog_json_get(c->rec, "Size");
-	if (json_is_integer(size) && (uint64_t)json_integer_value(size) != file_size)
+	if (c->rec != NULL && (c->rec->flags & FILE_SIZE) && c->rec->size != file_size)
 		problem(c->vl->v, c->key, c->name, -1,
-				"increment is of a %llu-byte file, files_metadata.json says %lld",
-				(unsigned long long)file_size, (long long)json_integer_value(size));
+				"increment is of a %llu-byte file, files_metadata.json says %llu",
+				(unsigned long long)file_size, (unsigned long long)c->rec->size);
 	return E_OK;
 }
 
@@ -219,15 +217,23 @@ static err_code ck_end(void *ctx)
 				c->bad_pages, PROBLEMS_PER_FILE);
 	if (c->kind != MEMBER_FILE)
 		return E_OK;
-	const json_t *size = catalog_json_get(c->rec, "Size");
-	const char *sum = json_string_value(catalog_json_get(c->rec, "Checksum"));
-	if (json_is_integer(size) && (uint64_t)json_integer_value(size) != c->size)
-		problem(v, c->key, c->name, -1, "%llu bytes, files_metadata.json says %lld",
-				(unsigned long long)c->size, (long long)json_integer_value(size));
-	char got[HASH_TEXT_LEN + 1];
+	const file_rec *f = c->rec;
+	if (f == NULL)
+		return E_OK;
+	if ((f->flags & FILE_SIZE) && f->size != c->size)
+		problem(v, c->key, c->name, -1, "%llu bytes, files_metadata.json says %llu",
+				(unsigned long long)c->size, (unsigned long long)f->size);
+	char got[HASH_TEXT_LEN + 1], want[HASH_TEXT_LEN + 1];
 	hasher_text(c->h, got);
-	if (sum != NULL && strcmp(sum, got) != 0)
-		problem(v, c->key, c->name, -1, "content is %s, files_metadata.json says %s", got, sum);
+	if (f->flags & FILE_SUM) {
+		hash_text_format(f->sum, want);
+		if (strcmp(want, got) != 0)
+			problem(v, c->key, c->name, -1, "content is %s, files_metadata.json says %s", got,
+					want);
+	} else if (f->flags & FILE_SUM_OTHER) {
+		problem(v, c->key, c->name, -1,
+				"content is %s, files_metadata.json's Checksum is not an xxh3-128 sum", got);
+	}
 	return E_OK;
 }
 
@@ -252,51 +258,92 @@ static err_code verify_object(void *arg, const char *key)
 	return rc == E_CANCELLED ? rc : E_OK;
 }
 
-/* Every file files_metadata.json says this backup stored is in one of its partitions. */
-static void check_all_seen(vlevel *vl)
+/* files_metadata.json read again (the table keeps no names) for what must be named. */
+typedef struct listed {
+	vlevel *vl;
+	const level_parts *lp;
+	char *list;		/* the TarFileSets list being read */
+	bool missing;	/* its partition is not stored */
+	char **unseen;	/* Files entries no partition read held, when met */
+	size_t n, cap;
+} listed;
+
+static void mark_seen(vlevel *vl, const char *member)
 {
-	const char *k;
-	json_t *rec;
-	if (!json_is_object(vl->files))
-		return;
-	json_object_foreach((json_t *)(uintptr_t)vl->files, k, rec)
-	{
-		if (strcmp(k, "/") == 0 || json_is_true(catalog_json_get(rec, "IsSkipped")) ||
-			json_object_get(vl->seen, k) != NULL)
-			continue;
-		char obj[512];
-		snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/files_metadata.json", vl->l->name);
-		problem(vl->v, obj, k, -1, "listed as stored, but no tar partition holds it");
-	}
+	const file_rec *f = file_table_find(vl->files, member);
+	if (f != NULL)
+		vl->seen[f - vl->files->recs] = 1;
+}
+
+static bool was_seen(const vlevel *vl, const char *member)
+{
+	const file_rec *f = file_table_find(vl->files, member);
+	return f == NULL || (f->flags & FILE_SKIPPED) || vl->seen[f - vl->files->recs];
 }
 
 /*
- * Every partition files_metadata.json's TarFileSets names is stored. A missing one is one
- * problem; its members are not listed again as files no partition holds.
+ * Every partition TarFileSets names is stored. A missing one is one problem; its members are
+ * not listed again as files no partition holds.
  */
-static void check_parts(vlevel *vl, const level_parts *lp)
+static err_code listed_part(void *arg, const char *part, const char *member)
 {
-	const json_t *sets = vl->l->meta ? catalog_json_get(vl->l->meta, "TarFileSets") : NULL;
-	const char *base;
-	json_t *members;
-	if (!json_is_object(sets))
-		return;
-	json_object_foreach((json_t *)(uintptr_t)sets, base, members)
-	{
-		bool found = false;
-		for (size_t i = 0; i < lp->tars.len && !found; i++)
-			found = strcmp(strrchr(lp->tars.items[i].key, '/') + 1, base) == 0;
-		if (found)
-			continue;
-		char obj[1024];
-		snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/tar_partitions/%s", vl->l->name, base);
-		problem(vl->v, obj, NULL, -1, "tar partition missing (files_metadata.json lists it)");
-		size_t i;
-		json_t *m;
-		json_array_foreach(members, i, m)
-			if (json_is_string(m))
-				json_object_set_new(vl->seen, json_string_value(m), json_true());
+	listed *ls = arg;
+	if (ls->list == NULL) {
+		ls->list = xstrdup(part);
+		ls->missing = true;
+		for (size_t i = 0; i < ls->lp->tars.len && ls->missing; i++)
+			ls->missing = strcmp(strrchr(ls->lp->tars.items[i].key, '/') + 1, part) != 0;
 	}
+	if (member != NULL) {
+		if (ls->missing)
+			mark_seen(ls->vl, member);
+		return E_OK;
+	}
+	if (ls->missing) {
+		char obj[1024];
+		snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/tar_partitions/%s", ls->vl->l->name, part);
+		problem(ls->vl->v, obj, NULL, -1, "tar partition missing (files_metadata.json lists it)");
+	}
+	free(ls->list);
+	ls->list = NULL;
+	return E_OK;
+}
+
+/* Every file files_metadata.json says this backup stored is in one of its partitions. */
+static err_code listed_file(void *arg, const char *name, const json_t *rec)
+{
+	listed *ls = arg;
+	(void)rec;
+	if (strcmp(name, "/") == 0 || was_seen(ls->vl, name))
+		return E_OK;
+	if (ls->n == ls->cap) {
+		ls->cap = ls->cap ? ls->cap * 2 : 16;
+		ls->unseen = xrealloc(ls->unseen, ls->cap * sizeof(*ls->unseen));
+	}
+	ls->unseen[ls->n++] = xstrdup(name);
+	return E_OK;
+}
+
+static err_code check_listed(vlevel *vl, const level_parts *lp)
+{
+	listed ls = { vl, lp, NULL, false, NULL, 0, 0 };
+	char obj[512];
+	snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/files_metadata.json", vl->l->name);
+	err_code rc = catalog_files_each(vl->r, vl->l->name, listed_file, listed_part, &ls);
+	if (rc != E_OK && rc != E_CANCELLED) {
+		problem(vl->v, obj, NULL, -1, "%s", err_msg());
+		err_clear();
+		rc = E_OK;
+	}
+	/* TarFileSets may follow Files: a missing partition's members are known only now */
+	for (size_t i = 0; i < ls.n; i++) {
+		if (rc == E_OK && !was_seen(vl, ls.unseen[i]))
+			problem(vl->v, obj, ls.unseen[i], -1, "listed as stored, but no tar partition holds it");
+		free(ls.unseen[i]);
+	}
+	free(ls.unseen);
+	free(ls.list);
+	return rc;
 }
 
 static err_code verify_level(repo *r, vrun *v, const level *l, int concurrency)
@@ -306,7 +353,7 @@ static err_code verify_level(repo *r, vrun *v, const level *l, int concurrency)
 	vl->r = r;
 	vl->l = l;
 	vl->files = files_of(l);
-	vl->seen = json_object();
+	vl->seen = xcalloc(vl->files ? vl->files->n + 1 : 1, 1);
 	level_parts lp;
 	err_code rc = level_parts_list(r, l->name, &lp);
 	if (rc != E_OK)
@@ -331,13 +378,11 @@ static err_code verify_level(repo *r, vrun *v, const level *l, int concurrency)
 		lp.keys[lp.n++] = lp.label;
 	if (rc == E_OK)
 		rc = parts_run(lp.keys, lp.n, concurrency, verify_object, vl);
-	if (rc == E_OK) {
-		check_parts(vl, &lp);
-		check_all_seen(vl);
-	}
+	if (rc == E_OK && vl->files != NULL)
+		rc = check_listed(vl, &lp);
 	level_parts_free(&lp);
 out:
-	json_decref(vl->seen);
+	free(vl->seen);
 	free(vl);
 	return rc;
 }
@@ -405,26 +450,42 @@ static err_code verify_wal(repo *r, const backup_verify_options *o, vrun *v, con
 }
 
 /* Each delta's increments and unchanged files have a file under that name in its base. */
-static void check_bases(vrun *v, const chain *c)
+typedef struct bases {
+	vrun *v;
+	const level *l, *base;
+} bases;
+
+static err_code base_has(void *arg, const char *name, const json_t *rec)
+{
+	bases *b = arg;
+	(void)rec;
+	const file_rec *f = file_table_find(files_of(b->l), name);
+	if (f == NULL || !(f->flags & (FILE_INCREMENTED | FILE_SKIPPED)) ||
+		file_table_find_hash(files_of(b->base), f->name) != NULL)
+		return E_OK;
+	char obj[512];
+	snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/files_metadata.json", b->l->name);
+	problem(b->v, obj, name, -1, "%s, but its base %s has no such file",
+			(f->flags & FILE_INCREMENTED) ? "an increment" : "unchanged since the base",
+			b->base->name);
+	return E_OK;
+}
+
+static err_code check_bases(repo *r, vrun *v, const chain *c)
 {
 	for (size_t i = 1; i < c->n; i++) {
-		const json_t *files = files_of(&c->lv[i]), *base = files_of(&c->lv[i - 1]);
-		const char *k;
-		json_t *rec;
-		if (!json_is_object(files))
+		if (files_of(&c->lv[i]) == NULL)
 			continue;
-		json_object_foreach((json_t *)(uintptr_t)files, k, rec)
-		{
-			bool inc = json_is_true(catalog_json_get(rec, "IsIncremented"));
-			if ((!inc && !json_is_true(catalog_json_get(rec, "IsSkipped"))) ||
-				json_object_get(base, k) != NULL)
-				continue;
-			char obj[512];
-			snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/files_metadata.json", c->lv[i].name);
-			problem(v, obj, k, -1, "%s, but its base %s has no such file",
-					inc ? "an increment" : "unchanged since the base", c->lv[i - 1].name);
+		bases b = { v, &c->lv[i], &c->lv[i - 1] };
+		err_code rc = catalog_files_each(r, c->lv[i].name, base_has, NULL, &b);
+		if (rc == E_CANCELLED)
+			return rc;
+		if (rc != E_OK) {
+			problem(v, c->lv[i].name, NULL, -1, "%s", err_msg());
+			err_clear();
 		}
 	}
+	return E_OK;
 }
 
 static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, const char *name,
@@ -449,7 +510,7 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 		v->total += c.lv[i].s.uncompressed_size;
 	if (c.n > 1)
 		log_info("%s is a delta: verifying %zu backups from %s", name, c.n, c.lv[0].name);
-	check_bases(v, &c);
+	rc = check_bases(r, v, &c);
 	for (size_t i = 0; rc == E_OK && i < c.n; i++)
 		rc = verify_level(r, v, &c.lv[i], o->concurrency);
 	if (rc == E_OK)

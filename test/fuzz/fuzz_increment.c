@@ -15,17 +15,17 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dir[] = "/tmp/walc-fuzz-inc-XXXXXX";
-static json_t *files;
+static file_table files;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (files == NULL) {
+	if (files.n == 0) {
 		if (mkdtemp(dir) == NULL)
 			abort();
-		files = json_object();
-		json_t *rec = json_object();
-		json_object_set_new(rec, "IsIncremented", json_true());
-		json_object_set_new(files, "/rel", rec);
+		json_t *rec = json_pack("{s:b}", "IsIncremented", 1);
+		if (file_table_add(&files, "/rel", rec) != E_OK || file_table_end(&files, "fuzz") != E_OK)
+			abort();
+		json_decref(rec);
 	}
 	/* A base file of 4 pages for the increment to apply to. */
 	char *path = xasprintf("%s/rel", dir);
@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	close(fd);
 
-	extract_level lvl = { .dest = dir, .need = NULL, .files = files, .backup = "fuzz" };
+	extract_level lvl = { .dest = dir, .need = NULL, .files = &files, .backup = "fuzz" };
 	membuf mb = { 0 };
 	tar_writer *tw = tar_writer_new(membuf_sink_new(&mb));
 	tar_entry te = { .name = "/rel", .type = TAR_FILE, .size = size, .mode = 0600 };

@@ -129,6 +129,27 @@ verify WALG_FILE_PREFIX="$T/meta" -- "$FULL"
 expect_problem "files_metadata.json checksum" "$(cat "$T/meta.file")" "files_metadata.json says"
 ok "checksum mismatch found"
 
+# 2b. files_metadata.json naming a file no partition holds (in a document with TarFileSets
+# first), and a delta marking a file unchanged that its base does not have.
+clone meta2
+"$PY" - "$T/meta2/basebackups_005/$FULL/files_metadata.json" \
+	"$T/meta2/basebackups_005/$DELTA/files_metadata.json" <<'PYEOF'
+import json, sys
+full, delta = sys.argv[1], sys.argv[2]
+d = json.load(open(full))
+d["Files"]["/base/1/999999"] = {"Size": 1}
+json.dump({"TarFileSets": d.pop("TarFileSets"), **d}, open(full, "w"))
+d = json.load(open(delta))
+d["Files"]["/base/1/888888"] = {"IsSkipped": True}
+json.dump(d, open(delta, "w"))
+PYEOF
+verify WALG_FILE_PREFIX="$T/meta2" -- "$DELTA"
+expect_problem "a file no partition holds" "/base/1/999999: listed as stored, but no tar partition holds it"
+assert_contains "$W_OUT" "/base/1/888888: unchanged since the base, but its base $FULL has no such file" \
+	"a skipped file its base lacks"
+[ "$(grep -c '^PROBLEM ' <<<"$W_OUT")" = 2 ] || fail "files_metadata.json problems: two, got: $W_OUT"
+ok "files_metadata.json's own problems found"
+
 # 3. A WAL segment between the backup's start and stop is missing.
 clone nowal
 seg=${FULL:5:24}

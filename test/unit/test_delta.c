@@ -265,7 +265,12 @@ static void test_member_reader(void **state)
 	assert_int_equal(tar_writer_finish(tw), E_OK);
 	tar_writer_free(tw);
 
-	json_t *files = json_pack("{s:{s:b}}", "/base/5/16384", "IsIncremented", 1);
+	json_t *inc_rec = json_pack("{s:b}", "IsIncremented", 1);
+	file_table ft = { 0 };
+	assert_int_equal(file_table_add(&ft, "/base/5/16384", inc_rec), E_OK);
+	assert_int_equal(file_table_end(&ft, "files"), E_OK);
+	json_decref(inc_rec);
+	const file_table *files = &ft;
 	seen s = { 0 };
 	sink *r = member_reader_new(&rec_ops, &s, files);
 	assert_int_equal(sink_write(r, mb.data, mb.len), E_OK);
@@ -298,7 +303,7 @@ static void test_member_reader(void **state)
 	assert_non_null(strstr(s.log, "begin /base/5/16384 base/5/16384 1;@0;"));
 	err_clear();
 	free(hostile);
-	json_decref(files);
+	file_table_free(&ft);
 	free(mb.data);
 	close(fd);
 	unlink(path);

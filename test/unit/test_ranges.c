@@ -1,7 +1,7 @@
 /*
  * Ranged reads of a partition (part_ranges): the frames holding the needed members, merged
- * where they touch; the whole partition when a needed member has no frame, when there is no
- * need set, or when the frames would cover most of it anyway.
+ * where they touch; the whole partition when a needed member has no frame, or when the frames
+ * would cover most of it anyway.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,62 +10,51 @@
 #include <cmocka.h>
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal/backup/fetch_impl.h"
 
-/* Files entries with frame offsets (-1: none) and the partition's member list. */
-static void make(const char *const *names, const long *frames, size_t n, json_t **files,
-				 json_t **members)
+/*
+ * One partition of 10000 bytes whose TarFileSets list names /a, /b, ... in order, with these
+ * frame offsets (-1: none recorded, -2: not in Files at all); need: the letters needed.
+ */
+static bool ranges_of(part_frames *p, const long *frames, size_t n, const char *need,
+					  byte_range **r, size_t *nr)
 {
-	*files = json_object();
-	*members = json_array();
+	part_frames_start(p, 10000);
 	for (size_t i = 0; i < n; i++) {
-		json_t *rec = json_object();
-		if (frames[i] >= 0)
-			json_object_set_new(rec, "FrameOffset", json_integer(frames[i]));
-		json_object_set_new(*files, names[i], rec);
-		json_array_append_new(*members, json_string(names[i]));
+		file_rec rec = { .frame = frames[i] < 0 ? 0 : (uint64_t)frames[i],
+						 .flags = frames[i] < 0 ? 0 : FILE_FRAME };
+		part_frames_add(p, frames[i] == -2 ? NULL : &rec, strchr(need, 'a' + (int)i) != NULL);
 	}
-}
-
-static json_t *need_of(const char *const *names)
-{
-	json_t *need = json_object();
-	for (; *names != NULL; names++)
-		json_object_set_new(need, *names, json_true());
-	return need;
+	return part_ranges(p, r, nr);
 }
 
 /* Needing names reads exactly one range, [off, off + len). */
-static void expect_one(const json_t *members, const json_t *files, const char *const *names,
+static void expect_one(part_frames *p, const long *frames, size_t n, const char *need,
 					   uint64_t off, uint64_t len, size_t nmembers)
 {
-	json_t *need = need_of(names);
 	byte_range *r;
-	size_t n;
-	assert_true(part_ranges(members, files, need, 10000, &r, &n));
-	assert_int_equal(n, 1);
+	size_t nr;
+	assert_true(ranges_of(p, frames, n, need, &r, &nr));
+	assert_int_equal(nr, 1);
 	assert_int_equal(r[0].off, off);
 	assert_int_equal(r[0].len, len);
 	assert_int_equal(r[0].members, nmembers);
 	free(r);
-	json_decref(need);
 }
 
 static void test_ranges(void **state)
 {
 	(void)state;
 	/* frames: [0,100) a b, [100,400) c, [400,500) d e, [500,10000) f */
-	static const char *const names[] = { "/a", "/b", "/c", "/d", "/e", "/f" };
 	static const long frames[] = { 0, 0, 100, 400, 400, 500 };
-	json_t *files, *members;
-	make(names, frames, 6, &files, &members);
+	part_frames p = { 0 };
 	byte_range *r;
 	size_t n;
 
 	/* b and e: two frames apart */
-	json_t *need = need_of((const char *const[]){ "/b", "/e", NULL });
-	assert_true(part_ranges(members, files, need, 10000, &r, &n));
+	assert_true(ranges_of(&p, frames, 6, "be", &r, &n));
 	assert_int_equal(n, 2);
 	assert_int_equal(r[0].off, 0);
 	assert_int_equal(r[0].len, 100);
@@ -74,41 +63,32 @@ static void test_ranges(void **state)
 	assert_int_equal(r[0].members, 1);
 	assert_int_equal(r[1].members, 1);
 	free(r);
-	json_decref(need);
 
-	/* a, c, d: touching frames merge into one read */
-	expect_one(members, files, (const char *const[]){ "/d", "/a", "/c", NULL }, 0, 500, 3);
+	/* a, c, d: touching frames merge into one read (the same state reused, as per list) */
+	expect_one(&p, frames, 6, "dac", 0, 500, 3);
 
 	/* f: its frame runs to the end, more than 90% of the object: read whole */
-	need = need_of((const char *const[]){ "/f", NULL });
-	assert_false(part_ranges(members, files, need, 10000, &r, &n));
+	assert_false(ranges_of(&p, frames, 6, "f", &r, &n));
 	assert_null(r);
-	json_decref(need);
 
-	/* no need set: a whole restore */
-	assert_false(part_ranges(members, files, NULL, 10000, &r, &n));
-	json_decref(files);
-	json_decref(members);
+	/* nothing needed: no ranges (the caller skips the partition) */
+	assert_false(ranges_of(&p, frames, 6, "", &r, &n));
+	assert_int_equal(p.needed, 0);
 
 	/* a needed member without a frame (a WAL-G backup, a remote one): whole */
 	static const long some[] = { 0, 0, -1, 400, 400, 500 };
-	make(names, some, 6, &files, &members);
-	need = need_of((const char *const[]){ "/c", NULL });
-	assert_false(part_ranges(members, files, need, 10000, &r, &n));
-	json_decref(need);
+	assert_false(ranges_of(&p, some, 6, "c", &r, &n));
+	assert_int_equal(p.needed, 1);
 	/* ...but one without a frame that is not needed changes nothing */
-	expect_one(members, files, (const char *const[]){ "/d", NULL }, 400, 100, 1);
-	json_decref(files);
-	json_decref(members);
+	expect_one(&p, some, 6, "d", 400, 100, 1);
+	/* a needed member not in Files: whole */
+	static const long absent[] = { 0, 0, -2, 400, 400, 500 };
+	assert_false(ranges_of(&p, absent, 6, "c", &r, &n));
 
 	/* an offset at or past the object's end is not a frame: whole */
 	static const long bad[] = { 0, 0, 100, 20000, 400, 500 };
-	make(names, bad, 6, &files, &members);
-	need = need_of((const char *const[]){ "/d", NULL });
-	assert_false(part_ranges(members, files, need, 10000, &r, &n));
-	json_decref(need);
-	json_decref(files);
-	json_decref(members);
+	assert_false(ranges_of(&p, bad, 6, "d", &r, &n));
+	part_frames_free(&p);
 }
 
 int main(void)

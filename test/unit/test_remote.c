@@ -198,13 +198,17 @@ static unsigned char *convert_apply(const unsigned char *f, size_t len, uint32_t
 	assert_int_equal(tar_writer_finish(tw), E_OK);
 	tar_writer_free(tw);
 
-	json_t *files = json_pack("{s:{s:b}}", "/rel", "IsIncremented", 1);
-	extract_level lvl = { .dest = dir, .files = files, .backup = "unit" };
+	json_t *rec = json_pack("{s:b}", "IsIncremented", 1);
+	file_table files = { 0 };
+	assert_int_equal(file_table_add(&files, "/rel", rec), E_OK);
+	assert_int_equal(file_table_end(&files, "files"), E_OK);
+	json_decref(rec);
+	extract_level lvl = { .dest = dir, .files = &files, .backup = "unit" };
 	sink *x = extract_sink_new(&lvl);
 	assert_int_equal(sink_write(x, mb.data, mb.len), E_OK);
 	assert_int_equal(sink_finish(x), E_OK);
 	sink_free(x);
-	json_decref(files);
+	file_table_free(&files);
 	free(mb.data);
 
 	struct stat sb;
