@@ -52,23 +52,25 @@ static err_code check_stopped_and_ours(const char *dest, const chain *c, bool fo
 	return E_OK;
 }
 
-/* The checksum the restore result would have: follow IsSkipped down the chain. */
-static const file_rec *expected_sum(const chain *c, const uint64_t name[2])
+/* The size and checksum the restore result would have: follow IsSkipped down the chain. */
+static const file_sum *expected_sum(const chain *c, const uint64_t name[2])
 {
 	for (size_t i = c->n; i-- > 0;) {
-		const file_rec *f = file_table_find_hash(files_of(&c->lv[i]), name);
+		const file_table *t = files_of(&c->lv[i]);
+		const file_rec *f = file_table_find_hash(t, name);
 		if (f == NULL || (f->flags & FILE_INCREMENTED))
 			return NULL; /* pages applied on a base: no whole-file sum to compare */
 		if (f->flags & FILE_SKIPPED)
 			continue;
-		return (f->flags & FILE_SUM) && (f->flags & FILE_SIZE) ? f : NULL;
+		return (f->flags & FILE_SUM) && (f->flags & FILE_SIZE) ? file_table_sum(t, f) : NULL;
 	}
 	return NULL;
 }
 
 typedef struct probe {
 	char *member;
-	const file_rec *want;
+	uint64_t name[2];
+	const file_sum *want;
 	bool intact;
 } probe;
 
@@ -117,7 +119,7 @@ static void probe_batch(probes *j)
 	group_free(g);
 	for (size_t i = 0; i < j->n; i++) {
 		if (j->p[i].intact)
-			hash_set_add(&j->intact, j->p[i].want->name);
+			hash_set_add(&j->intact, j->p[i].name);
 		free(j->p[i].member);
 	}
 	j->n = 0;
@@ -129,10 +131,10 @@ static err_code probe_file(void *arg, const char *name, const json_t *rec)
 	(void)rec;
 	uint64_t h[2];
 	hash128(name, strlen(name), h);
-	const file_rec *want = expected_sum(j->c, h);
+	const file_sum *want = expected_sum(j->c, h);
 	if (want == NULL)
 		return E_OK;
-	j->p[j->n++] = (probe){ xstrdup(name), want, false };
+	j->p[j->n++] = (probe){ xstrdup(name), { h[0], h[1] }, want, false };
 	if (j->n == PROBE_BATCH)
 		probe_batch(j);
 	return E_OK;
@@ -188,7 +190,7 @@ static void prune(const char *dir, const char *member, const file_table *files,
 	closedir(d);
 }
 
-/* Drops from s what drop holds (both sorted). */
+/* Drops from s what drop (sorted) holds; s keeps its order. */
 static void hash_set_drop(hash_set *s, const hash_set *drop)
 {
 	size_t k = 0;

@@ -32,17 +32,17 @@ void chain_free(chain *c)
 }
 
 /* The table checks every entry's flags: a restore trusts them. */
-static err_code load_files_meta(repo *r, level *l)
+static err_code load_files_meta(repo *r, level *l, bool sums)
 {
 	if (l->s.files_metadata_disabled || l->s.version < 2)
 		return E_OK;
-	TRY(catalog_file_table(r, l->name, &l->files));
+	TRY(catalog_file_table(r, l->name, sums, &l->files));
 	l->has_files = true;
 	return E_OK;
 }
 
 /* Newest first while walking DeltaFrom, then reversed so lv[0] is the full. */
-err_code load_chain(repo *r, const char *name, bool lone_full_meta, chain *c)
+err_code load_chain(repo *r, const char *name, bool checks, chain *c)
 {
 	size_t cap = 4;
 	char *cur = xstrdup(name);
@@ -61,8 +61,8 @@ err_code load_chain(repo *r, const char *name, bool lone_full_meta, chain *c)
 		l->name = cur;
 		c->n++;
 		TRY(catalog_sentinel_read(r, cur, &l->s));
-		if (lone_full_meta || l->s.is_delta || c->n > 1)
-			TRY(load_files_meta(r, l));
+		if (checks || l->s.is_delta || c->n > 1)
+			TRY(load_files_meta(r, l, checks));
 		if (!l->s.is_delta)
 			break;
 		cur = xstrdup(l->s.delta_from);
@@ -304,7 +304,10 @@ static err_code extract_one(void *arg, const char *key)
 	return E_OK;
 }
 
-/* Whether a partition can be read in pieces: by frames recorded, all of its members taken. */
+/*
+ * Whether a partition may be read in pieces: the storage reads ranges, the codec has frames,
+ * and no --mask narrows what is taken below the need set (those parts are read whole).
+ */
 static bool rangeable(const extract_level *ex, const char *key)
 {
 	return ex->mask == NULL && repo_has_range(ex->r) && codec_has_frames(repo_codec_for_key(key));

@@ -19,11 +19,11 @@ typedef struct chain {
 } chain;
 
 /*
- * The chain ending at backup name, full first, each level's Files read into its table; a
- * lone full backup's only when lone_full_meta (nothing in it is needed to restore a full
- * backup whole).
+ * The chain ending at backup name, full first, each level's Files read into its table. With
+ * checks (delta restore, backup-verify) the tables hold sizes and checksums, and a lone full
+ * backup's is read too; a restore of a lone full backup whole needs nothing of it.
  */
-err_code load_chain(repo *r, const char *name, bool lone_full_meta, chain *c);
+err_code load_chain(repo *r, const char *name, bool checks, chain *c);
 void chain_free(chain *c);
 /* A level's Files, or NULL when it has no files_metadata.json. */
 const file_table *files_of(const level *l);

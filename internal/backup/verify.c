@@ -149,10 +149,11 @@ static err_code ck_increment(void *ctx, uint64_t file_size, uint32_t npages,
 	checker *c = ctx;
 	(void)npages;
 	(void)blocks;
-	if (c->rec != NULL && (c->rec->flags & FILE_SIZE) && c->rec->size != file_size)
+	const file_sum *fs = c->rec ? file_table_sum(c->vl->files, c->rec) : NULL;
+	if (fs != NULL && (c->rec->flags & FILE_SIZE) && fs->size != file_size)
 		problem(c->vl->v, c->key, c->name, -1,
 				"increment is of a %llu-byte file, files_metadata.json says %llu",
-				(unsigned long long)file_size, (unsigned long long)c->rec->size);
+				(unsigned long long)file_size, (unsigned long long)fs->size);
 	return E_OK;
 }
 
@@ -218,15 +219,16 @@ static err_code ck_end(void *ctx)
 	if (c->kind != MEMBER_FILE)
 		return E_OK;
 	const file_rec *f = c->rec;
-	if (f == NULL)
+	const file_sum *fs = f ? file_table_sum(c->vl->files, f) : NULL;
+	if (fs == NULL)
 		return E_OK;
-	if ((f->flags & FILE_SIZE) && f->size != c->size)
+	if ((f->flags & FILE_SIZE) && fs->size != c->size)
 		problem(v, c->key, c->name, -1, "%llu bytes, files_metadata.json says %llu",
-				(unsigned long long)c->size, (unsigned long long)f->size);
+				(unsigned long long)c->size, (unsigned long long)fs->size);
 	char got[HASH_TEXT_LEN + 1], want[HASH_TEXT_LEN + 1];
 	hasher_text(c->h, got);
 	if (f->flags & FILE_SUM) {
-		hash_text_format(f->sum, want);
+		hash_text_format(fs->sum, want);
 		if (strcmp(want, got) != 0)
 			problem(v, c->key, c->name, -1, "content is %s, files_metadata.json says %s", got,
 					want);

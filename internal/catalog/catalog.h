@@ -11,9 +11,11 @@
 #include "internal/core/core.h"
 #include "internal/repo/repo.h"
 
-/* Size caps of what is read into memory: a sentinel or metadata.json, files_metadata.json. */
+/*
+ * Size cap of what is read into memory: a sentinel, metadata.json, one entry of
+ * files_metadata.json (which is only ever streamed).
+ */
 #define CATALOG_JSON_MAX ((size_t)16 << 20)
-#define CATALOG_FILES_MAX ((size_t)1 << 30)
 
 #define SENTINEL_SUFFIX "_backup_stop_sentinel.json"
 
@@ -103,40 +105,50 @@ sink *catalog_files_sink_new(const char *what, catalog_file_fn fn, catalog_set_f
 
 /*
  * files_metadata.json's Files as a table sorted by the names' XXH3-128 (ftable.c): what a
- * restore or a check looks a member up in, 56 bytes a file where a jansson tree takes about
- * 1.3 KB. Names are not kept; a caller that must name files reads Files again.
+ * restore or a check looks a member up in, 32 bytes a file (56 with sizes and checksums)
+ * where a jansson tree takes about 1.3 KB. Names are not kept; a caller that must name files
+ * reads Files again.
  */
 #define FILE_INCREMENTED 0x01u /* IsIncremented: pages to apply on the base's file */
 #define FILE_SKIPPED 0x02u	   /* IsSkipped: unchanged since the base, stored there */
 #define FILE_FRAME 0x04u	   /* frame holds FrameOffset */
-#define FILE_SIZE 0x08u		   /* size holds Size */
-#define FILE_SUM 0x10u		   /* sum holds Checksum, an xxh3-128 text */
+#define FILE_SIZE 0x08u		   /* Size is recorded */
+#define FILE_SUM 0x10u		   /* Checksum is recorded, an xxh3-128 text */
 #define FILE_SUM_OTHER 0x20u   /* Checksum is some other text: a whole-file sum never matches */
 
 typedef struct file_rec {
 	uint64_t name[2]; /* hash128 of the member name */
 	uint64_t frame;
+	uint32_t flags;
+	uint32_t at; /* its entry's place in Files: the index of its file_sum */
+} file_rec;
+
+/* Size and Checksum, kept only when the table is read for them. */
+typedef struct file_sum {
 	uint64_t size;
 	uint64_t sum[2];
-	uint32_t flags;
-} file_rec;
+} file_sum;
 
 typedef struct file_table {
 	file_rec *recs;
 	size_t n, cap;
+	bool keep_sums; /* set before filling: sums[at] holds each entry's Size and Checksum */
+	file_sum *sums;
 } file_table;
 
 /*
- * Backup's Files into out, sorted. E_NOTFOUND when it has no files_metadata.json; E_CORRUPT,
- * naming the object, when an entry is not an object, a flag is not true or false, or a name
- * is listed twice.
+ * Backup's Files into out, sorted; with sums, each entry's Size and Checksum too. E_NOTFOUND
+ * when it has no files_metadata.json; E_CORRUPT, naming the object, when an entry is not an
+ * object, a flag is not true or false, or a name is listed twice.
  */
-err_code catalog_file_table(repo *r, const char *backup, file_table *out);
+err_code catalog_file_table(repo *r, const char *backup, bool sums, file_table *out);
 /* The same steps for bytes from elsewhere: file_table_add per entry, then file_table_end. */
 err_code file_table_add(void *table, const char *name, const json_t *rec);
 err_code file_table_end(file_table *t, const char *what);
 const file_rec *file_table_find(const file_table *t, const char *name);
 const file_rec *file_table_find_hash(const file_table *t, const uint64_t name[2]);
+/* f's Size and Checksum, NULL when the table was read without them. */
+const file_sum *file_table_sum(const file_table *t, const file_rec *f);
 void file_table_free(file_table *t);
 
 /*

@@ -1,12 +1,14 @@
 /*
  * files_metadata.json's Files as a sorted table of fixed-size records (catalog.h): filled
- * from the streamed reader, so that a restore of a delta chain, a delta restore and
- * backup-verify hold 56 bytes a file per backup rather than the document's jansson tree.
+ * from the streamed reader, so that a restore of a delta chain holds 32 bytes a file per
+ * backup, a delta restore and backup-verify 56, rather than the document's jansson tree.
  */
 #include "internal/catalog/catalog.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+_Static_assert(sizeof(file_rec) == 32, "a file_rec is 32 bytes: the table's cost per file");
 
 /* A flag member absent, true or false; anything else is corrupt. */
 static bool flag(const json_t *rec, const char *key, uint32_t bit, uint32_t *flags)
@@ -24,12 +26,18 @@ err_code file_table_add(void *table, const char *name, const json_t *rec)
 	file_table *t = table;
 	if (!json_is_object(rec))
 		return err_set(E_CORRUPT, "the entry for %s is not an object", name);
+	if (t->n == UINT32_MAX)
+		return err_set(E_CORRUPT, "more than %u files in Files", UINT32_MAX);
 	if (t->n == t->cap) {
 		t->cap = t->cap < 1024 ? 1024 : t->cap + t->cap / 2;
 		t->recs = xrealloc(t->recs, t->cap * sizeof(*t->recs));
+		if (t->keep_sums)
+			t->sums = xrealloc(t->sums, t->cap * sizeof(*t->sums));
 	}
 	file_rec *f = &t->recs[t->n];
+	file_sum fs = { 0, { 0, 0 } };
 	memset(f, 0, sizeof(*f));
+	f->at = (uint32_t)t->n;
 	hash128(name, strlen(name), f->name);
 	if (!flag(rec, "IsIncremented", FILE_INCREMENTED, &f->flags) ||
 		!flag(rec, "IsSkipped", FILE_SKIPPED, &f->flags))
@@ -41,12 +49,14 @@ err_code file_table_add(void *table, const char *name, const json_t *rec)
 		f->flags |= FILE_FRAME;
 	}
 	if (json_is_integer(size) && json_integer_value(size) >= 0) {
-		f->size = (uint64_t)json_integer_value(size);
+		fs.size = (uint64_t)json_integer_value(size);
 		f->flags |= FILE_SIZE;
 	}
 	const json_t *sum = catalog_json_get(rec, "Checksum");
 	if (json_is_string(sum))
-		f->flags |= hash_text_parse(json_string_value(sum), f->sum) ? FILE_SUM : FILE_SUM_OTHER;
+		f->flags |= hash_text_parse(json_string_value(sum), fs.sum) ? FILE_SUM : FILE_SUM_OTHER;
+	if (t->keep_sums)
+		t->sums[t->n] = fs;
 	t->n++;
 	return E_OK;
 }
@@ -56,6 +66,8 @@ err_code file_table_end(file_table *t, const char *what)
 	if (t->n == 0)
 		return E_OK;
 	t->recs = xrealloc(t->recs, t->n * sizeof(*t->recs));
+	if (t->keep_sums)
+		t->sums = xrealloc(t->sums, t->n * sizeof(*t->sums));
 	t->cap = t->n;
 	qsort(t->recs, t->n, sizeof(*t->recs), hash128_cmp);
 	/* JSON keeps the last of a name twice, WAL-G too; which of two records is last is lost here */
@@ -78,9 +90,10 @@ static err_code add_named(void *arg, const char *name, const json_t *rec)
 	return rc == E_OK ? E_OK : err_wrap(rc, "%s", nt->what);
 }
 
-err_code catalog_file_table(repo *r, const char *backup, file_table *out)
+err_code catalog_file_table(repo *r, const char *backup, bool sums, file_table *out)
 {
 	memset(out, 0, sizeof(*out));
+	out->keep_sums = sums;
 	char *what = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", backup);
 	named_table nt = { out, what };
 	err_code rc = catalog_files_each(r, backup, add_named, NULL, &nt);
@@ -106,8 +119,14 @@ const file_rec *file_table_find(const file_table *t, const char *name)
 	return file_table_find_hash(t, h);
 }
 
+const file_sum *file_table_sum(const file_table *t, const file_rec *f)
+{
+	return t->keep_sums ? &t->sums[f->at] : NULL;
+}
+
 void file_table_free(file_table *t)
 {
 	free(t->recs);
+	free(t->sums);
 	memset(t, 0, sizeof(*t));
 }

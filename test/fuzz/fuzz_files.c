@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size--;
 	if (split > size)
 		split = size;
-	tables b = { .d = { .active = true, .start = 1700000000 } };
+	tables b = { .d = { .active = true, .start = 1700000000 }, .t = { .keep_sums = true } };
 	sink *s = catalog_files_sink_new("fuzz", add_file, set_member, &b);
 	err_code rc = sink_write(s, data, split);
 	if (rc == E_OK)

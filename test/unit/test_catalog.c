@@ -430,7 +430,7 @@ static void test_file_table(void **state)
 		"\"xxh3-128:000000000000000a00000000000000ff\"},"
 		"\"/other\": {\"Checksum\": \"md5:x\"}}, \"TarFileSets\": {}}");
 	file_table t;
-	assert_int_equal(catalog_file_table(&r, NAME, &t), E_OK);
+	assert_int_equal(catalog_file_table(&r, NAME, true, &t), E_OK);
 	assert_int_equal(t.n, 4);
 	const file_rec *f = file_table_find(&t, "/inc");
 	assert_non_null(f);
@@ -440,13 +440,21 @@ static void test_file_table(void **state)
 	f = file_table_find(&t, "/whole");
 	assert_int_equal(f->flags, FILE_FRAME | FILE_SIZE | FILE_SUM);
 	assert_int_equal(f->frame, 512);
-	assert_int_equal(f->size, 8192);
-	assert_true(f->sum[0] == 10 && f->sum[1] == 255);
+	const file_sum *fs = file_table_sum(&t, f);
+	assert_int_equal(fs->size, 8192);
+	assert_true(fs->sum[0] == 10 && fs->sum[1] == 255);
 	assert_int_equal(file_table_find(&t, "/other")->flags, FILE_SUM_OTHER);
 	assert_null(file_table_find(&t, "/none"));
 	uint64_t h[2];
 	hash128("/whole", 6, h);
 	assert_ptr_equal(file_table_find_hash(&t, h), f);
+	file_table_free(&t);
+	/* without sums: the same records, no sizes or checksums kept */
+	assert_int_equal(catalog_file_table(&r, NAME, false, &t), E_OK);
+	f = file_table_find(&t, "/whole");
+	assert_int_equal(f->flags, FILE_FRAME | FILE_SIZE | FILE_SUM);
+	assert_null(file_table_sum(&t, f));
+	assert_null(t.sums);
 	file_table_free(&t);
 
 	const char *bad[] = {
@@ -457,13 +465,13 @@ static void test_file_table(void **state)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		put("basebackups_005/" NAME "/files_metadata.json", bad[i]);
-		if (catalog_file_table(&r, NAME, &t) != E_CORRUPT)
+		if (catalog_file_table(&r, NAME, true, &t) != E_CORRUPT)
 			fail_msg("accepted: %s", bad[i]);
 		assert_non_null(strstr(err_msg(), NAME "/files_metadata.json"));
 		assert_null(t.recs);
 		err_clear();
 	}
-	assert_int_equal(catalog_file_table(&r, "base_none", &t), E_NOTFOUND);
+	assert_int_equal(catalog_file_table(&r, "base_none", false, &t), E_NOTFOUND);
 	err_clear();
 }
 
