@@ -11,10 +11,18 @@
 # (what --delta can skip is a whole partition), pgBackRest from its last zst full.
 #
 #   BENCH_DELTA_SEED=1   seed of the change (the same change in every run and for every tool)
+#   BENCH_DR_ITEMS="walc pgbr walc-parts"   which restores (walc-parts costs one more backup)
+#   BENCH_DR_SERIAL=auto one directory at a time (cold restore, change, delta restore, check,
+#                        delete) instead of all items' directories side by side; auto: when the
+#                        disk cannot hold a directory per item (a large cluster). The change is
+#                        the same either way when the items' backups hold the same relation
+#                        files (walc and pgbr do: both are fulls of bench_full).
 
 DR_SEED=${BENCH_DELTA_SEED:-1}
 DR_FRACTION=0.15
 DR_PART_BYTES=$((64 << 20))
+read -ra DR_ITEMS <<<"${BENCH_DR_ITEMS:-walc pgbr walc-parts}"
+DR_SERIAL=${BENCH_DR_SERIAL:-auto}
 
 # Helpers in Python (stdlib): "change SEED FRACTION DIR..." changes the same relation files the
 # same way in every DIR and prints what it did as JSON; "sums DIR" prints every entry's type,
@@ -207,27 +215,52 @@ bench_delta_restore() { # DS
 	DR_TOOL[walc]=walc
 	DR_TOOL[walc-parts]=walc
 	DR_TOOL[pgbr]=pgbackrest
-	log "$DR_DS: delta restore: a walc backup in 64 MiB partitions (not timed)"
-	walc_push "$DR_DS" "${DR_SETTINGS[walc-parts]}" 0 delta-restore-base WALG_COMPRESSION_METHOD=zstd "${BEST[@]}" \
-		WALG_TAR_SIZE_THRESHOLD="$DR_PART_BYTES"
-	DR_NAME[walc-parts]=$LAST_NAME
+	case " ${DR_ITEMS[*]} " in
+	*" walc-parts "*)
+		log "$DR_DS: delta restore: a walc backup in 64 MiB partitions (not timed)"
+		walc_push "$DR_DS" "${DR_SETTINGS[walc-parts]}" 0 delta-restore-base WALG_COMPRESSION_METHOD=zstd "${BEST[@]}" \
+			WALG_TAR_SIZE_THRESHOLD="$DR_PART_BYTES"
+		DR_NAME[walc-parts]=$LAST_NAME
+		;;
+	esac
+	if [ "$DR_SERIAL" = auto ]; then
+		# a directory per item, the PGDATA of each, and a 10% margin
+		DR_SERIAL=0
+		[ "$(disk_free_bytes)" -gt $(($(pgdata_bytes "$T/$DR_DS/pgdata") * ${#DR_ITEMS[@]} * 11 / 10)) ] || DR_SERIAL=1
+	fi
+	log "$DR_DS: delta restore of ${DR_ITEMS[*]}, $([ "$DR_SERIAL" = 1 ] && echo "one directory at a time" || echo "side by side"), $(disk_free_gib) GiB free"
 	mkdir -p "$T/dr"
 	for ((run = 1; run <= RUNS; run++)); do
-		log "$DR_DS: delta restore run $run: cold restores"
-		mapfile -t items < <(rotate $((run - 1)) walc pgbr walc-parts)
-		for item in "${items[@]}"; do
-			dr_restore "$item" "$run" cold
-			dr_py sums "$T/dr/$item" >"$T/dr/$item.cold"
-		done
-		change=$(dr_py change "$DR_SEED" "$DR_FRACTION" "${items[@]/#/$T/dr/}")
-		pg_own "$T/dr"
-		printf '{"dataset":"%s","op":"delta-restore-change","tool":"","codec":"","settings":"","run":%s,"change":%s}\n' \
-			"$DR_DS" "$run" "$change" >>"$SAMPLES"
-		log "$DR_DS: changed $change; delta restores"
-		for item in "${items[@]}"; do
-			dr_restore "$item" "$run" delta
-			dr_check "$item" "$run"
-		done
+		mapfile -t items < <(rotate $((run - 1)) "${DR_ITEMS[@]}")
+		if [ "$DR_SERIAL" = 1 ]; then
+			for item in "${items[@]}"; do
+				dr_round "$run" "$item"
+				rm -rf "${T:?}/dr/$item"
+			done
+		else
+			dr_round "$run" "${items[@]}"
+		fi
 	done
 	rm -rf "$T/dr"
+}
+
+# dr_round RUN ITEM...: cold restores of the ITEMs, the change in each directory, then their
+# delta restores and checks
+dr_round() {
+	local run=$1 item change
+	shift
+	log "$DR_DS: delta restore run $run: cold restores of $*"
+	for item in "$@"; do
+		dr_restore "$item" "$run" cold
+		dr_py sums "$T/dr/$item" >"$T/dr/$item.cold"
+	done
+	change=$(dr_py change "$DR_SEED" "$DR_FRACTION" "${@/#/$T/dr/}")
+	pg_own "$T/dr"
+	printf '{"dataset":"%s","op":"delta-restore-change","tool":"","codec":"","settings":"","run":%s,"change":%s}\n' \
+		"$DR_DS" "$run" "$change" >>"$SAMPLES"
+	log "$DR_DS: changed $change; delta restores ($(disk_free_gib) GiB free)"
+	for item in "$@"; do
+		dr_restore "$item" "$run" delta
+		dr_check "$item" "$run"
+	done
 }

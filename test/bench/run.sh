@@ -9,6 +9,9 @@
 #   BENCH_DATASETS="pgbench mixed"
 #   BENCH_PERF=1           perf record one walc backup-push and one backup-fetch (0 = skip)
 #   BENCH_CORES=$(nproc)   process-max / WALG_UPLOAD_DISK_CONCURRENCY / zstd -T
+#   BENCH_CODECS="zstd lz4"  the codecs of full's rows (zstd: the limit, walc, pgBackRest and
+#                          WAL-G zstd and backup-verify; lz4 adds their lz4 rows and walc's
+#                          default); "zstd" alone halves full at a large scale
 #   BENCH_OUT=test/bench/results
 #   BENCH_SECTIONS="full delta delta-restore s3 stores wal small remote"   which parts to run
 #                          (full is needed by delta, delta-restore, s3 and stores, except
@@ -37,6 +40,8 @@ SMALL_SCALE=${BENCH_SMALL_SCALE:-10}
 [ "$SMALL_SCALE" -lt "$SCALE" ] || SMALL_SCALE=$((SCALE / 10 > 0 ? SCALE / 10 : 1))
 DATASETS=${BENCH_DATASETS:-pgbench mixed}
 PERF=${BENCH_PERF:-1}
+CODECS=" ${BENCH_CODECS:-zstd lz4} "
+case $CODECS in *" zstd "*) ;; *) echo "BENCH_CODECS must include zstd (delta, delta-restore and the limit use it)" >&2; exit 2 ;; esac
 OUT=${BENCH_OUT:-$ROOT/test/bench/results}
 SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 stores wal small remote} "
 section() { case $SECTIONS in *" $1 "*) return 0 ;; esac; return 1; }
@@ -140,6 +145,11 @@ sample() {
 }
 
 bytes_of() { du -sb "$@" | awk '{ s += $1 } END { print s + 0 }'; }
+
+# free space of the work directory's file system: logged at each step of a large run, where a
+# restore target is as large as PGDATA
+disk_free_bytes() { df -B1 --output=avail "$T" | tail -n 1 | tr -d ' '; }
+disk_free_gib() { disk_free_bytes | awk '{ printf "%.1f", $1 / 1073741824 }'; }
 
 # PGDATA size as the tools see it: everything but pg_wal's contents
 pgdata_bytes() { du -sb --exclude="$1/pg_wal" "$1" | cut -f1; }
@@ -376,9 +386,23 @@ WALG_ITEMS=()
 if [ -x "$WALG" ]; then WALG_ITEMS=(walg); else log "skipped: WAL-G's rows (no $WALG; BENCH_WALG names the binary)"; fi
 declare -A LAST # backup names to restore, by dataset:item
 
+# full_items ITEM...: the items of BENCH_CODECS (walc-default is lz4; the limit is zstd)
+full_items() {
+	local i c
+	for i in "$@"; do
+		c=${i##*-}
+		case $c in zst) c=zstd ;; default) c=lz4 ;; limit) c=zstd ;; esac
+		case $CODECS in *" $c "*) echo "$i" ;; esac
+	done
+}
+
 bench_full() { # DS: full backups then restores, every tool and codec, RUNS times
-	local ds=$1 run item
-	log "$ds: PGDATA $(($(pgdata_bytes "$T/$ds/pgdata") / 1048576)) MiB; full backups"
+	local ds=$1 run item push_items fetch_items
+	mapfile -t push_items < <(full_items limit walc-zstd pgbr-zst "${WALG_ITEMS[@]/%/-zstd}" walc-lz4 pgbr-lz4 \
+		"${WALG_ITEMS[@]/%/-lz4}" walc-default)
+	mapfile -t fetch_items < <(full_items limit walc-zstd pgbr-zst "${WALG_ITEMS[@]/%/-zstd}" walc-lz4 verify-zstd \
+		pgbr-lz4 "${WALG_ITEMS[@]/%/-lz4}" walc-default)
+	log "$ds: PGDATA $(($(pgdata_bytes "$T/$ds/pgdata") / 1048576)) MiB, $(disk_free_gib) GiB free; full backups"
 	for ((run = 1; run <= RUNS; run++)); do
 		while read -r item; do
 			case $item in
@@ -392,10 +416,9 @@ bench_full() { # DS: full backups then restores, every tool and codec, RUNS time
 			walg-lz4) walg_push "$ds" lz4 "$run" backup ;;
 			esac
 			[ "$item" = limit ] || LAST[$ds:$item]=$LAST_NAME
-		done < <(rotate $((run - 1)) limit walc-zstd pgbr-zst "${WALG_ITEMS[@]/%/-zstd}" walc-lz4 pgbr-lz4 \
-			"${WALG_ITEMS[@]/%/-lz4}" walc-default)
+		done < <(rotate $((run - 1)) "${push_items[@]}")
 	done
-	log "$ds: restores"
+	log "$ds: restores ($(disk_free_gib) GiB free)"
 	for ((run = 1; run <= RUNS; run++)); do
 		while read -r item; do
 			case $item in
@@ -409,8 +432,7 @@ bench_full() { # DS: full backups then restores, every tool and codec, RUNS time
 			walg-zstd) walg_fetch "$ds" zstd "$run" "${LAST[$ds:$item]}" ;;
 			walg-lz4) walg_fetch "$ds" lz4 "$run" "${LAST[$ds:$item]}" ;;
 			esac
-		done < <(rotate $((run - 1)) limit walc-zstd pgbr-zst "${WALG_ITEMS[@]/%/-zstd}" walc-lz4 verify-zstd \
-			pgbr-lz4 "${WALG_ITEMS[@]/%/-lz4}" walc-default)
+		done < <(rotate $((run - 1)) "${fetch_items[@]}")
 	done
 }
 
@@ -422,7 +444,7 @@ bench_delta() { # DS SCALE
 	# pgBackRest's diff is based on its latest full: make it the zst one
 	pgbr_push "$ds" zst 0 backup-base full
 	n=$((scale * 100000 / 20))
-	log "$ds: UPDATE pgbench_accounts WHERE aid <= $n (5%); delta backups"
+	log "$ds: UPDATE pgbench_accounts WHERE aid <= $n (5%); delta backups ($(disk_free_gib) GiB free)"
 	psqlc "${PORTS[$ds]}" "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid <= $n" >/dev/null
 	psqlc "${PORTS[$ds]}" "CHECKPOINT" >/dev/null
 	# the UPDATE's WAL is archived (by both tools) before any timing: pg_backup_stop would
