@@ -7,12 +7,18 @@
 # TOAST index, about 200,000 relation files). Each table holds one row. Both also hold the same
 # table of 500,000 rows (33 MiB), so that they differ only in the number of files: the tools'
 # buffers fill the same way (small files alone never fill a 1 MiB read buffer). On each: walc's
-# full backup-push, a delta push after one table changed, and backup-fetch of the full; WAL-G's
+# full backup-push, a delta push after one table changed, backup-fetch of the full and of the
+# delta (a chain of two), and backup-verify of the delta; WAL-G's
 # backup-push and backup-fetch; pgBackRest's full backup and restore. Wall time and peak RSS;
 # report_files.py writes results/files.md with each tool's peak RSS at both sizes.
 FILES_SMALL_TABLES=${BENCH_FILES_SMALL_TABLES:-10}
 FILES_TABLES=${BENCH_FILES_TABLES:-50000}
 FILES_RUNS=${BENCH_FILES_RUNS:-$RUNS}
+# walc's partitions (WALG_TAR_SIZE_THRESHOLD, MiB): small enough that both clusters have more
+# partitions than backup-fetch decodes at once (its 40 MiB budget: 4 lz4 streams). At the
+# default 1 GiB the small cluster has 2 and the large 5, and the fetch's peak would measure
+# the partition count (a matter of bytes) instead of the number of files.
+FILES_TAR_MIB=${BENCH_FILES_TAR_MIB:-8}
 # BENCH_FILES_TOOLS="walc": only walc's rows (a check of walc's memory alone; the peers take
 # most of the section's time at 200,000 files)
 read -ra FILES_TOOLS <<<"${BENCH_FILES_TOOLS:-walc pgbr walg}"
@@ -47,7 +53,8 @@ EOF
 files_count() { find "$1" -path "$1/pg_wal" -prune -o -type f -print | wc -l; }
 
 bench_files_one() { # DS TABLES
-	local ds=$1 tables=$2 run item full files
+	local ds=$1 tables=$2 run item full delta files
+	local walc_env=("${BEST[@]}" WALG_TAR_SIZE_THRESHOLD=$((FILES_TAR_MIB << 20)))
 	cluster "$ds"
 	pg_conf "$T/$ds/pgdata" "max_locks_per_transaction = 1024"
 	pg_stop "$T/$ds/pgdata"
@@ -62,12 +69,17 @@ bench_files_one() { # DS TABLES
 		while read -r item; do
 			case $item in
 			walc)
-				walc_push "$ds" best "$run" backup "${BEST[@]}"
+				walc_push "$ds" best "$run" backup "${walc_env[@]}"
 				full=$LAST_NAME
 				as_pg "$PGBIN/psql" -h "$T" -p "${PORTS[$ds]}" -d many -qXc "UPDATE t1 SET v = 'y'" >/dev/null ||
 					fail "UPDATE t1"
-				walc_push "$ds" best "$run" delta "${BEST[@]}" WALG_DELTA_MAX_STEPS=1 WALG_DELTA_FROM_NAME="$full"
-				walc_fetch "$ds" best "$run" "$full" lz4 "${BEST[@]}"
+				walc_push "$ds" best "$run" delta "${walc_env[@]}" WALG_DELTA_MAX_STEPS=1 WALG_DELTA_FROM_NAME="$full"
+				delta=$LAST_NAME
+				walc_fetch "$ds" best "$run" "$full" lz4 "${walc_env[@]}"
+				# the chain: both backups' files_metadata.json are read (report_files.py's
+				# "chain" rows)
+				walc_fetch "$ds" chain "$run" "$delta" lz4 "${walc_env[@]}"
+				walc_verify "$ds" chain "$run" "$delta" lz4 "${walc_env[@]}"
 				;;
 			walg)
 				walg_push "$ds" lz4 "$run" backup
