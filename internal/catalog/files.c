@@ -78,11 +78,11 @@ static bool is_space(unsigned char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* A byte of the Files entry being read; the entry is capped, never the whole document. */
+/* A byte of the entry (or TarFileSets name) being read: capped, never the whole document. */
 static err_code ent_add(files_sink *f, unsigned char c)
 {
 	if (membuf_add(&f->ent, &c, 1) != E_OK)
-		return corrupt(f, "an entry in Files is larger than 16 MiB");
+		return corrupt(f, "an entry of Files or TarFileSets is larger than 16 MiB");
 	return E_OK;
 }
 
