@@ -266,8 +266,8 @@ typedef struct level_reads {
 	const extract_level *ex;
 	part_read *parts;
 	size_t n;
-	/* while TarFileSets is read: the list being read, its partition if it is one of ours */
-	char *list;
+	/* while TarFileSets is read: inside a list, and its partition if it is one of ours */
+	bool in_list;
 	part_read *cur;
 	part_frames pf;
 } level_reads;
@@ -321,8 +321,8 @@ static bool rangeable(const extract_level *ex, const char *key)
 static err_code plan_member(void *arg, const char *part, const char *member)
 {
 	level_reads *lr = arg;
-	if (lr->list == NULL) {
-		lr->list = xstrdup(part);
+	if (!lr->in_list) {
+		lr->in_list = true;
 		lr->cur = NULL;
 		for (size_t i = 0; i < lr->n && lr->cur == NULL; i++)
 			if (strcmp(strrchr(lr->parts[i].key, '/') + 1, part) == 0)
@@ -337,8 +337,7 @@ static err_code plan_member(void *arg, const char *part, const char *member)
 							hash_set_has_name(lr->ex->need, member));
 		return E_OK;
 	}
-	free(lr->list);
-	lr->list = NULL;
+	lr->in_list = false;
 	if (p == NULL)
 		return E_OK;
 	free(p->ranges);
@@ -372,8 +371,6 @@ static err_code plan_reads(level *l, level_parts *lp, level_reads *lr, size_t *s
 	err_code rc = E_OK;
 	if (l->need != NULL && l->has_files)
 		rc = catalog_files_each(l->ex.r, l->name, NULL, plan_member, lr);
-	free(lr->list);
-	lr->list = NULL;
 	part_frames_free(&lr->pf);
 	TRY(rc);
 	size_t n = 0;
@@ -398,7 +395,7 @@ static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
 	level_parts lp;
 	TRY(level_parts_list(r, l->name, &lp));
 	l->ex.r = r;
-	level_reads lr = { &l->ex, NULL, 0, NULL, NULL, { 0 } };
+	level_reads lr = { &l->ex, NULL, 0, false, NULL, { 0 } };
 	uint64_t read, stored;
 	size_t skipped;
 	err_code rc = plan_reads(l, &lp, &lr, &skipped, &read, &stored);

@@ -264,7 +264,7 @@ static err_code verify_object(void *arg, const char *key)
 typedef struct listed {
 	vlevel *vl;
 	const level_parts *lp;
-	char *list;		/* the TarFileSets list being read */
+	bool in_list;	/* inside a TarFileSets list */
 	bool missing;	/* its partition is not stored */
 	char **unseen;	/* Files entries no partition read held, when met */
 	size_t n, cap;
@@ -290,8 +290,8 @@ static bool was_seen(const vlevel *vl, const char *member)
 static err_code listed_part(void *arg, const char *part, const char *member)
 {
 	listed *ls = arg;
-	if (ls->list == NULL) {
-		ls->list = xstrdup(part);
+	if (!ls->in_list) {
+		ls->in_list = true;
 		ls->missing = true;
 		for (size_t i = 0; i < ls->lp->tars.len && ls->missing; i++)
 			ls->missing = strcmp(strrchr(ls->lp->tars.items[i].key, '/') + 1, part) != 0;
@@ -306,8 +306,7 @@ static err_code listed_part(void *arg, const char *part, const char *member)
 		snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/tar_partitions/%s", ls->vl->l->name, part);
 		problem(ls->vl->v, obj, NULL, -1, "tar partition missing (files_metadata.json lists it)");
 	}
-	free(ls->list);
-	ls->list = NULL;
+	ls->in_list = false;
 	return E_OK;
 }
 
@@ -328,7 +327,7 @@ static err_code listed_file(void *arg, const char *name, const json_t *rec)
 
 static err_code check_listed(vlevel *vl, const level_parts *lp)
 {
-	listed ls = { vl, lp, NULL, false, NULL, 0, 0 };
+	listed ls = { vl, lp, false, false, NULL, 0, 0 };
 	char obj[512];
 	snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/files_metadata.json", vl->l->name);
 	err_code rc = catalog_files_each(vl->r, vl->l->name, listed_file, listed_part, &ls);
@@ -344,7 +343,6 @@ static err_code check_listed(vlevel *vl, const level_parts *lp)
 		free(ls.unseen[i]);
 	}
 	free(ls.unseen);
-	free(ls.list);
 	return rc;
 }
 

@@ -81,6 +81,8 @@ static bool is_space(unsigned char c)
 /* A byte of the entry (or TarFileSets name) being read: capped, never the whole document. */
 static err_code ent_add(files_sink *f, unsigned char c)
 {
+	if (f->fn == NULL && !f->in_sets)
+		return E_OK; /* Files followed, not read: nothing to hold */
 	if (membuf_add(&f->ent, &c, 1) != E_OK)
 		return corrupt(f, "an entry of Files or TarFileSets is larger than 16 MiB");
 	return E_OK;
