@@ -459,6 +459,34 @@ static void test_error_propagation(void **state)
 	free(p);
 }
 
+/*
+ * zstd keeps a finished stream's context for the next one: the next stream gets its own level,
+ * and a stream dropped mid-frame (its sink failed) leaves nothing behind for the next.
+ */
+static void test_zstd_context_reuse(void **state)
+{
+	(void)state;
+	size_t n = 3 * MIB;
+	unsigned char *p = gen(n, true, 37);
+	membuf fast, slow, again, back;
+	assert_int_equal(compress_mem("zstd", 1, p, n, &fast), E_OK);
+	assert_int_equal(compress_mem("zstd", 19, p, n, &slow), E_OK);
+	assert_true(slow.len < fast.len);
+	assert_int_equal(run(codec_compress_new(get("zstd"), 1, fail_sink_new(false)), p, n, false),
+		E_IO);
+	assert_int_equal(compress_mem("zstd", 1, p, n, &again), E_OK);
+	assert_int_equal(again.len, fast.len);
+	assert_memory_equal(again.data, fast.data, fast.len);
+	assert_int_equal(decompress_mem("zstd", slow.data, slow.len, &back, true), E_OK);
+	assert_int_equal(back.len, n);
+	assert_memory_equal(back.data, p, n);
+	free(fast.data);
+	free(slow.data);
+	free(again.data);
+	free(back.data);
+	free(p);
+}
+
 /* The exact stream headers WAL-G writes (see walg-compat.md §10). */
 static void test_framing(void **state)
 {
@@ -679,6 +707,7 @@ int main(void)
 		cmocka_unit_test(test_concatenated),
 		cmocka_unit_test(test_frames),
 		cmocka_unit_test(test_error_propagation),
+		cmocka_unit_test(test_zstd_context_reuse),
 		cmocka_unit_test(test_framing),
 		cmocka_unit_test(test_cli_decodes_ours),
 		cmocka_unit_test(test_we_decode_cli),
