@@ -151,34 +151,67 @@ err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len,
 	return rc;
 }
 
-static err_code try_key(repo *r, char *key, char **key_out)
+/*
+ * The i-th key an object stored for base_key may have: the configured codec's extension
+ * first, then the others'; NULL past the last.
+ */
+static char *candidate_key(const repo *r, const char *base_key, size_t i)
 {
-	obj_info info;
-	err_code rc = storage_stat(r->st, key, &info);
-	if (rc == E_OK) {
-		*key_out = key;
-		return E_OK;
+	const codec *c = r->codec;
+	if (i > 0) {
+		const codec *const *all = codec_all();
+		size_t k = 0;
+		for (; all[k] != NULL; k++)
+			if (all[k] != r->codec && --i == 0)
+				break;
+		c = all[k];
+		if (c == NULL)
+			return NULL;
 	}
-	free(key);
-	return rc;
+	const char *ext = codec_ext(c);
+	return ext[0] ? xasprintf("%s.%s", base_key, ext) : xstrdup(base_key);
+}
+
+static err_code none_for(repo *r, const char *base_key)
+{
+	return err_set(E_NOTFOUND, "no object for %s in %s", base_key, storage_describe(r->st));
 }
 
 err_code repo_find(repo *r, const char *base_key, char **key_out)
 {
 	*key_out = NULL;
-	const char *mine = codec_ext(r->codec);
-	err_code rc = try_key(r, mine[0] ? xasprintf("%s.%s", base_key, mine) : xstrdup(base_key),
-						  key_out);
-	if (rc != E_NOTFOUND)
-		return rc;
-	for (const codec *const *c = codec_all(); *c != NULL; c++) {
-		const char *ext = codec_ext(*c);
-		if (*c == r->codec)
-			continue;
-		rc = try_key(r, ext[0] ? xasprintf("%s.%s", base_key, ext) : xstrdup(base_key),
-					 key_out);
+	char *key;
+	for (size_t i = 0; (key = candidate_key(r, base_key, i)) != NULL; i++) {
+		obj_info info;
+		err_code rc = storage_stat(r->st, key, &info);
+		if (rc == E_OK)
+			*key_out = key;
+		else
+			free(key);
 		if (rc != E_NOTFOUND)
 			return rc;
 	}
-	return err_set(E_NOTFOUND, "no object for %s in %s", base_key, storage_describe(r->st));
+	return none_for(r, base_key);
+}
+
+err_code repo_get_found(repo *r, const char *base_key, repo_open_fn open, void *arg,
+						char **key_out)
+{
+	char *key;
+	for (size_t i = 0; (key = candidate_key(r, base_key, i)) != NULL; i++) {
+		sink *into = NULL;
+		err_code rc = open(arg, &into);
+		/* a destination that cannot be opened is never "no such object" */
+		if (rc == E_NOTFOUND)
+			rc = err_wrap(E_IO, "opening where %s goes", key);
+		if (rc == E_OK)
+			rc = repo_get(r, key, into);
+		if (rc == E_OK && key_out != NULL)
+			*key_out = key;
+		else
+			free(key);
+		if (rc != E_NOTFOUND)
+			return rc;
+	}
+	return none_for(r, base_key);
 }

@@ -59,6 +59,16 @@ err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len,
  * then the others. E_NOTFOUND when none exists.
  */
 err_code repo_find(repo *r, const char *base_key, char **key_out);
+/* Makes the sink an object is read into: called once for every key tried. */
+typedef err_code (*repo_open_fn)(void *arg, sink **out);
+/*
+ * repo_find and repo_get in one: GETs each key repo_find would look for, in its order, into
+ * a sink open makes, until one exists (a try that finds nothing frees its sink unfinished).
+ * One request when the object has the configured codec's extension, where repo_find then
+ * repo_get take two. *key_out (may be NULL) the key read. E_NOTFOUND when none exists.
+ */
+err_code repo_get_found(repo *r, const char *base_key, repo_open_fn open, void *arg,
+						char **key_out);
 /* The codec for a key's extension (none when it has no known one). */
 const codec *repo_codec_for_key(const char *key);
 /* The repository's encryption around next (takes ownership), or next itself when none. */

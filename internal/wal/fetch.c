@@ -1,10 +1,17 @@
 /* wal-fetch: one WAL file from the repository into the path PostgreSQL gave. */
 #include "internal/wal/wal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal/pg/pg.h"
+
+/* A file only once it is whole (file_sink_new), durable: PostgreSQL replays it at once. */
+static err_code open_dest(void *dest, sink **out)
+{
+	return file_sink_new(dest, true, true, out);
+}
 
 err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest,
 				   bool *prefetch)
@@ -23,17 +30,10 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 
 	char *base = xasprintf(REPO_WAL_DIR "%s", name);
 	char *key = NULL;
-	err_code rc = repo_find(r, base, &key);
+	err_code rc = repo_get_found(r, base, open_dest, (void *)(uintptr_t)dest, &key);
 	free(base);
 	if (rc == E_NOTFOUND)
 		return err_set(E_NOTFOUND, "Archive '%s' does not exist.", name);
-	if (rc != E_OK)
-		return rc;
-
-	sink *out = NULL;
-	rc = file_sink_new(dest, true, true, &out);
-	if (rc == E_OK)
-		rc = repo_get(r, key, out);
 	if (rc == E_OK) {
 		log_fields(LOG_DEBUG, "restored WAL file", "file", name, "object", key, "dest", dest,
 				   (const char *)NULL);

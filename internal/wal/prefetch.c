@@ -150,6 +150,12 @@ static void archive_ends_at(job *j, uint64_t segno)
 		;
 }
 
+/* The prefetch directory is a cache of the archive: its files are not synced. */
+static err_code open_ready(void *path, sink **out)
+{
+	return file_sink_new(path, false, false, out);
+}
+
 static err_code fetch_one(job *j, const char *name)
 {
 	char *ready = xasprintf("%s/%s", j->dir, name);
@@ -165,18 +171,13 @@ static err_code fetch_one(job *j, const char *name)
 	if (fd < 0)
 		goto out; /* another prefetcher has it */
 	dprintf(fd, "%d\n", (int)getpid());
-	rc = repo_find(j->r, base, &key);
+	rc = repo_get_found(j->r, base, open_ready, ready, NULL);
 	if (rc == E_NOTFOUND) {
 		archive_ends_at(j, segno_of(j, name));
 		log_debug("prefetch: %s is not archived (yet)", name);
 		rc = E_OK;
 		goto out;
 	}
-	sink *s = NULL;
-	if (rc == E_OK)
-		rc = file_sink_new(ready, false, false, &s);
-	if (rc == E_OK)
-		rc = repo_get(j->r, key, s);
 	if (rc != E_OK)
 		log_debug("prefetch of %s failed: %s", name, err_msg());
 out:

@@ -132,6 +132,77 @@ static void test_find_any_codec(void **state)
 	repo_close(&l);
 }
 
+/* repo_get_found's opener: counts its calls, and fails when told to. */
+typedef struct opener {
+	membuf mb;
+	int calls;
+	err_code fail;
+} opener;
+
+static err_code open_membuf(void *arg, sink **out)
+{
+	opener *o = arg;
+	o->calls++;
+	if (o->fail != E_OK)
+		return err_set(o->fail, "cannot open");
+	free(o->mb.data);
+	memset(&o->mb, 0, sizeof(o->mb));
+	*out = membuf_sink_new(&o->mb);
+	return E_OK;
+}
+
+/* Read without a stat first: the same objects, the same order, the same misses as repo_find. */
+static void test_get_found(void **state)
+{
+	(void)state;
+	repo z, l;
+	char *key;
+	assert_int_equal(open_repo("zstd", NULL, NULL, &z), E_OK);
+	assert_int_equal(open_repo("lz4", NULL, NULL, &l), E_OK);
+	put(&z, "wal_005/000000010000000000000001", "zstd bytes", &key);
+	free(key);
+	opener o = { { 0 }, 0, E_OK };
+	/* its own codec's object: one try */
+	assert_int_equal(repo_get_found(&z, "wal_005/000000010000000000000001", open_membuf, &o, &key),
+		E_OK);
+	assert_string_equal(key, "wal_005/000000010000000000000001.zst");
+	free(key);
+	assert_int_equal(o.calls, 1);
+	assert_int_equal(o.mb.len, strlen("zstd bytes"));
+	assert_memory_equal(o.mb.data, "zstd bytes", o.mb.len);
+	/* another codec's: found after the configured one missed */
+	o.calls = 0;
+	assert_int_equal(repo_get_found(&l, "wal_005/000000010000000000000001", open_membuf, &o, NULL),
+		E_OK);
+	assert_true(o.calls > 1);
+	assert_memory_equal(o.mb.data, "zstd bytes", o.mb.len);
+	/* the configured codec's wins when both exist */
+	put(&l, "wal_005/000000010000000000000001", "lz4 bytes", &key);
+	free(key);
+	assert_int_equal(repo_get_found(&l, "wal_005/000000010000000000000001", open_membuf, &o, &key),
+		E_OK);
+	assert_string_equal(key, "wal_005/000000010000000000000001.lz4");
+	free(key);
+	assert_memory_equal(o.mb.data, "lz4 bytes", o.mb.len);
+	/* none: every key tried, E_NOTFOUND naming the object */
+	o.calls = 0;
+	key = NULL;
+	assert_int_equal(repo_get_found(&l, "wal_005/000000010000000000000002", open_membuf, &o, &key),
+		E_NOTFOUND);
+	assert_null(key);
+	assert_int_equal(o.calls, 5);
+	assert_non_null(strstr(err_msg(), "wal_005/000000010000000000000002"));
+	err_clear();
+	/* a destination that cannot be opened is an error, never "no such object" */
+	o.fail = E_NOTFOUND;
+	assert_int_equal(repo_get_found(&l, "wal_005/000000010000000000000001", open_membuf, &o, NULL),
+		E_IO);
+	err_clear();
+	free(o.mb.data);
+	repo_close(&z);
+	repo_close(&l);
+}
+
 static void test_put_new_never_replaces(void **state)
 {
 	(void)state;
@@ -224,6 +295,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_roundtrip_every_codec, unit_dir_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_find_any_codec, unit_dir_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_get_found, unit_dir_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_put_new_never_replaces, unit_dir_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_encrypted_objects, unit_dir_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_names_the_variable, unit_dir_setup, teardown),
