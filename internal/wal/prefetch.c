@@ -161,8 +161,6 @@ static err_code fetch_one(job *j, const char *name)
 	char *ready = xasprintf("%s/%s", j->dir, name);
 	char *running = xasprintf("%s/running/%s", j->dir, name);
 	char *base = xasprintf(REPO_WAL_DIR "%s", name);
-	char *key = NULL;
-	err_code rc = E_OK;
 	int fd = -1;
 
 	if (access(ready, F_OK) == 0)
@@ -171,21 +169,18 @@ static err_code fetch_one(job *j, const char *name)
 	if (fd < 0)
 		goto out; /* another prefetcher has it */
 	dprintf(fd, "%d\n", (int)getpid());
-	rc = repo_get_found(j->r, base, open_ready, ready, NULL);
+	err_code rc = repo_get_found(j->r, base, open_ready, ready, NULL);
 	if (rc == E_NOTFOUND) {
 		archive_ends_at(j, segno_of(j, name));
 		log_debug("prefetch: %s is not archived (yet)", name);
-		rc = E_OK;
-		goto out;
-	}
-	if (rc != E_OK)
+	} else if (rc != E_OK) {
 		log_debug("prefetch of %s failed: %s", name, err_msg());
+	}
 out:
 	if (fd >= 0) {
 		close(fd);
 		unlink(running);
 	}
-	free(key);
 	free(base);
 	free(running);
 	free(ready);
