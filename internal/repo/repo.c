@@ -194,13 +194,13 @@ err_code repo_find(repo *r, const char *base_key, char **key_out)
 	return none_for(r, base_key);
 }
 
-err_code repo_get_found(repo *r, const char *base_key, repo_open_fn open, void *arg,
+err_code repo_get_found(repo *r, const char *base_key, repo_open_fn open_sink, void *arg,
 						char **key_out)
 {
 	char *key;
 	for (size_t i = 0; (key = candidate_key(r, base_key, i)) != NULL; i++) {
 		sink *into = NULL;
-		err_code rc = open(arg, &into);
+		err_code rc = open_sink(arg, &into);
 		/* a destination that cannot be opened is never "no such object" */
 		if (rc == E_NOTFOUND)
 			rc = err_wrap(E_IO, "opening where %s goes", key);

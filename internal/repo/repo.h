@@ -63,11 +63,11 @@ err_code repo_find(repo *r, const char *base_key, char **key_out);
 typedef err_code (*repo_open_fn)(void *arg, sink **out);
 /*
  * repo_find and repo_get in one: GETs each key repo_find would look for, in its order, into
- * a sink open makes, until one exists (a try that finds nothing frees its sink unfinished).
+ * a sink open_sink makes, until one exists (a try that finds nothing frees its sink unfinished).
  * One request when the object has the configured codec's extension, where repo_find then
  * repo_get take two. *key_out (may be NULL) the key read. E_NOTFOUND when none exists.
  */
-err_code repo_get_found(repo *r, const char *base_key, repo_open_fn open, void *arg,
+err_code repo_get_found(repo *r, const char *base_key, repo_open_fn open_sink, void *arg,
 						char **key_out);
 /* The codec for a key's extension (none when it has no known one). */
 const codec *repo_codec_for_key(const char *key);
