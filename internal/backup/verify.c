@@ -88,6 +88,7 @@ typedef struct vlevel {
 	vrun *v;
 	repo *r;
 	const level *l;
+	const level *base; /* the level l is a delta of; NULL for a full */
 	const file_table *files;
 	unsigned char *seen; /* per record of files: a partition read holds it (atomic) */
 	bool checksums;
@@ -310,11 +311,30 @@ static err_code listed_part(void *arg, const char *part, const char *member)
 	return E_OK;
 }
 
-/* Every file files_metadata.json says this backup stored is in one of its partitions. */
+/* A delta's increments and unchanged files have a file under that name in its base. */
+static void check_base(vlevel *vl, const char *name)
+{
+	const file_rec *f = file_table_find(vl->files, name);
+	if (f == NULL || !(f->flags & (FILE_INCREMENTED | FILE_SKIPPED)) ||
+		file_table_find_hash(files_of(vl->base), f->name) != NULL)
+		return;
+	char obj[512];
+	snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/files_metadata.json", vl->l->name);
+	problem(vl->v, obj, name, -1, "%s, but its base %s has no such file",
+			(f->flags & FILE_INCREMENTED) ? "an increment" : "unchanged since the base",
+			vl->base->name);
+}
+
+/*
+ * Every file files_metadata.json says this backup stored is in one of its partitions, and a
+ * delta's base has the files it builds on.
+ */
 static err_code listed_file(void *arg, const char *name, const json_t *rec)
 {
 	listed *ls = arg;
 	(void)rec;
+	if (ls->vl->base != NULL && files_of(ls->vl->base) != NULL)
+		check_base(ls->vl, name);
 	if (strcmp(name, "/") == 0 || was_seen(ls->vl, name))
 		return E_OK;
 	if (ls->n == ls->cap) {
@@ -346,12 +366,13 @@ static err_code check_listed(vlevel *vl, const level_parts *lp)
 	return rc;
 }
 
-static err_code verify_level(repo *r, vrun *v, const level *l, int concurrency)
+static err_code verify_level(repo *r, vrun *v, const level *l, const level *base, int concurrency)
 {
 	vlevel *vl = xcalloc(1, sizeof(*vl));
 	vl->v = v;
 	vl->r = r;
 	vl->l = l;
+	vl->base = base;
 	vl->files = files_of(l);
 	vl->seen = xcalloc(vl->files ? vl->files->n + 1 : 1, 1);
 	level_parts lp;
@@ -449,45 +470,6 @@ static err_code verify_wal(repo *r, const backup_verify_options *o, vrun *v, con
 	return E_OK;
 }
 
-/* Each delta's increments and unchanged files have a file under that name in its base. */
-typedef struct bases {
-	vrun *v;
-	const level *l, *base;
-} bases;
-
-static err_code base_has(void *arg, const char *name, const json_t *rec)
-{
-	bases *b = arg;
-	(void)rec;
-	const file_rec *f = file_table_find(files_of(b->l), name);
-	if (f == NULL || !(f->flags & (FILE_INCREMENTED | FILE_SKIPPED)) ||
-		file_table_find_hash(files_of(b->base), f->name) != NULL)
-		return E_OK;
-	char obj[512];
-	snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/files_metadata.json", b->l->name);
-	problem(b->v, obj, name, -1, "%s, but its base %s has no such file",
-			(f->flags & FILE_INCREMENTED) ? "an increment" : "unchanged since the base",
-			b->base->name);
-	return E_OK;
-}
-
-static err_code check_bases(repo *r, vrun *v, const chain *c)
-{
-	for (size_t i = 1; i < c->n; i++) {
-		if (files_of(&c->lv[i]) == NULL)
-			continue;
-		bases b = { v, &c->lv[i], &c->lv[i - 1] };
-		err_code rc = catalog_files_each(r, c->lv[i].name, base_has, NULL, &b);
-		if (rc == E_CANCELLED)
-			return rc;
-		if (rc != E_OK) {
-			problem(v, c->lv[i].name, NULL, -1, "%s", err_msg());
-			err_clear();
-		}
-	}
-	return E_OK;
-}
-
 static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, const char *name,
 						   json_t *summaries)
 {
@@ -510,9 +492,8 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 		v->total += c.lv[i].s.uncompressed_size;
 	if (c.n > 1)
 		log_info("%s is a delta: verifying %zu backups from %s", name, c.n, c.lv[0].name);
-	rc = check_bases(r, v, &c);
 	for (size_t i = 0; rc == E_OK && i < c.n; i++)
-		rc = verify_level(r, v, &c.lv[i], o->concurrency);
+		rc = verify_level(r, v, &c.lv[i], i > 0 ? &c.lv[i - 1] : NULL, o->concurrency);
 	if (rc == E_OK)
 		rc = verify_wal(r, o, v, &c.lv[c.n - 1]);
 	if (rc != E_OK)
