@@ -192,10 +192,11 @@ clean:
 	rm -rf build build-asan build-cov build-tsan build-fuzz build-static walc walc-asan walc-cov walc-static *.gcda *.gcno
 	$(MAKE) -C cmd/walc_archive PG_CONFIG=$(PG_CONFIG) clean
 
-# make bench: walc vs pgBackRest vs the tar|zstd limit on the same data (not part of make test;
-# BENCH_SCALE=10 BENCH_RUNS=1 for a quick run). See docs/PERFORMANCE.md.
+# make bench: walc vs pgBackRest, WAL-G and the tar|zstd limit on the same data (not part of
+# make test; BENCH_SCALE=10 BENCH_RUNS=1 for a quick run). It measures walc-static, the binary
+# the image and the chart run (WALC=PATH measures another). See docs/PERFORMANCE.md.
 .PHONY: bench
 bench:
 	@deploy/deps.sh test
-	$(MAKE) walc
-	@test/bench/run.sh
+	$(MAKE) static
+	@WALC="$${WALC:-$(CURDIR)/walc-static}" test/bench/run.sh

@@ -587,7 +587,7 @@ cat >"$T/meta.json" <<EOF
 {"scale":$SCALE,"small_scale":$SMALL_SCALE,"mixed_mb":$MIXED_MB,"runs":$RUNS,"cores":$CORES,
  "date":"$(date -u +%Y-%m-%dT%H:%M:%SZ)","seconds":$(($(date +%s) - STARTED)),
  "cpu":"$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)","kernel":"$(uname -r)",
- "walc":"$("$WALC" version 2>/dev/null | head -n 1)","pgbackrest":"$(pgbackrest version)",
+ "walc":"$("$WALC" version 2>/dev/null | head -n 1), $(ldd "$WALC" >/dev/null 2>&1 && echo dynamic || echo static)","pgbackrest":"$(pgbackrest version)",
  "walg":"$([ ${#WALG_ITEMS[@]} = 0 ] || "$WALG" --version 2>/dev/null | awk '{ print "WAL-G " $3; exit }')",
  "zstd":"$(zstd --version | head -n 1)","postgres":"$("$PGBIN/postgres" --version)",
  "pgdata_bytes":{${ds_json%,}}}
