@@ -46,6 +46,14 @@ $(BUILD)/libwalc.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/cmd/walc/version.o: CPPFLAGS += -DWALC_VERSION='"$(VERSION)"' -DWALC_GIT_REV='"$(GIT_REV)"'
+# `walc version` names the commit it was built from: the stamp's text changes with the commit,
+# and version.o is rebuilt with it (otherwise only an edit of version.c would rebuild it).
+$(BUILD)/cmd/walc/version.o: $(BUILD)/version.stamp
+$(BUILD)/version.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(VERSION) $(GIT_REV)' | cmp -s - $@ || echo '$(VERSION) $(GIT_REV)' >$@
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/%.o: %.c $(wildcard internal/*/*.h cmd/walc/*.h)
 	@mkdir -p $(dir $@)
