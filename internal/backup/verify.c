@@ -278,10 +278,14 @@ static void mark_seen(vlevel *vl, const char *member)
 		vl->seen[f - vl->files->recs] = 1;
 }
 
+static bool rec_seen(const vlevel *vl, const file_rec *f)
+{
+	return f == NULL || (f->flags & FILE_SKIPPED) || vl->seen[f - vl->files->recs];
+}
+
 static bool was_seen(const vlevel *vl, const char *member)
 {
-	const file_rec *f = file_table_find(vl->files, member);
-	return f == NULL || (f->flags & FILE_SKIPPED) || vl->seen[f - vl->files->recs];
+	return rec_seen(vl, file_table_find(vl->files, member));
 }
 
 /*
@@ -312,9 +316,8 @@ static err_code listed_part(void *arg, const char *part, const char *member)
 }
 
 /* A delta's increments and unchanged files have a file under that name in its base. */
-static void check_base(vlevel *vl, const char *name)
+static void check_base(vlevel *vl, const file_rec *f, const char *name)
 {
-	const file_rec *f = file_table_find(vl->files, name);
 	if (f == NULL || !(f->flags & (FILE_INCREMENTED | FILE_SKIPPED)) ||
 		file_table_find_hash(files_of(vl->base), f->name) != NULL)
 		return;
@@ -333,9 +336,10 @@ static err_code listed_file(void *arg, const char *name, const json_t *rec)
 {
 	listed *ls = arg;
 	(void)rec;
+	const file_rec *f = file_table_find(ls->vl->files, name);
 	if (ls->vl->base != NULL && files_of(ls->vl->base) != NULL)
-		check_base(ls->vl, name);
-	if (strcmp(name, "/") == 0 || was_seen(ls->vl, name))
+		check_base(ls->vl, f, name);
+	if (strcmp(name, "/") == 0 || rec_seen(ls->vl, f))
 		return E_OK;
 	if (ls->n == ls->cap) {
 		ls->cap = ls->cap ? ls->cap * 2 : 16;
