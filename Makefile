@@ -59,6 +59,12 @@ $(BUILD)/%.o: %.c $(wildcard internal/*/*.h cmd/walc/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
+# XXH3's AVX2 code, in a file of its own (internal/core/hash_avx2.c); hash.c calls it only on a
+# CPU that has AVX2.
+ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine)),)
+$(BUILD)/internal/core/hash_avx2.o: CFLAGS += -mavx2
+endif
+
 $(BUILD)/test/%: test/unit/%.c $(BUILD)/libwalc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libwalc.a -lcmocka $(LDLIBS)

@@ -3,6 +3,7 @@
  * to every backup read and strong enough to tell a changed or corrupted file from the stored one.
  */
 #include "internal/core/core.h"
+#include "internal/core/hash_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +20,23 @@ struct hasher {
 	XXH3_state_t *st;
 };
 
+static void update_sse2(void *state, const void *buf, size_t len)
+{
+	XXH3_128bits_update(state, buf, len);
+}
+
+/* Set before main, so threads only ever read it. */
+static void (*update)(void *state, const void *buf, size_t len) = update_sse2;
+
+__attribute__((constructor)) static void pick_update(void)
+{
+#if defined(__x86_64__)
+	__builtin_cpu_init(); /* the compiler runtime fills its CPU model in a constructor too */
+	if (__builtin_cpu_supports("avx2"))
+		update = hash_update_avx2;
+#endif
+}
+
 hasher *hasher_new(void)
 {
 	hasher *h = xcalloc(1, sizeof(*h));
@@ -31,7 +49,7 @@ hasher *hasher_new(void)
 
 void hasher_update(hasher *h, const void *buf, size_t len)
 {
-	XXH3_128bits_update(h->st, buf, len);
+	update(h->st, buf, len);
 }
 
 void hasher_text(hasher *h, char out[HASH_TEXT_LEN + 1])
