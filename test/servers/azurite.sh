@@ -32,7 +32,7 @@ die() { say "$*"; exit 1; }
 cmd_stop() { server_stop "$1"; }
 
 cmd_start() {
-	local dir=$1 port=$2 mode=${3:-} extra=() i
+	local dir=$1 port=$2 mode=${3:-} extra=() i child
 	[[ $port =~ ^[0-9]{4,5}$ ]] || die "PORT: expected a number from 1024 to 65535, got \"$port\""
 	"$HERE/npm-install.sh" || die "installing the npm test servers failed"
 	cmd_stop "$dir" 2>/dev/null
@@ -51,17 +51,18 @@ cmd_start() {
 	"$BIN" --blobHost 127.0.0.1 --blobPort "$port" --location "$dir/data" --silent --loose \
 		--skipApiVersionCheck --disableTelemetry --cert "$dir/cert.pem" --key "$dir/key.pem" \
 		"${extra[@]}" </dev/null >"$dir/log" 2>&1 &
-	echo $! >"$dir/pid"
+	child=$!
+	echo "$child" >"$dir/pid"
 	for ((i = 0; i < 300; i++)); do
 		if curl -s -o /dev/null -m 2 --cacert "$dir/cert.pem" "https://$ACCOUNT.blob.localhost:$port/"; then
 			echo "AZURE_STORAGE_ACCOUNT=$ACCOUNT AZURE_STORAGE_ACCESS_KEY=$KEY" \
 				"AZURE_ENDPOINT_SUFFIX=localhost:$port AZURE_CA_CERT_FILE=$dir/cert.pem"
 			return 0
 		fi
-		server_pid "$dir" >/dev/null || break
+		pid_running "$child" || break
 		sleep 0.1
 	done
-	cmd_stop "$dir" 2>/dev/null
+	server_abandon "$child" "$dir" 2>/dev/null
 	die "no answer on https://$ACCOUNT.blob.localhost:$port; last lines of $dir/log: $(tail -n 5 "$dir/log" | tr '\n' ' ')"
 }
 

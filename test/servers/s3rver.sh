@@ -39,7 +39,7 @@ cmd_install() {
 cmd_stop() { server_stop "$1"; }
 
 cmd_start() {
-	local dir=$1 port=$2 mode=${3:-http} scheme=http tls=() i pid
+	local dir=$1 port=$2 mode=${3:-http} scheme=http tls=() i child
 	if ! [[ $port =~ ^[0-9]{4,5}$ ]] || [ "$port" -lt 1024 ] || [ "$port" -gt 65535 ]; then
 		die "PORT: expected a number from 1024 to 65535, got \"$port\""
 	fi
@@ -65,17 +65,18 @@ cmd_start() {
 	NODE_OPTIONS=--openssl-legacy-provider "$BIN" -d "$dir/data" -a 127.0.0.1 -p "$port" \
 		--silent --no-vhost-buckets --configure-bucket test "${tls[@]}" \
 		</dev/null >"$dir/log" 2>&1 &
-	echo $! >"$dir/pid"
+	child=$!
+	echo "$child" >"$dir/pid"
 	for ((i = 0; i < 200; i++)); do
 		if curl -sk -o /dev/null -m 2 "$scheme://127.0.0.1:$port/"; then
 			echo "S3_ENDPOINT=$scheme://127.0.0.1:$port bucket=test AWS_ACCESS_KEY_ID=S3RVER" \
 				"AWS_SECRET_ACCESS_KEY=S3RVER${tls:+ S3_CA_CERT_FILE=$dir/cert.pem}"
 			return 0
 		fi
-		pid=$(server_pid "$dir") || break
+		pid_running "$child" || break
 		sleep 0.1
 	done
-	cmd_stop "$dir" 2>/dev/null
+	server_abandon "$child" "$dir" 2>/dev/null
 	die "no answer on $scheme://127.0.0.1:$port; last lines of $dir/log: $(tail -n 5 "$dir/log" | tr '\n' ' ')"
 }
 

@@ -21,19 +21,41 @@ server_pid() {
 	return 1
 }
 
-# server_stop DIR: SIGTERM, SIGKILL after 5 s; removes the pid file.
+# pid_running PID: the process has neither exited nor become a zombie. Unlike server_pid this
+# holds from the fork on, before the child has exec'd the server (its command line is then the
+# calling script's and names no data directory).
+pid_running() {
+	local state
+	read -r state 2>/dev/null <"/proc/$1/stat" || return 1
+	state=${state##*) }
+	[ "${state%% *}" != Z ]
+}
+
+# pid_stop PID: SIGTERM, SIGKILL after 5 s.
+pid_stop() {
+	local pid=$1 i
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 50; i++)); do
+		pid_running "$pid" || return 0
+		sleep 0.1
+	done
+	echo "pid $pid did not stop in 5 s: SIGKILL" >&2
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# server_stop DIR: stops the server started for DIR; removes the pid file.
 server_stop() {
-	local dir=$1 pid i
-	if pid=$(server_pid "$dir"); then
-		kill -TERM "$pid" 2>/dev/null || true
-		for ((i = 0; i < 50; i++)); do
-			server_pid "$dir" >/dev/null || break
-			sleep 0.1
-		done
-		if server_pid "$dir" >/dev/null; then
-			echo "pid $pid did not stop in 5 s: SIGKILL" >&2
-			kill -KILL "$pid" 2>/dev/null || true
-		fi
+	local pid
+	if pid=$(server_pid "$1"); then
+		pid_stop "$pid"
 	fi
-	rm -f "$dir/pid"
+	rm -f "$1/pid"
+}
+
+# server_abandon PID DIR: stops a server this script just started that did not answer, by the
+# PID it started (server_stop's check of the command line fails while the child has not
+# exec'd yet, and a server left then would outlive the test run).
+server_abandon() {
+	pid_stop "$1"
+	rm -f "$2/pid"
 }
