@@ -20,13 +20,13 @@ struct hasher {
 	XXH3_state_t *st;
 };
 
-static void update_sse2(void *state, const void *buf, size_t len)
+static void update_baseline(void *state, const void *buf, size_t len)
 {
 	XXH3_128bits_update(state, buf, len);
 }
 
-/* Set before main, so threads only ever read it. */
-static void (*update)(void *state, const void *buf, size_t len) = update_sse2;
+/* The baseline code (SSE2 on x86-64) or AVX2's, chosen before main: threads only read it. */
+static void (*update)(void *state, const void *buf, size_t len) = update_baseline;
 
 __attribute__((constructor)) static void pick_update(void)
 {

@@ -5,13 +5,11 @@
 # server_pid DIR: the PID of the server started for DIR, when it still runs: the pid file's
 # process must be serving DIR/data.
 server_pid() {
-	local pid arg argv=() state
+	local pid arg argv=()
 	read -r pid 2>/dev/null <"$1/pid" || return 1
 	[[ $pid =~ ^[0-9]+$ ]] || return 1
 	mapfile -d '' argv 2>/dev/null <"/proc/$pid/cmdline" || return 1
-	read -r state 2>/dev/null <"/proc/$pid/stat" || return 1
-	state=${state##*) }
-	[ "${state%% *}" != Z ] || return 1
+	pid_running "$pid" || return 1
 	for arg in "${argv[@]}"; do
 		if [ "$arg" = "$1/data" ]; then
 			echo "$pid"
