@@ -83,6 +83,14 @@ static err_code ent_add(files_sink *f, unsigned char c)
 {
 	if (f->fn == NULL && !f->in_sets)
 		return E_OK; /* Files followed, not read: nothing to hold */
+	/*
+	 * Byte by byte, so the common case stays out of memcpy: musl's costs tens of nanoseconds
+	 * a call, seconds over a 200,000-file document (membuf keeps cap <= max).
+	 */
+	if (f->ent.len < f->ent.cap) {
+		f->ent.data[f->ent.len++] = c;
+		return E_OK;
+	}
 	if (membuf_add(&f->ent, &c, 1) != E_OK)
 		return corrupt(f, "an entry of Files or TarFileSets is larger than 16 MiB");
 	return E_OK;
