@@ -65,6 +65,10 @@ ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine)),)
 $(BUILD)/internal/core/hash_avx2.o: CFLAGS += -mavx2
 endif
 
+# The static build's memcpy for short copies (internal/core/memcpy_small.c, linked there with
+# --wrap=memcpy) is tested here on its own, its long copies going to the C library's memcpy.
+$(BUILD)/test/test_core: LDFLAGS += -Wl,--defsym=__real_memcpy=memcpy
+
 $(BUILD)/test/%: test/unit/%.c $(BUILD)/libwalc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libwalc.a -lcmocka $(LDLIBS)

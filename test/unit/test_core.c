@@ -321,6 +321,28 @@ static void test_hash128_long(void **state)
 	free(buf);
 }
 
+/* internal/core/memcpy_small.c: the static build's memcpy (this test links __real_memcpy to memcpy) */
+void *__wrap_memcpy(void *restrict dst, const void *restrict src, size_t n);
+
+/* Every length around the shim's cases (0-3, 4-7, 8-15, 16-32, longer), at every alignment. */
+static void test_memcpy_small(void **state)
+{
+	(void)state;
+	unsigned char src[128], dst[160], want[160];
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (unsigned char)(i * 37 + 11);
+	for (size_t n = 0; n <= 100; n++)
+		for (size_t so = 0; so < 8; so++)
+			for (size_t doff = 0; doff < 8; doff++) {
+				memset(dst, 0xA5, sizeof(dst));
+				memset(want, 0xA5, sizeof(want));
+				for (size_t i = 0; i < n; i++)
+					want[doff + i] = src[so + i];
+				assert_ptr_equal(__wrap_memcpy(dst + doff, src + so, n), dst + doff);
+				assert_memory_equal(dst, want, sizeof(dst));
+			}
+}
+
 /* A set of name hashes: sorted once, repeats kept once, looked up by name. */
 static void test_hash_set(void **state)
 {
@@ -363,6 +385,7 @@ int main(void)
 		cmocka_unit_test_setup(test_file_sink_atomic, clear_env),
 		cmocka_unit_test(test_hash128),
 		cmocka_unit_test(test_hash128_long),
+		cmocka_unit_test(test_memcpy_small),
 		cmocka_unit_test(test_hash_set),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
