@@ -13,9 +13,14 @@
 void *__real_memcpy(void *restrict dst, const void *restrict src, size_t n);
 void *__wrap_memcpy(void *restrict dst, const void *restrict src, size_t n);
 
-/* Fixed-size copies through a register; GCC turns each into one load or one store. */
-#define LOAD(T, p) ({ T v_; __builtin_memcpy(&v_, (p), sizeof(T)); v_; })
-#define STORE(T, p, v) ({ T v_ = (v); __builtin_memcpy((p), &v_, sizeof(T)); })
+/*
+ * Unaligned loads and stores as plain accesses through types that may alias anything: at any
+ * optimisation level one move each, never a call to memcpy, which here would be this function.
+ */
+typedef uint64_t __attribute__((may_alias, aligned(1))) u64_any;
+typedef uint32_t __attribute__((may_alias, aligned(1))) u32_any;
+#define LOAD(T, p) (*(const T *)(const void *)(p))
+#define STORE(T, p, v) (*(T *)(void *)(p) = (v))
 
 void *__wrap_memcpy(void *restrict dst, const void *restrict src, size_t n)
 {
@@ -25,20 +30,20 @@ void *__wrap_memcpy(void *restrict dst, const void *restrict src, size_t n)
 		return __real_memcpy(dst, src, n);
 	/* Each case copies a head and a tail that overlap in the middle: no loop, no branch per byte. */
 	if (n >= 16) {
-		uint64_t a = LOAD(uint64_t, s), b = LOAD(uint64_t, s + 8);
-		uint64_t c = LOAD(uint64_t, s + n - 16), e = LOAD(uint64_t, s + n - 8);
-		STORE(uint64_t, d, a);
-		STORE(uint64_t, d + 8, b);
-		STORE(uint64_t, d + n - 16, c);
-		STORE(uint64_t, d + n - 8, e);
+		uint64_t a = LOAD(u64_any, s), b = LOAD(u64_any, s + 8);
+		uint64_t c = LOAD(u64_any, s + n - 16), e = LOAD(u64_any, s + n - 8);
+		STORE(u64_any, d, a);
+		STORE(u64_any, d + 8, b);
+		STORE(u64_any, d + n - 16, c);
+		STORE(u64_any, d + n - 8, e);
 	} else if (n >= 8) {
-		uint64_t a = LOAD(uint64_t, s), b = LOAD(uint64_t, s + n - 8);
-		STORE(uint64_t, d, a);
-		STORE(uint64_t, d + n - 8, b);
+		uint64_t a = LOAD(u64_any, s), b = LOAD(u64_any, s + n - 8);
+		STORE(u64_any, d, a);
+		STORE(u64_any, d + n - 8, b);
 	} else if (n >= 4) {
-		uint32_t a = LOAD(uint32_t, s), b = LOAD(uint32_t, s + n - 4);
-		STORE(uint32_t, d, a);
-		STORE(uint32_t, d + n - 4, b);
+		uint32_t a = LOAD(u32_any, s), b = LOAD(u32_any, s + n - 4);
+		STORE(u32_any, d, a);
+		STORE(u32_any, d + n - 4, b);
 	} else if (n > 0) {
 		unsigned char a = s[0], b = s[n / 2], c = s[n - 1];
 		d[0] = a;
