@@ -3,10 +3,10 @@
  * every call to memcpy in walc, its libraries and musl itself lands here. musl's memcpy
  * starts every copy with `rep movsq`, tens of nanoseconds even for one byte, and jansson
  * copies byte by byte while it reads JSON: at 200,000 files memcpy was 40% of a delta
- * push's samples (docs/PERFORMANCE.md, "Files"). Here loads come before stores in every case,
- * so a short copy between overlapping buffers (a caller's bug) still gives what was meant. Copies of up to 32 bytes are done here with
- * a few loads and stores; longer ones go to musl's, which is fast at length. Other builds
- * never reference this file (glibc's memcpy has no such cost).
+ * push's samples (docs/PERFORMANCE.md, "Files"). Copies of up to 32 bytes are done here with
+ * a few loads and stores, all loads first (so a short copy between overlapping buffers, a
+ * caller's bug, still gives what was meant); longer ones go to musl's, which is fast at
+ * length. Other builds never reference this file (glibc's memcpy has no such cost).
  */
 #include <stddef.h>
 #include <stdint.h>
