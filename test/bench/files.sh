@@ -52,7 +52,7 @@ EOF
 
 # ext4 does not hand out an inode freed less than 30 s ago (recently_deleted()): right after
 # the previous restore's rm -rf of 200,000 files, creating the next restore's spent 60-90 s of
-# kernel time looking for others, for every tool (2026-12-04: walc's chain restore 52 s, 5 s
+# kernel time looking for others, walc's static and glibc builds alike (2026-12-04: walc's chain restore 52 s, 5 s
 # of it its own CPU; 16 s once the frees were 30 s old). So on the large cluster each timed
 # restore starts at least 31 s after the last one ended (a restore normally goes to a fresh
 # volume, not to one that has just lost 200,000 files).
