@@ -50,19 +50,6 @@ EOF
 	psqlc "${PORTS[$ds]}" "CHECKPOINT" >/dev/null
 }
 
-# ext4 does not hand out an inode freed less than 30 s ago (recently_deleted()): right after
-# the previous restore's rm -rf of 200,000 files, creating the next restore's spent 60-90 s of
-# kernel time looking for others, walc's static and glibc builds alike (2026-12-04: walc's chain restore 52 s, 5 s
-# of it its own CPU; 16 s once the frees were 30 s old). So on the large cluster each timed
-# restore starts at least 31 s after the last one ended (a restore normally goes to a fresh
-# volume, not to one that has just lost 200,000 files).
-FILES_FREED=0
-files_settle() { # DS
-	local wait=$((FILES_FREED + 31 - $(date +%s)))
-	[ "$1" != files-large ] || [ "$wait" -le 0 ] || sleep "$wait"
-}
-files_restored() { FILES_FREED=$(date +%s); }
-
 files_count() { find "$1" -path "$1/pg_wal" -prune -o -type f -print | wc -l; }
 
 bench_files_one() { # DS TABLES
@@ -88,27 +75,19 @@ bench_files_one() { # DS TABLES
 					fail "UPDATE t1"
 				walc_push "$ds" best "$run" delta "${walc_env[@]}" WALG_DELTA_MAX_STEPS=1 WALG_DELTA_FROM_NAME="$full"
 				delta=$LAST_NAME
-				files_settle "$ds"
 				walc_fetch "$ds" best "$run" "$full" lz4 "${walc_env[@]}"
-				files_restored
 				# the chain: both backups' files_metadata.json are read (report_files.py's
 				# "chain" rows)
-				files_settle "$ds"
 				walc_fetch "$ds" chain "$run" "$delta" lz4 "${walc_env[@]}"
-				files_restored
 				walc_verify "$ds" chain "$run" "$delta" lz4 "${walc_env[@]}"
 				;;
 			walg)
 				walg_push "$ds" lz4 "$run" backup
-				files_settle "$ds"
 				walg_fetch "$ds" lz4 "$run" "$LAST_NAME"
-				files_restored
 				;;
 			pgbr)
 				pgbr_push "$ds" lz4 "$run" backup full
-				files_settle "$ds"
 				pgbr_restore "$ds" lz4 "$run" "$LAST_NAME"
-				files_restored
 				;;
 			esac
 		done < <(rotate $((run - 1)) walc pgbr "${WALG_ITEMS[@]}" | grep -Fxf <(printf '%s\n' "${FILES_TOOLS[@]}"))
