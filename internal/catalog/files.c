@@ -84,8 +84,8 @@ static err_code ent_add(files_sink *f, unsigned char c)
 	if (f->fn == NULL && !f->in_sets)
 		return E_OK; /* Files followed, not read: nothing to hold */
 	/*
-	 * Byte by byte, so the common case stays out of memcpy: musl's costs tens of nanoseconds
-	 * a call, seconds over a 200,000-file document (membuf keeps cap <= max).
+	 * Every byte of a Files entry passes here (42 MB at 200,000 files): stored directly while
+	 * it fits, no call (membuf keeps cap <= max, so its limit still holds).
 	 */
 	if (f->ent.len < f->ent.cap) {
 		f->ent.data[f->ent.len++] = c;
