@@ -33,12 +33,8 @@ static int64_t mtime_ns(time_t sec, long nsec)
 err_code delta_add_file(void *arg, const char *name, const json_t *rec)
 {
 	delta_base *d = arg;
-	if (d->nfiles == d->cap) {
-		d->cap = d->cap < 1024 ? 1024 : d->cap + d->cap / 2;
-		d->files = xrealloc(d->files, d->cap * sizeof(*d->files));
-	}
-	base_file *f = &d->files[d->nfiles++];
-	memset(f, 0, sizeof(*f));
+	d->adding.size = sizeof(base_file);
+	base_file *f = recs_add(&d->adding);
 	hash128(name, strlen(name), f->name);
 	const char *mt = json_string_value(catalog_json_get(rec, "MTime"));
 	time_t sec;
@@ -50,10 +46,10 @@ err_code delta_add_file(void *arg, const char *name, const json_t *rec)
 
 void delta_files_sort(delta_base *d)
 {
+	d->nfiles = d->adding.n;
+	d->files = recs_take(&d->adding);
 	if (d->nfiles == 0)
 		return;
-	d->files = xrealloc(d->files, d->nfiles * sizeof(*d->files));
-	d->cap = d->nfiles;
 	qsort(d->files, d->nfiles, sizeof(*d->files), hash128_cmp);
 	for (size_t i = 1; i < d->nfiles; i++)
 		if (hash128_cmp(&d->files[i - 1], &d->files[i]) == 0)
@@ -160,6 +156,7 @@ err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn
 
 void delta_free(delta_base *d)
 {
+	recs_free(&d->adding);
 	free(d->files);
 	free(d->name);
 	free(d->full_name);

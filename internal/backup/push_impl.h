@@ -32,8 +32,9 @@ typedef struct delta_base {
 	uint64_t system_id;
 	time_t start; /* the base's start time, 0 when unknown */
 	long start_nsec;
-	base_file *files; /* its Files, sorted by name hash */
-	size_t nfiles, cap;
+	recs adding;	  /* its Files as delta_add_file reads them */
+	base_file *files; /* then, by delta_files_sort, sorted by name hash */
+	size_t nfiles;
 } delta_base;
 
 typedef enum delta_kind { DELTA_WHOLE, DELTA_INCREMENT, DELTA_SKIP } delta_kind;

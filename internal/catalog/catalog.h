@@ -131,9 +131,10 @@ typedef struct file_sum {
 
 typedef struct file_table {
 	file_rec *recs;
-	size_t n, cap;
+	size_t n;
 	bool keep_sums; /* set before filling: sums[at] holds each entry's Size and Checksum */
 	file_sum *sums;
+	recs adding, adding_sums; /* recs and sums while file_table_add fills them */
 } file_table;
 
 /*

@@ -26,49 +26,44 @@ err_code file_table_add(void *table, const char *name, const json_t *rec)
 	file_table *t = table;
 	if (!json_is_object(rec))
 		return err_set(E_CORRUPT, "the entry for %s is not an object", name);
-	if (t->n == UINT32_MAX)
+	if (t->adding.n == UINT32_MAX)
 		return err_set(E_CORRUPT, "more than %u files in Files", UINT32_MAX);
-	if (t->n == t->cap) {
-		t->cap = t->cap < 1024 ? 1024 : t->cap + t->cap / 2;
-		t->recs = xrealloc(t->recs, t->cap * sizeof(*t->recs));
-		if (t->keep_sums)
-			t->sums = xrealloc(t->sums, t->cap * sizeof(*t->sums));
-	}
-	file_rec *f = &t->recs[t->n];
+	/* built here, added once whole: an entry refused halfway leaves no record behind */
+	file_rec r = { .at = (uint32_t)t->adding.n };
 	file_sum fs = { 0, { 0, 0 } };
-	memset(f, 0, sizeof(*f));
-	f->at = (uint32_t)t->n;
-	hash128(name, strlen(name), f->name);
-	if (!flag(rec, "IsIncremented", FILE_INCREMENTED, &f->flags) ||
-		!flag(rec, "IsSkipped", FILE_SKIPPED, &f->flags))
+	hash128(name, strlen(name), r.name);
+	if (!flag(rec, "IsIncremented", FILE_INCREMENTED, &r.flags) ||
+		!flag(rec, "IsSkipped", FILE_SKIPPED, &r.flags))
 		return err_set(E_CORRUPT, "the entry for %s is malformed", name);
 	/* FrameOffset and Size are walc's and WAL-G's; an odd value is only not used. */
 	const json_t *frame = json_object_get(rec, "FrameOffset"), *size = catalog_json_get(rec, "Size");
 	if (json_is_integer(frame) && json_integer_value(frame) >= 0) {
-		f->frame = (uint64_t)json_integer_value(frame);
-		f->flags |= FILE_FRAME;
+		r.frame = (uint64_t)json_integer_value(frame);
+		r.flags |= FILE_FRAME;
 	}
 	if (json_is_integer(size) && json_integer_value(size) >= 0) {
 		fs.size = (uint64_t)json_integer_value(size);
-		f->flags |= FILE_SIZE;
+		r.flags |= FILE_SIZE;
 	}
 	const json_t *sum = catalog_json_get(rec, "Checksum");
 	if (json_is_string(sum))
-		f->flags |= hash_text_parse(json_string_value(sum), fs.sum) ? FILE_SUM : FILE_SUM_OTHER;
-	if (t->keep_sums)
-		t->sums[t->n] = fs;
-	t->n++;
+		r.flags |= hash_text_parse(json_string_value(sum), fs.sum) ? FILE_SUM : FILE_SUM_OTHER;
+	t->adding.size = sizeof(file_rec);
+	*(file_rec *)recs_add(&t->adding) = r;
+	if (t->keep_sums) {
+		t->adding_sums.size = sizeof(file_sum);
+		*(file_sum *)recs_add(&t->adding_sums) = fs;
+	}
 	return E_OK;
 }
 
 err_code file_table_end(file_table *t, const char *what)
 {
+	t->n = t->adding.n;
+	t->recs = recs_take(&t->adding);
+	t->sums = recs_take(&t->adding_sums);
 	if (t->n == 0)
 		return E_OK;
-	t->recs = xrealloc(t->recs, t->n * sizeof(*t->recs));
-	if (t->keep_sums)
-		t->sums = xrealloc(t->sums, t->n * sizeof(*t->sums));
-	t->cap = t->n;
 	qsort(t->recs, t->n, sizeof(*t->recs), hash128_cmp);
 	/* JSON keeps the last of a name twice, WAL-G too; which of two records is last is lost here */
 	for (size_t i = 1; i < t->n; i++)
@@ -126,6 +121,8 @@ const file_sum *file_table_sum(const file_table *t, const file_rec *f)
 
 void file_table_free(file_table *t)
 {
+	recs_free(&t->adding);
+	recs_free(&t->adding_sums);
 	free(t->recs);
 	free(t->sums);
 	memset(t, 0, sizeof(*t));

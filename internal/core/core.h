@@ -430,6 +430,24 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * Fixed-size records gathered in 1 MiB blocks, for a table whose length is known only once it
+ * is read (a base's Files): adding never copies, so the peak is the records plus a block
+ * rather than the old and new arrays of a realloc that copies (mimalloc's, in the static
+ * build, cannot grow in place). recs_take hands the records over as one exact array.
+ */
+typedef struct recs {
+	size_t size; /* bytes a record: set before the first recs_add */
+	size_t n;	 /* records added */
+	char **blocks;
+	size_t nblocks;
+} recs;
+/* A new record, zeroed, the n-th. */
+void *recs_add(recs *r);
+/* The n records in one allocation, in order (NULL when none); r is left empty. */
+void *recs_take(recs *r);
+void recs_free(recs *r);
+
 /* RFC 3339 with optional fraction and zone ("Z", "+01:00") -> seconds and nanoseconds. */
 bool time_parse_rfc3339(const char *s, time_t *sec, long *nsec);
 /* -1, 0 or 1 as (sec1, nsec1) is before, at or after (sec2, nsec2). */
