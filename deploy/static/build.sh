@@ -3,15 +3,18 @@
 # here from Debian bookworm source packages (how: deploy/static/README.md).
 #
 #   deploy/static/build.sh [all]   library prefix (cached) + walc -> <repo>/walc-static (make static)
-#   deploy/static/build.sh libs    only make sure the library prefix is built; print its path
-#   deploy/static/build.sh key     print the cache key and the prefix directory it names
+#   deploy/static/build.sh libs    only make sure the library and allocator prefixes are built;
+#                                  print their paths
+#   deploy/static/build.sh key     print the cache keys and the prefix directories they name
 #
 # Environment:
 #   WALC_STATIC_CACHE  where library prefixes are kept (default /var/cache/walc-static): one
 #                      directory per key; the key hashes deploy/static/libs.sh (zig's tarball
 #                      is pinned there), deploy/static/patches/, the Debian source files apt
 #                      would fetch (names, sizes, SHA256), and the musl-dev and gcc versions. A prefix counts only once its .complete stamp exists; the
-#                      3 most recently used are kept. Downloads are kept in dl/.
+#                      3 most recently used are kept. Downloads are kept in dl/. The allocator
+#                      (deploy/static/mimalloc.sh) has prefixes of its own in malloc/, keyed and
+#                      kept the same way.
 #   JOBS               parallel jobs for each make (default: number of CPUs)
 #   KEEP_WORK=1        keep the library build trees and logs (removed after a successful build)
 set -euo pipefail
@@ -24,6 +27,8 @@ CACHE=${WALC_STATIC_CACHE:-/var/cache/walc-static}
 JOBS=${JOBS:-$(nproc)}
 # shellcheck source-path=SCRIPTDIR source=libs.sh
 . "$HERE/libs.sh"
+# shellcheck source-path=SCRIPTDIR source=mimalloc.sh
+. "$HERE/mimalloc.sh"
 # shellcheck source-path=SCRIPTDIR source=../apt.sh
 . "$HERE/../apt.sh"
 ALL_LIBS=("${LIBS_A[@]}" "${LIBS_C[@]}" "${LIBS_A2[@]}" "${LIBS_B[@]}")
@@ -74,27 +79,45 @@ ensure_deb_src() {
 	have_deb_src || die "no deb-src entries after enabling them"
 }
 
-suite_args() { local p; for p in "${SRC_PKGS[@]}"; do printf '%s/%s\n' "$p" "$SUITE"; done; }
+# suite_args PKG...: PKG/SUITE, one a line (apt-get source's arguments)
+suite_args() { local p; for p in "$@"; do printf '%s/%s\n' "$p" "$SUITE"; done; }
 
-# The source files apt would fetch (name size sha256), one a line.
+# src_manifest PKG...: the source files apt would fetch (name size sha256), one a line; every
+# package must be there.
 src_manifest() {
-	local args
-	mapfile -t args < <(suite_args)
-	apt-get source --print-uris -q "${args[@]}" 2>/dev/null |
-		sed -nE "s/^'[^']+' ([^ ]+) ([0-9]+) (SHA256:[0-9a-f]+)$/\1 \2 \3/p" | LC_ALL=C sort
+	local args manifest
+	mapfile -t args < <(suite_args "$@")
+	manifest=$(apt-get source --print-uris -q "${args[@]}" 2>/dev/null |
+		sed -nE "s/^'[^']+' ([^ ]+) ([0-9]+) (SHA256:[0-9a-f]+)$/\1 \2 \3/p" | LC_ALL=C sort)
+	[ "$(grep -c '\.dsc ' <<<"$manifest")" = "$#" ] ||
+		die "apt-get source --print-uris did not list every package of: $*"
+	echo "$manifest"
+}
+
+# what every prefix is compiled with
+toolchain_id() {
+	dpkg-query -W -f='${Package} ${Version}\n' musl-dev
+	x86_64-linux-gnu-gcc --version | sed -n 1p
 }
 
 compute_key() {
 	local manifest
-	manifest=$(src_manifest)
-	[ "$(grep -c '\.dsc ' <<<"$manifest")" = "${#SRC_PKGS[@]}" ] ||
-		die "apt-get source --print-uris did not list every package of: ${SRC_PKGS[*]}"
+	manifest=$(src_manifest "${SRC_PKGS[@]}")
 	{
 		sha256sum <"$HERE/libs.sh"
 		(cd "$HERE" && sha256sum patches/*)
 		echo "$manifest"
-		dpkg-query -W -f='${Package} ${Version}\n' musl-dev
-		x86_64-linux-gnu-gcc --version | sed -n 1p
+		toolchain_id
+	} | sha256sum | cut -c1-16
+}
+
+compute_malloc_key() {
+	local manifest
+	manifest=$(src_manifest "$MALLOC_PKG")
+	{
+		sha256sum <"$HERE/mimalloc.sh"
+		echo "$manifest"
+		toolchain_id
 	} | sha256sum | cut -c1-16
 }
 
@@ -148,7 +171,7 @@ build_libs() {
 	rm -rf "$P"
 	mkdir -p "$P/include" "$P/lib/pkgconfig"
 	msg "building the libraries into $P (JOBS=$JOBS, work in $WORK)"
-	mapfile -t args < <(suite_args)
+	mapfile -t args < <(suite_args "${SRC_PKGS[@]}")
 	(cd "$DL" && apt-get source -q --download-only "${args[@]}") >"$WORK/log/download.log" 2>&1 ||
 		{ cat "$WORK/log/download.log" >&2; die "apt-get source --download-only failed"; }
 	fetch_zig
@@ -179,7 +202,7 @@ build_libs() {
 	for f in "$DL"/*; do grep -qxF "$(basename "$f")" "$WORK/keep" || rm -f "$f"; done
 	if [ "${KEEP_WORK:-0}" = 1 ]; then msg "kept $WORK"; else rm -rf "$WORK"; fi
 	rm -f "$P"/lib/*.la
-	src_manifest >"$P/SOURCES"
+	src_manifest "${SRC_PKGS[@]}" >"$P/SOURCES"
 	date -u +%FT%TZ >"$P/.complete"
 	msg "libraries built in $((SECONDS - start))s"
 }
@@ -200,20 +223,22 @@ fetch_zig() {
 	fi
 }
 
+# prune_cache DIR CURRENT: in DIR, the 3 most recently used complete prefixes stay, and
+# CURRENT; the others and those of interrupted builds go (key directories: no odd names;
+# dl/ and malloc/ are not prefixes).
 prune_cache() {
-	local d n=0
-	# the 3 most recently used complete prefixes stay (key directories: no odd names)
+	local dir=$1 current=$2 d n=0
 	# shellcheck disable=SC2012
 	while read -r d; do
 		n=$((n + 1))
 		[ "$n" -le 3 ] && continue
 		msg "removing old prefix $d"
 		rm -rf "$d"
-	done < <(ls -1dt "$CACHE"/*/.complete 2>/dev/null | sed 's#/\.complete$##')
-	# prefixes of interrupted builds
-	for d in "$CACHE"/*/; do
+	done < <(ls -1dt "$dir"/*/.complete 2>/dev/null | sed 's#/\.complete$##')
+	for d in "$dir"/*/; do
 		d=${d%/}
-		[ "$d" = "$CACHE/dl" ] || [ "$d" = "$P" ] || [ -e "$d/.complete" ] || rm -rf "$d"
+		case $d in "$CACHE/dl" | "$CACHE/malloc" | "$current") continue ;; esac
+		[ -e "$d/.complete" ] || rm -rf "$d"
 	done
 }
 
@@ -239,8 +264,38 @@ ensure_libs() {
 	else
 		build_libs
 	fi
-	prune_cache
+	prune_cache "$CACHE" "$P"
+	ensure_malloc
 	flock -u 9
+}
+
+# The allocator's prefix ($M), under the lock ensure_libs holds: built in a few seconds from
+# the Debian source downloaded into the work directory.
+ensure_malloc() {
+	local start=$SECONDS work
+	MKEY=$(compute_malloc_key)
+	M=$CACHE/malloc/$MKEY
+	if [ -e "$M/.complete" ]; then
+		touch "$M/.complete"
+	else
+		work=$(mktemp -d "${TMPDIR:-/tmp}/walc-static-malloc.XXXXXX")
+		rm -rf "$M"
+		mkdir -p "$M"
+		if ! {
+			(cd "$work" && apt-get source -q --download-only "$MALLOC_PKG/$SUITE") &&
+				dpkg-source --no-check -x "$work/${MALLOC_PKG}"_*.dsc "$work/src" &&
+				env M="$M" JOBS="$JOBS" bash "$HERE/mimalloc.sh" "$work/src"
+		} >"$work/build.log" 2>&1; then
+			tail -n 40 "$work/build.log" >&2
+			die "$MALLOC_PKG build failed (log: $work/build.log)"
+		fi
+		rm -rf "$work"
+		src_manifest "$MALLOC_PKG" >"$M/SOURCES"
+		date -u +%FT%TZ >"$M/.complete"
+		msg "$MALLOC_PKG built in $((SECONDS - start))s"
+	fi
+	msg "allocator prefix: $M"
+	prune_cache "$CACHE/malloc" "$M"
 }
 
 # ------------------------------------------------------------------------------------------
@@ -256,12 +311,12 @@ build_walc() {
 	pkg-config --exists --print-errors $pkgs || die "the static prefix lacks some of: $pkgs"
 	# shellcheck disable=SC2086
 	libs="$(pkg-config --static --libs $pkgs) -pthread"
-	# Objects and the link depend on the prefix, which the Makefile does not know: a new
-	# prefix starts the build directory afresh.
-	if [ "$(cat "$ROOT/build-static/.prefix" 2>/dev/null)" != "$P" ]; then
+	# Objects and the link depend on the prefixes, which the Makefile does not know: a new
+	# one starts the build directory afresh.
+	if [ "$(cat "$ROOT/build-static/.prefix" 2>/dev/null)" != "$P $M" ]; then
 		rm -rf "$ROOT/build-static"
 		mkdir -p "$ROOT/build-static"
-		echo "$P" >"$ROOT/build-static/.prefix"
+		echo "$P $M" >"$ROOT/build-static/.prefix"
 	fi
 	msg "building walc with musl-gcc against $P"
 	# - LDLIBS on the command line replaces the Makefile's (pkg-config without --static);
@@ -272,9 +327,12 @@ build_walc() {
 	# - --wrap=memcpy: every memcpy call, the libraries' and musl's own included, goes through
 	#   internal/core/memcpy_small.c, which copies short runs itself (musl's memcpy is slow
 	#   at a few bytes, and jansson copies byte by byte).
+	# - mimalloc.o: the allocator in place of musl's (one lock for all threads); an object, so
+	#   its malloc and free are taken before libc.a is searched.
 	make -C "$ROOT" -j"$JOBS" CC=musl-gcc BUILD=build-static \
 		EXTRA_CFLAGS="-isystem $P/include" \
-		EXTRA_LDFLAGS="-static -Wl,--gc-sections -Wl,--wrap=memcpy" LDLIBS="$libs" build-static/walc
+		EXTRA_LDFLAGS="-static -Wl,--gc-sections -Wl,--wrap=memcpy $M/lib/mimalloc.o" \
+		LDLIBS="$libs" build-static/walc
 	cp "$ROOT/build-static/walc" "$ROOT/walc-static.tmp"
 	mv -f "$ROOT/walc-static.tmp" "$ROOT/walc-static"
 	msg "walc built in $((SECONDS - start))s: $ROOT/walc-static"
@@ -292,12 +350,15 @@ main() {
 	libs)
 		ensure_libs
 		echo "$P"
+		echo "$M"
 		;;
 	key)
 		ensure_tools
 		ensure_deb_src
 		KEY=$(compute_key)
+		MKEY=$(compute_malloc_key)
 		echo "$KEY $CACHE/$KEY"
+		echo "$MKEY $CACHE/malloc/$MKEY"
 		;;
 	*) die "usage: $0 [all|libs|key]" ;;
 	esac

@@ -2,6 +2,7 @@
 # Self-check of the static walc binary (default <repo>/walc-static, or $1):
 #   - an x86-64 ELF executable that file(1) calls statically linked;
 #   - no dynamic section (readelf -d) and no program interpreter (readelf -l);
+#   - every allocation function in it is mimalloc's, not musl's (nm, objdump);
 #   - --version runs and names the repository's VERSION, also with an empty environment;
 #   - as root: --version runs in a chroot that holds nothing but the binary (no libc, no loader,
 #     no /etc), so nothing is loaded from the host at start.
@@ -48,6 +49,28 @@ if grep -qE '^[[:space:]]*(INTERP|DYNAMIC)[[:space:]]' <<<"$out"; then
 	failc "readelf -l: no INTERP/DYNAMIC program header" "$(printf '%s\n' "$out" | grep -E 'INTERP|DYNAMIC|interpreter')"
 else
 	pass "readelf -l: no INTERP/DYNAMIC program header"
+fi
+
+# Every allocation function the binary has must be mimalloc's: an alias of its mi_ function or
+# a body that calls into mimalloc. A change of link order, or a function mimalloc.o does not
+# define, would leave musl's, and memory from one allocator would reach the other's free.
+syms=$(nm "$BIN" 2>&1)
+addr() { awk -v s="$1" '$3 == s { print $1 }' <<<"$syms"; }
+bad=""
+n=0
+for f in malloc calloc realloc free aligned_alloc posix_memalign memalign valloc pvalloc \
+	reallocarray malloc_usable_size; do
+	a=$(addr "$f")
+	[ -n "$a" ] || continue
+	n=$((n + 1))
+	[ "$a" = "$(addr "mi_$f")" ] && continue
+	objdump -d --no-show-raw-insn --disassemble="$f" "$BIN" 2>/dev/null | grep -q '<_\?mi_' ||
+		bad="$bad $f"
+done
+if [ -z "$bad" ] && [ -n "$(addr malloc)" ] && [ -n "$(addr free)" ]; then
+	pass "nm: the $n allocation functions present are mimalloc's"
+else
+	failc "nm: the allocation functions present are mimalloc's" "not mimalloc's:${bad:- (no malloc or free)}"
 fi
 
 out=$("$BIN" --version 2>&1)
