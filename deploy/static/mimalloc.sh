@@ -18,7 +18,7 @@ MALLOC_PKG=mimalloc
 # musl did, for no measurable time.
 set_default() {
 	local name=$1 value=$2 opt
-	opt="UNINIT, MI_OPTION(_LEGACY)?\\($name[,)]"
+	opt="UNINIT, MI_OPTION(_LEGACY)?\\(${name}[,)]"
 	sed -i -E "s/^( *\{ *)[0-9]+(, *$opt)/\1$value\2/" src/options.c
 	grep -qE "^ *\{ *$value, *$opt" src/options.c || { echo "no option $name in src/options.c" >&2; return 1; }
 }

@@ -263,5 +263,7 @@ chart_matches_image() {
 check "chart agrees with the image (binary, busybox, uid) and VERSION (appVersion)" chart_matches_image
 
 check "shellcheck test/deploy/check.sh, tools.sh" shellcheck -x "$HERE/check.sh" "$HERE/tools.sh"
+check "shellcheck deploy/ (the image and static builds, the chroots) and test/static/" \
+	shellcheck -x "$ROOT"/deploy/*.sh "$ROOT"/deploy/*/*.sh "$ROOT"/test/static/*.sh
 
 summary
