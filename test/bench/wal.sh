@@ -200,28 +200,38 @@ wal_clear_s3() {
 		"s3://$WAL_BUCKET/wal/" >"$T/log/wal-s3-rm.log" 2>&1 || { cat "$T/log/wal-s3-rm.log" >&2; fail "emptying s3://$WAL_BUCKET/wal"; }
 }
 
-# wal_single TOOL SETTINGS RUN CLEAR CMD...: one archive call per segment with nothing else
-# waiting, as on a primary that fills one segment at a time: CMD (run as postgres, with the
-# segment's path appended) on each of the backlog's first BENCH_WAL_SINGLE segments, every
+# wal_single TOOL SETTINGS RUN CLEAR [env VAR=VALUE...] CMD...: one archive call per segment
+# with nothing else waiting, as on a primary that fills one segment at a time: CMD with the
+# segment's path appended, on each of the backlog's first BENCH_WAL_SINGLE segments, every
 # archive_status file .done; each call timed on its own, its milliseconds kept as gaps_ms.
+# One shell as postgres runs every call with the variables exported, as PostgreSQL runs
+# archive_command: runuser and env cost 20-30 ms a call here, which timing each call through
+# as_pg counted for every tool (until 2026-12-04).
 wal_single() {
-	local tool=$1 settings=$2 run=$3 clear=$4 seg ms=() t0 t1 c0 c1 k=${BENCH_WAL_SINGLE:-20}
+	local tool=$1 settings=$2 run=$3 clear=$4 ms t0 t1 c0 c1 k=${BENCH_WAL_SINGLE:-20}
 	shift 4
+	[ "$1" = env ] && shift
 	$clear
 	sync
 	read -r -a c0 < <(awk '{ print $14 + $16, $15 + $17 }' /proc/$$/stat)
-	for seg in $(head -n "$k" "$W/backlog"); do
-		t0=$(date +%s%N)
-		as_pg "$@" "$W/pg/pg_wal/$seg" >>"$T/log/wal-single-$tool-$run.log" 2>&1 ||
-			{ tail -n 20 "$T/log/wal-single-$tool-$run.log" >&2; fail "$tool: archiving $seg"; }
-		t1=$(date +%s%N)
-		ms+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')")
-	done
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	ms=$(as_pg LC_ALL=C bash -c 'dir=$1 log=$2; shift 2
+		while [ $# -gt 0 ] && [[ $1 == *=* ]]; do export "${1?}"; shift; done
+		while read -r seg; do
+			t0=$EPOCHREALTIME
+			"$@" "$dir/$seg" >>"$log" 2>&1 || { echo "failed: $seg"; exit 1; }
+			t1=$EPOCHREALTIME
+			echo "$t0 $t1"
+		done' bash "$W/pg/pg_wal" "$T/log/wal-single-$tool-$run.log" "$@" \
+		< <(head -n "$k" "$W/backlog")) ||
+		{ tail -n 20 "$T/log/wal-single-$tool-$run.log" >&2; fail "$tool: archiving ($ms)"; }
 	read -r -a c1 < <(awk '{ print $14 + $16, $15 + $17 }' /proc/$$/stat)
-	TM_WALL=$(awk -v l="${ms[*]}" 'BEGIN { n = split(l, a, " "); for (i = 1; i <= n; i++) s += a[i]; printf "%.3f", s / 1000 }')
+	ms=$(awk '{ printf "%s%.1f", (NR > 1 ? " " : ""), ($2 - $1) * 1000 }' <<<"$ms")
+	TM_WALL=$(awk -v l="$ms" 'BEGIN { n = split(l, a, " "); for (i = 1; i <= n; i++) s += a[i]; printf "%.3f", s / 1000 }')
 	TM_USER=$(wal_ticks_s $((c1[0] - c0[0]))) TM_SYS=$(wal_ticks_s $((c1[1] - c0[1])))
 	local WAL_N=$k gaps
-	gaps=$(IFS=,; echo "[${ms[*]}]")
+	gaps=$(tr ' ' , <<<"$ms")
+	gaps="[$gaps]"
 	wal_sample wal-single "$tool" "$settings" "$run" "\"archived\":$k,\"gaps_ms\":$gaps,\"markers_left\":0"
 }
 
