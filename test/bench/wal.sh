@@ -208,7 +208,7 @@ wal_clear_s3() {
 # archive_command: runuser and env cost 20-30 ms a call here, which timing each call through
 # as_pg counted for every tool (until 2026-12-04).
 wal_single() {
-	local tool=$1 settings=$2 run=$3 clear=$4 ms t0 t1 c0 c1 k=${BENCH_WAL_SINGLE:-20}
+	local tool=$1 settings=$2 run=$3 clear=$4 ms c0 c1 k=${BENCH_WAL_SINGLE:-20}
 	shift 4
 	[ "$1" = env ] && shift
 	$clear
