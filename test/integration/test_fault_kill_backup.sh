@@ -8,7 +8,8 @@
 #
 # backup-push, $FAULT_RUNS runs (default 20): pgbench writes a little, then backup-push gets
 # SIGKILL after a random delay in [0, an uninterrupted full push's time] (deltas are
-# quicker: some finish first). Then:
+# quicker: some usually finish first; when none does, one more push runs uninterrupted so that
+# a delta is complete). Then:
 #   - no walc session is left in pg_stat_activity and the next push starts (the server left
 #     backup mode when the session died);
 # once all runs are done:
@@ -96,6 +97,15 @@ for n in $(seq 1 "$RUNS"); do
 	printf '    push run %2d: %-14s sentinels %s -> %s  (last log: %s)\n' "$n" "$r" "$before" "$after" "${phase:-none}"
 done
 ok "backup-push SIGKILLed $killed times ($finished finished first); no session left behind"
+# The kill delays are drawn within a full push's time, and a delta takes about as long (the
+# rate limit paces both): under some seeds and loads no push finishes first. The checks below
+# need a complete delta, so one more push then runs uninterrupted.
+if [ "$finished" = 0 ]; then
+	write_some
+	wrun_pg "${ENVS[@]}" "${PUSH_ENVS[@]}" PGHOST="$T" PGPORT="$PORT" -- backup-push "$SRC"
+	expect_rc 0 "uninterrupted backup-push after the killed ones"
+	log "no killed push finished first: one more, uninterrupted, for the checks below"
+fi
 
 # ---- every visible object decodes ---------------------------------------------------------------
 out=$(env "${ENVS[@]}" "${CHECK[@]}" repo "$WALC" "$REPO" --wal-size 16777216) ||
