@@ -224,14 +224,12 @@ wal_single() {
 			echo "$t0 $t1"
 		done' bash "$W/pg/pg_wal" "$T/log/wal-single-$tool-$run.log" "$@" \
 		< <(head -n "$k" "$W/backlog")) ||
-		{ tail -n 20 "$T/log/wal-single-$tool-$run.log" >&2; fail "$tool: archiving ($ms)"; }
+		{ tail -n 20 "$T/log/wal-single-$tool-$run.log" >&2; fail "$tool: archiving, $(tail -n 1 <<<"$ms")"; }
 	read -r -a c1 < <(awk '{ print $14 + $16, $15 + $17 }' /proc/$$/stat)
-	ms=$(awk '{ printf "%s%.1f", (NR > 1 ? " " : ""), ($2 - $1) * 1000 }' <<<"$ms")
-	TM_WALL=$(awk -v l="$ms" 'BEGIN { n = split(l, a, " "); for (i = 1; i <= n; i++) s += a[i]; printf "%.3f", s / 1000 }')
+	TM_WALL=$(awk '{ s += $2 - $1 } END { printf "%.3f", s }' <<<"$ms")
 	TM_USER=$(wal_ticks_s $((c1[0] - c0[0]))) TM_SYS=$(wal_ticks_s $((c1[1] - c0[1])))
 	local WAL_N=$k gaps
-	gaps=$(tr ' ' , <<<"$ms")
-	gaps="[$gaps]"
+	gaps="[$(awk '{ printf "%s%.1f", (NR > 1 ? "," : ""), ($2 - $1) * 1000 }' <<<"$ms")]"
 	wal_sample wal-single "$tool" "$settings" "$run" "\"archived\":$k,\"gaps_ms\":$gaps,\"markers_left\":0"
 }
 
