@@ -437,19 +437,36 @@ archived() {
 	[ ! -e "$1/pg_wal/$2" ] && [ ! -e "$st.ready" ]
 }
 
-# wait_archived DATADIR SEG [TIMEOUT] [FAILFLAG]: wait until SEG is archived; fail early when
-# FAILFLAG (a file an archive wrapper creates on failure) appears.
+# oldest_ready DATADIR: the name of the oldest segment still waiting for archive_command, or
+# nothing (the archiver takes them in name order, so a new name here means one was archived)
+oldest_ready() {
+	local f
+	for f in "$1"/pg_wal/archive_status/*.ready; do
+		[ -e "$f" ] && basename "$f" .ready
+		return 0
+	done
+}
+
+# wait_archived DATADIR SEG [TIMEOUT] [FAILFLAG]: wait until SEG is archived; fail when the
+# archiver has archived nothing for TIMEOUT seconds (a backlog drains at whatever pace the
+# machine's load allows: only a stalled archiver is an error), and early when FAILFLAG (a file
+# an archive wrapper creates on failure) appears.
 wait_archived() {
-	local dir=$1 seg=$2 limit=${3:-180} flag=${4:-} i=0
+	local dir=$1 seg=$2 limit=${3:-180} flag=${4:-} i=0 head last=
 	until archived "$dir" "$seg"; do
 		if [ -n "$flag" ] && [ -e "$flag" ]; then
 			cat "$flag" >&2
 			fail "archive_command failed while waiting for $seg"
 		fi
+		head=$(oldest_ready "$dir")
+		if [ "$head" != "$last" ]; then
+			last=$head
+			i=0
+		fi
 		i=$((i + 1))
 		if [ "$i" -gt $((limit * 4)) ]; then
 			tail -n 30 "$dir.log" >&2
-			fail "segment $seg not archived after ${limit}s"
+			fail "segment $seg not archived: nothing archived for ${limit}s (oldest waiting: ${head:-none})"
 		fi
 		sleep 0.25
 	done
