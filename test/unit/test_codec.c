@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zstd.h>
 
 
 #define MIB (1024u * 1024)
@@ -487,6 +488,37 @@ static void test_zstd_context_reuse(void **state)
 	free(p);
 }
 
+/*
+ * zstd output is a frame for each 1 MiB of input, cut at the same places however the input
+ * was written: one write and odd chunks give the same bytes.
+ */
+static void test_zstd_pieces(void **state)
+{
+	(void)state;
+	size_t n = 5 * MIB + 123;
+	unsigned char *p = gen(n, true, 41);
+	membuf odd, whole;
+	assert_int_equal(compress_mem("zstd", 0, p, n, &odd), E_OK);
+	memset(&whole, 0, sizeof(whole));
+	assert_int_equal(run(codec_compress_new(get("zstd"), 0, membuf_sink_new(&whole)), p, n, true),
+		E_OK);
+	assert_int_equal(odd.len, whole.len);
+	assert_memory_equal(odd.data, whole.data, odd.len);
+	size_t at = 0, frames = 0;
+	while (at < odd.len) {
+		size_t len = ZSTD_findFrameCompressedSize(odd.data + at, odd.len - at);
+		assert_false(ZSTD_isError(len));
+		unsigned long long content = ZSTD_getFrameContentSize(odd.data + at, len);
+		assert_int_equal(content, frames < 5 ? MIB : 123);
+		at += len;
+		frames++;
+	}
+	assert_int_equal(frames, 6);
+	free(odd.data);
+	free(whole.data);
+	free(p);
+}
+
 /* The exact stream headers WAL-G writes (see walg-compat.md §10). */
 static void test_framing(void **state)
 {
@@ -708,6 +740,7 @@ int main(void)
 		cmocka_unit_test(test_frames),
 		cmocka_unit_test(test_error_propagation),
 		cmocka_unit_test(test_zstd_context_reuse),
+		cmocka_unit_test(test_zstd_pieces),
 		cmocka_unit_test(test_framing),
 		cmocka_unit_test(test_cli_decodes_ours),
 		cmocka_unit_test(test_we_decode_cli),
