@@ -174,6 +174,9 @@ pg_own() { # chown to postgres (no-op when not root)
 	if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$@"; fi
 }
 
+# walc_instrumented: WALC is a sanitizer or coverage build, whose run times are not walc's
+walc_instrumented() { grep -qaE '__asan_init|__tsan_init|llvm_gcda_start_file|__gcov_' "$WALC"; }
+
 # wrun [VAR=VALUE ...] -- ARGS...: run walc (as the current user) with extra environment;
 # sets W_RC, W_OUT, W_ERR. Fails the test on any sanitizer report.
 wrun() {
