@@ -2,13 +2,16 @@
 # Runs walc's integration tests: every test_*.sh next to this file, or the subset named in
 # $INTEGRATION_TESTS (space-separated; "wal_matrix", "test_wal_matrix" and
 # "test_wal_matrix.sh" all name the same test). Each runs with a timeout
-# ($INTEGRATION_TIMEOUT, default 600 s); prints "PASS name (Ns)" or "FAIL name" followed by the
-# test's output (after a PASS, the test's "skipped: REASON" lines, if any), and as the last line
-# "integration: N passed, N failed". Exit 1 if any failed.
+# ($INTEGRATION_TIMEOUT, default 600 s; twice that for a "long" test, below); prints
+# "PASS name (Ns)" or "FAIL name" followed by the test's output (after a PASS, the test's
+# "skipped: REASON" lines, if any), and as the last line "integration: N passed, N failed".
+# Exit 1 if any failed.
 #
 # INTEGRATION_JOBS (default 1) tests run at once. A test whose header has the line
 # "# integration: solo" runs with no other test beside it (it asserts timings that load would
-# upset); "# integration: long" tests start first, so that the pool does not end on one of them.
+# upset); "# integration: long" tests start first, so that the pool does not end on one of them,
+# and get twice the timeout (the storage matrices took 548-600 s under coverage + ASan beside
+# another test).
 # INTEGRATION_FAULTS=1 runs only the fault tests, INTEGRATION_FAULTS=all every test.
 #
 # After the tests, processes this run started that still run (walc, postgres, the S3 servers,
@@ -81,11 +84,12 @@ tagged() { awk -v want="# integration: $2" 'NR > 40 { exit } $0 == want { found 
 
 # run_one TEST: runs it, leaving its report in $work/NAME.report and its verdict in NAME.rc
 run_one() {
-	local t=$1 name rc start took out lines
+	local t=$1 name rc start took out lines limit=$TIMEOUT
 	name=$(basename "$t" .sh)
 	out=$work/$name.out
+	tagged "$t" long && limit=$((TIMEOUT * 2))
 	start=$SECONDS
-	WALC_IT_TEST=$name timeout -k 20 "$TIMEOUT" bash "$t" >"$out" 2>&1 </dev/null
+	WALC_IT_TEST=$name timeout -k 20 "$limit" bash "$t" >"$out" 2>&1 </dev/null
 	rc=$?
 	took=$((SECONDS - start))
 	{
@@ -95,7 +99,7 @@ run_one() {
 			grep -E '(^|\] )skipped: ' "$out" | sed 's/^/  /' || true
 		else
 			if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-				echo "FAIL $name (timed out after ${TIMEOUT}s)"
+				echo "FAIL $name (timed out after ${limit}s)"
 			else
 				echo "FAIL $name (exit $rc, ${took}s)"
 			fi
