@@ -106,9 +106,11 @@ trap 'exit 1' INT TERM
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
-# wait_for SECONDS COMMAND...: until COMMAND succeeds, or fail after SECONDS.
+# wait_for SECONDS COMMAND...: until COMMAND succeeds, or fail after three times SECONDS
+# (SECONDS is ample on a quiet machine; CI's 2-core hosts have run the whole suite 2-3 times
+# slower, and a wait ends as soon as COMMAND succeeds).
 wait_for() {
-	local deadline=$((SECONDS + $1))
+	local deadline=$((SECONDS + $1 * 3))
 	shift
 	until "$@" >/dev/null 2>&1; do
 		[ "$SECONDS" -lt "$deadline" ] || { echo "timed out waiting for: $*"; return 1; }

@@ -8,7 +8,9 @@
 # The chroots come from deploy/pgchroot.sh (cached in /var/cache/walc-pg; missing ones are
 # built first, side by side). One Ceph RGW on 127.0.0.1 serves every version's s3 check. The
 # versions run PGV_JOBS at a time (default: the number of CPUs), each under a timeout
-# (PGV_TIMEOUT, default 900 s). SIGINT or SIGTERM stops every version's servers and the RGW.
+# (PGV_TIMEOUT, default 1800 s: a version's checks took about 3 minutes here beside a loaded
+# run; the timeout guards against a hang, and CI's hosts have run 2-3 times slower). SIGINT or
+# SIGTERM stops every version's servers and the RGW.
 #
 # Environment: PGV_VERSIONS (default "13 15 17 18"), WALC_STATIC (default <repo>/walc-static),
 # KEEP=1 / KEEP_FAILED=1 as
@@ -21,7 +23,7 @@ VERSIONS=${PGV_VERSIONS:-13 15 17 18}
 WALC_STATIC=${WALC_STATIC:-$ROOT/walc-static}
 RGW=$ROOT/test/servers/ceph-rgw.sh # the project's own, as the S3 integration tests use
 JOBS=${PGV_JOBS:-$(nproc)}
-TIMEOUT=${PGV_TIMEOUT:-900}
+TIMEOUT=${PGV_TIMEOUT:-1800}
 LOG_LINES=${PGV_LOG_LINES:-40}
 start=$SECONDS
 
