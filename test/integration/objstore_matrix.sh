@@ -103,8 +103,9 @@ log "backups: full $FULL, delta $DELTA, encrypted $KFULL, remote $REMOTE, newest
 # the wal-fetch processes (under CI's sanitized build all of them took five minutes). No
 # prefetch: the next files are not the ones fetched next (the restores below prefetch).
 mapfile -t GOLDEN < <(cd "$T/golden" && ls | LC_ALL=C sort)
-nseg=0 k=0
-for c in "${CONFIGS[@]}"; do
+nseg=0
+for k in "${!CONFIGS[@]}"; do
+	c=${CONFIGS[$k]}
 	# shellcheck disable=SC2046
 	wrun $(cfg "$c") -- st ls wal_005/
 	expect_rc 0 "st ls wal_005/ of $c"
@@ -119,7 +120,6 @@ for c in "${CONFIGS[@]}"; do
 		cmp -s "$T/golden/$s" "$T/fetched" || fail "$c: wal-fetch $s differs from what was archived"
 		nseg=$((nseg + 1))
 	done
-	k=$((k + 1))
 done
 [ "${#GOLDEN[@]}" -ge 20 ] || fail "only ${#GOLDEN[@]} WAL files were archived"
 log "ok: ${#GOLDEN[@]} WAL files listed in each of 10 repositories (5 codecs x key), $nseg fetches byte-identical"

@@ -97,8 +97,8 @@ restore() { # CONFIG NAME DIR compare|no
 	pg_stop "$3"
 	rm -rf "$3"
 }
-k=0
-for c in "${CONFIGS[@]}"; do
+for k in "${!CONFIGS[@]}"; do
+	c=${CONFIGS[$k]}
 	if [ $((k % 2)) = 0 ]; then
 		restore "$c" "${LOADED[$c]}" "$T/r-$c-load" no
 		log "ok: $c, the backup taken under writes (${LOADED[$c]})"
@@ -106,6 +106,5 @@ for c in "${CONFIGS[@]}"; do
 		restore "$c" "${QUIET[$c]}" "$T/r-$c-quiet" compare
 		log "ok: $c, the quiet backup (${QUIET[$c]})"
 	fi
-	k=$((k + 1))
 done
 log "every codec, with and without a key, backs up to and restores from S3"
