@@ -91,12 +91,14 @@ if [ "$STORAGE" = file ]; then
 	for c in lz4 zstd brotli lzma zstd-key lzma-key lz4-pgp; do
 		codec=${c%-*}
 		envs=(WALG_FILE_PREFIX="$T/codec-$c" WALG_COMPRESSION_METHOD="$codec")
-		fetch=()
+		# no prefetch: a detached prefetcher writing into $T/fetched/.wal-g would race the
+		# chown -R of $T below (it did in CI: a temporary file vanished under chown)
+		fetch=(WALG_DOWNLOAD_CONCURRENCY=1)
 		case $c in
 		*-key) envs+=(WALG_LIBSODIUM_KEY_PATH="$T/key.base64" WALG_LIBSODIUM_KEY_TRANSFORM=base64) ;;
 		*-pgp)
 			envs+=(WALG_PGP_KEY_PATH="$T/pgp-public.asc")
-			fetch=(WALG_PGP_KEY_PATH="$T/pgp-secret.asc" WALG_PGP_KEY_PASSPHRASE="$PGPPASS")
+			fetch+=(WALG_PGP_KEY_PATH="$T/pgp-secret.asc" WALG_PGP_KEY_PASSPHRASE="$PGPPASS")
 			;;
 		esac
 		wrun "${envs[@]}" -- wal-push "$T/wal/$SEG"
