@@ -538,6 +538,22 @@ recovered_start() {
 	wait_not_in_recovery "$RPORT"
 }
 
+# recover_to_end BASE FETCH EXPECTED FINAL WHAT: a copy of the data directory BASE recovers
+# through the wal-fetch script FETCH to the end of the archive: it must replay segment FINAL,
+# and its dump must be the file EXPECTED; the copy is removed after.
+recover_to_end() {
+	local r=$1.recovered
+	cp -a "$1" "$r"
+	RECOVER_FETCH=$2 recover_conf "$r" "" "recovery_target_timeline = 'latest'"
+	recovered_start "$r"
+	assert_dump_eq "$3" "$RPORT" "$5"
+	pg_stop "$r"
+	grep -q "restored log file \"$4\" from archive" "$r.log" ||
+		fail "$5: recovery did not replay the final segment $4 (see $r.log)"
+	assert_no_sanitizer_reports "$r.log"
+	rm -rf "$r"
+}
+
 # restore_start DIR BACKUP VAR=VALUE... [-- LINE...]: backup-fetch BACKUP into DIR with that
 # walc environment, recover_conf with it (LINEs as there), start; the server's port is RPORT.
 # RECOVER_FETCH as for recover_conf (restore_start with RECOVER_FETCH=$T/walc.sh recovers

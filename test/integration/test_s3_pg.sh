@@ -95,16 +95,7 @@ for c in "${CONFIGS[@]}"; do
 	nobj=$(awsc s3 ls "s3://walc/pg/$c/wal_005/" | wc -l | tr -d ' ')
 	assert_eq "${#GOLDEN[@]}" "$nobj" "[$c] objects in wal_005/ (awscli)"
 
-	R=$T/r-$c
-	cp -a "$T/base" "$R"
-	RECOVER_FETCH=$T/conf/$c.sh recover_conf "$R" "" "recovery_target_timeline = 'latest'"
-	recovered_start "$R"
-	assert_dump_eq "$T/source.sql" "$RPORT" "[$c]"
-	pg_stop "$R"
-	grep -q "restored log file \"$FINAL\" from archive" "$R.log" ||
-		fail "[$c] recovery did not replay the final segment $FINAL"
-	assert_no_sanitizer_reports "$R.log"
-	rm -rf "$R"
+	recover_to_end "$T/base" "$T/conf/$c.sh" "$T/source.sql" "$FINAL" "[$c]"
 	log "[$c] ${#GOLDEN[@]} files fetched identically; recovery from S3 gives the source's dump"
 done
 log "test_s3_pg passed in $((SECONDS - START)) s"

@@ -201,16 +201,7 @@ for c in "${CONFIGS[@]}"; do
 	# (c) restore the base backup with restore_command = walc wal-fetch, to the end of archive
 	restored=""
 	case $c in lz4 | zstd-base64)
-		R=$T/r-$c
-		cp -a "$T/base" "$R"
-		RECOVER_FETCH=$T/conf/$c.sh recover_conf "$R" "" "recovery_target_timeline = 'latest'"
-		recovered_start "$R"
-		assert_dump_eq "$T/source.sql" "$RPORT" "[$c]"
-		pg_stop "$R"
-		grep -q "restored log file \"$FINAL\" from archive" "$R.log" ||
-			fail "[$c] recovery did not replay the final segment $FINAL (see $R.log)"
-		assert_no_sanitizer_reports "$R.log"
-		rm -rf "$R"
+		recover_to_end "$T/base" "$T/conf/$c.sh" "$T/source.sql" "$FINAL" "[$c]"
 		restored=", restore matches"
 		;;
 	esac
