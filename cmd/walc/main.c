@@ -186,6 +186,14 @@ int main(int argc, char **argv)
 		log_error("unknown command \"%s\"; see walc help", g.rest[0]);
 		return 1;
 	}
+	/*
+	 * Run once a WAL segment by archive_command and restore_command, these two fill fresh
+	 * buffers at once (a wal-push's CPU here was half first touches of memory): huge pages,
+	 * asked for before the first allocation, which the process's first memory segment keeps.
+	 * Not for the long commands (backup-push, daemon): their peak RSS would grow.
+	 */
+	if (strcmp(cmd->name, "wal-push") == 0 || strcmp(cmd->name, "wal-fetch") == 0)
+		mem_use_huge_pages();
 	log_setup(LOG_INFO, false, cmd->name);
 	/* Help and usage need no configuration at all: `walc backup-push --help` works anywhere. */
 	if (g.help) {

@@ -303,7 +303,7 @@ ensure_malloc() {
 # ------------------------------------------------------------------------------------------
 
 build_walc() {
-	local pkgs libs start=$SECONDS
+	local pkgs libs cflags start=$SECONDS
 	pkgs=$(sed -nE 's/^PKGS[[:space:]]*:?=[[:space:]]*//p' "$ROOT/Makefile")
 	[ -n "$pkgs" ] || die "no PKGS line in $ROOT/Makefile"
 	export PKG_CONFIG_LIBDIR=$P/lib/pkgconfig PKG_CONFIG_PATH=
@@ -311,26 +311,28 @@ build_walc() {
 	pkg-config --exists --print-errors $pkgs || die "the static prefix lacks some of: $pkgs"
 	# shellcheck disable=SC2086
 	libs="$(pkg-config --static --libs $pkgs) -pthread"
-	# Objects and the link depend on the prefixes, which the Makefile does not know: a new
-	# one starts the build directory afresh.
-	if [ "$(cat "$ROOT/build-static/.prefix" 2>/dev/null)" != "$P $M" ]; then
+	cflags="-isystem $P/include -isystem $M/include -DWALC_MIMALLOC"
+	# Objects and the link depend on the prefixes and the flags, which the Makefile does not
+	# know: new ones start the build directory afresh.
+	if [ "$(cat "$ROOT/build-static/.prefix" 2>/dev/null)" != "$P $M $cflags" ]; then
 		rm -rf "$ROOT/build-static"
 		mkdir -p "$ROOT/build-static"
-		echo "$P $M" >"$ROOT/build-static/.prefix"
+		echo "$P $M $cflags" >"$ROOT/build-static/.prefix"
 	fi
 	msg "building walc with musl-gcc against $P"
 	# - LDLIBS on the command line replaces the Makefile's (pkg-config without --static);
 	#   the Makefile's own pkg-config --cflags sees only the prefix (PKG_CONFIG_LIBDIR).
 	# - -isystem: the prefix plays the part of /usr/include in the ordinary build, so its headers
 	#   are system headers (warnings in them, e.g. brotli's -Wvla, are not walc's); GCC then
-	#   ignores pkg-config's -I for the same directory.
+	#   ignores pkg-config's -I for the same directory. WALC_MIMALLOC: walc may call mimalloc's
+	#   own interface (internal/core/hugepages.c).
 	# - --wrap=memcpy: every memcpy call, the libraries' and musl's own included, goes through
 	#   internal/core/memcpy_small.c, which copies short runs itself (musl's memcpy is slow
 	#   at a few bytes, and jansson copies byte by byte).
 	# - mimalloc.o: the allocator in place of musl's (one lock for all threads); an object, so
 	#   its malloc and free are taken before libc.a is searched.
 	make -C "$ROOT" -j"$JOBS" CC=musl-gcc BUILD=build-static \
-		EXTRA_CFLAGS="-isystem $P/include" \
+		EXTRA_CFLAGS="$cflags" \
 		EXTRA_LDFLAGS="-static -Wl,--gc-sections -Wl,--wrap=memcpy $M/lib/mimalloc.o" \
 		LDLIBS="$libs" build-static/walc
 	cp "$ROOT/build-static/walc" "$ROOT/walc-static.tmp"

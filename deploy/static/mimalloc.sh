@@ -12,16 +12,10 @@
 MALLOC_PKG=mimalloc
 
 # set_default NAME VALUE: the default of option NAME in src/options.c's table (the MIMALLOC_NAME
-# environment variable still overrides it). Used for
-# - the decommit delays: mimalloc keeps freed pages 25 ms and freed segments 500 ms before
-#   returning them, which at 200,000 files raised walc's peak RSS by 4-10 MiB
-#   (docs/PERFORMANCE.md, Files); at 0 it returns them at once, as musl did, for no measurable
-#   time;
-# - large_os_pages: its 32 MiB segments are madvise(MADV_HUGEPAGE)d, so where transparent huge
-#   pages are on "madvise" (a common default) walc's buffers fault in 2 MiB at a time, not
-#   4 KiB: a wal-push of a 16 MiB segment took 1,937 page faults and 52 ms of CPU, 653 and 32 ms
-#   so (docs/PERFORMANCE.md, WAL), for about 4-5 MiB more peak RSS. mimalloc first tries
-#   MAP_HUGETLB, which fails without reserved huge pages and is then not retried for 8 calls.
+# environment variable still overrides it). Used for the decommit delays: mimalloc keeps freed
+# pages 25 ms and freed segments 500 ms before returning them, which at 200,000 files raised
+# walc's peak RSS by 4-10 MiB (docs/PERFORMANCE.md, Files); at 0 it returns them at once, as
+# musl did, for no measurable time.
 set_default() {
 	local name=$1 value=$2 opt
 	opt="UNINIT, MI_OPTION(_LEGACY)?\\(${name}[,)]"
@@ -40,7 +34,6 @@ build_mimalloc() {
 	cd "$1"
 	set_default decommit_delay 0
 	set_default segment_decommit_delay 0
-	set_default large_os_pages 1
 	cmake -S . -B _build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=musl-gcc \
 		-DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG -D__USE_ISOC11=1 -ffunction-sections -fdata-sections" \
 		-DCMAKE_INSTALL_PREFIX="$M" -DMI_INSTALL_TOPLEVEL=ON -DMI_OVERRIDE=ON \
