@@ -475,6 +475,19 @@ wait_archived() {
 	done
 }
 
+# wait_archive_failed PORT: wait until pg_stat_archiver counts a failure. The archiver counts
+# it only after archive_command has exited, so whatever the command logged can be seen before
+# the count moves. (With an archive module whose check_configured callback says no, PostgreSQL
+# 15 only warns and never counts.)
+wait_archive_failed() {
+	local i=0
+	until [ "$(psqlc "$1" "SELECT failed_count FROM pg_stat_archiver")" -gt 0 ]; do
+		i=$((i + 1))
+		[ "$i" -le 150 ] || fail "archive_command on port $1 did not fail within 30s"
+		sleep 0.2
+	done
+}
+
 is_segment_name() { [[ $1 =~ ^[0-9A-F]{24}$ ]]; }
 
 # ext_of CODEC: object suffix WAL-G uses

@@ -33,11 +33,7 @@ pg_conf "$T/src" "wal_level = replica" "archive_mode = on" "archive_command = '/
 pg_start "$T/src" "$PORT"
 # archiving has been failing for a while: the archiver has failed on a segment already
 psqlc "$PORT" "CREATE TABLE t AS SELECT 1 AS x; SELECT pg_switch_wal()" >/dev/null
-for _ in $(seq 1 100); do
-	[ "$(psqlc "$PORT" "SELECT failed_count > 0 FROM pg_stat_archiver")" = t ] && break
-	sleep 0.1
-done
-[ "$(psqlc "$PORT" "SELECT failed_count > 0 FROM pg_stat_archiver")" = t ] || fail "archive_command did not fail"
+wait_archive_failed "$PORT"
 start=$SECONDS
 wrun_pg "${E[@]}" PGHOST="$T" PGPORT="$PORT" WALG_STOP_BACKUP_TIMEOUT=3s -- backup-push "$T/src"
 expect_rc 1 "backup-push with broken archiving"

@@ -51,8 +51,7 @@ refusal() { # TEXT WHAT: one refusal naming both identifiers
 	assert_contains "$1" "WALG_ALLOW_SYSTEM_ID_CHANGE" "$2: names the way out"
 }
 refusal "$(grep -m1 ERROR "$T/log/push-b.log" || true)" "B's archive_command"
-failed=$(psqlc "$PB" "SELECT failed_count FROM pg_stat_archiver")
-[ "$failed" -gt 0 ] || fail "B's archiver reports no failure"
+wait_archive_failed "$PB"
 log "  archive_command: $(grep -m1 ERROR "$T/log/push-b.log")"
 
 wrun_pg "${ENVS[@]}" PGDATA="$B" -- wal-push "$B/pg_wal/$SEG_B"
