@@ -105,11 +105,14 @@ test-faults: deps walc
 demo: deps-demo walc
 	@test/demo.sh
 
-# Sanitizer builds live in their own build directories and rerun the same tests.
+# Sanitizer builds live in their own build directories and rerun the same tests. Their
+# sub-makes compile on every core (make test and CI call make without -j; the top level stays
+# serial, since deps must finish before anything compiles).
+SUB_JOBS := -j$(shell nproc)
 ASAN_CFLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ASAN_LDFLAGS := -fsanitize=address,undefined
 asan:
-	$(MAKE) BUILD=build-asan CC=clang EXTRA_CFLAGS="$(ASAN_CFLAGS)" EXTRA_LDFLAGS="$(ASAN_LDFLAGS)" \
+	$(MAKE) $(SUB_JOBS) BUILD=build-asan CC=clang EXTRA_CFLAGS="$(ASAN_CFLAGS)" EXTRA_LDFLAGS="$(ASAN_LDFLAGS)" \
 	  asan-run
 # Under the sanitizers: every unit test and every integration test, fault tests included
 # (but valgrind's, which needs an uninstrumented binary). ASAN_INTEGRATION="name ..." runs a
@@ -133,21 +136,21 @@ COVERAGE_MAKE = $(MAKE) BUILD=build-cov SAN_BIN=walc-cov CC=clang \
   EXTRA_CFLAGS="$(ASAN_CFLAGS) --coverage" EXTRA_LDFLAGS="$(ASAN_LDFLAGS) --coverage"
 coverage:
 	@find build-cov -name '*.gcda' -delete 2>/dev/null || true
-	@$(COVERAGE_MAKE) walc-cov $(UNIT_BIN:$(BUILD)/%=build-cov/%)
+	@$(COVERAGE_MAKE) $(SUB_JOBS) walc-cov $(UNIT_BIN:$(BUILD)/%=build-cov/%)
 	@# walc also runs as postgres (archive_command): counts it can add to, created empty
 	@find build-cov -name '*.gcno' | sed 's/gcno$$/gcda/' | xargs touch
 	@find build-cov -name '*.gcda' -exec chmod 666 {} +
 	@$(COVERAGE_MAKE) asan-run; rc=$$?; test/coverage.sh build-cov $(COVERAGE_MIN) || rc=1; exit $$rc
 
 tsan:
-	$(MAKE) BUILD=build-tsan CC=clang \
+	$(MAKE) $(SUB_JOBS) BUILD=build-tsan CC=clang \
 	  EXTRA_CFLAGS="-O1 -g -fsanitize=thread" EXTRA_LDFLAGS="-fsanitize=thread" tsan-run
 tsan-run: $(UNIT_BIN)
 	@test/run-unit.sh $(filter %test_pipe %test_s3 %test_objstore %test_catalog %test_fmeta %test_storage %test_codec,$(UNIT_BIN))
 
 FUZZ_TIME ?= 600
 fuzz-build:
-	$(MAKE) BUILD=build-fuzz CC=clang \
+	$(MAKE) $(SUB_JOBS) BUILD=build-fuzz CC=clang \
 	  EXTRA_CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" fuzz-bins
 fuzz-bins: $(BUILD)/libwalc.a $(FUZZ_SRC:test/fuzz/%.c=$(BUILD)/fuzz/%)
 $(BUILD)/fuzz/%: test/fuzz/%.c $(BUILD)/libwalc.a

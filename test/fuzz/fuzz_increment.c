@@ -17,10 +17,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char dir[] = "/tmp/walc-fuzz-inc-XXXXXX";
 static file_table files;
 
+/* libFuzzer ends a timed run with exit(): the scratch directory goes with it. */
+static void remove_scratch(void)
+{
+	char *path = xasprintf("%s/rel", dir);
+	(void)unlink(path);
+	(void)rmdir(dir);
+	free(path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (files.n == 0) {
-		if (mkdtemp(dir) == NULL)
+		if (mkdtemp(dir) == NULL || atexit(remove_scratch) != 0)
 			abort();
 		json_t *rec = json_pack("{s:b}", "IsIncremented", 1);
 		if (file_table_add(&files, "/rel", rec) != E_OK || file_table_end(&files, "fuzz") != E_OK)

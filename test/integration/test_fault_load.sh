@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Load: 300 wal-push processes at once against Ceph RGW through the fault proxy
+# Load: LOAD_N (300) wal-push processes at once against Ceph RGW through the fault proxy
 # (s3_faultproxy.py) failing 10% of requests (connection dropped before or mid-answer, 503
 # SlowDown, 500 InternalError).
-#   - 300 distinct 1 MiB segment files (WALG_PG_WAL_SIZE=1), named as the WAL segments
-#     000000010000000000000001..00000001000000000000012C, the WAL page magic 0xD110 in their
-#     first two bytes, their name and random bytes after it;
-#   - all 300 wal-push processes start together and every one exits 0; the wall time of the
-#     whole batch and the slowest process are reported (WAL-G does this within 100 s; the
-#     batch must finish within LOAD_LIMIT seconds, default 100, or 300 for a sanitizer or
-#     coverage build: CI's coverage + ASan binary took 98 and 104 s; .ci/run also runs this
-#     test on the plain binary);
+#   - N distinct 1 MiB segment files (WALG_PG_WAL_SIZE=1), named as the WAL segments
+#     000000010000000000000001..00000001000000000000012C for 300, the WAL page magic 0xD110 in
+#     their first two bytes, their name and random bytes after it;
+#   - all N wal-push processes start together and every one exits 0; the wall time of the
+#     whole batch and the slowest process are reported (WAL-G does 300 within 100 s; the batch
+#     must finish within LOAD_LIMIT seconds, default 100);
 #   - the proxy injected at least 5% faults;
-#   - all 300 come back byte-identical with wal-fetch through the same faulty proxy (30 at a
+#   - all N come back byte-identical with wal-fetch through the same faulty proxy (30 at a
 #     time); RGW holds exactly one object per segment (wal_005/NAME.lz4, encrypted);
 #   - the peak memory of one wal-push (VmHWM, sampled) is reported.
+# A sanitizer or coverage build runs 100 within 300 s by default: what it looks for, memory
+# errors on the fault paths, 100 processes reach as well (the proxy's faults are drawn in
+# request order from a fixed seed). With 300 the test took 184 s of a CI rehearsal's coverage
+# + ASan run, alone on the machine; with 100, 36 s on the ASan binary. .ci/run also runs this
+# test on the plain binary, at 300.
 # integration: solo
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/s3lib.sh"
@@ -21,7 +24,10 @@ s3_setup fault-load
 START=$SECONDS
 N=${LOAD_N:-300}
 LIMIT=${LOAD_LIMIT:-100}
-[ -n "${LOAD_LIMIT:-}" ] || ! walc_instrumented || LIMIT=300
+if walc_instrumented; then
+	N=${LOAD_N:-100}
+	LIMIT=${LOAD_LIMIT:-300}
+fi
 
 s3_rgw_start
 s3_mb walc
@@ -52,7 +58,7 @@ EOF
 SEGS=()
 for f in "$T"/wal/*; do SEGS+=("$(basename "$f")"); done
 assert_eq "$N" "${#SEGS[@]}" "segment files made"
-assert_eq "00000001000000000000012C" "${SEGS[-1]}" "the last segment's name"
+assert_eq "$(printf '00000001%08X%08X' $((N / 4096)) $((N % 4096)))" "${SEGS[-1]}" "the last segment's name"
 
 # one process: every push records its exit status and time; the batch waits for all
 push_one() {
