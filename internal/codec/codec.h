@@ -35,6 +35,11 @@ size_t codec_decode_memory(const codec *c);
 /* Compress into next (takes ownership of next). level 0 = WAL-G's default level. */
 sink *codec_compress_new(const codec *c, int level, sink *next);
 /*
+ * The calling thread compresses its streams itself from now on, with no worker threads: for
+ * a thread that is one of several compressing at once, which fill the cores already.
+ */
+void codec_compress_here(void);
+/*
  * Whether c's objects may be concatenations of independent frames, which a decoder can start
  * reading at any frame's first byte, and which every reader (WAL-G's too) takes as one
  * stream: zstd, and none trivially. Not lz4 (WAL-G's reader stops after one frame), brotli

@@ -101,13 +101,21 @@ static void *work(void *arg)
 	return NULL;
 }
 
+/* Set by codec_compress_here: this thread's streams are compressed by the thread itself. */
+static _Thread_local bool here;
+
+void codec_compress_here(void)
+{
+	here = true;
+}
+
 /*
  * A full or last piece goes to the workers, started on first need: a stream of one piece
  * (most small objects) is compressed by the caller and starts no thread.
  */
 static void queue(encoder *e, piece *p, bool last)
 {
-	if (e->nworkers == 0 || (last && e->count == 1)) {
+	if (e->nworkers == 0 || here || (last && e->count == 1)) {
 		if (e->own == NULL)
 			e->own = cctx_new();
 		compress_piece(e->own, e->level, p);

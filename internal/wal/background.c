@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 #include "internal/pipe/pipe.h"
 
@@ -179,6 +180,9 @@ static err_code upload(void *arg)
 {
 	bg *b = arg;
 	void *item;
+	/* The main upload and the uploaders fill the cores already: more threads only cost. */
+	if (1 + b->workers >= sysconf(_SC_NPROCESSORS_ONLN))
+		codec_compress_here();
 	while (chan_recv(b->names, &item)) {
 		char *name = item;
 		char *path = xasprintf("%s/%s", b->wal_dir, name);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <pthread.h>
 #include <zstd.h>
 
 
@@ -519,6 +520,41 @@ static void test_zstd_pieces(void **state)
 	free(p);
 }
 
+typedef struct here_job {
+	const unsigned char *p;
+	size_t n;
+	membuf out;
+	err_code rc;
+} here_job;
+
+static void *compress_here(void *arg)
+{
+	here_job *j = arg;
+	codec_compress_here();
+	j->rc = compress_mem("zstd", 0, j->p, j->n, &j->out);
+	return NULL;
+}
+
+/* A thread that compresses its streams itself writes the same frames as the workers do. */
+static void test_zstd_here(void **state)
+{
+	(void)state;
+	size_t n = 3 * MIB + 77;
+	unsigned char *p = gen(n, true, 43);
+	membuf workers;
+	assert_int_equal(compress_mem("zstd", 0, p, n, &workers), E_OK);
+	here_job j = { .p = p, .n = n };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, compress_here, &j), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(j.rc, E_OK);
+	assert_int_equal(j.out.len, workers.len);
+	assert_memory_equal(j.out.data, workers.data, workers.len);
+	free(j.out.data);
+	free(workers.data);
+	free(p);
+}
+
 /* The exact stream headers WAL-G writes (see walg-compat.md §10). */
 static void test_framing(void **state)
 {
@@ -741,6 +777,7 @@ int main(void)
 		cmocka_unit_test(test_error_propagation),
 		cmocka_unit_test(test_zstd_context_reuse),
 		cmocka_unit_test(test_zstd_pieces),
+		cmocka_unit_test(test_zstd_here),
 		cmocka_unit_test(test_framing),
 		cmocka_unit_test(test_cli_decodes_ours),
 		cmocka_unit_test(test_we_decode_cli),
