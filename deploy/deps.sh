@@ -29,7 +29,7 @@ build=(
 demo=(postgresql-15 postgresql-client-15)
 # make test, test-faults, asan, coverage, tsan, fuzz-smoke, lint, archive-module-install; the S3 servers
 tests=(
-	clang libclang-rt-14-dev llvm libcmocka-dev gcovr
+	clang libclang-rt-14-dev llvm libcmocka-dev
 	postgresql-contrib postgresql-server-dev-15
 	python3 python3-prometheus-client python3-botocore awscli
 	zstd lz4 brotli xz-utils openssl curl shellcheck valgrind cppcheck

@@ -175,7 +175,7 @@ pg_own() { # chown to postgres (no-op when not root)
 }
 
 # walc_instrumented: WALC is a sanitizer or coverage build, whose run times are not walc's
-walc_instrumented() { grep -qaE '__asan_init|__tsan_init|llvm_gcda_start_file|__gcov_' "$WALC"; }
+walc_instrumented() { grep -qaE '__asan_init|__tsan_init|__llvm_profile_write_file' "$WALC"; }
 
 # wrun [VAR=VALUE ...] -- ARGS...: run walc (as the current user) with extra environment;
 # sets W_RC, W_OUT, W_ERR. Fails the test on any sanitizer report.
