@@ -45,6 +45,7 @@ typedef struct extract_level {
 	bool skip_tablespace_map;
 	const char *backup;		/* name, for messages */
 	const char *mask;		/* only members matching this glob ("/" + --mask), or NULL */
+	bool flush; /* start each file's writeback as it is written (the restore syncs at the end) */
 } extract_level;
 
 /* A sink that extracts a tar stream into lvl->dest (borrows lvl). */

@@ -466,7 +466,7 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest,
 	for (size_t i = 0; rc == E_OK && i < c->n; i++) {
 		level *l = &c->lv[i];
 		l->ex = (extract_level){ r, dest, l->need, files_of(l), opt->restore_spec != NULL, l->name,
-								 mask };
+								 mask, opt->fsync };
 		rc = extract_level_tars(r, l, opt->concurrency, i == c->n - 1);
 	}
 	free(mask);
