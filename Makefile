@@ -141,19 +141,20 @@ asan-run: $(SAN_BIN) $(UNIT_BIN)
 # Source-based, not gcov: a --coverage process merged its counts into one .gcda file per
 # object at exit, about 25 ms of CPU (55 ms for a wal-fetch, whose prefetcher exits too), and
 # the suite runs about 12,000 walc processes; make test in a CI rehearsal took 2,121 s with
-# source-based coverage against 2,521 with gcov. Here each process merges into one file of a pool
-# of eight (%8m), named once for the whole binary; the path is built in, so a walc started with
-# a cleared environment counts too. walc also runs as postgres (archive_command, whose umask is
-# 077): its pool files are made beforehand, writable by both.
+# source-based coverage against 2,521 with gcov. Here each process merges into one file of a
+# pool of COVERAGE_POOL (%Nm), named once for the whole binary; the path is built in, so a walc
+# started with a cleared environment counts too. walc also runs as postgres (archive_command,
+# whose umask is 077): its pool files are made beforehand, writable by both.
 COVERAGE_MIN ?= 89
 COVERAGE_PROF := $(CURDIR)/build-cov/prof
+COVERAGE_POOL := 8
 COVERAGE_MAKE = $(MAKE) BUILD=build-cov SAN_BIN=walc-cov CC=clang \
-  EXTRA_CFLAGS="$(ASAN_CFLAGS) -fprofile-instr-generate=$(COVERAGE_PROF)/%8m.profraw -fcoverage-mapping" \
-  EXTRA_LDFLAGS="$(ASAN_LDFLAGS) -fprofile-instr-generate=$(COVERAGE_PROF)/%8m.profraw"
+  EXTRA_CFLAGS="$(ASAN_CFLAGS) -fprofile-instr-generate=$(COVERAGE_PROF)/%$(COVERAGE_POOL)m.profraw -fcoverage-mapping" \
+  EXTRA_LDFLAGS="$(ASAN_LDFLAGS) -fprofile-instr-generate=$(COVERAGE_PROF)/%$(COVERAGE_POOL)m.profraw"
 coverage:
 	@rm -rf $(COVERAGE_PROF)
 	@$(COVERAGE_MAKE) $(SUB_JOBS) walc-cov $(UNIT_BIN:$(BUILD)/%=build-cov/%)
-	@mkdir -p $(COVERAGE_PROF) && test/coverage.sh --pool $(CURDIR)/walc-cov $(COVERAGE_PROF)
+	@mkdir -p $(COVERAGE_PROF) && test/coverage.sh --pool $(CURDIR)/walc-cov $(COVERAGE_PROF) $(COVERAGE_POOL)
 	@$(COVERAGE_MAKE) asan-run; rc=$$?; test/coverage.sh build-cov $(COVERAGE_MIN) || rc=1; exit $$rc
 
 tsan:

@@ -3,7 +3,7 @@
 # with clang's source-based coverage (make coverage) left in BUILD_DIR/prof, then the total;
 # fails when the total line figure is under MIN percent.
 # Usage: test/coverage.sh BUILD_DIR MIN
-#        test/coverage.sh --pool BINARY DIR: makes BINARY's pool files in DIR beforehand, writable
+#        test/coverage.sh --pool BINARY DIR N: makes BINARY's N pool files in DIR beforehand, writable
 #        by every user (BINARY also runs as postgres, whose umask would keep root out of a
 #        file it created first)
 set -euo pipefail
@@ -12,14 +12,15 @@ for tool in llvm-profdata llvm-cov; do
 done
 
 if [ "${1:-}" = --pool ]; then
-	bin=${2:?usage: test/coverage.sh --pool BINARY DIR} dir=${3:?usage: test/coverage.sh --pool BINARY DIR}
+	usage="usage: test/coverage.sh --pool BINARY DIR N"
+	bin=${2:?$usage} dir=${3:?$usage} pool=${4:?$usage}
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
-	# A pool of one names the file after the binary's signature; the pool of eight adds _0.._7.
+	# A pool of one names the file after the binary's signature; a pool of N adds _0.._N-1.
 	LLVM_PROFILE_FILE="$tmp/%1m.profraw" ASAN_OPTIONS=detect_leaks=0 "$bin" --version >/dev/null
 	name=$(cd "$tmp" && ls)
 	case $name in *_0.profraw) ;; *) echo "coverage: $bin wrote no raw profile (got \"$name\")"; exit 1 ;; esac
-	for i in 0 1 2 3 4 5 6 7; do
+	for ((i = 0; i < pool; i++)); do
 		: >"$dir/${name%_0.profraw}_$i.profraw"
 		chmod 666 "$dir/${name%_0.profraw}_$i.profraw"
 	done

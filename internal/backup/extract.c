@@ -350,10 +350,10 @@ static err_code ex_begin(void *ctx, const tar_entry *e, const char *rel, member_
 static void start_writeback(extractor *x, bool all)
 {
 	enum { STEP = 4 << 20 };
-	if (!x->lvl->flush || x->increment || (!all && x->written - x->flushed < STEP))
-		return;
-	(void)sync_file_range(x->fd, (off_t)x->flushed, (off_t)(x->written - x->flushed),
-						  SYNC_FILE_RANGE_WRITE);
+	uint64_t n = x->written - x->flushed;
+	if (!x->lvl->flush || x->increment || n == 0 || (!all && n < STEP))
+		return; /* (a length of 0 would mean "to the end of the file") */
+	(void)sync_file_range(x->fd, (off_t)x->flushed, (off_t)n, SYNC_FILE_RANGE_WRITE);
 	x->flushed = x->written;
 }
 
@@ -398,7 +398,7 @@ static err_code ex_end(void *ctx)
 	err_code rc = E_OK;
 	if (!x->increment && fchmod(x->fd, (mode_t)x->mode) != 0)
 		rc = err_errno(E_IO, errno, "chmod of %s", x->path);
-	if (rc == E_OK && x->written > x->flushed)
+	if (rc == E_OK)
 		start_writeback(x, true);
 	if (rc == E_OK && x->final_path != NULL && fsync(x->fd) != 0)
 		rc = err_errno(E_IO, errno, "syncing %s", x->path);
