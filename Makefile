@@ -38,8 +38,12 @@ deps-demo:
 walc: $(BUILD)/walc
 	@cp $< $@.tmp && mv -f $@.tmp $@
 
-$(BUILD)/walc: $(CMD_OBJ) $(BUILD)/libwalc.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libwalc.a $(LDLIBS)
+# An ASan build's walc also links test/san/hugebss.c: its .bss on huge pages, which makes
+# LeakSanitizer's scan at exit about 25 ms cheaper a process (see the file).
+SAN_OBJ := $(if $(findstring -fsanitize=address,$(EXTRA_LDFLAGS)),$(BUILD)/test/san/hugebss.o)
+
+$(BUILD)/walc: $(CMD_OBJ) $(SAN_OBJ) $(BUILD)/libwalc.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CMD_OBJ) $(SAN_OBJ) $(BUILD)/libwalc.a $(LDLIBS)
 
 $(BUILD)/libwalc.a: $(LIB_OBJ)
 	@rm -f $@
