@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The storage matrix (objstore_matrix.sh) on Azure Blob Storage (Azurite): WAL of every codec with and
+# The storage matrix (objstore_matrix.sh) on Azure Blob Storage (Azurite): WAL of every codec, with and
 # without libsodium, local, delta and remote backups restored and compared, delta restore,
 # PITR, retention with batched deletes, st.
 # integration: long
