@@ -99,14 +99,13 @@ for n in $(seq 1 "$RUNS"); do
 		"$WALC" wal-push "$d/pgdata/pg_wal/${SEGS[0]}")
 	assert_no_sanitizer_reports "$d/err"
 	case $r in killed*) killed=$((killed + 1)) ;; *) finished=$((finished + 1)) ;; esac
-	# what a reader sees right after the kill
-	out=$(env "${PENV[@]}" "${CHECK[@]}" repo "$WALC" "$d/repo" --segments "$T/segs" --wal-size $SEGSIZE) ||
-		fail "wal-push run $n ($r, ${PENV[*]}): a visible object does not decode to its segment: $out"
+	# what a reader sees right after the kill; every marker names a segment whose object is complete
+	out=$(env "${PENV[@]}" "${CHECK[@]}" repo "$WALC" "$d/repo" --segments "$T/segs" --wal-size $SEGSIZE \
+		--markers "$d/pgdata/pg_wal/walg_data/walg_archive_status") ||
+		fail "wal-push run $n ($r, ${PENV[*]}): a visible object does not decode to its segment, or a marker claims an incomplete upload: $out"
 	objs=$(printf '%s\n' "$out" | awk 'NR == 1 { print $2 }')
 	hidden=$(printf '%s\n' "$out" | awk 'NR == 1 { print $10 }')
-	out=$(env "${PENV[@]}" "${CHECK[@]}" markers "$WALC" "$d/repo" "$d/pgdata/pg_wal/walg_data/walg_archive_status" "$T/segs") ||
-		fail "wal-push run $n ($r): a marker claims an incomplete upload: $out"
-	markers=${out#markers }
+	markers=$(printf '%s\n' "$out" | awk 'NR == 1 { print $12 }')
 	# PostgreSQL's archiver retries every segment, oldest first
 	for s in "${SEGS[@]}"; do
 		wrun "${PENV[@]}" PGDATA="$d/pgdata" WALG_FILE_PREFIX="$d/repo" -- wal-push "$d/pgdata/pg_wal/$s"
