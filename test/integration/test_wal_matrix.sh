@@ -23,7 +23,7 @@
 # Knobs: MIN_SEGMENTS (default 20), PGBENCH_RATE (pgbench -R during the backup, default 100 tps:
 # bounds the WAL volume. After the backup's checkpoint nearly every transaction writes full
 # pages: 250 tps made about 50 segments, each pushed ten times and fetched and decoded ten
-# times, which took 4.5 minutes under the sanitized build; MIN_SEGMENTS is the floor either way).
+# times, against 31 files at 100 tps; MIN_SEGMENTS is the floor either way).
 # shellcheck source=lib.sh
 # integration: long
 . "$(dirname "$0")/lib.sh"
