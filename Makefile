@@ -79,9 +79,16 @@ endif
 # --wrap=memcpy) is tested here on its own, its long copies going to the C library's memcpy.
 $(BUILD)/test/test_core: LDFLAGS += -Wl,--defsym=__real_memcpy=memcpy
 
-$(BUILD)/test/%: test/unit/%.c $(BUILD)/libwalc.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libwalc.a -lcmocka $(LDLIBS)
+# Unit programs and fuzz targets are compiled, then linked: a compile-and-link command is one
+# that ccache (.ci/run) cannot cache. Their objects are kept (not intermediate).
+UNIT_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o)
+FUZZ_OBJ  := $(FUZZ_SRC:%.c=$(BUILD)/%.o)
+.SECONDARY: $(UNIT_OBJ) $(FUZZ_OBJ)
+$(UNIT_OBJ): test/unit/unit.h
+$(FUZZ_OBJ): test/fuzz/fuzz_codec.h
+
+$(BUILD)/test/%: $(BUILD)/test/unit/%.o $(BUILD)/libwalc.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libwalc.a -lcmocka $(LDLIBS)
 
 # make test: set up (idempotent), build, unit tests, then integration tests with real servers.
 # Integration tests run INTEGRATION_JOBS at a time (the tests wait on servers more than they
@@ -172,9 +179,9 @@ fuzz-build:
 	$(MAKE) $(SUB_JOBS) BUILD=build-fuzz CC=clang \
 	  EXTRA_CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" fuzz-bins
 fuzz-bins: $(BUILD)/libwalc.a $(FUZZ_SRC:test/fuzz/%.c=$(BUILD)/fuzz/%)
-$(BUILD)/fuzz/%: test/fuzz/%.c $(BUILD)/libwalc.a
+$(BUILD)/fuzz/%: $(BUILD)/test/fuzz/%.o $(BUILD)/libwalc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(BUILD)/libwalc.a $(LDLIBS)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(BUILD)/libwalc.a $(LDLIBS)
 
 fuzz: fuzz-build
 	@test/fuzz/run.sh build-fuzz/fuzz $(FUZZ_TIME)
