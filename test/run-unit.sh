@@ -35,6 +35,13 @@ report() {
 
 progs=("$@")
 next=0 # the next program to report
+# drain: reports the finished programs that come next in the given order
+drain() {
+	while [ -f "$work/$next.rc" ]; do
+		report "$next" "${progs[$next]}"
+		next=$((next + 1))
+	done
+}
 running=0
 for i in "${!progs[@]}"; do
 	while [ "$running" -ge "$jobs" ]; do
@@ -43,15 +50,9 @@ for i in "${!progs[@]}"; do
 	done
 	run_one "$i" "${progs[$i]}" &
 	running=$((running + 1))
-	while [ -f "$work/$next.rc" ]; do
-		report "$next" "${progs[$next]}"
-		next=$((next + 1))
-	done
+	drain
 done
 wait
-while [ "$next" -lt "${#progs[@]}" ]; do
-	report "$next" "${progs[$next]}"
-	next=$((next + 1))
-done
+drain
 echo "unit: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
