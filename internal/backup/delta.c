@@ -14,8 +14,6 @@
 #include "internal/pg/pg.h"
 #include "internal/tar/tar.h"
 
-#define SCAN_CHUNK (128u * PG_PAGE_SIZE)
-
 static err_code full_because(const char *why)
 {
 	log_info("taking a full backup: %s", why);
@@ -33,27 +31,22 @@ static int64_t mtime_ns(time_t sec, long nsec)
 err_code delta_add_file(void *arg, const char *name, const json_t *rec)
 {
 	delta_base *d = arg;
-	d->adding.size = sizeof(base_file);
-	base_file *f = recs_add(&d->adding);
-	hash128(name, strlen(name), f->name);
 	const char *mt = json_string_value(catalog_json_get(rec, "MTime"));
 	time_t sec;
 	long nsec;
-	f->mtime_ns = mt != NULL && time_parse_rfc3339(mt, &sec, &nsec) ? mtime_ns(sec, nsec)
-																	 : INT64_MIN;
+	if (d->files == NULL)
+		d->files = base_files_new();
+	base_files_add(d->files, name,
+				   mt != NULL && time_parse_rfc3339(mt, &sec, &nsec) ? mtime_ns(sec, nsec)
+																	  : INT64_MIN);
 	return E_OK;
 }
 
-void delta_files_sort(delta_base *d)
+void delta_files_finish(delta_base *d)
 {
-	d->nfiles = d->adding.n;
-	d->files = recs_take(&d->adding);
-	if (d->nfiles == 0)
-		return;
-	qsort(d->files, d->nfiles, sizeof(*d->files), hash128_cmp);
-	for (size_t i = 1; i < d->nfiles; i++)
-		if (hash128_cmp(&d->files[i - 1], &d->files[i]) == 0)
-			d->files[i - 1].mtime_ns = d->files[i].mtime_ns = INT64_MIN;
+	if (d->files == NULL)
+		d->files = base_files_new();
+	base_files_finish(d->files);
 }
 
 err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d)
@@ -112,7 +105,7 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 	}
 	if ((rc = catalog_files_each(r, cand, delta_add_file, NULL, d)) != E_OK)
 		goto out;
-	delta_files_sort(d);
+	delta_files_finish(d);
 	d->active = true;
 	d->name = cand;
 	cand = NULL;
@@ -156,8 +149,7 @@ err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn
 
 void delta_free(delta_base *d)
 {
-	recs_free(&d->adding);
-	free(d->files);
+	base_files_free(d->files);
 	free(d->name);
 	free(d->full_name);
 	memset(d, 0, sizeof(*d));
@@ -202,34 +194,31 @@ delta_kind delta_classify(const delta_base *d, const char *member, const struct 
 {
 	if (!d->active)
 		return DELTA_WHOLE;
-	base_file key = { { 0, 0 }, 0 };
-	hash128(member, strlen(member), key.name);
-	const base_file *f = d->nfiles == 0
-		? NULL
-		: bsearch(&key, d->files, d->nfiles, sizeof(*d->files), hash128_cmp);
-	if (f == NULL)
+	uint32_t fp;
+	if (!base_files_find(d->files, member, &fp))
 		return DELTA_WHOLE;
-	if (d->start != 0 && f->mtime_ns != INT64_MIN &&
-		f->mtime_ns == mtime_ns(sb->st_mtim.tv_sec, sb->st_mtim.tv_nsec) &&
+	if (d->start != 0 && fp != 0 &&
+		fp == base_files_mtime_fp(mtime_ns(sb->st_mtim.tv_sec, sb->st_mtim.tv_nsec)) &&
 		sb->st_mtim.tv_sec + DELTA_MTIME_MARGIN < d->start)
 		return DELTA_SKIP;
 	return delta_is_paged(member, (uint64_t)sb->st_size) ? DELTA_INCREMENT : DELTA_WHOLE;
 }
 
-err_code delta_scan(int fd, const char *path, uint64_t size, uint64_t since_lsn, uint32_t **blocks,
-					uint32_t *n, bool *usable)
+err_code delta_scan(int fd, const char *path, uint64_t size, uint64_t since_lsn,
+					unsigned char *buf, uint32_t **blocks, uint32_t *n, bool *usable)
 {
-	unsigned char *buf = xmalloc(SCAN_CHUNK);
 	uint64_t npages = size / PG_PAGE_SIZE;
-	uint32_t *list = xmalloc((npages ? npages : 1) * sizeof(uint32_t));
+	/* Grown as pages are found: most scans find few, and a 1 GiB segment has 131,072. */
+	size_t cap = npages < 1024 ? (npages ? (size_t)npages : 1) : 1024;
+	uint32_t *list = xmalloc(cap * sizeof(uint32_t));
 	uint32_t count = 0;
 	err_code rc = E_OK;
 
 	*usable = true;
 	for (uint64_t blk = 0; blk < npages && *usable;) {
-		size_t want = (npages - blk) * PG_PAGE_SIZE < SCAN_CHUNK
+		size_t want = (npages - blk) * PG_PAGE_SIZE < DELTA_SCAN_CHUNK
 			? (size_t)((npages - blk) * PG_PAGE_SIZE)
-			: SCAN_CHUNK;
+			: DELTA_SCAN_CHUNK;
 		ssize_t got = pread(fd, buf, want, (off_t)(blk * PG_PAGE_SIZE));
 		if (got < 0) {
 			if (errno == EINTR)
@@ -242,15 +231,18 @@ err_code delta_scan(int fd, const char *path, uint64_t size, uint64_t since_lsn,
 		for (size_t off = 0; off + PG_PAGE_SIZE <= (size_t)got; off += PG_PAGE_SIZE, blk++) {
 			const unsigned char *page = buf + off;
 			if (pg_page_is_new(page) ||
-				(pg_page_header_valid(page) && pg_page_lsn(page) >= since_lsn))
+				(pg_page_header_valid(page) && pg_page_lsn(page) >= since_lsn)) {
+				if (count == cap) {
+					cap = 2 * cap < npages ? 2 * cap : (size_t)npages;
+					list = xrealloc(list, cap * sizeof(uint32_t));
+				}
 				list[count++] = (uint32_t)blk;
-			else if (!pg_page_header_valid(page)) {
+			} else if (!pg_page_header_valid(page)) {
 				*usable = false; /* a page we cannot judge: store the whole file */
 				break;
 			}
 		}
 	}
-	free(buf);
 	if (rc != E_OK || !*usable) {
 		free(list);
 		list = NULL;

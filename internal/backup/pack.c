@@ -15,7 +15,7 @@
 #include "internal/pg/pg.h"
 #include "internal/tar/tar.h"
 
-#define READ_CHUNK (1u << 20)
+#define READ_CHUNK (1u << 20) /* at least DELTA_SCAN_CHUNK */
 /*
  * Frames for ranged reads (backup-fetch --delta reads only the files it restores): a member
  * starts a new compression frame when the frame under way holds FRAME_MIN bytes of tar, or
@@ -177,7 +177,7 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 	if (*kind == DELTA_INCREMENT) {
 		uint32_t *blocks, n;
 		bool usable;
-		err_code rc = delta_scan(fd, e->path, size, st->delta.lsn, &blocks, &n, &usable);
+		err_code rc = delta_scan(fd, e->path, size, st->delta.lsn, buf, &blocks, &n, &usable);
 		if (rc == E_OK && usable) {
 			if (verifying(st, e))
 				for (uint32_t i = 0; i < n; i++)

@@ -10,15 +10,25 @@
 #include "internal/tar/tar.h"
 
 /*
- * What a delta push needs of each file its base recorded: 24 bytes a file, read from the
- * base's files_metadata.json as a stream. Names are kept as XXH3-128 hashes: a wrong match
- * needs two of the cluster's names to collide in 128 bits. A skipped file's record needs
- * nothing more: delta restore finds its checksum by following IsSkipped down the chain.
+ * What a delta push needs of each file its base recorded (basefiles.c): whether the base has
+ * it, and a 32-bit fingerprint of its MTime, read from the base's files_metadata.json as a
+ * stream into about 5 bytes a relation file. A name's key is exact for relation files and an
+ * XXH3-128 for any other, so a wrong match needs two names to collide in 128 bits; a changed
+ * file is skipped for an equal fingerprint only if it also predates the base's start (delta.c),
+ * and its MTime differs in the 32 bits with a chance of 1 in 2^32. A skipped file's record
+ * needs nothing more: delta restore finds its checksum by following IsSkipped down the chain.
  */
-typedef struct base_file {
-	uint64_t name[2]; /* XXH3-128 of the member name */
-	int64_t mtime_ns; /* MTime; INT64_MIN when unreadable, which equals no file's */
-} base_file;
+typedef struct base_files base_files;
+base_files *base_files_new(void);
+/* mtime_ns INT64_MIN: unknown, never skipped. */
+void base_files_add(base_files *b, const char *name, int64_t mtime_ns);
+/* Once every file is in; a name added twice is never skipped. */
+void base_files_finish(base_files *b);
+/* Whether the base has name, and then *mtime_fp, its MTime's fingerprint (0: never skip). */
+bool base_files_find(const base_files *b, const char *name, uint32_t *mtime_fp);
+/* 0 for INT64_MIN, which no file's MTime equals; never 0 otherwise. */
+uint32_t base_files_mtime_fp(int64_t mtime_ns);
+void base_files_free(base_files *b);
 
 /* The base of a delta backup, chosen before the backup starts. */
 typedef struct delta_base {
@@ -32,9 +42,7 @@ typedef struct delta_base {
 	uint64_t system_id;
 	time_t start; /* the base's start time, 0 when unknown */
 	long start_nsec;
-	recs adding;	  /* its Files as delta_add_file reads them */
-	base_file *files; /* then, by delta_files_sort, sorted by name hash */
-	size_t nfiles;
+	base_files *files; /* its Files, as delta_add_file reads them */
 } delta_base;
 
 typedef enum delta_kind { DELTA_WHOLE, DELTA_INCREMENT, DELTA_SKIP } delta_kind;
@@ -47,18 +55,24 @@ err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn
 void delta_free(delta_base *d);
 /*
  * The base's table, filled from catalog_files_each (a catalog_file_fn taking d), then
- * sorted once every entry is in; a name recorded twice is never skipped.
+ * finished once every entry is in; a name recorded twice is never skipped.
  */
 err_code delta_add_file(void *d, const char *name, const json_t *rec);
-void delta_files_sort(delta_base *d);
+void delta_files_finish(delta_base *d);
 bool delta_is_paged(const char *member, uint64_t size);
 delta_kind delta_classify(const delta_base *d, const char *member, const struct stat *sb);
 /*
- * Pages of a paged file to store: new ones and those whose LSN is at or past since_lsn.
- * *usable is false when a page has an invalid header (store the file whole).
+ * Pages of a paged file to store: new ones and those whose LSN is at or past since_lsn, read
+ * through the first DELTA_SCAN_CHUNK bytes of buf (a packer's read buffer). *usable is false
+ * when a page has an invalid header (store the file whole).
+ *
+ * A scan's own buffer, allocated and freed for each file, made the push's peak RSS swing by
+ * its size (1 MiB each at a time); smaller ones stay resident in the allocator (mimalloc's
+ * medium pages). The first 128 KiB of a packer's buffer are touched by its reads anyway.
  */
+#define DELTA_SCAN_CHUNK (16u * PG_PAGE_SIZE)
 err_code delta_scan(int fd, const char *path, uint64_t size, uint64_t since_lsn,
-					uint32_t **blocks, uint32_t *n, bool *usable);
+					unsigned char *buf, uint32_t **blocks, uint32_t *n, bool *usable);
 /* Bytes of an increment member holding n pages. */
 uint64_t delta_increment_size(uint32_t n);
 /*

@@ -2,7 +2,8 @@
  * libFuzzer target for files_metadata.json read as a stream (catalog's reader of Files and
  * TarFileSets), fed in two pieces split where the first byte says, into the delta push's
  * table of its base and the restore's file table: the scanner's bracket and string tracking,
- * jansson on each entry and name, the tables' sorts and lookups.
+ * jansson on each entry and name, the tables' sorts and lookups; every name added to the delta
+ * push's table must be found in it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,16 +12,22 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+#define KEPT_NAMES 64
+
 typedef struct tables {
 	delta_base d;
 	file_table t;
 	size_t found;
+	char *names[KEPT_NAMES]; /* the first names added, each of which must be found */
+	size_t nnames;
 } tables;
 
 static err_code add_file(void *arg, const char *name, const json_t *rec)
 {
 	tables *b = arg;
 	TRY(delta_add_file(&b->d, name, rec));
+	if (b->nnames < KEPT_NAMES)
+		b->names[b->nnames++] = xstrdup(name);
 	return file_table_add(&b->t, name, rec);
 }
 
@@ -51,14 +58,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rc = sink_finish(s);
 	sink_free(s);
 	if (rc == E_OK) {
-		delta_files_sort(&b.d);
+		delta_files_finish(&b.d);
 		struct stat sb = { 0 };
 		(void)delta_classify(&b.d, "/base/1/1", &sb);
+		uint32_t fp;
+		for (size_t i = 0; i < b.nnames; i++)
+			if (!base_files_find(b.d.files, b.names[i], &fp))
+				abort(); /* a name the base has, not found */
 		if (file_table_end(&b.t, "fuzz") == E_OK)
 			(void)file_table_find(&b.t, "/base/1/1");
 	}
 	err_clear();
 	delta_free(&b.d);
 	file_table_free(&b.t);
+	for (size_t i = 0; i < b.nnames; i++)
+		free(b.names[i]);
 	return 0;
 }

@@ -59,7 +59,9 @@ static void test_scan_and_golden_increment(void **state)
 	int fd = open(path, O_RDONLY);
 	uint32_t *blocks, n;
 	bool usable;
-	assert_int_equal(delta_scan(fd, path, 6 * PG_PAGE_SIZE, since, &blocks, &n, &usable), E_OK);
+	unsigned char *scan_buf = xmalloc(DELTA_SCAN_CHUNK);
+	assert_int_equal(delta_scan(fd, path, 6 * PG_PAGE_SIZE, since, scan_buf, &blocks, &n, &usable),
+					 E_OK);
 	assert_true(usable);
 	assert_int_equal(n, 4);
 	assert_int_equal(blocks[0], 1);
@@ -105,13 +107,38 @@ static void test_scan_and_golden_increment(void **state)
 	free(path);
 	path = write_pages(pages, 6);
 	fd = open(path, O_RDONLY);
-	assert_int_equal(delta_scan(fd, path, 6 * PG_PAGE_SIZE, since, &blocks, &n, &usable), E_OK);
+	assert_int_equal(delta_scan(fd, path, 6 * PG_PAGE_SIZE, since, scan_buf, &blocks, &n, &usable),
+					 E_OK);
 	assert_false(usable);
 	assert_null(blocks);
 	close(fd);
 	unlink(path);
 	free(path);
 	free(pages);
+	free(scan_buf);
+}
+
+/* 1,500 new pages, read in many chunks: every one is listed, past the list's first 1,024. */
+static void test_scan_many_pages(void **state)
+{
+	(void)state;
+	char *path = write_pages(NULL, 0);
+	int fd = open(path, O_RDWR);
+	assert_int_equal(ftruncate(fd, 1500 * PG_PAGE_SIZE), 0);
+	unsigned char *buf = xmalloc(DELTA_SCAN_CHUNK);
+	uint32_t *blocks, n;
+	bool usable;
+	assert_int_equal(delta_scan(fd, path, 1500 * PG_PAGE_SIZE, 0x200, buf, &blocks, &n, &usable),
+					 E_OK);
+	assert_true(usable);
+	assert_int_equal(n, 1500);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(blocks[i], i);
+	free(blocks);
+	free(buf);
+	close(fd);
+	unlink(path);
+	free(path);
 }
 
 static void test_paged_names(void **state)
@@ -135,7 +162,7 @@ static void base_from(delta_base *d, const char *json)
 	assert_int_equal(sink_write(s, json, strlen(json)), E_OK);
 	assert_int_equal(sink_finish(s), E_OK);
 	sink_free(s);
-	delta_files_sort(d);
+	delta_files_finish(d);
 }
 
 /* A one-page file last modified at the RFC 3339 time mtime. */
@@ -181,11 +208,65 @@ static void test_base_name_twice(void **state)
 	base_from(&d, "{\"Files\": {\"/base/5/1\": {\"MTime\": \"2023-11-14T22:13:00Z\"},"
 				  "\"/base/5/2\": {\"MTime\": \"2023-11-14T22:13:00Z\"},"
 				  "\"/base/5/2\": {\"MTime\": \"2023-11-14T22:13:00Z\"}}}");
-	assert_int_equal(d.nfiles, 3);
 	struct stat sb = page_file_at("2023-11-14T22:13:00Z");
 	assert_int_equal(delta_classify(&d, "/base/5/1", &sb), DELTA_SKIP);
 	assert_int_equal(delta_classify(&d, "/base/5/2", &sb), DELTA_INCREMENT);
 	delta_free(&d);
+}
+
+/* The i-th of many names: three folders, even relfilenodes, every fork, some segments. */
+static void many_name(size_t i, char *out, size_t len)
+{
+	static const char *const dirs[] = { "/base/1", "/base/16384",
+										"/pg_tblspc/16406/PG_15_202209061/5" };
+	static const char *const suffixes[] = { "", "_fsm", "_vm", "_init", ".1", ".37", "_fsm.2" };
+	size_t k = i / 3;
+	snprintf(out, len, "%s/%zu%s", dirs[i % 3], 2 * (k / 7) + 2, suffixes[k % 7]);
+}
+
+/*
+ * More files than one run holds, added in a scrambled order, some twice in different runs:
+ * every name is found with its MTime's fingerprint, a name added twice with none, and no
+ * neighbour or other spelling of a name is taken for it.
+ */
+static void test_base_files_many(void **state)
+{
+	(void)state;
+	enum { N = 3 * 16384 * 7 / 4 };
+	char name[96];
+	base_files *b = base_files_new();
+	for (size_t j = 0; j < N; j++) {
+		size_t i = (j * 7919) % N; /* 7919 is prime and does not divide N: a permutation */
+		many_name(i, name, sizeof(name));
+		base_files_add(b, name, (int64_t)i * 1000003);
+		if (i % 1000 == 17)
+			base_files_add(b, name, 5); /* again, later: in another run */
+	}
+	base_files_add(b, "/pg_xact/0000", 42);
+	base_files_add(b, "/base/1/pg_filenode.map", INT64_MIN);
+	base_files_finish(b);
+	uint32_t fp;
+	for (size_t i = 0; i < N; i++) {
+		many_name(i, name, sizeof(name));
+		assert_true(base_files_find(b, name, &fp));
+		assert_int_equal(fp, i % 1000 == 17 ? 0 : base_files_mtime_fp((int64_t)i * 1000003));
+	}
+	assert_true(base_files_find(b, "/pg_xact/0000", &fp));
+	assert_int_equal(fp, base_files_mtime_fp(42));
+	assert_true(base_files_find(b, "/base/1/pg_filenode.map", &fp));
+	assert_int_equal(fp, 0);
+	static const char *const absent[] = {
+		"/base/1/3",	 "/base/1/1",	 "/base/1/0",		 "/base/1/02",
+		"/base/1/2.0",	 "/base/1/2.01", "/base/1/2_foo",	 "/base/1/2_fsm_vm",
+		"/base/1/2 ",	 "/base/1/2.",	 "/base/2/2",		 "/base/16384/99999999",
+		"/pg_xact/0001", "2",			 "/base/1//2",		 "/base/1/4294967298",
+		"/base/16384/2.9", "/base/1/2_init.1", "/pg_tblspc/16406/PG_15_202209061/6/2",
+	};
+	for (size_t i = 0; i < sizeof(absent) / sizeof(*absent); i++)
+		assert_false(base_files_find(b, absent[i], &fp));
+	base_files_free(b);
+	assert_int_equal(base_files_mtime_fp(INT64_MIN), 0);
+	assert_int_not_equal(base_files_mtime_fp(0), 0);
 }
 
 /* What the member reader passed on, as text: fetch's extractor and verify's checker see this. */
@@ -315,9 +396,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_scan_and_golden_increment),
+		cmocka_unit_test(test_scan_many_pages),
 		cmocka_unit_test(test_paged_names),
 		cmocka_unit_test(test_skip_needs_margin),
 		cmocka_unit_test(test_base_name_twice),
+		cmocka_unit_test(test_base_files_many),
 		cmocka_unit_test(test_member_reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
