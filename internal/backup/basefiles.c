@@ -217,7 +217,7 @@ static void writer_emit(writer *w, const rel_rec *r)
 		w->nblocks++;
 		w->in_block = 0;
 	} else {
-		/* One byte for a main fork, or a fork of a relfilenode up to 15 past the last. */
+		/* One byte for a file of a relfilenode up to 15 past the last, without a segment. */
 		uint32_t seg = r->forkseg >> 2;
 		n += varint_put(buf, (uint64_t)(r->rel - w->prev.rel) << 3 | (r->forkseg & 3) << 1 |
 							(seg != 0));
