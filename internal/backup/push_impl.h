@@ -13,10 +13,12 @@
  * What a delta push needs of each file its base recorded (basefiles.c): whether the base has
  * it, and a 32-bit fingerprint of its MTime, read from the base's files_metadata.json as a
  * stream into about 5 bytes a relation file. A name's key is exact for relation files and an
- * XXH3-128 for any other, so a wrong match needs two names to collide in 128 bits; a changed
- * file is skipped for an equal fingerprint only if it also predates the base's start (delta.c),
- * and its MTime differs in the 32 bits with a chance of 1 in 2^32. A skipped file's record
- * needs nothing more: delta restore finds its checksum by following IsSkipped down the chain.
+ * XXH3-128 for any other, so a wrong match needs two names to collide in 128 bits. A file is
+ * skipped for an equal fingerprint only if it also predates the base's start (delta.c): a file
+ * changed since has a later mtime, and one changed and then given an old mtime is taken for
+ * unchanged only if the two MTimes' fingerprints collide, a chance of 1 in 2^32. A skipped
+ * file's record needs nothing more: delta restore finds its checksum by following IsSkipped
+ * down the chain.
  */
 typedef struct base_files base_files;
 base_files *base_files_new(void);
