@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Debian package installation for walc's scripts (sourced by deploy/deps.sh,
-# deploy/static/build.sh and test/deploy/check.sh):
+# deploy/static/build.sh, deploy/pgchroot.sh and test/deploy/check.sh):
 #
 #   apt_install PACKAGE...  installs those not installed yet (apt-get update first)
 #   apt_get ARGS...         apt-get ARGS, as root or through sudo, non-interactive

@@ -24,6 +24,9 @@
 #
 # Environment: WALC_PG_CACHE (cache root), WALC_PG_MIRROR (default http://deb.debian.org/debian).
 set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=apt.sh
+. "$HERE/apt.sh"
 
 CACHE=${WALC_PG_CACHE:-/var/cache/walc-pg}
 MIRROR=${WALC_PG_MIRROR:-http://deb.debian.org/debian}
@@ -141,10 +144,11 @@ build() {
 		echo "$dir/root"
 		return 0
 	fi
+	# The version matrix builds chroots in parallel: apt_install waits for apt's lock where a
+	# bare apt-get failed at once in the second builder (two of three releases lost that way).
 	command -v debootstrap >/dev/null || {
 		msg "installing debootstrap"
-		apt-get update -q >/dev/null
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null
+		apt_install debootstrap >/dev/null
 	}
 	msg "no current $rel chroot (key $(key_of "$rel")): building it (log: $dir/build.log)"
 	mkdir -p "$dir"
