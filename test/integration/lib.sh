@@ -269,6 +269,23 @@ cmd_wrapper() {
 # walc_wrapper VAR=VALUE...: $T/walc.sh, walc as archive_command and restore_command run it
 walc_wrapper() { cmd_wrapper "$T/walc.sh" "$WALC_PG" "$@"; }
 
+# walg_required: WALG, the WAL-G binary ($WALC_WALG, default <repo>/../shared/tools/wal-g:
+# walc's developers have it there; it is not part of walc). Without it the test prints
+# "skipped: ..." and passes. Called before it_setup.
+walg_required() {
+	WALG=${WALC_WALG:-$ROOT/../shared/tools/wal-g}
+	if [ ! -x "$WALG" ]; then
+		echo "skipped: no WAL-G binary at $WALG (set WALC_WALG to the wal-g v3.0.9 binary to run this test)"
+		exit 0
+	fi
+}
+# walg_wrapper VAR=VALUE...: $T/walg.sh, a copy of WAL-G as archive_command and
+# restore_command run it, with $T/bin first in PATH: its prefetcher runs `wal-g` from PATH
+walg_wrapper() {
+	cp "$WALG" "$T/bin/wal-g"
+	cmd_wrapper "$T/walg.sh" "$T/bin/wal-g" PATH="$T/bin:/usr/bin:/bin" "$@"
+}
+
 # A configuration matrix: one environment file and wrapper per configuration name, and an
 # archive_command that pushes to every configuration. A name is CODEC or CODEC-TRANSFORM (a
 # libsodium key transform: that configuration encrypts with $T/key.TRANSFORM).

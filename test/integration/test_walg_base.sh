@@ -9,11 +9,7 @@
 # have it there; it is not part of walc). Without it the test prints "skipped: ..." and passes.
 . "$(dirname "$0")/lib.sh"
 
-WALG=${WALC_WALG:-$ROOT/../shared/tools/wal-g}
-if [ ! -x "$WALG" ]; then
-	echo "skipped: no WAL-G binary at $WALG (set WALC_WALG to the wal-g v3.0.9 binary to run this test)"
-	exit 0
-fi
+walg_required
 it_setup walg_base
 log "WAL-G: $("$WALG" --version 2>&1 | head -n 1)"
 
@@ -23,10 +19,7 @@ chmod 644 "$T/key"
 E=(WALG_FILE_PREFIX="$T/repo" WALG_COMPRESSION_METHOD=zstd WALG_LIBSODIUM_KEY_PATH="$T/key"
 	WALG_LIBSODIUM_KEY_TRANSFORM=base64 WALG_DELTA_MAX_STEPS=2)
 walc_wrapper "${E[@]}"
-cp "$WALG" "$T/bin/wal-g"
-printf '#!/bin/sh\nexec env HOME=%s PATH=%s:/usr/bin:/bin %s %s/wal-g "$@"\n' \
-	"'$T/home'" "'$T/bin'" "$(printf "'%s' " "${E[@]}")" "'$T/bin'" >"$T/walg.sh"
-chmod 755 "$T/walg.sh"
+walg_wrapper "${E[@]}"
 pg_own "$T"
 
 pgbench_source 2 archive.log
