@@ -28,6 +28,17 @@ static int64_t mtime_ns(time_t sec, long nsec)
 	return (int64_t)sec * 1000000000 + nsec;
 }
 
+/* 0 for INT64_MIN, which no file's MTime equals; never 0 otherwise. */
+static uint32_t mtime_fp(int64_t ns)
+{
+	if (ns == INT64_MIN)
+		return 0;
+	uint64_t h[2];
+	hash128(&ns, sizeof(ns), h);
+	uint32_t fp = (uint32_t)h[0];
+	return fp != 0 ? fp : 1;
+}
+
 err_code delta_add_file(void *arg, const char *name, const json_t *rec)
 {
 	delta_base *d = arg;
@@ -35,18 +46,19 @@ err_code delta_add_file(void *arg, const char *name, const json_t *rec)
 	time_t sec;
 	long nsec;
 	if (d->files == NULL)
-		d->files = base_files_new();
-	base_files_add(d->files, name,
-				   mt != NULL && time_parse_rfc3339(mt, &sec, &nsec) ? mtime_ns(sec, nsec)
-																	  : INT64_MIN);
+		d->files = keytab_new(1);
+	int64_t ns = mt != NULL && time_parse_rfc3339(mt, &sec, &nsec) ? mtime_ns(sec, nsec) : INT64_MIN;
+	uint64_t key[2], fp = mtime_fp(ns);
+	pg_name_key(name, key);
+	keytab_add(d->files, key, &fp);
 	return E_OK;
 }
 
 void delta_files_finish(delta_base *d)
 {
 	if (d->files == NULL)
-		d->files = base_files_new();
-	base_files_finish(d->files);
+		d->files = keytab_new(1);
+	keytab_finish(d->files); /* a name listed twice keeps fingerprint 0 */
 }
 
 err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d)
@@ -149,7 +161,7 @@ err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn
 
 void delta_free(delta_base *d)
 {
-	base_files_free(d->files);
+	keytab_free(d->files);
 	free(d->name);
 	free(d->full_name);
 	memset(d, 0, sizeof(*d));
@@ -194,11 +206,12 @@ delta_kind delta_classify(const delta_base *d, const char *member, const struct 
 {
 	if (!d->active)
 		return DELTA_WHOLE;
-	uint32_t fp;
-	if (!base_files_find(d->files, member, &fp))
+	uint64_t key[2], fp;
+	pg_name_key(member, key);
+	if (!keytab_find(d->files, key, &fp, NULL))
 		return DELTA_WHOLE;
 	if (d->start != 0 && fp != 0 &&
-		fp == base_files_mtime_fp(mtime_ns(sb->st_mtim.tv_sec, sb->st_mtim.tv_nsec)) &&
+		fp == mtime_fp(mtime_ns(sb->st_mtim.tv_sec, sb->st_mtim.tv_nsec)) &&
 		sb->st_mtim.tv_sec + DELTA_MTIME_MARGIN < d->start)
 		return DELTA_SKIP;
 	return delta_is_paged(member, (uint64_t)sb->st_size) ? DELTA_INCREMENT : DELTA_WHOLE;

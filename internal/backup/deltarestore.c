@@ -53,23 +53,23 @@ static err_code check_stopped_and_ours(const char *dest, const chain *c, bool fo
 }
 
 /* The size and checksum the restore result would have: follow IsSkipped down the chain. */
-static const file_sum *expected_sum(const chain *c, const uint64_t name[2])
+static const file_sum *expected_sum(const chain *c, const uint64_t key[2])
 {
 	for (size_t i = c->n; i-- > 0;) {
 		const file_table *t = files_of(&c->lv[i]);
-		const file_rec *f = file_table_find_hash(t, name);
-		if (f == NULL || (f->flags & FILE_INCREMENTED))
+		file_rec f;
+		if (!file_table_find_key(t, key, &f) || (f.flags & FILE_INCREMENTED))
 			return NULL; /* pages applied on a base: no whole-file sum to compare */
-		if (f->flags & FILE_SKIPPED)
+		if (f.flags & FILE_SKIPPED)
 			continue;
-		return (f->flags & FILE_SUM) && (f->flags & FILE_SIZE) ? file_table_sum(t, f) : NULL;
+		return (f.flags & FILE_SUM) && (f.flags & FILE_SIZE) ? file_table_sum(t, &f) : NULL;
 	}
 	return NULL;
 }
 
 typedef struct probe {
 	char *member;
-	uint64_t name[2];
+	uint64_t key[2]; /* its pg_name_key */
 	const file_sum *want;
 	bool intact;
 } probe;
@@ -84,7 +84,7 @@ typedef struct probes {
 	probe p[PROBE_BATCH];
 	size_t n;
 	size_t next; /* atomic: the next probe a worker takes */
-	hash_set intact;
+	keytab *intact; /* keys of the files found intact */
 } probes;
 
 static err_code hash_worker(void *arg)
@@ -119,7 +119,7 @@ static void probe_batch(probes *j)
 	group_free(g);
 	for (size_t i = 0; i < j->n; i++) {
 		if (j->p[i].intact)
-			hash_set_add(&j->intact, j->p[i].name);
+			keytab_add(j->intact, j->p[i].key, NULL);
 		free(j->p[i].member);
 	}
 	j->n = 0;
@@ -129,12 +129,12 @@ static err_code probe_file(void *arg, const char *name, const json_t *rec)
 {
 	probes *j = arg;
 	(void)rec;
-	uint64_t h[2];
-	hash128(name, strlen(name), h);
-	const file_sum *want = expected_sum(j->c, h);
+	uint64_t key[2];
+	pg_name_key(name, key);
+	const file_sum *want = expected_sum(j->c, key);
 	if (want == NULL)
 		return E_OK;
-	j->p[j->n++] = (probe){ xstrdup(name), { h[0], h[1] }, want, false };
+	j->p[j->n++] = (probe){ xstrdup(name), { key[0], key[1] }, want, false };
 	if (j->n == PROBE_BATCH)
 		probe_batch(j);
 	return E_OK;
@@ -142,7 +142,7 @@ static err_code probe_file(void *arg, const char *name, const json_t *rec)
 
 static bool keep_name(const file_table *files, const char *member)
 {
-	if (file_table_find(files, member) != NULL)
+	if (file_table_find(files, member, NULL))
 		return true;
 	for (size_t i = 0; always[i] != NULL; i++)
 		if (strcmp(member, always[i]) == 0 ||
@@ -190,17 +190,38 @@ static void prune(const char *dir, const char *member, const file_table *files,
 	closedir(d);
 }
 
-/* Drops from s what drop (sorted) holds; s keeps its order. */
-static void hash_set_drop(hash_set *s, const hash_set *drop)
+typedef struct drop_arg {
+	const keytab *drop;
+	keytab *kept;
+} drop_arg;
+
+static void keep_unless_dropped(drop_arg *a, const uint64_t key[2])
 {
-	size_t k = 0;
-	for (size_t i = 0; i < s->n; i++)
-		if (!hash_set_has(drop, s->h[i])) {
-			s->h[k][0] = s->h[i][0];
-			s->h[k][1] = s->h[i][1];
-			k++;
-		}
-	s->n = k;
+	if (!keytab_find(a->drop, key, NULL, NULL))
+		keytab_add(a->kept, key, NULL);
+}
+
+static void keep_key(void *arg, const uint64_t key[2], const uint64_t *fields, size_t at)
+{
+	(void)fields;
+	(void)at;
+	keep_unless_dropped(arg, key);
+}
+
+/* s without what drop holds. */
+static keytab *keys_without(keytab *s, const keytab *drop)
+{
+	drop_arg a = { drop, keytab_new(0) };
+	keytab_each(s, keep_key, &a);
+	keytab_finish(a.kept);
+	keytab_free(s);
+	return a.kept;
+}
+
+static void need_key(void *arg, const uint64_t key[2], const file_rec *f)
+{
+	(void)f;
+	keep_unless_dropped(arg, key);
 }
 
 err_code delta_restore_prepare(repo *r, const fetch_options *opt, const char *dest, chain *c,
@@ -217,42 +238,40 @@ err_code delta_restore_prepare(repo *r, const fetch_options *opt, const char *de
 	probes *j = xcalloc(1, sizeof(*j));
 	j->dest = dest;
 	j->c = c;
+	j->intact = keytab_new(0);
 	err_code rc = catalog_files_each(r, top->name, probe_file, NULL, j);
 	if (rc == E_OK)
 		probe_batch(j);
 	for (size_t i = 0; i < j->n; i++)
 		free(j->p[i].member);
-	hash_set intact = j->intact;
+	keytab *intact = j->intact;
 	free(j);
 	if (rc != E_OK) {
-		hash_set_free(&intact);
+		keytab_free(intact);
 		return rc;
 	}
-	hash_set_sort(&intact);
+	keytab_finish(intact);
 
 	/* Every level now supplies only what is not intact; the top one, explicitly. */
-	hash_set *top_need = xcalloc(1, sizeof(*top_need));
-	for (size_t i = 0; i < files->n; i++)
-		if (!hash_set_has(&intact, files->recs[i].name))
-			hash_set_add(top_need, files->recs[i].name);
+	drop_arg top_need = { intact, keytab_new(0) };
+	file_table_each(files, need_key, &top_need);
 	for (size_t i = 0; always[i] != NULL; i++) {
-		uint64_t h[2];
-		hash128(always[i], strlen(always[i]), h);
-		hash_set_add(top_need, h);
+		uint64_t key[2];
+		pg_name_key(always[i], key);
+		keytab_add(top_need.kept, key, NULL);
 	}
-	hash_set_sort(top_need);
+	keytab_finish(top_need.kept);
 	for (size_t l = 0; l + 1 < c->n; l++)
 		if (c->lv[l].need != NULL)
-			hash_set_drop(c->lv[l].need, &intact);
-	hash_set_free(top->need);
-	free(top->need);
-	top->need = top_need;
+			c->lv[l].need = keys_without(c->lv[l].need, intact);
+	keytab_free(top->need);
+	top->need = top_need.kept;
 
 	size_t removed = 0;
 	prune(dest, "/", files, spec, &removed);
 	log_info("delta restore: %zu of %zu files intact, %zu to restore, %zu local entries "
 			 "removed",
-			 intact.n, files->n, files->n - intact.n, removed);
-	hash_set_free(&intact);
+			 keytab_count(intact), files->n, files->n - keytab_count(intact), removed);
+	keytab_free(intact);
 	return E_OK;
 }

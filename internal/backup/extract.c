@@ -84,8 +84,8 @@ static void mr_reset(member_reader *m)
 
 static bool is_incremented(const file_table *files, const char *member)
 {
-	const file_rec *f = file_table_find(files, member);
-	return f != NULL && (f->flags & FILE_INCREMENTED) != 0;
+	file_rec f;
+	return file_table_find(files, member, &f) && (f.flags & FILE_INCREMENTED) != 0;
 }
 
 static err_code mr_entry(void *ctx, const tar_entry *e)
@@ -296,7 +296,11 @@ static bool needed(const extractor *x, const char *member)
 	/* --mask, as WAL-G matches it: "/" + mask against the member's name, '*' not across '/'. */
 	if (x->lvl->mask != NULL && fnmatch(x->lvl->mask, member, FNM_PATHNAME) != 0)
 		return false;
-	return x->lvl->need == NULL || hash_set_has_name(x->lvl->need, member);
+	if (x->lvl->need == NULL)
+		return true;
+	uint64_t key[2];
+	pg_name_key(member, key);
+	return keytab_find(x->lvl->need, key, NULL, NULL);
 }
 
 static err_code ex_begin(void *ctx, const tar_entry *e, const char *rel, member_kind kind,

@@ -40,7 +40,7 @@ sink *member_reader_new(const member_ops *ops, void *ctx, const file_table *file
 typedef struct extract_level {
 	repo *r;				/* where the partitions come from (for backup-fetch's workers) */
 	const char *dest;		/* destination directory, absolute, no trailing slash */
-	const hash_set *need;	/* member names to take; NULL = all */
+	const keytab *need;		/* pg_name_keys of the members to take; NULL = all */
 	const file_table *files; /* this backup's Files or NULL */
 	bool skip_tablespace_map;
 	const char *backup;		/* name, for messages */

@@ -24,8 +24,7 @@ void chain_free(chain *c)
 		free(c->lv[i].name);
 		catalog_sentinel_free(&c->lv[i].s);
 		file_table_free(&c->lv[i].files);
-		hash_set_free(c->lv[i].need);
-		free(c->lv[i].need);
+		keytab_free(c->lv[i].need);
 	}
 	free(c->lv);
 	memset(c, 0, sizeof(*c));
@@ -80,6 +79,19 @@ const file_table *files_of(const level *l)
 	return l->has_files ? &l->files : NULL;
 }
 
+typedef struct need_arg {
+	const level *up;
+	keytab *need;
+} need_arg;
+
+static void add_need(void *arg, const uint64_t key[2], const file_rec *f)
+{
+	need_arg *a = arg;
+	if ((f->flags & (FILE_SKIPPED | FILE_INCREMENTED)) &&
+		(a->up->need == NULL || keytab_find(a->up->need, key, NULL, NULL)))
+		keytab_add(a->need, key, NULL);
+}
+
 /*
  * Level i supplies the files that level i+1 needs and did not store whole: those marked
  * IsSkipped (take them as they are) or IsIncremented (take the base the pages apply to).
@@ -91,16 +103,10 @@ static err_code compute_needs(chain *c)
 		if (!up->has_files)
 			return err_set(E_CORRUPT, "delta backup %s has no Files in files_metadata.json",
 						   up->name);
-		hash_set *need = xcalloc(1, sizeof(*need));
-		for (size_t k = 0; k < up->files.n; k++) {
-			const file_rec *f = &up->files.recs[k];
-			if (up->need != NULL && !hash_set_has(up->need, f->name))
-				continue;
-			if (f->flags & (FILE_SKIPPED | FILE_INCREMENTED))
-				hash_set_add(need, f->name);
-		}
-		hash_set_sort(need);
-		c->lv[i].need = need;
+		need_arg a = { up, keytab_new(0) };
+		file_table_each(&up->files, add_need, &a);
+		keytab_finish(a.need);
+		c->lv[i].need = a.need;
 	}
 	return E_OK;
 }
@@ -332,9 +338,14 @@ static err_code plan_member(void *arg, const char *part, const char *member)
 	}
 	part_read *p = lr->cur;
 	if (member != NULL) {
-		if (p != NULL)
-			part_frames_add(&lr->pf, file_table_find(lr->ex->files, member),
-							hash_set_has_name(lr->ex->need, member));
+		if (p != NULL) {
+			uint64_t key[2];
+			file_rec f;
+			pg_name_key(member, key);
+			bool listed = file_table_find_key(lr->ex->files, key, &f);
+			part_frames_add(&lr->pf, listed ? &f : NULL,
+							keytab_find(lr->ex->need, key, NULL, NULL));
+		}
 		return E_OK;
 	}
 	lr->in_list = false;

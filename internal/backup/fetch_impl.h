@@ -9,7 +9,7 @@ typedef struct level {
 	backup_sentinel s;
 	bool has_files;	  /* files_metadata.json was read into files */
 	file_table files;
-	hash_set *need; /* owned set of member names, NULL = every member */
+	keytab *need;	  /* owned set of member names' pg_name_key, NULL = every member */
 	extract_level ex;
 } level;
 

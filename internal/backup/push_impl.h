@@ -9,29 +9,6 @@
 #include "internal/pipe/pipe.h"
 #include "internal/tar/tar.h"
 
-/*
- * What a delta push needs of each file its base recorded (basefiles.c): whether the base has
- * it, and a 32-bit fingerprint of its MTime, read from the base's files_metadata.json as a
- * stream into about 5 bytes a relation file. A name's key is exact for relation files and an
- * XXH3-128 for any other, so a wrong match needs two names to collide in 128 bits. A file is
- * skipped for an equal fingerprint only if it also predates the base's start (delta.c): a file
- * changed since has a later mtime, and one changed and then given an old mtime is taken for
- * unchanged only if the two MTimes' fingerprints collide, a chance of 1 in 2^32. A skipped
- * file's record needs nothing more: delta restore finds its checksum by following IsSkipped
- * down the chain.
- */
-typedef struct base_files base_files;
-base_files *base_files_new(void);
-/* mtime_ns INT64_MIN: unknown, never skipped. */
-void base_files_add(base_files *b, const char *name, int64_t mtime_ns);
-/* Once every file is in; a name added twice is never skipped. */
-void base_files_finish(base_files *b);
-/* Whether the base has name, and then *mtime_fp, its MTime's fingerprint (0: never skip). */
-bool base_files_find(const base_files *b, const char *name, uint32_t *mtime_fp);
-/* 0 for INT64_MIN, which no file's MTime equals; never 0 otherwise. */
-uint32_t base_files_mtime_fp(int64_t mtime_ns);
-void base_files_free(base_files *b);
-
 /* The base of a delta backup, chosen before the backup starts. */
 typedef struct delta_base {
 	bool active;
@@ -44,7 +21,16 @@ typedef struct delta_base {
 	uint64_t system_id;
 	time_t start; /* the base's start time, 0 when unknown */
 	long start_nsec;
-	base_files *files; /* its Files, as delta_add_file reads them */
+	/*
+	 * Its Files as delta_add_file reads them: each name's pg_name_key with one number, a
+	 * 32-bit fingerprint of its MTime (0: unknown or listed twice, never skipped), about 6
+	 * bytes a relation file. A file is skipped for an equal fingerprint only if it also
+	 * predates the base's start (delta_classify): a file changed since has a later mtime, and
+	 * one changed and then given an old mtime is taken for unchanged only if the two MTimes'
+	 * fingerprints collide, a chance of 1 in 2^32. A skipped file's record needs nothing
+	 * more: delta restore finds its checksum by following IsSkipped down the chain.
+	 */
+	keytab *files;
 } delta_base;
 
 typedef enum delta_kind { DELTA_WHOLE, DELTA_INCREMENT, DELTA_SKIP } delta_kind;

@@ -103,7 +103,8 @@ typedef struct checker {
 	char *name;
 	member_kind kind;
 	uint64_t size;
-	const file_rec *rec;
+	file_rec rec;
+	bool listed; /* rec holds the member's Files entry */
 	hasher *h;
 	bool paged;
 	bool control; /* global/pg_control: keep its first bytes */
@@ -121,9 +122,9 @@ static err_code ck_begin(void *ctx, const tar_entry *e, const char *rel, member_
 	vrun *v = c->vl->v;
 	free(c->name);
 	c->name = xstrdup(e->name);
-	c->rec = file_table_find(c->vl->files, e->name);
-	if (c->rec != NULL)
-		__atomic_store_n(&c->vl->seen[c->rec - c->vl->files->recs], 1, __ATOMIC_RELAXED);
+	c->listed = file_table_find(c->vl->files, e->name, &c->rec);
+	if (c->listed)
+		__atomic_store_n(&c->vl->seen[c->rec.idx], 1, __ATOMIC_RELAXED);
 	*take = kind != MEMBER_DIR;
 	if (!*take)
 		return E_OK;
@@ -150,8 +151,8 @@ static err_code ck_increment(void *ctx, uint64_t file_size, uint32_t npages,
 	checker *c = ctx;
 	(void)npages;
 	(void)blocks;
-	const file_sum *fs = c->rec ? file_table_sum(c->vl->files, c->rec) : NULL;
-	if (fs != NULL && (c->rec->flags & FILE_SIZE) && fs->size != file_size)
+	const file_sum *fs = c->listed ? file_table_sum(c->vl->files, &c->rec) : NULL;
+	if (fs != NULL && (c->rec.flags & FILE_SIZE) && fs->size != file_size)
 		problem(c->vl->v, c->key, c->name, -1,
 				"increment is of a %llu-byte file, files_metadata.json says %llu",
 				(unsigned long long)file_size, (unsigned long long)fs->size);
@@ -219,8 +220,8 @@ static err_code ck_end(void *ctx)
 				c->bad_pages, PROBLEMS_PER_FILE);
 	if (c->kind != MEMBER_FILE)
 		return E_OK;
-	const file_rec *f = c->rec;
-	const file_sum *fs = f ? file_table_sum(c->vl->files, f) : NULL;
+	const file_rec *f = &c->rec;
+	const file_sum *fs = c->listed ? file_table_sum(c->vl->files, f) : NULL;
 	if (fs == NULL)
 		return E_OK;
 	if ((f->flags & FILE_SIZE) && fs->size != c->size)
@@ -273,19 +274,21 @@ typedef struct listed {
 
 static void mark_seen(vlevel *vl, const char *member)
 {
-	const file_rec *f = file_table_find(vl->files, member);
-	if (f != NULL)
-		vl->seen[f - vl->files->recs] = 1;
+	file_rec f;
+	if (file_table_find(vl->files, member, &f))
+		vl->seen[f.idx] = 1;
 }
 
+/* f: the member's entry, NULL when Files does not list it */
 static bool rec_seen(const vlevel *vl, const file_rec *f)
 {
-	return f == NULL || (f->flags & FILE_SKIPPED) || vl->seen[f - vl->files->recs];
+	return f == NULL || (f->flags & FILE_SKIPPED) || vl->seen[f->idx];
 }
 
 static bool was_seen(const vlevel *vl, const char *member)
 {
-	return rec_seen(vl, file_table_find(vl->files, member));
+	file_rec f;
+	return rec_seen(vl, file_table_find(vl->files, member, &f) ? &f : NULL);
 }
 
 /*
@@ -316,10 +319,10 @@ static err_code listed_part(void *arg, const char *part, const char *member)
 }
 
 /* A delta's increments and unchanged files have a file under that name in its base. */
-static void check_base(vlevel *vl, const file_rec *f, const char *name)
+static void check_base(vlevel *vl, const file_rec *f, const uint64_t key[2], const char *name)
 {
 	if (f == NULL || !(f->flags & (FILE_INCREMENTED | FILE_SKIPPED)) ||
-		file_table_find_hash(files_of(vl->base), f->name) != NULL)
+		file_table_find_key(files_of(vl->base), key, NULL))
 		return;
 	char obj[512];
 	snprintf(obj, sizeof(obj), REPO_BACKUP_DIR "%s/files_metadata.json", vl->l->name);
@@ -336,9 +339,12 @@ static err_code listed_file(void *arg, const char *name, const json_t *rec)
 {
 	listed *ls = arg;
 	(void)rec;
-	const file_rec *f = file_table_find(ls->vl->files, name);
+	uint64_t key[2];
+	file_rec entry;
+	pg_name_key(name, key);
+	const file_rec *f = file_table_find_key(ls->vl->files, key, &entry) ? &entry : NULL;
 	if (ls->vl->base != NULL && files_of(ls->vl->base) != NULL)
-		check_base(ls->vl, f, name);
+		check_base(ls->vl, f, key, name);
 	if (strcmp(name, "/") == 0 || rec_seen(ls->vl, f))
 		return E_OK;
 	if (ls->n == ls->cap) {

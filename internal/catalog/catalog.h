@@ -104,10 +104,10 @@ sink *catalog_files_sink_new(const char *what, catalog_file_fn fn, catalog_set_f
 							 void *arg);
 
 /*
- * files_metadata.json's Files as a table sorted by the names' XXH3-128 (ftable.c): what a
- * restore or a check looks a member up in, 32 bytes a file (56 with sizes and checksums)
- * where a jansson tree takes about 1.3 KB. Names are not kept; a caller that must name files
- * reads Files again.
+ * files_metadata.json's Files as a keytab keyed by each name's pg_name_key (ftable.c): what a
+ * restore or a check looks a member up in, about 5 bytes a relation file (a few more with the
+ * entry's place in Files, and 24 for its size and checksum when kept), where a jansson tree
+ * takes about 1.3 KB. Names are not kept; a caller that must name files reads Files again.
  */
 #define FILE_INCREMENTED 0x01u /* IsIncremented: pages to apply on the base's file */
 #define FILE_SKIPPED 0x02u	   /* IsSkipped: unchanged since the base, stored there */
@@ -116,11 +116,12 @@ sink *catalog_files_sink_new(const char *what, catalog_file_fn fn, catalog_set_f
 #define FILE_SUM 0x10u		   /* Checksum is recorded, an xxh3-128 text */
 #define FILE_SUM_OTHER 0x20u   /* Checksum is some other text: a whole-file sum never matches */
 
+/* One entry, as a lookup gives it. */
 typedef struct file_rec {
-	uint64_t name[2]; /* hash128 of the member name */
 	uint64_t frame;
 	uint32_t flags;
-	uint32_t at; /* its entry's place in Files: the index of its file_sum */
+	uint32_t at; /* its entry's place in Files: the index of its file_sum (with sums only) */
+	size_t idx;	 /* its place in the table, 0 to n - 1 */
 } file_rec;
 
 /* Size and Checksum, kept only when the table is read for them. */
@@ -130,11 +131,12 @@ typedef struct file_sum {
 } file_sum;
 
 typedef struct file_table {
-	file_rec *recs;
+	keytab *recs;
 	size_t n;
 	bool keep_sums; /* set before filling: sums[at] holds each entry's Size and Checksum */
 	file_sum *sums;
-	recs adding, adding_sums; /* recs and sums while file_table_add fills them */
+	uint32_t added;
+	recs adding_sums; /* sums while file_table_add fills them */
 } file_table;
 
 /*
@@ -146,8 +148,12 @@ err_code catalog_file_table(repo *r, const char *backup, bool sums, file_table *
 /* The same steps for bytes from elsewhere: file_table_add per entry, then file_table_end. */
 err_code file_table_add(void *table, const char *name, const json_t *rec);
 err_code file_table_end(file_table *t, const char *what);
-const file_rec *file_table_find(const file_table *t, const char *name);
-const file_rec *file_table_find_hash(const file_table *t, const uint64_t name[2]);
+/* Whether t (NULL: no table) lists name, or the name whose pg_name_key is key; then *out. */
+bool file_table_find(const file_table *t, const char *name, file_rec *out);
+bool file_table_find_key(const file_table *t, const uint64_t key[2], file_rec *out);
+typedef void (*file_table_fn)(void *arg, const uint64_t key[2], const file_rec *f);
+/* fn for every entry, in key order. */
+void file_table_each(const file_table *t, file_table_fn fn, void *arg);
 /* f's Size and Checksum, NULL when the table was read without them. */
 const file_sum *file_table_sum(const file_table *t, const file_rec *f);
 void file_table_free(file_table *t);

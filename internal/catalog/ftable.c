@@ -1,14 +1,17 @@
 /*
- * files_metadata.json's Files as a sorted table of fixed-size records (catalog.h): filled
- * from the streamed reader, so that a restore of a delta chain holds 32 bytes a file per
- * backup, a delta restore and backup-verify 56, rather than the document's jansson tree.
+ * files_metadata.json's Files as a keytab (catalog.h): filled from the streamed reader, so
+ * that a restore of a delta chain holds a few bytes a file per backup, a delta restore and
+ * backup-verify 24 more, rather than the document's jansson tree.
  */
 #include "internal/catalog/catalog.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(file_rec) == 32, "a file_rec is 32 bytes: the table's cost per file");
+#include "internal/pg/pg.h"
+
+/* A keytab entry's numbers; the entry's place in Files only when sums are kept. */
+enum { F_FLAGS, F_FRAME, F_AT };
 
 /* A flag member absent, true or false; anything else is corrupt. */
 static bool flag(const json_t *rec, const char *key, uint32_t bit, uint32_t *flags)
@@ -26,49 +29,52 @@ err_code file_table_add(void *table, const char *name, const json_t *rec)
 	file_table *t = table;
 	if (!json_is_object(rec))
 		return err_set(E_CORRUPT, "the entry for %s is not an object", name);
-	if (t->adding.n == UINT32_MAX)
+	if (t->added == UINT32_MAX)
 		return err_set(E_CORRUPT, "more than %u files in Files", UINT32_MAX);
 	/* built here, added once whole: an entry refused halfway leaves no record behind */
-	file_rec r = { .at = (uint32_t)t->adding.n };
+	uint32_t flags = 0;
+	uint64_t frame_at = 0;
 	file_sum fs = { 0, { 0, 0 } };
-	hash128(name, strlen(name), r.name);
-	if (!flag(rec, "IsIncremented", FILE_INCREMENTED, &r.flags) ||
-		!flag(rec, "IsSkipped", FILE_SKIPPED, &r.flags))
+	if (!flag(rec, "IsIncremented", FILE_INCREMENTED, &flags) ||
+		!flag(rec, "IsSkipped", FILE_SKIPPED, &flags))
 		return err_set(E_CORRUPT, "the entry for %s is malformed", name);
 	/* FrameOffset and Size are walc's and WAL-G's; an odd value is only not used. */
 	const json_t *frame = json_object_get(rec, "FrameOffset"), *size = catalog_json_get(rec, "Size");
 	if (json_is_integer(frame) && json_integer_value(frame) >= 0) {
-		r.frame = (uint64_t)json_integer_value(frame);
-		r.flags |= FILE_FRAME;
+		frame_at = (uint64_t)json_integer_value(frame);
+		flags |= FILE_FRAME;
 	}
 	if (json_is_integer(size) && json_integer_value(size) >= 0) {
 		fs.size = (uint64_t)json_integer_value(size);
-		r.flags |= FILE_SIZE;
+		flags |= FILE_SIZE;
 	}
 	const json_t *sum = catalog_json_get(rec, "Checksum");
 	if (json_is_string(sum))
-		r.flags |= hash_text_parse(json_string_value(sum), fs.sum) ? FILE_SUM : FILE_SUM_OTHER;
-	t->adding.size = sizeof(file_rec);
-	*(file_rec *)recs_add(&t->adding) = r;
+		flags |= hash_text_parse(json_string_value(sum), fs.sum) ? FILE_SUM : FILE_SUM_OTHER;
+	if (t->recs == NULL)
+		t->recs = keytab_new(t->keep_sums ? 3 : 2);
+	uint64_t key[2], fields[KEYTAB_FIELDS] = { [F_FLAGS] = flags, [F_FRAME] = frame_at,
+											   [F_AT] = t->added };
+	pg_name_key(name, key);
+	keytab_add(t->recs, key, fields);
 	if (t->keep_sums) {
 		t->adding_sums.size = sizeof(file_sum);
 		*(file_sum *)recs_add(&t->adding_sums) = fs;
 	}
+	t->added++;
 	return E_OK;
 }
 
 err_code file_table_end(file_table *t, const char *what)
 {
-	t->n = t->adding.n;
-	t->recs = recs_take(&t->adding);
 	t->sums = recs_take(&t->adding_sums);
-	if (t->n == 0)
+	if (t->recs == NULL)
 		return E_OK;
-	qsort(t->recs, t->n, sizeof(*t->recs), hash128_cmp);
 	/* JSON keeps the last of a name twice, WAL-G too; which of two records is last is lost here */
-	for (size_t i = 1; i < t->n; i++)
-		if (hash128_cmp(t->recs[i - 1].name, t->recs[i].name) == 0)
-			return err_set(E_CORRUPT, "%s: a file is listed twice in Files", what);
+	bool twice = keytab_finish(t->recs);
+	t->n = keytab_count(t->recs);
+	if (twice)
+		return err_set(E_CORRUPT, "%s: a file is listed twice in Files", what);
 	return E_OK;
 }
 
@@ -100,18 +106,49 @@ err_code catalog_file_table(repo *r, const char *backup, bool sums, file_table *
 	return rc;
 }
 
-const file_rec *file_table_find_hash(const file_table *t, const uint64_t name[2])
+static file_rec rec_of(const uint64_t *fields, size_t idx, bool sums)
 {
-	if (t == NULL || t->n == 0)
-		return NULL;
-	return bsearch(name, t->recs, t->n, sizeof(*t->recs), hash128_cmp);
+	return (file_rec){ fields[F_FRAME], (uint32_t)fields[F_FLAGS],
+					   sums ? (uint32_t)fields[F_AT] : 0, idx };
 }
 
-const file_rec *file_table_find(const file_table *t, const char *name)
+bool file_table_find_key(const file_table *t, const uint64_t key[2], file_rec *out)
 {
-	uint64_t h[2];
-	hash128(name, strlen(name), h);
-	return file_table_find_hash(t, h);
+	uint64_t fields[KEYTAB_FIELDS];
+	size_t idx;
+	if (t == NULL || !keytab_find(t->recs, key, fields, &idx))
+		return false;
+	if (out != NULL)
+		*out = rec_of(fields, idx, t->keep_sums);
+	return true;
+}
+
+bool file_table_find(const file_table *t, const char *name, file_rec *out)
+{
+	uint64_t key[2];
+	pg_name_key(name, key);
+	return file_table_find_key(t, key, out);
+}
+
+typedef struct each_arg {
+	const file_table *t;
+	file_table_fn fn;
+	void *arg;
+} each_arg;
+
+static void each_rec(void *arg, const uint64_t key[2], const uint64_t *fields, size_t at)
+{
+	const each_arg *e = arg;
+	file_rec f = rec_of(fields, at, e->t->keep_sums);
+	e->fn(e->arg, key, &f);
+}
+
+void file_table_each(const file_table *t, file_table_fn fn, void *arg)
+{
+	if (t == NULL)
+		return;
+	each_arg e = { t, fn, arg };
+	keytab_each(t->recs, each_rec, &e);
 }
 
 const file_sum *file_table_sum(const file_table *t, const file_rec *f)
@@ -121,9 +158,8 @@ const file_sum *file_table_sum(const file_table *t, const file_rec *f)
 
 void file_table_free(file_table *t)
 {
-	recs_free(&t->adding);
+	keytab_free(t->recs);
 	recs_free(&t->adding_sums);
-	free(t->recs);
 	free(t->sums);
 	memset(t, 0, sizeof(*t));
 }

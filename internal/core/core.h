@@ -390,19 +390,25 @@ void hash128(const void *data, size_t len, uint64_t out[2]);
 /* qsort/bsearch order of two hash128 values, or of records that start with one. */
 int hash128_cmp(const void *a, const void *b);
 /*
- * A set of names kept as their hash128, filled, then sorted once: what a restore needs of a
- * backup, 16 bytes a name whatever its length.
+ * A sorted table of 128-bit keys, each with nfields (up to KEYTAB_FIELDS) numbers (keytab.c):
+ * a few bytes a key when keys come in close runs, as pg_name_key's do for a folder's relation
+ * files, 17 or more when they are hashes. Filled in any order, then finished once; what a
+ * restore or a delta push keeps of a backup's files, or a set of names with no numbers.
  */
-typedef struct hash_set {
-	uint64_t (*h)[2];
-	size_t n, cap;
-} hash_set;
-void hash_set_add(hash_set *s, const uint64_t h[2]);
-/* Sorts; a hash added twice is kept once. */
-void hash_set_sort(hash_set *s);
-bool hash_set_has(const hash_set *s, const uint64_t h[2]);
-bool hash_set_has_name(const hash_set *s, const char *name);
-void hash_set_free(hash_set *s);
+#define KEYTAB_FIELDS 3
+typedef struct keytab keytab;
+keytab *keytab_new(unsigned nfields);
+void keytab_add(keytab *t, const uint64_t key[2], const uint64_t *fields);
+/* Sorts what was added; a key added twice is kept once with every number 0, and true returned. */
+bool keytab_finish(keytab *t);
+/* Keys in the finished table; 0 for NULL. */
+size_t keytab_count(const keytab *t);
+/* Whether t (NULL: empty) has key; then its numbers and its place in key order, when asked. */
+bool keytab_find(const keytab *t, const uint64_t key[2], uint64_t *fields, size_t *at);
+typedef void (*keytab_fn)(void *arg, const uint64_t key[2], const uint64_t *fields, size_t at);
+/* fn for every key in order. */
+void keytab_each(const keytab *t, keytab_fn fn, void *arg);
+void keytab_free(keytab *t);
 /* Hashes a whole file; E_NOTFOUND when it does not exist. */
 err_code hash_file(const char *path, char out[HASH_TEXT_LEN + 1], uint64_t *size);
 

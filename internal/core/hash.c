@@ -94,52 +94,6 @@ int hash128_cmp(const void *a, const void *b)
 	return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
-void hash_set_add(hash_set *s, const uint64_t h[2])
-{
-	if (s->n == s->cap) {
-		s->cap = s->cap < 256 ? 256 : s->cap + s->cap / 2;
-		s->h = xrealloc(s->h, s->cap * sizeof(*s->h));
-	}
-	s->h[s->n][0] = h[0];
-	s->h[s->n][1] = h[1];
-	s->n++;
-}
-
-void hash_set_sort(hash_set *s)
-{
-	if (s->n == 0)
-		return;
-	qsort(s->h, s->n, sizeof(*s->h), hash128_cmp);
-	size_t k = 1;
-	for (size_t i = 1; i < s->n; i++)
-		if (hash128_cmp(s->h[i], s->h[k - 1]) != 0) {
-			s->h[k][0] = s->h[i][0];
-			s->h[k][1] = s->h[i][1];
-			k++;
-		}
-	s->n = k;
-}
-
-bool hash_set_has(const hash_set *s, const uint64_t h[2])
-{
-	return s != NULL && s->n > 0 && bsearch(h, s->h, s->n, sizeof(*s->h), hash128_cmp) != NULL;
-}
-
-bool hash_set_has_name(const hash_set *s, const char *name)
-{
-	uint64_t h[2];
-	hash128(name, strlen(name), h);
-	return hash_set_has(s, h);
-}
-
-void hash_set_free(hash_set *s)
-{
-	if (s == NULL)
-		return;
-	free(s->h);
-	memset(s, 0, sizeof(*s));
-}
-
 void hasher_free(hasher *h)
 {
 	if (h == NULL)

@@ -99,6 +99,13 @@ pg_page_verdict pg_page_verify(const unsigned char *page, uint32_t blkno, bool c
 							   uint64_t start_lsn);
 /* "invalid page header" or "checksum mismatch" for the problems, "" otherwise. */
 const char *pg_page_verdict_text(pg_page_verdict v);
+/*
+ * A member name's key in a keytab ("/base/16384/16385_fsm.2"): for a relation file's name as
+ * PostgreSQL writes it, its folder's hash (63 bits) and its relfilenode, fork and segment,
+ * exact; for any other name its XXH3-128 (127 bits). Distinct names get distinct keys unless
+ * two folders' or two other names' hashes collide.
+ */
+void pg_name_key(const char *name, uint64_t key[2]);
 /* The relation block number of a file's first page: segment N of "16384.N" starts at N GiB. */
 uint32_t pg_relation_first_block(const char *path);
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "internal/catalog/catalog.h"
+#include "internal/pg/pg.h"
 
 #define NAME "base_000000010000000000000003"
 
@@ -432,28 +433,30 @@ static void test_file_table(void **state)
 	file_table t;
 	assert_int_equal(catalog_file_table(&r, NAME, true, &t), E_OK);
 	assert_int_equal(t.n, 4);
-	const file_rec *f = file_table_find(&t, "/inc");
-	assert_non_null(f);
-	assert_int_equal(f->flags, FILE_INCREMENTED);
-	f = file_table_find(&t, "/skip");
-	assert_int_equal(f->flags, FILE_SKIPPED); /* a negative frame, a size in quotes: unused */
-	f = file_table_find(&t, "/whole");
-	assert_int_equal(f->flags, FILE_FRAME | FILE_SIZE | FILE_SUM);
-	assert_int_equal(f->frame, 512);
-	const file_sum *fs = file_table_sum(&t, f);
+	file_rec f, g;
+	assert_true(file_table_find(&t, "/inc", &f));
+	assert_int_equal(f.flags, FILE_INCREMENTED);
+	assert_true(file_table_find(&t, "/skip", &f));
+	assert_int_equal(f.flags, FILE_SKIPPED); /* a negative frame, a size in quotes: unused */
+	assert_true(file_table_find(&t, "/whole", &f));
+	assert_int_equal(f.flags, FILE_FRAME | FILE_SIZE | FILE_SUM);
+	assert_int_equal(f.frame, 512);
+	const file_sum *fs = file_table_sum(&t, &f);
 	assert_int_equal(fs->size, 8192);
 	assert_true(fs->sum[0] == 10 && fs->sum[1] == 255);
-	assert_int_equal(file_table_find(&t, "/other")->flags, FILE_SUM_OTHER);
-	assert_null(file_table_find(&t, "/none"));
-	uint64_t h[2];
-	hash128("/whole", 6, h);
-	assert_ptr_equal(file_table_find_hash(&t, h), f);
+	assert_true(file_table_find(&t, "/other", &g));
+	assert_int_equal(g.flags, FILE_SUM_OTHER);
+	assert_false(file_table_find(&t, "/none", &g));
+	uint64_t key[2];
+	pg_name_key("/whole", key);
+	assert_true(file_table_find_key(&t, key, &g));
+	assert_true(g.idx == f.idx && g.at == f.at && f.idx < 4);
 	file_table_free(&t);
 	/* without sums: the same records, no sizes or checksums kept */
 	assert_int_equal(catalog_file_table(&r, NAME, false, &t), E_OK);
-	f = file_table_find(&t, "/whole");
-	assert_int_equal(f->flags, FILE_FRAME | FILE_SIZE | FILE_SUM);
-	assert_null(file_table_sum(&t, f));
+	assert_true(file_table_find(&t, "/whole", &f));
+	assert_int_equal(f.flags, FILE_FRAME | FILE_SIZE | FILE_SUM);
+	assert_null(file_table_sum(&t, &f));
 	assert_null(t.sums);
 	file_table_free(&t);
 

@@ -373,30 +373,105 @@ static void test_recs(void **state)
 	assert_null(recs_take(&r));
 }
 
-static void test_hash_set(void **state)
+static void keytab_key(size_t i, uint64_t key[2])
+{
+	if (i % 5 == 4) { /* a hash, as other names' keys are */
+		hash128(&i, sizeof(i), key);
+		key[0] &= ~(UINT64_C(1) << 63);
+	} else { /* close neighbours in a few first halves, as relation files' keys are */
+		key[0] = (UINT64_C(1) << 63) | (i % 3);
+		key[1] = 3 * (uint64_t)i;
+	}
+}
+
+typedef struct keytab_walk {
+	const keytab *t;
+	size_t n;
+	uint64_t prev[2];
+} keytab_walk;
+
+static void keytab_visit(void *arg, const uint64_t key[2], const uint64_t *fields, size_t at)
+{
+	keytab_walk *w = arg;
+	uint64_t got[KEYTAB_FIELDS];
+	size_t got_at;
+	assert_int_equal(at, w->n);
+	if (w->n > 0)
+		assert_true(hash128_cmp(w->prev, key) < 0);
+	assert_true(keytab_find(w->t, key, got, &got_at));
+	assert_int_equal(got_at, at);
+	assert_memory_equal(got, fields, 3 * sizeof(*got));
+	w->prev[0] = key[0];
+	w->prev[1] = key[1];
+	w->n++;
+}
+
+/*
+ * More keys than one run holds, in a scrambled order, some twice in different runs, hashes
+ * among close keys and differences of 2^63 and more: each is found with its numbers (those of
+ * a key added twice are 0), in order, and no neighbour is taken for one.
+ */
+static void test_keytab(void **state)
 {
 	(void)state;
-	hash_set s = { 0 };
-	assert_false(hash_set_has_name(&s, "/a"));
-	assert_false(hash_set_has_name(NULL, "/a"));
-	char name[32];
-	for (int i = 999; i >= 0; i--) {
-		uint64_t h[2];
-		snprintf(name, sizeof(name), "/base/1/%d", i % 500);
-		hash128(name, strlen(name), h);
-		hash_set_add(&s, h);
+	enum { N = 3 * 16384 + 77 };
+	keytab *t = keytab_new(3);
+	uint64_t key[2], f[KEYTAB_FIELDS], got[KEYTAB_FIELDS];
+	for (size_t j = 0; j < N; j++) {
+		size_t i = (j * 7919) % N; /* 7919 is prime and does not divide N: a permutation */
+		keytab_key(i, key);
+		f[0] = i;
+		f[1] = (uint64_t)i * i * i * i * i;
+		f[2] = ~(uint64_t)i;
+		keytab_add(t, key, f);
+		if (i % 1000 == 17)
+			keytab_add(t, key, f); /* again, later: in another run */
 	}
-	hash_set_sort(&s);
-	assert_int_equal(s.n, 500);
-	for (int i = 0; i < 500; i++) {
-		snprintf(name, sizeof(name), "/base/1/%d", i);
-		assert_true(hash_set_has_name(&s, name));
+	static const uint64_t far[][2] = { { 7, 0 }, { 7, UINT64_MAX }, { 7, UINT64_C(1) << 63 } };
+	for (size_t i = 0; i < 3; i++) {
+		f[0] = f[1] = f[2] = i + 1;
+		keytab_add(t, far[i], f);
 	}
-	assert_false(hash_set_has_name(&s, "/base/1/500"));
-	for (size_t i = 1; i < s.n; i++)
-		assert_true(hash128_cmp(s.h[i - 1], s.h[i]) < 0);
-	hash_set_free(&s);
-	assert_int_equal(s.n, 0);
+	assert_true(keytab_finish(t));
+	assert_int_equal(keytab_count(t), N + 3);
+	for (size_t i = 0; i < N; i++) {
+		keytab_key(i, key);
+		assert_true(keytab_find(t, key, got, NULL));
+		bool twice = i % 1000 == 17;
+		assert_true(got[0] == (twice ? 0 : i) && got[2] == (twice ? 0 : ~(uint64_t)i));
+		if (i % 5 != 4) {
+			key[1]++; /* a neighbour that is not there */
+			assert_false(keytab_find(t, key, NULL, NULL));
+		}
+	}
+	for (size_t i = 0; i < 3; i++) {
+		assert_true(keytab_find(t, far[i], got, NULL));
+		assert_int_equal(got[1], i + 1);
+	}
+	key[0] = 7;
+	key[1] = 1;
+	assert_false(keytab_find(t, key, NULL, NULL));
+	key[0] = 0;
+	key[1] = 0;
+	assert_false(keytab_find(t, key, NULL, NULL));
+	keytab_walk w = { t, 0, { 0, 0 } };
+	keytab_each(t, keytab_visit, &w);
+	assert_int_equal(w.n, N + 3);
+	keytab_free(t);
+
+	/* a set: no numbers; empty, and NULL, have nothing */
+	t = keytab_new(0);
+	assert_false(keytab_finish(t));
+	assert_int_equal(keytab_count(t), 0);
+	assert_false(keytab_find(t, key, NULL, NULL));
+	assert_false(keytab_find(NULL, key, NULL, NULL));
+	assert_int_equal(keytab_count(NULL), 0);
+	keytab_free(t);
+	t = keytab_new(0);
+	keytab_add(t, key, NULL);
+	assert_false(keytab_finish(t));
+	assert_true(keytab_find(t, key, NULL, NULL));
+	keytab_free(t);
 }
 
 int main(void)
@@ -416,7 +491,7 @@ int main(void)
 		cmocka_unit_test(test_hash128_long),
 		cmocka_unit_test(test_memcpy_small),
 		cmocka_unit_test(test_recs),
-		cmocka_unit_test(test_hash_set),
+		cmocka_unit_test(test_keytab),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -225,36 +225,45 @@ static void many_name(size_t i, char *out, size_t len)
 }
 
 /*
- * More files than one run holds, added in a scrambled order, some twice in different runs:
- * every name is found with its MTime's fingerprint, a name added twice with none, and no
- * neighbour or other spelling of a name is taken for it.
+ * pg_name_key in a table of more files than one run holds, added in a scrambled order, some
+ * twice in different runs: every name is found with its number, a name added twice with 0,
+ * and no neighbour or other spelling of a name is taken for it; a folder's relation files
+ * are neighbours.
  */
-static void test_base_files_many(void **state)
+static void test_name_keys_many(void **state)
 {
 	(void)state;
 	enum { N = 3 * 16384 * 7 / 4 };
 	char name[96];
-	base_files *b = base_files_new();
+	uint64_t key[2], v;
+	keytab *t = keytab_new(1);
 	for (size_t j = 0; j < N; j++) {
 		size_t i = (j * 7919) % N; /* 7919 is prime and does not divide N: a permutation */
 		many_name(i, name, sizeof(name));
-		base_files_add(b, name, (int64_t)i * 1000003);
+		pg_name_key(name, key);
+		v = i + 1;
+		keytab_add(t, key, &v);
 		if (i % 1000 == 17)
-			base_files_add(b, name, 5); /* again, later: in another run */
+			keytab_add(t, key, &v); /* again, later: in another run */
 	}
-	base_files_add(b, "/pg_xact/0000", 42);
-	base_files_add(b, "/base/1/pg_filenode.map", INT64_MIN);
-	base_files_finish(b);
-	uint32_t fp;
+	static const char *const others[] = { "/pg_xact/0000", "/base/1/pg_filenode.map" };
+	for (size_t i = 0; i < 2; i++) {
+		pg_name_key(others[i], key);
+		v = 100 + i;
+		keytab_add(t, key, &v);
+	}
+	assert_true(keytab_finish(t));
 	for (size_t i = 0; i < N; i++) {
 		many_name(i, name, sizeof(name));
-		assert_true(base_files_find(b, name, &fp));
-		assert_int_equal(fp, i % 1000 == 17 ? 0 : base_files_mtime_fp((int64_t)i * 1000003));
+		pg_name_key(name, key);
+		assert_true(keytab_find(t, key, &v, NULL));
+		assert_int_equal(v, i % 1000 == 17 ? 0 : i + 1);
 	}
-	assert_true(base_files_find(b, "/pg_xact/0000", &fp));
-	assert_int_equal(fp, base_files_mtime_fp(42));
-	assert_true(base_files_find(b, "/base/1/pg_filenode.map", &fp));
-	assert_int_equal(fp, 0);
+	for (size_t i = 0; i < 2; i++) {
+		pg_name_key(others[i], key);
+		assert_true(keytab_find(t, key, &v, NULL));
+		assert_int_equal(v, 100 + i);
+	}
 	static const char *const absent[] = {
 		"/base/1/3",	 "/base/1/1",	 "/base/1/0",		 "/base/1/02",
 		"/base/1/2.0",	 "/base/1/2.01", "/base/1/2_foo",	 "/base/1/2_fsm_vm",
@@ -262,11 +271,15 @@ static void test_base_files_many(void **state)
 		"/pg_xact/0001", "2",			 "/base/1//2",		 "/base/1/4294967298",
 		"/base/16384/2.9", "/base/1/2_init.1", "/pg_tblspc/16406/PG_15_202209061/6/2",
 	};
-	for (size_t i = 0; i < sizeof(absent) / sizeof(*absent); i++)
-		assert_false(base_files_find(b, absent[i], &fp));
-	base_files_free(b);
-	assert_int_equal(base_files_mtime_fp(INT64_MIN), 0);
-	assert_int_not_equal(base_files_mtime_fp(0), 0);
+	for (size_t i = 0; i < sizeof(absent) / sizeof(*absent); i++) {
+		pg_name_key(absent[i], key);
+		assert_false(keytab_find(t, key, NULL, NULL));
+	}
+	keytab_free(t);
+	uint64_t a[2], b[2];
+	pg_name_key("/base/16384/16385", a);
+	pg_name_key("/base/16384/16390", b);
+	assert_true(a[0] == b[0] && b[1] - a[1] == 5);
 }
 
 /* What the member reader passed on, as text: fetch's extractor and verify's checker see this. */
@@ -400,7 +413,7 @@ int main(void)
 		cmocka_unit_test(test_paged_names),
 		cmocka_unit_test(test_skip_needs_margin),
 		cmocka_unit_test(test_base_name_twice),
-		cmocka_unit_test(test_base_files_many),
+		cmocka_unit_test(test_name_keys_many),
 		cmocka_unit_test(test_member_reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
