@@ -14,7 +14,7 @@ static const codec codec_lz4 = { .name = "lz4", .ext = "lz4", .level_min = 1, .l
 	.level_default = 0, .compress_new = codec_lz4_compress_new,
 	.decompress_new = codec_lz4_decompress_new };
 static const codec codec_zstd = { .name = "zstd", .ext = "zst", .level_min = 1, .level_max = 22,
-	.level_default = 3, .compress_new = codec_zstd_compress_new,
+	.level_default = CODEC_ZSTD_LEVEL_DEFAULT, .compress_new = codec_zstd_compress_new,
 	.decompress_new = codec_zstd_decompress_new, .frames = true };
 static const codec codec_brotli = { .name = "brotli", .ext = "br", .level_min = 0, .level_max = 11,
 	.level_default = 3, .compress_new = codec_brotli_compress_new,

@@ -64,6 +64,8 @@ sink *codec_none_compress_new(int level, sink *next);
 sink *codec_none_decompress_new(sink *next);
 sink *codec_lz4_compress_new(int level, sink *next);
 sink *codec_lz4_decompress_new(sink *next);
+/* WAL-G's "default" zstd level, walc's when none is set; at it and below, zstd adapts (zstdenc.c). */
+#define CODEC_ZSTD_LEVEL_DEFAULT 3
 sink *codec_zstd_compress_new(int level, sink *next);
 sink *codec_zstd_decompress_new(sink *next);
 sink *codec_brotli_compress_new(int level, sink *next);

@@ -5,6 +5,13 @@
  * reader, WAL-G's included. zstd's own worker threads (ZSTD_c_nbWorkers) did the same work
  * inside one frame, with the same 1 MiB jobs and no history between them, but a WAL segment
  * took a third longer and 10% more CPU (docs/PERFORMANCE.md, "WAL latency").
+ *
+ * At the default level and below, a piece whose samples do not compress at level 1 is
+ * compressed at level 1: on data that does not compress (random bytes, values compressed
+ * before) level 3's match search costs 3 to 4 times level 1's CPU for the same size
+ * (docs/PERFORMANCE.md, "Pieces that do not compress"). The choice depends on the piece's
+ * bytes alone, so a stream's frames are the same however and wherever it is compressed. A
+ * level asked for above the default is kept for every piece.
  */
 #include "internal/codec/codec_impl.h"
 
@@ -18,6 +25,11 @@
 #define PIECE (1u << 20)
 #define WORKERS_MAX 4
 #define SLOTS (WORKERS_MAX + 1)
+#define SAMPLES 4
+#define SAMPLE 8192		  /* a page of a relation file */
+#define POOR_PERCENT 80 /* samples that come out at this share of their size or more */
+_Static_assert(SAMPLES * SAMPLE + ZSTD_COMPRESSBOUND(SAMPLES * SAMPLE) <= ZSTD_COMPRESSBOUND(PIECE),
+			   "a piece's output buffer holds its samples and their frame");
 
 typedef enum { FREE, FILLING, QUEUED, RUNNING, DONE } piece_state;
 
@@ -66,8 +78,37 @@ static ZSTD_CCtx *cctx_new(void)
 	return c;
 }
 
+/* Whether len bytes at in come out at level 1 at POOR_PERCENT or more of their size. */
+static bool poor_at_1(ZSTD_CCtx *c, const unsigned char *in, size_t len, unsigned char *out)
+{
+	ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1);
+	size_t n = ZSTD_compress2(c, out, ZSTD_compressBound(len), in, len);
+	return !ZSTD_isError(n) && n * 100 >= len * POOR_PERCENT;
+}
+
+/*
+ * Whether level's match search would buy nothing on p: its first SAMPLE bytes, then SAMPLES
+ * stretches spread from its start to its end compressed together, come out at level 1 at
+ * POOR_PERCENT or more of their size. Data that compresses is told by the first sample alone,
+ * at about 0.5% of the piece's own compression. p->out holds the samples and their frames
+ * until the piece's own frame.
+ */
+static bool poor(ZSTD_CCtx *c, piece *p)
+{
+	if (p->in_len < PIECE / 4)
+		return false; /* a stream's short last piece: not worth a guess */
+	unsigned char *in = p->out, *out = p->out + SAMPLES * SAMPLE;
+	if (!poor_at_1(c, p->in, SAMPLE, out))
+		return false;
+	for (size_t i = 0; i < SAMPLES; i++)
+		memcpy(in + i * SAMPLE, p->in + i * (p->in_len - SAMPLE) / (SAMPLES - 1), SAMPLE);
+	return poor_at_1(c, in, SAMPLES * SAMPLE, out);
+}
+
 static void compress_piece(ZSTD_CCtx *c, int level, piece *p)
 {
+	if (level > 1 && level <= CODEC_ZSTD_LEVEL_DEFAULT && poor(c, p))
+		level = 1;
 	ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
 	p->out_len = ZSTD_compress2(c, p->out, ZSTD_compressBound(PIECE), p->in, p->in_len);
 }

@@ -520,6 +520,42 @@ static void test_zstd_pieces(void **state)
 	free(p);
 }
 
+/*
+ * At the default level a piece whose samples do not compress goes at level 1, one that
+ * compresses at level 3, and a level asked for above the default is kept: the frames of
+ * random bytes are level 1's, of text level 3's, of random bytes at level 5 not level 1's.
+ */
+static void test_zstd_poor_pieces(void **state)
+{
+	(void)state;
+	size_t n = 3 * MIB + 5;
+	unsigned char *noise = gen(n, false, 47), *text = gen(n, true, 53);
+	membuf d, one, three;
+	assert_int_equal(compress_mem("zstd", 0, noise, n, &d), E_OK);
+	assert_int_equal(compress_mem("zstd", 1, noise, n, &one), E_OK);
+	assert_int_equal(d.len, one.len);
+	assert_memory_equal(d.data, one.data, d.len);
+	free(d.data);
+	free(one.data);
+	assert_int_equal(compress_mem("zstd", 5, noise, n, &d), E_OK);
+	assert_int_equal(compress_mem("zstd", 1, noise, n, &one), E_OK);
+	assert_true(d.len != one.len || memcmp(d.data, one.data, d.len) != 0);
+	free(d.data);
+	free(one.data);
+	assert_int_equal(compress_mem("zstd", 0, text, n, &d), E_OK);
+	assert_int_equal(compress_mem("zstd", 3, text, n, &three), E_OK);
+	assert_int_equal(compress_mem("zstd", 1, text, n, &one), E_OK);
+	assert_int_equal(d.len, three.len);
+	assert_memory_equal(d.data, three.data, d.len);
+	assert_true(d.len != one.len || memcmp(d.data, one.data, d.len) != 0);
+	free(d.data);
+	free(three.data);
+	free(one.data);
+	check_roundtrip("zstd", 0, noise, n);
+	free(noise);
+	free(text);
+}
+
 typedef struct here_job {
 	const unsigned char *p;
 	size_t n;
@@ -777,6 +813,7 @@ int main(void)
 		cmocka_unit_test(test_error_propagation),
 		cmocka_unit_test(test_zstd_context_reuse),
 		cmocka_unit_test(test_zstd_pieces),
+		cmocka_unit_test(test_zstd_poor_pieces),
 		cmocka_unit_test(test_zstd_here),
 		cmocka_unit_test(test_framing),
 		cmocka_unit_test(test_cli_decodes_ours),
