@@ -90,7 +90,7 @@ static bool poor_at_1(ZSTD_CCtx *c, const unsigned char *in, size_t len, unsigne
  * Whether level's match search would buy nothing on p: its first SAMPLE bytes, then SAMPLES
  * stretches spread from its start to its end compressed together, come out at level 1 at
  * POOR_PERCENT or more of their size. Data that compresses is told by the first sample alone,
- * at about 0.5% of the piece's own compression. p->out holds the samples and their frames
+ * 8 KiB of the piece's 1 MiB at level 1's speed. p->out holds the samples and their frames
  * until the piece's own frame.
  */
 static bool poor(ZSTD_CCtx *c, piece *p)
