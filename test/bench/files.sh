@@ -8,7 +8,9 @@
 # table of 500,000 rows (33 MiB), so that they differ only in the number of files: the tools'
 # buffers fill the same way (small files alone never fill a 1 MiB read buffer). On each: walc's
 # full backup-push, a delta push after one table changed, backup-fetch of the full and of the
-# delta (a chain of two), and backup-verify of the delta; WAL-G's
+# delta (a chain of two), backup-fetch --delta of the chain onto that restore with 15% of its
+# relation files changed (delta_restore.sh's change, checked equal to the restore after), and
+# backup-verify of the delta; WAL-G's
 # backup-push and backup-fetch; pgBackRest's full backup and restore. Wall time and peak RSS;
 # report_files.py writes results/files.md with each tool's peak RSS at both sizes.
 FILES_SMALL_TABLES=${BENCH_FILES_SMALL_TABLES:-10}
@@ -52,6 +54,26 @@ EOF
 
 files_count() { find "$1" -path "$1/pg_wal" -prune -o -type f -print | wc -l; }
 
+# files_delta_restore DS RUN NAME [VAR=VALUE...]: backup-fetch --delta of NAME onto its restore
+# that walc_fetch kept in $T/restore, after delta_restore.sh's change of 15% of its relation
+# files; the bench fails unless every file then equals the restore's
+files_delta_restore() {
+	local ds=$1 run=$2 name=$3 dest=$T/restore diffs
+	shift 3
+	mapfile -t envs < <(walc_env "$ds")
+	envs+=("$@")
+	dr_py sums "$dest" >"$T/files-restored.sums"
+	dr_py change "$DR_SEED" "$DR_FRACTION" "$dest" >"$T/log/$ds-files-change-$run.json"
+	pg_own "$dest"
+	timed "$ds-walc-fetch-delta-$run" "${PGRUN[@]}" ASAN_OPTIONS="$ASAN_OPTIONS" "${envs[@]}" "$WALC_PG" \
+		backup-fetch "$dest" "$name" --delta
+	sample "$ds" files-delta walc lz4 chain "$run" "$(pgdata_bytes "$dest")" "$name"
+	dr_py sums "$dest" >"$T/files-delta.sums"
+	diffs=$(dr_py compare "$T/files-restored.sums" "$T/files-delta.sums") ||
+		fail "$ds: backup-fetch --delta $name left files unlike its restore's: $diffs"
+	rm -rf "$dest" "$T/files-restored.sums" "$T/files-delta.sums"
+}
+
 bench_files_one() { # DS TABLES
 	local ds=$1 tables=$2 run item full delta files
 	local walc_env=("${BEST[@]}" WALG_TAR_SIZE_THRESHOLD=$((FILES_TAR_MIB << 20)))
@@ -78,7 +100,8 @@ bench_files_one() { # DS TABLES
 				walc_fetch "$ds" best "$run" "$full" lz4 "${walc_env[@]}"
 				# the chain: both backups' files_metadata.json are read (report_files.py's
 				# "chain" rows)
-				walc_fetch "$ds" chain "$run" "$delta" lz4 "${walc_env[@]}"
+				KEEP_RESTORE=1 walc_fetch "$ds" chain "$run" "$delta" lz4 "${walc_env[@]}"
+				files_delta_restore "$ds" "$run" "$delta" "${walc_env[@]}"
 				walc_verify "$ds" chain "$run" "$delta" lz4 "${walc_env[@]}"
 				;;
 			walg)

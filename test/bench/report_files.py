@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """files.md from make bench's samples, section files (files.sh): each tool's wall time and peak
 RSS on a cluster of about 1,000 files and one of about 200,000, and how much the peak grew
-(issue 20: walc's backup-push, delta push and backup-fetch within 10%; a delta chain's restore and
-backup-verify are shown beside them).
+(issue 20: walc's backup-push, delta push and backup-fetch within 10%; a delta chain's restore, its
+--delta restore and backup-verify are shown beside them).
 
 Usage: report_files.py SAMPLES.jsonl OUT.md"""
 import json
@@ -12,6 +12,7 @@ import sys
 SETS = ("files-small", "files-large")
 ROWS = [("walc", "backup", "backup-push (full)"), ("walc", "delta", "backup-push (delta of one changed table)"),
         ("walc", "restore", "backup-fetch"), ("walc", "restore-chain", "backup-fetch of the delta (a chain of two)"),
+        ("walc", "files-delta-chain", "backup-fetch --delta of the chain onto its restore, 15% of relation files changed"),
         ("walc", "verify-chain", "backup-verify of the delta"), ("wal-g", "backup", "backup-push"), ("wal-g", "restore", "backup-fetch"),
         ("pgbackrest", "backup", "backup (full)"), ("pgbackrest", "restore", "restore")]
 TARGET = 1.10

@@ -261,7 +261,8 @@ walc_push() {
 	STOP_S=null
 }
 
-# walc_fetch DS SETTINGS_LABEL RUN NAME CODEC [VAR=VALUE...]
+# walc_fetch DS SETTINGS_LABEL RUN NAME CODEC [VAR=VALUE...]: into $T/restore, removed after
+# unless KEEP_RESTORE is set
 walc_fetch() {
 	local ds=$1 label=$2 run=$3 name=$4 codec=$5 dest=$T/restore
 	shift 5
@@ -273,7 +274,7 @@ walc_fetch() {
 	timed "$ds-walc-fetch-${label//[^A-Za-z0-9]/_}-$run" "${PGRUN[@]}" ASAN_OPTIONS="$ASAN_OPTIONS" "${envs[@]}" "$WALC_PG" backup-fetch "$dest" "$name"
 	{ [ -f "$dest/global/pg_control" ] && [ -f "$dest/PG_VERSION" ]; } || fail "walc backup-fetch $name: no pg_control"
 	sample "$ds" restore walc "$codec" "$label" "$run" "$(pgdata_bytes "$dest")" "$name"
-	rm -rf "$dest"
+	[ -n "${KEEP_RESTORE:-}" ] || rm -rf "$dest"
 }
 
 # walc_verify DS SETTINGS_LABEL RUN NAME CODEC [VAR=VALUE...]: backup-verify of what walc_fetch
