@@ -105,8 +105,8 @@ sink *catalog_files_sink_new(const char *what, catalog_file_fn fn, catalog_set_f
 
 /*
  * files_metadata.json's Files as a keytab keyed by each name's pg_name_key (ftable.c): what a
- * restore or a check looks a member up in, about 5 bytes a relation file (a few more with the
- * entry's place in Files, and 24 for its size and checksum when kept), where a jansson tree
+ * restore or a check looks a member up in, about 5 bytes a relation file (a few more, and 24
+ * for its size and checksum, when those are kept and recorded), where a jansson tree
  * takes about 1.3 KB. Names are not kept; a caller that must name files reads Files again.
  */
 #define FILE_INCREMENTED 0x01u /* IsIncremented: pages to apply on the base's file */
@@ -115,12 +115,13 @@ sink *catalog_files_sink_new(const char *what, catalog_file_fn fn, catalog_set_f
 #define FILE_SIZE 0x08u		   /* Size is recorded */
 #define FILE_SUM 0x10u		   /* Checksum is recorded, an xxh3-128 text */
 #define FILE_SUM_OTHER 0x20u   /* Checksum is some other text: a whole-file sum never matches */
+#define FILE_SUMMED (FILE_SIZE | FILE_SUM | FILE_SUM_OTHER) /* entries with a file_sum */
 
 /* One entry, as a lookup gives it. */
 typedef struct file_rec {
 	uint64_t frame;
 	uint32_t flags;
-	uint32_t at; /* its entry's place in Files: the index of its file_sum (with sums only) */
+	uint32_t at; /* the index of its file_sum (with sums, and one of FILE_SUMMED, only) */
 	size_t idx;	 /* its place in the table, 0 to n - 1 */
 } file_rec;
 
@@ -133,7 +134,7 @@ typedef struct file_sum {
 typedef struct file_table {
 	keytab *recs;
 	size_t n;
-	bool keep_sums; /* set before filling: sums[at] holds each entry's Size and Checksum */
+	bool keep_sums; /* set before filling: sums[at] holds an entry's Size and Checksum */
 	file_sum *sums;
 	uint32_t added;
 	recs adding_sums; /* sums while file_table_add fills them */
@@ -154,7 +155,7 @@ bool file_table_find_key(const file_table *t, const uint64_t key[2], file_rec *o
 typedef void (*file_table_fn)(void *arg, const uint64_t key[2], const file_rec *f);
 /* fn for every entry, in key order. */
 void file_table_each(const file_table *t, file_table_fn fn, void *arg);
-/* f's Size and Checksum, NULL when the table was read without them. */
+/* f's Size and Checksum, NULL when the table was read without them or f records neither. */
 const file_sum *file_table_sum(const file_table *t, const file_rec *f);
 void file_table_free(file_table *t);
 

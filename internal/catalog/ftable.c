@@ -54,10 +54,11 @@ err_code file_table_add(void *table, const char *name, const json_t *rec)
 	if (t->recs == NULL)
 		t->recs = keytab_new(t->keep_sums ? 3 : 2);
 	uint64_t key[2], fields[KEYTAB_FIELDS] = { [F_FLAGS] = flags, [F_FRAME] = frame_at,
-											   [F_AT] = t->added };
+											   [F_AT] = t->adding_sums.n };
 	pg_name_key(name, key);
 	keytab_add(t->recs, key, fields);
-	if (t->keep_sums) {
+	/* only entries that record something: a delta's unchanged files (most of them) do not */
+	if (t->keep_sums && (flags & FILE_SUMMED)) {
 		t->adding_sums.size = sizeof(file_sum);
 		*(file_sum *)recs_add(&t->adding_sums) = fs;
 	}
@@ -153,7 +154,7 @@ void file_table_each(const file_table *t, file_table_fn fn, void *arg)
 
 const file_sum *file_table_sum(const file_table *t, const file_rec *f)
 {
-	return t->keep_sums ? &t->sums[f->at] : NULL;
+	return t->keep_sums && (f->flags & FILE_SUMMED) ? &t->sums[f->at] : NULL;
 }
 
 void file_table_free(file_table *t)

@@ -436,6 +436,7 @@ static void test_file_table(void **state)
 	file_rec f, g;
 	assert_true(file_table_find(&t, "/inc", &f));
 	assert_int_equal(f.flags, FILE_INCREMENTED);
+	assert_null(file_table_sum(&t, &f)); /* it records no size or checksum: none kept */
 	assert_true(file_table_find(&t, "/skip", &f));
 	assert_int_equal(f.flags, FILE_SKIPPED); /* a negative frame, a size in quotes: unused */
 	assert_true(file_table_find(&t, "/whole", &f));
@@ -446,6 +447,7 @@ static void test_file_table(void **state)
 	assert_true(fs->sum[0] == 10 && fs->sum[1] == 255);
 	assert_true(file_table_find(&t, "/other", &g));
 	assert_int_equal(g.flags, FILE_SUM_OTHER);
+	assert_non_null(file_table_sum(&t, &g));
 	assert_false(file_table_find(&t, "/none", &g));
 	uint64_t key[2];
 	pg_name_key("/whole", key);
