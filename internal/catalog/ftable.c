@@ -1,7 +1,8 @@
 /*
  * files_metadata.json's Files as a keytab (catalog.h): filled from the streamed reader, so
- * that a restore of a delta chain holds a few bytes a file per backup, a delta restore and
- * backup-verify 24 more, rather than the document's jansson tree.
+ * that a restore of a delta chain holds a few bytes a file per backup (a delta restore and
+ * backup-verify 24 more for each entry that records a size or checksum), rather than the
+ * document's jansson tree.
  */
 #include "internal/catalog/catalog.h"
 

@@ -2,7 +2,7 @@
  * A sorted table of 128-bit keys with a few numbers each (core.h), in a few bytes a key when
  * neighbouring keys share their first half and differ little in the second, as the keys of a
  * folder's relation files do (pg_name_key): a restore of a cluster of 200,000 files then holds
- * a megabyte or two per backup rather than 32 bytes a file.
+ * a megabyte or two per backup, where records of 32 bytes a file took 6.4 MB.
  *
  * Keys are stored sorted, 64 to a block, each block's first key in an index searched by
  * bisection; within a block a key is the difference from the previous one in a variable-length
