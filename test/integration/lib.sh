@@ -286,6 +286,25 @@ walg_wrapper() {
 	cmd_wrapper "$T/walg.sh" "$T/bin/wal-g" PATH="$T/bin:/usr/bin:/bin" "$@"
 }
 
+# walg_sodium_pair NAME: the start of a test of walc beside WAL-G (skipped without WAL-G): its
+# directory (it_setup NAME), in E a file repository with a libsodium key and deltas of up to 2
+# steps, both tools' wrappers with E, and a pgbench cluster archiving through walc's
+# (pgbench_source 2 archive.log)
+walg_sodium_pair() {
+	walg_required
+	it_setup "$1"
+	log "WAL-G: $("$WALG" --version 2>&1 | head -n 1)"
+	mkdir -p "$T/repo"
+	head -c 32 /dev/urandom | base64 >"$T/key"
+	chmod 644 "$T/key"
+	E=(WALG_FILE_PREFIX="$T/repo" WALG_COMPRESSION_METHOD=zstd WALG_LIBSODIUM_KEY_PATH="$T/key"
+		WALG_LIBSODIUM_KEY_TRANSFORM=base64 WALG_DELTA_MAX_STEPS=2)
+	walc_wrapper "${E[@]}"
+	walg_wrapper "${E[@]}"
+	pg_own "$T"
+	pgbench_source 2 archive.log
+}
+
 # A configuration matrix: one environment file and wrapper per configuration name, and an
 # archive_command that pushes to every configuration. A name is CODEC or CODEC-TRANSFORM (a
 # libsodium key transform: that configuration encrypts with $T/key.TRANSFORM).

@@ -9,20 +9,7 @@
 # have it there; it is not part of walc). Without it the test prints "skipped: ..." and passes.
 . "$(dirname "$0")/lib.sh"
 
-walg_required
-it_setup walg_base
-log "WAL-G: $("$WALG" --version 2>&1 | head -n 1)"
-
-mkdir -p "$T/repo"
-head -c 32 /dev/urandom | base64 >"$T/key"
-chmod 644 "$T/key"
-E=(WALG_FILE_PREFIX="$T/repo" WALG_COMPRESSION_METHOD=zstd WALG_LIBSODIUM_KEY_PATH="$T/key"
-	WALG_LIBSODIUM_KEY_TRANSFORM=base64 WALG_DELTA_MAX_STEPS=2)
-walc_wrapper "${E[@]}"
-walg_wrapper "${E[@]}"
-pg_own "$T"
-
-pgbench_source 2 archive.log
+walg_sodium_pair walg_base
 sql() { psqlc "$PORT" "$1" >/dev/null; }
 sql "CREATE TABLE later (id int PRIMARY KEY, v text); INSERT INTO later SELECT g, md5(g::text) FROM generate_series(1, 5000) g"
 sql CHECKPOINT
