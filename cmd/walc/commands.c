@@ -208,6 +208,15 @@ static const command cmd_table[] = {
 	  "must be set. With WALG_METRICS_ADDRESS=host:port it also serves Prometheus /metrics\n"
 	  "and /healthz. Stops on SIGINT or SIGTERM.",
 	  true, cmd_daemon, NULL },
+	{ "wal-receive", "", 0, 0, none, "stream WAL over replication into the repository",
+	  "Connects for physical replication (libpq's PG* settings) through the slot WALG_SLOTNAME\n"
+	  "(default walg; created if missing) and stores each WAL segment as wal-push would, once\n"
+	  "the segment is complete. The slot learns a segment is flushed only after it is stored,\n"
+	  "so the server keeps whatever is not: a restart goes on where the slot stands. When the\n"
+	  "server's timeline ends (a promoted standby), the segment so far is stored as .partial\n"
+	  "with the new timeline's history file, and streaming goes on. Runs until SIGINT or\n"
+	  "SIGTERM; exits non-zero when the connection or an upload fails.",
+	  true, cmd_wal_receive, NULL },
 	{ "env", "", 0, 0, none, "list every setting walc reads",
 	  "Prints each setting with its current value (secrets masked) and where it came from,\n"
 	  "its default and meaning, then the WAL-G settings that are set but walc does not\n"

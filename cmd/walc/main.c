@@ -239,7 +239,7 @@ int main(int argc, char **argv)
 		conffile_free(&file);
 		return code;
 	}
-	if (cmd->run == cmd_backup_push || cmd->run == cmd_daemon)
+	if (cmd->run == cmd_backup_push || cmd->run == cmd_daemon || cmd->run == cmd_wal_receive)
 		cancel_on_signals();
 	/* env shows where each value came from, which exporting would hide. */
 	if (cmd->run != cmd_env)

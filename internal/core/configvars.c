@@ -80,6 +80,8 @@ const config_var config_vars[] = {
 		"wal-verify: missing segments this close to the current one are only delayed"),
 	TEXT("WALG_METRICS_ADDRESS", metrics_address, F_EXT, NULL,
 		 "daemon serves /metrics and /healthz on this host:port"),
+	TEXT("WALG_SLOTNAME", slot_name, 0, "walg",
+		 "wal-receive: the physical replication slot it streams from (created if missing)"),
 	TEXT("WALG_PUSHGATEWAY_URL", pushgateway_url, F_EXT, NULL,
 		 "backup-push and delete push their outcome, duration and sizes to this Prometheus "
 		 "Pushgateway (http://host:9091, or a URL ending in /metrics/job/NAME[/LABEL/VALUE...])"),
@@ -292,7 +294,6 @@ const config_var config_vars[] = {
 	NOOP("WALG_DISABLE_PARTIAL_RESTORE"),
 	NOOP("WALG_DOWNLOAD_FILE_RETRIES"),
 	NOOP("WALG_DAEMON_WAL_UPLOAD_TIMEOUT"),
-	NOOP("WALG_SLOTNAME"),
 	NOOP("WALG_STREAM_CREATE_COMMAND"),
 	NOOP("WALG_STREAM_RESTORE_COMMAND"),
 	NOOP("WALG_ENVELOPE_CACHE_EXPIRATION"),

@@ -134,6 +134,8 @@ sink *count_sink_new(uint64_t *counter, sink *next);
 sink *null_sink_new(void);
 /* A sink that compares the stream with a file's bytes: *equal set at finish. Borrows path. */
 sink *compare_sink_new(const char *path, bool *equal);
+/* The same against len bytes in memory (borrowed). */
+sink *compare_mem_sink_new(const void *buf, size_t len, bool *equal);
 /*
  * A sink that writes path atomically: a hidden temporary in the same directory, fsync (when
  * durable), rename at finish, fsync of the directory. Freed unfinished, it leaves nothing.
@@ -278,6 +280,7 @@ typedef struct config {
 	long integrity_max_delayed_wals; /* WALG_INTEGRITY_MAX_DELAYED_WALS */
 	char *metrics_address;			/* WALG_METRICS_ADDRESS, host:port for the daemon */
 	char *pushgateway_url;			/* WALG_PUSHGATEWAY_URL, for backup-push and delete */
+	char *slot_name;				/* WALG_SLOTNAME, wal-receive's replication slot */
 	long upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
 	long tar_size_threshold;		/* WALG_TAR_SIZE_THRESHOLD, bytes */
 	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */

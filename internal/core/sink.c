@@ -222,6 +222,54 @@ sink *compare_sink_new(const char *path, bool *equal)
 	return &c->base;
 }
 
+typedef struct compare_mem_sink {
+	sink base;
+	const unsigned char *want;
+	size_t left;
+	bool differs;
+	bool *equal;
+} compare_mem_sink;
+
+static err_code compare_mem_write(sink *s, const void *buf, size_t len)
+{
+	compare_mem_sink *c = (compare_mem_sink *)s;
+	if (c->differs || len == 0)
+		return E_OK;
+	if (len > c->left || memcmp(c->want, buf, len) != 0) {
+		c->differs = true;
+		return E_OK;
+	}
+	c->want += len;
+	c->left -= len;
+	return E_OK;
+}
+
+static err_code compare_mem_finish(sink *s)
+{
+	compare_mem_sink *c = (compare_mem_sink *)s;
+	*c->equal = !c->differs && c->left == 0;
+	return E_OK;
+}
+
+static void compare_mem_free(sink *s)
+{
+	free(s);
+}
+
+static const sink_ops compare_mem_ops = { compare_mem_write, compare_mem_finish,
+										  compare_mem_free };
+
+sink *compare_mem_sink_new(const void *buf, size_t len, bool *equal)
+{
+	compare_mem_sink *c = xcalloc(1, sizeof(*c));
+	c->base.ops = &compare_mem_ops;
+	c->want = buf;
+	c->left = len;
+	c->equal = equal;
+	*equal = false;
+	return &c->base;
+}
+
 /* Up to limit bytes (UINT64_MAX: to the end); *got: how many came. */
 static err_code write_fd_upto(sink *s, int fd, const char *what, uint64_t limit, uint64_t *got)
 {

@@ -185,6 +185,7 @@ typedef struct pg_server_info {
 	uint64_t system_id;
 	uint64_t wal_segsize; /* 0 when unknown (replication session) */
 	uint32_t timeline;	  /* IDENTIFY_SYSTEM's (replication session) */
+	uint64_t xlogpos;	  /* IDENTIFY_SYSTEM's: the WAL flushed so far (replication session) */
 	char *archive_mode, *archive_command, *archive_library;
 	bool data_checksums;
 	bool summarize_wal; /* 17+: WAL summaries are kept (incremental backups) */
@@ -260,6 +261,46 @@ err_code pg_base_backup(pg_session *s, const pg_bb_options *o, const pg_bb_handl
 						void *ctx, pg_bb_result *res);
 /* UPLOAD_MANIFEST (17+): the prior backup's manifest, for an INCREMENTAL BASE_BACKUP next. */
 err_code pg_upload_manifest(pg_session *s, const void *buf, size_t len);
+
+/*
+ * Physical replication, as pg_receivewal uses it (wal-receive). The slot is read on an SQL
+ * session (every major has pg_replication_slots), the rest happens on a replication session.
+ * slot names are checked by the caller (lower-case letters, digits, _): they go in unquoted.
+ */
+/* *exists: a physical slot of that name; *restart_lsn 0 when it has reserved no WAL yet. */
+err_code pg_slot_read(pg_session *s, const char *slot, bool *exists, uint64_t *restart_lsn);
+/* CREATE_REPLICATION_SLOT slot PHYSICAL RESERVE_WAL. */
+err_code pg_slot_create(pg_session *s, const char *slot);
+/* TIMELINE_HISTORY tli: the history file's content (a new string of *len bytes). */
+err_code pg_timeline_history(pg_session *s, uint32_t tli, char **content, size_t *len);
+/* START_REPLICATION SLOT slot PHYSICAL lsn TIMELINE tli: the stream is open after E_OK. */
+err_code pg_wal_stream_start(pg_session *s, const char *slot, uint32_t tli, uint64_t lsn);
+
+typedef enum pg_wal_msg_kind {
+	PG_WAL_DATA = 1,   /* XLogData */
+	PG_WAL_KEEPALIVE,  /* the server's keepalive */
+	PG_WAL_END,		   /* the server ended the stream (its timeline ended, or it stops) */
+	PG_WAL_IDLE		   /* nothing came within the wait */
+} pg_wal_msg_kind;
+typedef struct pg_wal_msg {
+	pg_wal_msg_kind kind;
+	uint64_t start;		 /* DATA: the LSN of data[0] */
+	uint64_t server_end; /* DATA, KEEPALIVE: the server's WAL end */
+	const unsigned char *data; /* DATA: borrowed until the next call on the session */
+	size_t len;
+	bool reply; /* KEEPALIVE: the server wants a status update now */
+} pg_wal_msg;
+/* One CopyData message of the stream, untrusted bytes; out->data points into buf. */
+err_code pg_wal_msg_parse(const unsigned char *buf, size_t len, pg_wal_msg *out);
+/* The next message, waiting up to wait_ms for one (PG_WAL_IDLE if none came). */
+err_code pg_wal_stream_next(pg_session *s, int wait_ms, pg_wal_msg *out);
+/* Standby status update: everything before lsn is written, flushed and applied. */
+err_code pg_wal_stream_status(pg_session *s, uint64_t lsn, bool reply);
+/*
+ * After PG_WAL_END: ends our side of the stream and reads the server's last results, where its
+ * next timeline starts when a timeline ended (*next_tli 0 otherwise).
+ */
+err_code pg_wal_stream_finish(pg_session *s, uint32_t *next_tli, uint64_t *next_lsn);
 
 /*
  * PostgreSQL 17's INCREMENTAL.<relfile> files: magic, block count, truncation length (in

@@ -52,8 +52,11 @@ static err_code identify(pg_session *s, pg_server_info *out)
 	err_code rc = E_OK;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 2)
 		rc = pg_conn_error(s->conn, "IDENTIFY_SYSTEM");
-	else if ((rc = parse_u64("IDENTIFY_SYSTEM", PQgetvalue(res, 0, 0), &out->system_id)) == E_OK)
+	else if ((rc = parse_u64("IDENTIFY_SYSTEM", PQgetvalue(res, 0, 0), &out->system_id)) == E_OK) {
 		out->timeline = (uint32_t)strtoul(PQgetvalue(res, 0, 1), NULL, 10);
+		if (PQnfields(res) >= 3)
+			rc = pg_lsn_parse(PQgetvalue(res, 0, 2), &out->xlogpos);
+	}
 	PQclear(res);
 	return rc;
 }

@@ -70,6 +70,8 @@ void pg_disconnect(pg_session *s)
 {
 	if (s == NULL)
 		return;
+	if (s->copybuf != NULL)
+		PQfreemem(s->copybuf);
 	PQfinish(s->conn);
 	free(s);
 }

@@ -9,6 +9,7 @@
 struct pg_session {
 	PGconn *conn;
 	bool replication;
+	char *copybuf; /* the WAL stream's last message, freed at the next (stream.c) */
 };
 
 /* libpq's message for conn, trailing newlines dropped, as "what: message" (E_IO). */

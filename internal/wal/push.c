@@ -25,10 +25,24 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* E_OK + *done when an identical copy is stored; E_EXISTS when a different one is. */
-static err_code check_overwrite(repo *r, const char *name, const char *path, bool *done)
+/* What is archived: a file, or bytes in memory (a segment wal-receive streamed). */
+typedef struct wal_src {
+	const char *name;
+	const char *path; /* NULL: buf */
+	const unsigned char *buf;
+	size_t len;
+} wal_src;
+
+static sink *compare_src(const wal_src *src, bool *equal)
 {
-	char *base = xasprintf(REPO_WAL_DIR "%s", name);
+	return src->path ? compare_sink_new(src->path, equal)
+					 : compare_mem_sink_new(src->buf, src->len, equal);
+}
+
+/* E_OK + *done when an identical copy is stored; E_EXISTS when a different one is. */
+static err_code check_overwrite(repo *r, const wal_src *src, bool *done)
+{
+	char *base = xasprintf(REPO_WAL_DIR "%s", src->name);
 	char *key = NULL;
 	err_code rc = repo_find(r, base, &key);
 	free(base);
@@ -40,17 +54,17 @@ static err_code check_overwrite(repo *r, const char *name, const char *path, boo
 	if (rc != E_OK)
 		return rc;
 	bool equal = false;
-	rc = repo_get(r, key, compare_sink_new(path, &equal));
+	rc = repo_get(r, key, compare_src(src, &equal));
 	if (rc == E_OK) {
 		if (equal) {
 			log_info("%s is already archived as %s with identical content; nothing to do",
-					 name, key);
+					 src->name, key);
 			*done = true;
 		} else {
 			rc = err_set(E_EXISTS,
 						 "%s is already archived as %s in %s with different content; refusing "
 						 "to overwrite it",
-						 name, key, storage_describe(r->st));
+						 src->name, key, storage_describe(r->st));
 		}
 	}
 	free(key);
@@ -58,24 +72,82 @@ static err_code check_overwrite(repo *r, const char *name, const char *path, boo
 }
 
 /* A segment's long header names its cluster: it must be the repository's. */
-static err_code check_cluster(repo *r, const config *cfg, const char *path, const char *name)
+static err_code check_cluster(repo *r, const config *cfg, const wal_src *src)
 {
-	if (!wal_is_segment_name(name) && !str_has_suffix(name, ".partial"))
+	if (!wal_is_segment_name(src->name) && !str_has_suffix(src->name, ".partial"))
 		return E_OK;
 	unsigned char head[WAL_LONG_HEADER_LEN];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return err_errno(E_IO, errno, "wal-push: %s", path);
-	ssize_t n = read(fd, head, sizeof(head));
-	close(fd);
+	ssize_t n = sizeof(head);
+	if (src->path != NULL) {
+		int fd = open(src->path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return err_errno(E_IO, errno, "wal-push: %s", src->path);
+		n = read(fd, head, sizeof(head));
+		close(fd);
+	} else if (src->len >= sizeof(head)) {
+		memcpy(head, src->buf, sizeof(head));
+	} else {
+		n = 0;
+	}
 	uint64_t sysid;
 	/* Not a WAL header (a test file, a damaged segment): nothing to compare. */
 	if (n != (ssize_t)sizeof(head) ||
 		!wal_header_sysid(head, sizeof(head), (uint64_t)cfg->pg_wal_size_mb << 20, &sysid))
 		return E_OK;
-	char *what = xasprintf("wal-push %s", name);
+	char *what = xasprintf("wal-push %s", src->name);
 	err_code rc = catalog_check_cluster(r, sysid, cfg->allow_system_id_change, what);
 	free(what);
+	return rc;
+}
+
+static err_code push_src(repo *r, const config *cfg, const wal_src *src, long long size)
+{
+	TRY(check_cluster(r, cfg, src));
+
+	double t0 = now_ms();
+	bool protect = cfg->prevent_wal_overwrite || str_has_suffix(src->name, ".history");
+	if (protect) {
+		bool done;
+		TRY(check_overwrite(r, src, &done));
+		if (done)
+			return E_OK;
+	}
+
+	char *base = xasprintf(REPO_WAL_DIR "%s", src->name);
+	char *key = NULL;
+	sink *s = NULL;
+	/* A protected name is created, never replaced: two pushers racing cannot both win. */
+	err_code rc = protect ? repo_put_new(r, base, &s, &key) : repo_put(r, base, NULL, &s, &key);
+	if (rc == E_OK)
+		rc = src->path ? sink_write_file(s, src->path) : sink_write(s, src->buf, src->len);
+	if (rc == E_OK)
+		rc = sink_finish(s);
+	sink_free(s);
+	if (rc == E_EXISTS) {
+		/* Someone published it first: fine if it is the same file, refused otherwise. */
+		bool done;
+		err_clear();
+		rc = check_overwrite(r, src, &done);
+		if (rc == E_OK && !done)
+			rc = err_set(E_EXISTS, "%s appeared in %s while it was being archived", src->name,
+						 storage_describe(r->st));
+		if (rc == E_OK) {
+			free(key);
+			free(base);
+			return E_OK;
+		}
+	}
+	if (rc == E_OK) {
+		char ms[32], bytes[32];
+		snprintf(ms, sizeof(ms), "%.1f", now_ms() - t0);
+		snprintf(bytes, sizeof(bytes), "%lld", size);
+		log_fields(LOG_INFO, "archived WAL file", "file", src->name, "object", key, "bytes",
+				   bytes, "ms", ms, (const char *)NULL);
+	} else {
+		err_wrap(rc, "wal-push %s to %s", src->name, storage_describe(r->st));
+	}
+	free(key);
+	free(base);
 	return rc;
 }
 
@@ -90,54 +162,16 @@ err_code wal_push_one(repo *r, const config *cfg, const char *path)
 		return err_errno(errno == ENOENT ? E_NOTFOUND : E_IO, errno, "wal-push: %s", path);
 	if (!S_ISREG(sb.st_mode))
 		return err_set(E_IO, "wal-push: %s is not a regular file", path);
+	wal_src src = { .name = name, .path = path };
+	return push_src(r, cfg, &src, (long long)sb.st_size);
+}
 
-	TRY(check_cluster(r, cfg, path, name));
-
-	double t0 = now_ms();
-	bool protect = cfg->prevent_wal_overwrite || str_has_suffix(name, ".history");
-	if (protect) {
-		bool done;
-		TRY(check_overwrite(r, name, path, &done));
-		if (done)
-			return E_OK;
-	}
-
-	char *base = xasprintf(REPO_WAL_DIR "%s", name);
-	char *key = NULL;
-	sink *s = NULL;
-	/* A protected name is created, never replaced: two pushers racing cannot both win. */
-	err_code rc = protect ? repo_put_new(r, base, &s, &key) : repo_put(r, base, NULL, &s, &key);
-	if (rc == E_OK)
-		rc = sink_write_file(s, path);
-	if (rc == E_OK)
-		rc = sink_finish(s);
-	sink_free(s);
-	if (rc == E_EXISTS) {
-		/* Someone published it first: fine if it is the same file, refused otherwise. */
-		bool done;
-		err_clear();
-		rc = check_overwrite(r, name, path, &done);
-		if (rc == E_OK && !done)
-			rc = err_set(E_EXISTS, "%s appeared in %s while it was being archived", name,
-						 storage_describe(r->st));
-		if (rc == E_OK) {
-			free(key);
-			free(base);
-			return E_OK;
-		}
-	}
-	if (rc == E_OK) {
-		char ms[32], size[32];
-		snprintf(ms, sizeof(ms), "%.1f", now_ms() - t0);
-		snprintf(size, sizeof(size), "%lld", (long long)sb.st_size);
-		log_fields(LOG_INFO, "archived WAL file", "file", name, "object", key, "bytes", size,
-				   "ms", ms, (const char *)NULL);
-	} else {
-		err_wrap(rc, "wal-push %s to %s", name, storage_describe(r->st));
-	}
-	free(key);
-	free(base);
-	return rc;
+err_code wal_push_mem(repo *r, const config *cfg, const char *name, const void *buf, size_t len)
+{
+	if (!wal_is_archive_name(name))
+		return err_set(E_CONFIG, "wal-push: \"%s\" is not a WAL file name", name);
+	wal_src src = { .name = name, .buf = buf, .len = len };
+	return push_src(r, cfg, &src, (long long)len);
 }
 
 bool wal_archived(const char *pgdata, const char *name)

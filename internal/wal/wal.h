@@ -22,6 +22,8 @@
 err_code wal_push(repo *r, const config *cfg, const char *path);
 /* The upload of one file alone, without markers or background uploads. */
 err_code wal_push_one(repo *r, const config *cfg, const char *path);
+/* The same upload of len bytes in memory as WAL file name (a segment, .partial or .history). */
+err_code wal_push_mem(repo *r, const config *cfg, const char *name, const void *buf, size_t len);
 /*
  * PostgreSQL has archived pgdata's WAL file name: its .done exists, or neither the file nor
  * its .ready is left.
@@ -41,6 +43,14 @@ err_code wal_push_if_ready(repo *r, const config *cfg, const char *pgdata, const
  */
 err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest,
 				   bool *prefetch);
+
+/*
+ * wal-receive: streams WAL from the server (PG* settings) through physical slot
+ * cfg->slot_name, created if missing, storing each segment once complete and only then
+ * reporting it flushed; .partial and the new history file when the server's timeline ends.
+ * Returns E_OK once asked to stop (cancel_requested), an error when streaming cannot go on.
+ */
+err_code wal_receive(repo *r, const config *cfg);
 
 /* wal-show: timelines, ranges and gaps in wal_005/, as a table or detailed JSON. */
 err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_backups,

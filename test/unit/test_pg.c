@@ -490,6 +490,45 @@ static void test_history_check(void **state)
 	assert_non_null(pg_history_parse(good, strlen(good), 3, e, 1, &n));
 }
 
+/* The replication stream's messages, as walsender.c writes them. */
+static void test_wal_msg_parse(void **state)
+{
+	(void)state;
+	unsigned char w[25 + 3] = { 'w' };
+	w[8] = 0x10;		   /* start 0/10 */
+	w[9 + 6] = 0x01;	   /* server end 0/100 */
+	w[25] = 1, w[26] = 2, w[27] = 3;
+	pg_wal_msg m;
+	assert_int_equal(pg_wal_msg_parse(w, sizeof(w), &m), E_OK);
+	assert_int_equal(m.kind, PG_WAL_DATA);
+	assert_int_equal(m.start, 0x10);
+	assert_int_equal(m.server_end, 0x100);
+	assert_int_equal(m.len, 3);
+	assert_ptr_equal(m.data, w + 25);
+	/* no WAL at all is a valid (empty) XLogData */
+	assert_int_equal(pg_wal_msg_parse(w, 25, &m), E_OK);
+	assert_int_equal(m.len, 0);
+	assert_int_equal(pg_wal_msg_parse(w, 24, &m), E_CORRUPT);
+	/* a start so high that the data would pass the end of the LSN space */
+	memset(w + 1, 0xff, 8);
+	assert_int_equal(pg_wal_msg_parse(w, sizeof(w), &m), E_CORRUPT);
+
+	unsigned char k[18] = { 'k' };
+	k[8] = 0x20;
+	assert_int_equal(pg_wal_msg_parse(k, sizeof(k), &m), E_OK);
+	assert_int_equal(m.kind, PG_WAL_KEEPALIVE);
+	assert_int_equal(m.server_end, 0x20);
+	assert_false(m.reply);
+	k[17] = 1;
+	assert_int_equal(pg_wal_msg_parse(k, sizeof(k), &m), E_OK);
+	assert_true(m.reply);
+	assert_int_equal(pg_wal_msg_parse(k, sizeof(k) - 1, &m), E_CORRUPT);
+	assert_int_equal(pg_wal_msg_parse(k, 0, &m), E_CORRUPT);
+	k[0] = 'x';
+	assert_int_equal(pg_wal_msg_parse(k, sizeof(k), &m), E_CORRUPT);
+	err_clear();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -500,6 +539,7 @@ int main(void)
 		cmocka_unit_test(test_wal_records),
 		cmocka_unit_test(test_page_verify),		 cmocka_unit_test(test_control_checksums),
 		cmocka_unit_test(test_wal_page_check),	 cmocka_unit_test(test_history_check),
+		cmocka_unit_test(test_wal_msg_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,7 +17,7 @@
 # Environment: PGV_OUT (required), PGV_ONLY (checks to run, default all), WALC (the static walc), S3_ENDPOINT, AWS_ACCESS_KEY_ID,
 # AWS_SECRET_ACCESS_KEY and PGV_S3_BUCKET (the s3 check; it fails without them).
 CHECKS=(setup local-full local-delta fetch-chain tablespace pitr delta-restore encryption remote
-	remote-incremental remote-compression s3 standby archive-module wal-verify retention)
+	remote-incremental remote-compression s3 standby archive-module wal-receive wal-verify retention)
 if [ "${1:-}" = --list ]; then
 	printf '%s\n' "${CHECKS[@]}"
 	exit 0
@@ -463,6 +463,44 @@ check_archive_module() {
 	log "$n segments archived by walc_archive through walc daemon, identical when fetched"
 }
 
+check_wal_receive() {
+	local rport last s n first="" rpids
+	mkdir -p "$T/repo-rcv"
+	pg_own "$T/repo-rcv"
+	pg_init "$T/rcv" --wal-segsize=1
+	pg_conf "$T/rcv" "wal_level = replica" "archive_mode = off" "max_wal_senders = 4" \
+		"max_replication_slots = 4" "fsync = off"
+	rport=$(free_port)
+	pg_start "$T/rcv" "$rport"
+	as_pg env PGHOST="$T" PGPORT="$rport" PGUSER=postgres PGDATABASE=postgres WALG_FILE_PREFIX="$T/repo-rcv" \
+		WALG_PG_WAL_SIZE=1 WALG_COMPRESSION_METHOD=zstd "${KEY[@]}" "$WALC_PG" wal-receive >>"$T/log/receive.log" 2>&1 &
+	BG_PIDS+=($!)
+	for _ in $(seq 1 100); do
+		[ "$(psqlc "$rport" "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'walg' AND active")" = 1 ] && break
+		sleep 0.1
+	done
+	mapfile -t rpids < <(pgrep -f " wal-receive\$" || true)
+	BG_PIDS+=("${rpids[@]}")
+	psqlc "$rport" "CREATE TABLE t (v text)"
+	for _ in $(seq 1 8); do
+		last=$(psqlc "$rport" "INSERT INTO t SELECT md5(g::text) FROM generate_series(1, 500) g; SELECT pg_walfile_name(pg_switch_wal())")
+		[ -n "$first" ] || first=$last
+	done
+	for _ in $(seq 1 600); do [ -e "$T/repo-rcv/wal_005/$last.zst" ] && break; sleep 0.1; done
+	[ -e "$T/repo-rcv/wal_005/$last.zst" ] || { cat "$T/log/receive.log" >&2; fail "wal-receive did not store $last"; }
+	n=0
+	for s in "$T"/rcv/pg_wal/[0-9A-F]*; do
+		s=$(basename "$s")
+		if ! is_segment_name "$s" || [[ $s < $first ]] || [[ $s > $last ]]; then continue; fi
+		wrun WALG_FILE_PREFIX="$T/repo-rcv" WALG_PG_WAL_SIZE=1 "${KEY[@]}" -- wal-fetch "$s" "$T/rcv-got"
+		expect_rc 0 "wal-fetch $s from wal-receive's repository"
+		assert_same_file "$T/rcv/pg_wal/$s" "$T/rcv-got" "segment stored by wal-receive"
+		n=$((n + 1))
+	done
+	[ "$n" -ge 8 ] || fail "only $n segments compared"
+	log "$n segments streamed by wal-receive through slot walg, identical when fetched"
+}
+
 check_wal_verify() {
 	local seg
 	seg=$(archive_now)
@@ -571,5 +609,6 @@ run_check remote-compression setup
 run_check s3 setup
 run_check standby setup
 run_check archive-module
+run_check wal-receive
 run_check wal-verify setup
 run_check retention setup

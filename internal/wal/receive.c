@@ -1,0 +1,239 @@
+/*
+ * wal-receive: WAL streamed over physical replication from a slot (WALG_SLOTNAME), each
+ * segment stored once complete as wal-push stores it, as WAL-G's wal-receive does. The slot is
+ * told a segment is flushed only once the segment is in the repository, so the server keeps
+ * every byte not yet stored, across restarts of walc and of the server. When the server's
+ * timeline ends (a promoted standby), the part of the segment received on it is stored as
+ * <segment>.partial and the new timeline's history file beside it, then streaming goes on.
+ */
+#include "internal/wal/wal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal/catalog/catalog.h"
+
+#define STATUS_EVERY_S 10 /* standby status updates, as WAL-G and pg_receivewal send them */
+#define WAIT_MS 1000	  /* longest wait for a message: cancellation is seen this soon */
+#define HISTORY_MAX 64	  /* timeline switches a history file may list */
+
+typedef struct receiver {
+	repo *r;
+	const config *cfg;
+	pg_session *s;
+	uint64_t seg_size;
+	uint32_t tli;
+	uint64_t seg_start; /* the LSN where the buffered segment starts */
+	unsigned char *buf; /* seg_size bytes */
+	size_t have;
+	time_t status_due;
+} receiver;
+
+static err_code send_status(receiver *v, bool reply)
+{
+	v->status_due = time(NULL) + STATUS_EVERY_S;
+	return pg_wal_stream_status(v->s, v->seg_start, reply);
+}
+
+/* The buffered segment as wal_005/<name>, or what came of it as <name>.partial. */
+static err_code store_segment(receiver *v, bool partial)
+{
+	char name[WAL_NAME_LEN + sizeof(".partial")];
+	wal_name_format(name, v->tli, v->seg_start / v->seg_size, v->seg_size);
+	if (partial) {
+		/* as PostgreSQL keeps a .partial: full size, zeros after the timeline's end */
+		strcat(name, ".partial");
+		memset(v->buf + v->have, 0, v->seg_size - v->have);
+	}
+	return wal_push_mem(v->r, v->cfg, name, v->buf, v->seg_size);
+}
+
+/* Timeline tli's history file from the server, checked and stored; *text when wanted. */
+static err_code store_history(receiver *v, uint32_t tli, char **text, size_t *len)
+{
+	char *t = NULL, name[32];
+	size_t n = 0;
+	TRY(pg_timeline_history(v->s, tli, &t, &n));
+	const char *bad = pg_history_check(t, n, tli);
+	snprintf(name, sizeof(name), "%08X.history", tli);
+	err_code rc = bad ? err_set(E_CORRUPT, "wal-receive: the server's %s: %s", name, bad)
+					  : wal_push_mem(v->r, v->cfg, name, t, n);
+	if (rc == E_OK && text != NULL) {
+		*text = t;
+		*len = n;
+	} else {
+		free(t);
+	}
+	return rc;
+}
+
+/* XLogData: appended to the segment, each segment stored as it completes. */
+static err_code take(receiver *v, const pg_wal_msg *m)
+{
+	if (m->start != v->seg_start + v->have) {
+		char want[32], got[32];
+		pg_lsn_format(v->seg_start + v->have, want);
+		pg_lsn_format(m->start, got);
+		return err_set(E_CORRUPT, "wal-receive: the server sent WAL from %s where %s was next",
+					   got, want);
+	}
+	const unsigned char *p = m->data;
+	size_t left = m->len;
+	while (left > 0) {
+		size_t n = v->seg_size - v->have < left ? v->seg_size - v->have : left;
+		memcpy(v->buf + v->have, p, n);
+		v->have += n;
+		p += n;
+		left -= n;
+		if (v->have == v->seg_size) {
+			TRY(store_segment(v, false));
+			v->seg_start += v->seg_size;
+			v->have = 0;
+			TRY(send_status(v, false));
+		}
+	}
+	return E_OK;
+}
+
+/*
+ * Streams timeline v->tli from v->seg_start until the server ends it (*next_tli, where the
+ * next one starts) or walc is asked to stop (*next_tli 0).
+ */
+static err_code stream_timeline(receiver *v, const char *slot, uint32_t *next_tli,
+								uint64_t *next_lsn)
+{
+	char at[32];
+	pg_lsn_format(v->seg_start, at);
+	log_info("wal-receive: streaming timeline %u from %s (slot %s)", v->tli, at, slot);
+	TRY(pg_wal_stream_start(v->s, slot, v->tli, v->seg_start));
+	v->have = 0;
+	*next_tli = 0;
+	TRY(send_status(v, false));
+	for (;;) {
+		if (cancel_requested() != 0) {
+			log_info("wal-receive: stopping; the slot keeps what was not stored (from %s)", at);
+			return E_OK;
+		}
+		if (time(NULL) >= v->status_due)
+			TRY(send_status(v, false));
+		pg_wal_msg m;
+		TRY(pg_wal_stream_next(v->s, WAIT_MS, &m));
+		if (m.kind == PG_WAL_DATA) {
+			TRY(take(v, &m));
+			pg_lsn_format(v->seg_start, at);
+		} else if (m.kind == PG_WAL_KEEPALIVE && m.reply) {
+			TRY(send_status(v, false));
+		} else if (m.kind == PG_WAL_END) {
+			break;
+		}
+	}
+	TRY(pg_wal_stream_finish(v->s, next_tli, next_lsn));
+	/* a shutdown ends the stream too: the segment under way goes on after the restart */
+	if (*next_tli == 0)
+		return err_set(E_IO, "wal-receive: the server ended replication (shutting down?); "
+							 "the slot keeps the WAL from %s",
+					   at);
+	if (*next_tli <= v->tli || *next_lsn < v->seg_start)
+		return err_set(E_CORRUPT, "wal-receive: the server's timeline %u ended with next "
+								  "timeline %u, which does not follow",
+					   v->tli, *next_tli);
+	return v->have > 0 ? store_segment(v, true) : E_OK;
+}
+
+/* The timeline of lsn in the server's history (tli's history file, stored on the way). */
+static err_code start_timeline(receiver *v, uint32_t tli, uint64_t lsn, uint32_t *out)
+{
+	*out = tli;
+	if (tli < 2)
+		return E_OK;
+	char *text = NULL;
+	size_t len = 0, n = 0;
+	TRY(store_history(v, tli, &text, &len));
+	pg_history_entry e[HISTORY_MAX];
+	const char *bad = pg_history_parse(text, len, tli, e, HISTORY_MAX, &n);
+	free(text);
+	if (bad != NULL)
+		return err_set(E_CORRUPT, "wal-receive: timeline %u's history: %s", tli, bad);
+	for (size_t i = 0; i < n; i++)
+		if (lsn < e[i].switch_lsn) {
+			*out = e[i].parent;
+			break;
+		}
+	return E_OK;
+}
+
+err_code wal_receive(repo *r, const config *cfg)
+{
+	const char *slot = cfg->slot_name;
+	/*
+	 * PostgreSQL's rule for slot names; the name also goes into replication commands unquoted.
+	 * Checked here, not with the other settings: a name no other command uses must not stop
+	 * wal-push.
+	 */
+	size_t sl = strlen(slot);
+	if (sl == 0 || sl > 63 || strspn(slot, "abcdefghijklmnopqrstuvwxyz0123456789_") != sl)
+		return err_set(E_CONFIG,
+					   "WALG_SLOTNAME: expected 1 to 63 lower-case letters, digits or _, got "
+					   "\"%s\"",
+					   slot);
+	pg_session *sql = NULL, *s = NULL;
+	pg_server_info si, ri;
+	memset(&ri, 0, sizeof(ri));
+	bool exists = false;
+	uint64_t restart = 0;
+	TRY(pg_connect(false, &sql));
+	err_code rc = pg_server_info_get(sql, &si);
+	if (rc == E_OK)
+		rc = pg_slot_read(sql, slot, &exists, &restart);
+	pg_disconnect(sql);
+	if (rc != E_OK) {
+		pg_server_info_free(&si);
+		return rc;
+	}
+	uint64_t seg_size = si.wal_segsize;
+	uint64_t sysid = si.system_id;
+	pg_server_info_free(&si);
+	if (seg_size == 0 || (seg_size & (seg_size - 1)) != 0 || seg_size > (1u << 30))
+		return err_set(E_CORRUPT, "wal-receive: the server's WAL segment size %llu",
+					   (unsigned long long)seg_size);
+	TRY(catalog_check_cluster(r, sysid, cfg->allow_system_id_change, "wal-receive"));
+
+	/* wal-push's header check reads segments of this size */
+	config own = *cfg;
+	own.pg_wal_size_mb = (long)(seg_size >> 20);
+	receiver v = { .r = r, .cfg = &own, .seg_size = seg_size };
+	if ((rc = pg_connect(true, &s)) != E_OK)
+		return rc;
+	v.s = s;
+	rc = pg_server_info_get(s, &ri);
+	if (rc == E_OK && ri.system_id != sysid)
+		rc = err_set(E_CONFIG, "wal-receive: the replication connection reaches another cluster "
+							   "(system %llu, not %llu)",
+					 (unsigned long long)ri.system_id, (unsigned long long)sysid);
+	uint64_t start = exists && restart != 0 ? restart : ri.xlogpos;
+	if (rc == E_OK && !exists) {
+		rc = pg_slot_create(s, slot);
+		if (rc == E_OK)
+			log_info("wal-receive: created physical replication slot %s", slot);
+	}
+	if (rc == E_OK)
+		rc = start_timeline(&v, ri.timeline, start, &v.tli);
+	pg_server_info_free(&ri);
+	v.buf = rc == E_OK ? xmalloc(seg_size) : NULL;
+	v.seg_start = start - start % seg_size;
+	while (rc == E_OK) {
+		uint32_t next_tli;
+		uint64_t next_lsn;
+		rc = stream_timeline(&v, slot, &next_tli, &next_lsn);
+		if (rc != E_OK || next_tli == 0)
+			break;
+		log_info("wal-receive: timeline %u ended; timeline %u follows", v.tli, next_tli);
+		v.tli = next_tli;
+		v.seg_start = next_lsn - next_lsn % seg_size;
+		rc = store_history(&v, next_tli, NULL, NULL);
+	}
+	free(v.buf);
+	pg_disconnect(s);
+	return rc;
+}
