@@ -163,57 +163,64 @@ static err_code start_timeline(receiver *v, uint32_t tli, uint64_t lsn, uint32_t
 	return E_OK;
 }
 
-err_code wal_receive(repo *r, const config *cfg)
+/* PostgreSQL's rule for slot names; the name also goes into replication commands unquoted. */
+static err_code check_slot_name(const char *slot)
 {
-	const char *slot = cfg->slot_name;
-	/*
-	 * PostgreSQL's rule for slot names; the name also goes into replication commands unquoted.
-	 * Checked here, not with the other settings: a name no other command uses must not stop
-	 * wal-push.
-	 */
-	size_t sl = strlen(slot);
-	if (sl == 0 || sl > 63 || strspn(slot, "abcdefghijklmnopqrstuvwxyz0123456789_") != sl)
+	size_t n = strlen(slot);
+	if (n == 0 || n > 63 || strspn(slot, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
 		return err_set(E_CONFIG,
 					   "WALG_SLOTNAME: expected 1 to 63 lower-case letters, digits or _, got "
 					   "\"%s\"",
 					   slot);
-	pg_session *sql = NULL, *s = NULL;
-	pg_server_info si, ri;
-	memset(&ri, 0, sizeof(ri));
-	bool exists = false;
-	uint64_t restart = 0;
+	return E_OK;
+}
+
+/* From an SQL session: the cluster, its segment size, and the slot if it exists. */
+static err_code read_server(const char *slot, uint64_t *sysid, uint64_t *seg_size,
+							bool *exists, uint64_t *restart)
+{
+	pg_session *sql = NULL;
+	pg_server_info si;
 	TRY(pg_connect(false, &sql));
 	err_code rc = pg_server_info_get(sql, &si);
 	if (rc == E_OK)
-		rc = pg_slot_read(sql, slot, &exists, &restart);
+		rc = pg_slot_read(sql, slot, exists, restart);
 	pg_disconnect(sql);
-	if (rc != E_OK) {
-		pg_server_info_free(&si);
-		return rc;
-	}
-	uint64_t seg_size = si.wal_segsize;
-	uint64_t sysid = si.system_id;
+	*sysid = si.system_id;
+	*seg_size = si.wal_segsize;
 	pg_server_info_free(&si);
-	if (seg_size == 0 || (seg_size & (seg_size - 1)) != 0 || seg_size > (1u << 30))
-		return err_set(E_CORRUPT, "wal-receive: the server's WAL segment size %llu",
-					   (unsigned long long)seg_size);
+	if (rc == E_OK && (*seg_size == 0 || (*seg_size & (*seg_size - 1)) != 0 ||
+					   *seg_size > (UINT64_C(1) << 30)))
+		rc = err_set(E_CORRUPT, "wal-receive: the server's WAL segment size %llu",
+					 (unsigned long long)*seg_size);
+	return rc;
+}
+
+err_code wal_receive(repo *r, const config *cfg)
+{
+	const char *slot = cfg->slot_name;
+	uint64_t sysid, seg_size, restart = 0;
+	bool exists = false;
+	/* checked here, not with the other settings: a name only this command uses */
+	TRY(check_slot_name(slot));
+	TRY(read_server(slot, &sysid, &seg_size, &exists, &restart));
 	TRY(catalog_check_cluster(r, sysid, cfg->allow_system_id_change, "wal-receive"));
 
 	/* wal-push's header check reads segments of this size */
 	config own = *cfg;
 	own.pg_wal_size_mb = (long)(seg_size >> 20);
 	receiver v = { .r = r, .cfg = &own, .seg_size = seg_size };
-	if ((rc = pg_connect(true, &s)) != E_OK)
-		return rc;
-	v.s = s;
-	rc = pg_server_info_get(s, &ri);
+	pg_server_info ri;
+	memset(&ri, 0, sizeof(ri));
+	TRY(pg_connect(true, &v.s));
+	err_code rc = pg_server_info_get(v.s, &ri);
 	if (rc == E_OK && ri.system_id != sysid)
 		rc = err_set(E_CONFIG, "wal-receive: the replication connection reaches another cluster "
 							   "(system %llu, not %llu)",
 					 (unsigned long long)ri.system_id, (unsigned long long)sysid);
 	uint64_t start = exists && restart != 0 ? restart : ri.xlogpos;
 	if (rc == E_OK && !exists) {
-		rc = pg_slot_create(s, slot);
+		rc = pg_slot_create(v.s, slot);
 		if (rc == E_OK)
 			log_info("wal-receive: created physical replication slot %s", slot);
 	}
@@ -234,6 +241,6 @@ err_code wal_receive(repo *r, const config *cfg)
 		rc = store_history(&v, next_tli, NULL, NULL);
 	}
 	free(v.buf);
-	pg_disconnect(s);
+	pg_disconnect(v.s);
 	return rc;
 }
