@@ -294,8 +294,13 @@ typedef struct pg_wal_msg {
 err_code pg_wal_msg_parse(const unsigned char *buf, size_t len, pg_wal_msg *out);
 /* The next message, waiting up to wait_ms for one (PG_WAL_IDLE if none came). */
 err_code pg_wal_stream_next(pg_session *s, int wait_ms, pg_wal_msg *out);
-/* Standby status update: everything before lsn is written, flushed and applied. */
-err_code pg_wal_stream_status(pg_session *s, uint64_t lsn, bool reply);
+/*
+ * Standby status update: received up to written; flushed, when not 0, is where the slot may
+ * move to (everything before it is stored). A shutting-down server waits for the client to
+ * confirm everything it sent, flushed if the last update said a flush position, written
+ * otherwise: so flushed is given only when it moves, and 0 the rest of the time.
+ */
+err_code pg_wal_stream_status(pg_session *s, uint64_t written, uint64_t flushed, bool reply);
 /*
  * After PG_WAL_END: ends our side of the stream and reads the server's last results, where its
  * next timeline starts when a timeline ended (*next_tli 0 otherwise).

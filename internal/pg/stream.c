@@ -179,16 +179,16 @@ err_code pg_wal_stream_next(pg_session *s, int wait_ms, pg_wal_msg *out)
 	}
 }
 
-err_code pg_wal_stream_status(pg_session *s, uint64_t lsn, bool reply)
+err_code pg_wal_stream_status(pg_session *s, uint64_t written, uint64_t flushed, bool reply)
 {
 	unsigned char msg[1 + 8 * 4 + 1];
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	uint64_t us = (uint64_t)(now.tv_sec - PG_EPOCH_UNIX) * 1000000u + (uint64_t)now.tv_nsec / 1000u;
 	msg[0] = 'r';
-	put_be64(msg + 1, lsn);	 /* written */
-	put_be64(msg + 9, lsn);	 /* flushed: what the slot may release */
-	put_be64(msg + 17, lsn); /* applied */
+	put_be64(msg + 1, written);
+	put_be64(msg + 9, flushed); /* what the slot may release; 0: no news */
+	put_be64(msg + 17, 0);		/* applied: nothing is */
 	put_be64(msg + 25, us);
 	msg[33] = reply ? 1 : 0;
 	if (PQputCopyData(s->conn, (const char *)msg, sizeof(msg)) != 1 || PQflush(s->conn) != 0)
@@ -201,8 +201,12 @@ err_code pg_wal_stream_finish(pg_session *s, uint32_t *next_tli, uint64_t *next_
 	drop_message(s);
 	*next_tli = 0;
 	*next_lsn = 0;
+	/*
+	 * Our CopyDone. A server shutting down may have ended the command already ("no COPY in
+	 * progress"): its results below say so, and the caller reports no next timeline.
+	 */
 	if (PQputCopyEnd(s->conn, NULL) != 1 || PQflush(s->conn) != 0)
-		return pg_conn_error(s->conn, "ending the WAL stream");
+		log_debug("ending the WAL stream: %s", PQerrorMessage(s->conn));
 	err_code rc = E_OK;
 	PGresult *r;
 	/* At a timeline's end: a row (next timeline, its start), then the command's completion. */

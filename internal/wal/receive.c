@@ -30,10 +30,11 @@ typedef struct receiver {
 	time_t status_due;
 } receiver;
 
-static err_code send_status(receiver *v, bool reply)
+/* stored: a segment was just stored, the slot may move to its end (v->seg_start now). */
+static err_code send_status(receiver *v, bool stored)
 {
 	v->status_due = time(NULL) + STATUS_EVERY_S;
-	return pg_wal_stream_status(v->s, v->seg_start, reply);
+	return pg_wal_stream_status(v->s, v->seg_start + v->have, stored ? v->seg_start : 0, false);
 }
 
 /* The buffered segment as wal_005/<name>, or what came of it as <name>.partial. */
@@ -90,7 +91,7 @@ static err_code take(receiver *v, const pg_wal_msg *m)
 			TRY(store_segment(v, false));
 			v->seg_start += v->seg_size;
 			v->have = 0;
-			TRY(send_status(v, false));
+			TRY(send_status(v, true));
 		}
 	}
 	return E_OK;
@@ -128,12 +129,17 @@ static err_code stream_timeline(receiver *v, const char *slot, uint32_t *next_tl
 			break;
 		}
 	}
-	TRY(pg_wal_stream_finish(v->s, next_tli, next_lsn));
 	/* a shutdown ends the stream too: the segment under way goes on after the restart */
-	if (*next_tli == 0)
-		return err_set(E_IO, "wal-receive: the server ended replication (shutting down?); "
-							 "the slot keeps the WAL from %s",
-					   at);
+	err_code frc = pg_wal_stream_finish(v->s, next_tli, next_lsn);
+	if (frc != E_OK || *next_tli == 0) {
+		char *why = xstrdup(frc != E_OK ? err_msg() : "");
+		err_code rc = err_set(E_IO,
+							  "wal-receive: the server ended replication (shutting down?); the "
+							  "slot keeps the WAL from %s%s%s",
+							  at, why[0] ? ": " : "", why);
+		free(why);
+		return rc;
+	}
 	if (*next_tli <= v->tli || *next_lsn < v->seg_start)
 		return err_set(E_CORRUPT, "wal-receive: the server's timeline %u ended with next "
 								  "timeline %u, which does not follow",

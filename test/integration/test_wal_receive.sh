@@ -194,6 +194,19 @@ tl2=$(rows "$SPORT" 2000)
 case $tl2 in 00000002*) ;; *) fail "the promoted standby switched $tl2, not a timeline 2 segment" ;; esac
 wait_stored "$tl2"
 same_as_server "$tl2" "$T/standby"
-stop_receiver
+log "promotion: $partial, 00000002.history and $tl2 stored"
+
+# The server shutting down ends the stream without a new timeline: the receiver exits non-zero
+# saying so, and stores no .partial (the segment goes on after the server's restart).
+psqlc "$SPORT" "INSERT INTO after_promotion VALUES (2)"
+pg_stop "$T/standby"
+for _ in $(seq 1 200); do
+	kill -0 "$RECV" 2>/dev/null || break
+	sleep 0.05
+done
+! kill -0 "$RECV" 2>/dev/null || fail "wal-receive still running after the server stopped"
+if wait "$RECV_JOB"; then fail "wal-receive exited 0 when the server stopped"; fi
+grep -q "the server ended replication" "$T/receive.log" || { tail -n 5 "$T/receive.log"; fail "wal-receive did not say the server ended replication"; }
+[ "$(find "$T/repo/wal_005" -name '00000002*.partial.zst' | wc -l)" = 0 ] || fail "a .partial stored at a shutdown"
 assert_no_sanitizer_reports "$T/receive.log"
-ok "promotion: $partial, 00000002.history and $tl2 stored"
+ok "wal-receive"
