@@ -300,7 +300,7 @@ err_code pg_wal_stream_next(pg_session *s, int wait_ms, pg_wal_msg *out);
  * confirm everything it sent, flushed if the last update said a flush position, written
  * otherwise: so flushed is given only when it moves, and 0 the rest of the time.
  */
-err_code pg_wal_stream_status(pg_session *s, uint64_t written, uint64_t flushed, bool reply);
+err_code pg_wal_stream_status(pg_session *s, uint64_t written, uint64_t flushed);
 /*
  * After PG_WAL_END: ends our side of the stream and reads the server's last results, where its
  * next timeline starts when a timeline ended (*next_tli 0 otherwise).

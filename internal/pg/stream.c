@@ -179,7 +179,7 @@ err_code pg_wal_stream_next(pg_session *s, int wait_ms, pg_wal_msg *out)
 	}
 }
 
-err_code pg_wal_stream_status(pg_session *s, uint64_t written, uint64_t flushed, bool reply)
+err_code pg_wal_stream_status(pg_session *s, uint64_t written, uint64_t flushed)
 {
 	unsigned char msg[1 + 8 * 4 + 1];
 	struct timespec now;
@@ -190,7 +190,7 @@ err_code pg_wal_stream_status(pg_session *s, uint64_t written, uint64_t flushed,
 	put_be64(msg + 9, flushed); /* what the slot may release; 0: no news */
 	put_be64(msg + 17, 0);		/* applied: nothing is */
 	put_be64(msg + 25, us);
-	msg[33] = reply ? 1 : 0;
+	msg[33] = 0; /* no reply wanted */
 	if (PQputCopyData(s->conn, (const char *)msg, sizeof(msg)) != 1 || PQflush(s->conn) != 0)
 		return pg_conn_error(s->conn, "sending the standby status");
 	return E_OK;

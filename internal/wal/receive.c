@@ -34,7 +34,7 @@ typedef struct receiver {
 static err_code send_status(receiver *v, bool stored)
 {
 	v->status_due = time(NULL) + STATUS_EVERY_S;
-	return pg_wal_stream_status(v->s, v->seg_start + v->have, stored ? v->seg_start : 0, false);
+	return pg_wal_stream_status(v->s, v->seg_start + v->have, stored ? v->seg_start : 0);
 }
 
 /* The buffered segment as wal_005/<name>, or what came of it as <name>.partial. */
