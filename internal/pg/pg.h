@@ -183,7 +183,7 @@ typedef struct pg_server_info {
 	int version; /* server_version_num */
 	char *data_dir;
 	uint64_t system_id;
-	uint64_t wal_segsize; /* 0 when unknown (replication session) */
+	uint64_t wal_segsize; /* replication session: SHOW wal_segment_size's, 0 if unreadable */
 	uint32_t timeline;	  /* IDENTIFY_SYSTEM's (replication session) */
 	uint64_t xlogpos;	  /* IDENTIFY_SYSTEM's: the WAL flushed so far (replication session) */
 	char *archive_mode, *archive_command, *archive_library;

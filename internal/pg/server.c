@@ -61,6 +61,21 @@ static err_code identify(pg_session *s, pg_server_info *out)
 	return rc;
 }
 
+/* SHOW wal_segment_size as the server prints it ("16MB", "1GB"), in bytes; 0 if not that. */
+static uint64_t segsize_bytes(const char *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (errno != 0 || end == v || n == 0 || n > 1024)
+		return 0;
+	uint64_t unit = strcmp(end, "MB") == 0 ? UINT64_C(1) << 20
+		: strcmp(end, "GB") == 0		   ? UINT64_C(1) << 30
+		: strcmp(end, "kB") == 0		   ? UINT64_C(1) << 10
+										   : 0;
+	return n * unit;
+}
+
 err_code pg_server_info_get(pg_session *s, pg_server_info *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -70,6 +85,9 @@ err_code pg_server_info_get(pg_session *s, pg_server_info *out)
 		out->data_dir = show_optional(s, "data_directory");
 		if (out->data_dir == NULL)
 			out->data_dir = xstrdup("");
+		char *seg = show_optional(s, "wal_segment_size");
+		out->wal_segsize = seg ? segsize_bytes(seg) : 0;
+		free(seg);
 	} else {
 		TRY(pg_query_value(s, "SHOW data_directory", &out->data_dir));
 		TRY(query_u64(s, "SELECT system_identifier FROM pg_control_system()", &out->system_id));

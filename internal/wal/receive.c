@@ -181,49 +181,43 @@ static err_code check_slot_name(const char *slot)
 	return E_OK;
 }
 
-/* From an SQL session: the cluster, its segment size, and the slot if it exists. */
-static err_code read_server(const char *slot, uint64_t *sysid, uint64_t *seg_size,
-							bool *exists, uint64_t *restart)
+/*
+ * The slot, if it exists, from an SQL session: pg_replication_slots needs no privilege, unlike
+ * the server facts an SQL session would give (the replication session gives those).
+ */
+static err_code read_slot(const char *slot, bool *exists, uint64_t *restart)
 {
 	pg_session *sql = NULL;
-	pg_server_info si;
 	TRY(pg_connect(false, &sql));
-	err_code rc = pg_server_info_get(sql, &si);
-	if (rc == E_OK)
-		rc = pg_slot_read(sql, slot, exists, restart);
+	err_code rc = pg_slot_read(sql, slot, exists, restart);
 	pg_disconnect(sql);
-	*sysid = si.system_id;
-	*seg_size = si.wal_segsize;
-	pg_server_info_free(&si);
-	if (rc == E_OK && (*seg_size == 0 || (*seg_size & (*seg_size - 1)) != 0 ||
-					   *seg_size > (UINT64_C(1) << 30)))
-		rc = err_set(E_CORRUPT, "wal-receive: the server's WAL segment size %llu",
-					 (unsigned long long)*seg_size);
 	return rc;
 }
 
 err_code wal_receive(repo *r, const config *cfg)
 {
 	const char *slot = cfg->slot_name;
-	uint64_t sysid, seg_size, restart = 0;
+	uint64_t restart = 0;
 	bool exists = false;
 	/* checked here, not with the other settings: a name only this command uses */
 	TRY(check_slot_name(slot));
-	TRY(read_server(slot, &sysid, &seg_size, &exists, &restart));
-	TRY(catalog_check_cluster(r, sysid, cfg->allow_system_id_change, "wal-receive"));
+	TRY(read_slot(slot, &exists, &restart));
 
+	receiver v = { .r = r };
+	pg_server_info ri;
+	TRY(pg_connect(true, &v.s));
+	err_code rc = pg_server_info_get(v.s, &ri);
+	uint64_t seg_size = ri.wal_segsize;
+	if (rc == E_OK && (seg_size == 0 || (seg_size & (seg_size - 1)) != 0))
+		rc = err_set(E_CORRUPT, "wal-receive: the server's WAL segment size is not readable "
+								"(SHOW wal_segment_size)");
+	if (rc == E_OK)
+		rc = catalog_check_cluster(r, ri.system_id, cfg->allow_system_id_change, "wal-receive");
 	/* wal-push's header check reads segments of this size */
 	config own = *cfg;
 	own.pg_wal_size_mb = (long)(seg_size >> 20);
-	receiver v = { .r = r, .cfg = &own, .seg_size = seg_size };
-	pg_server_info ri;
-	memset(&ri, 0, sizeof(ri));
-	TRY(pg_connect(true, &v.s));
-	err_code rc = pg_server_info_get(v.s, &ri);
-	if (rc == E_OK && ri.system_id != sysid)
-		rc = err_set(E_CONFIG, "wal-receive: the replication connection reaches another cluster "
-							   "(system %llu, not %llu)",
-					 (unsigned long long)ri.system_id, (unsigned long long)sysid);
+	v.cfg = &own;
+	v.seg_size = seg_size;
 	uint64_t start = exists && restart != 0 ? restart : ri.xlogpos;
 	if (rc == E_OK && !exists) {
 		rc = pg_slot_create(v.s, slot);
@@ -234,7 +228,7 @@ err_code wal_receive(repo *r, const config *cfg)
 		rc = start_timeline(&v, ri.timeline, start, &v.tli);
 	pg_server_info_free(&ri);
 	v.buf = rc == E_OK ? xmalloc(seg_size) : NULL;
-	v.seg_start = start - start % seg_size;
+	v.seg_start = rc == E_OK ? start - start % seg_size : 0;
 	while (rc == E_OK) {
 		uint32_t next_tli;
 		uint64_t next_lsn;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# wal-receive: WAL streamed through a replication slot into the repository, with archiving off.
+# wal-receive: WAL streamed through a replication slot into the repository, with archiving off,
+# as a role that has REPLICATION and no other privilege.
 # Every segment stored equals the server's own; the slot is released only behind what is
 # stored; a receiver stopped while WAL is written leaves nothing missing once restarted; a
 # backup recovers to the end with that WAL alone; a standby's promotion (timeline 2) stores the
@@ -28,11 +29,12 @@ assert_contains "$W_ERR" "WALG_SLOTNAME" "the error names the variable"
 wrun "${ENV[@]}" WALG_SLOTNAME=Bad-Name -- wal-show
 expect_rc 0 "wal-show with a slot name only wal-receive reads"
 
-# start_receiver PORT: walc wal-receive in the background; RECV is walc's pid
+# start_receiver PORT: walc wal-receive in the background, as walc_rcv (a role with
+# REPLICATION and nothing else); RECV is walc's pid
 start_receiver() {
 	local env
 	read -ra env <<<"$(env_for "$1")"
-	as_pg env "${env[@]}" ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" wal-receive >>"$T/receive.log" 2>&1 &
+	as_pg env "${env[@]}" PGUSER=walc_rcv ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" wal-receive >>"$T/receive.log" 2>&1 &
 	RECV_JOB=$!
 	BG_PIDS+=("$RECV_JOB")
 	RECV=""
@@ -85,6 +87,7 @@ same_as_server() {
 	cmp -s "$T/got/$1" "$2/pg_wal/$1" || fail "$1 as stored differs from the server's"
 }
 
+psqlc "$PORT" "CREATE ROLE walc_rcv LOGIN REPLICATION"
 start_receiver "$PORT"
 for _ in $(seq 1 100); do
 	[ "$(psqlc "$PORT" "SELECT active FROM pg_replication_slots WHERE slot_name = 'walg'")" = t ] && break
