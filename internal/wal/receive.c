@@ -208,9 +208,11 @@ err_code wal_receive(repo *r, const config *cfg)
 	TRY(pg_connect(true, &v.s));
 	err_code rc = pg_server_info_get(v.s, &ri);
 	uint64_t seg_size = ri.wal_segsize;
-	if (rc == E_OK && (seg_size == 0 || (seg_size & (seg_size - 1)) != 0))
-		rc = err_set(E_CORRUPT, "wal-receive: the server's WAL segment size is not readable "
-								"(SHOW wal_segment_size)");
+	/* PostgreSQL's segments are a power of two from 1 MiB to 1 GiB: the buffer is one of them */
+	if (rc == E_OK && (seg_size < (UINT64_C(1) << 20) || seg_size > (UINT64_C(1) << 30) ||
+					   (seg_size & (seg_size - 1)) != 0))
+		rc = err_set(E_CORRUPT, "wal-receive: the server's WAL segment size (SHOW "
+								"wal_segment_size) is unreadable or not 1 MiB to 1 GiB");
 	if (rc == E_OK)
 		rc = catalog_check_cluster(r, ri.system_id, cfg->allow_system_id_change, "wal-receive");
 	/* wal-push's header check reads segments of this size */
