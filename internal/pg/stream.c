@@ -60,32 +60,26 @@ err_code pg_wal_msg_parse(const unsigned char *buf, size_t len, pg_wal_msg *out)
 
 err_code pg_slot_read(pg_session *s, const char *slot, bool *exists, uint64_t *restart_lsn)
 {
-	char *cols[2] = { NULL, NULL };
+	/* slot names are unique: one row of aggregates, whether or not the slot exists */
+	char *cols[3] = { NULL, NULL, NULL };
 	const char *params[1] = { slot };
 	*exists = false;
 	*restart_lsn = 0;
 	err_code rc = pg_query_row(s,
-							   "SELECT count(*), max(restart_lsn::text) FROM pg_replication_slots "
-							   "WHERE slot_name = $1 AND slot_type = 'physical'",
-							   1, params, 2, cols);
-	if (rc == E_OK) {
-		*exists = strcmp(cols[0], "0") != 0;
-		if (*exists && cols[1][0] != '\0')
-			rc = pg_lsn_parse(cols[1], restart_lsn);
-	}
-	if (rc == E_OK && !*exists) {
+							   "SELECT count(*), max(slot_type), max(restart_lsn::text) "
+							   "FROM pg_replication_slots WHERE slot_name = $1",
+							   1, params, 3, cols);
+	if (rc == E_OK && strcmp(cols[0], "0") != 0) {
 		/* a logical slot of that name would make CREATE fail with a less plain message */
-		free(cols[0]);
-		free(cols[1]);
-		cols[0] = cols[1] = NULL;
-		rc = pg_query_row(s, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", 1,
-						  params, 1, cols);
-		if (rc == E_OK && strcmp(cols[0], "0") != 0)
+		if (strcmp(cols[1], "physical") != 0)
 			rc = err_set(E_CONFIG, "WALG_SLOTNAME: slot \"%s\" exists and is not physical",
 						 slot);
+		else if (cols[2][0] != '\0')
+			rc = pg_lsn_parse(cols[2], restart_lsn);
+		*exists = rc == E_OK;
 	}
-	free(cols[0]);
-	free(cols[1]);
+	for (int i = 0; i < 3; i++)
+		free(cols[i]);
 	return rc;
 }
 
