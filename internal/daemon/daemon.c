@@ -116,27 +116,66 @@ static char answer_push(conn *c, const daemon_request *q)
 	return rc == E_OK ? DAEMON_OK : DAEMON_ERROR;
 }
 
+/*
+ * Where a fetched file may be written: a file directly in PGDATA/pg_wal, named relative to
+ * PGDATA (PostgreSQL's %p, "pg_wal/RECOVERYXLOG") or absolutely, as WAL-G's daemon takes it.
+ * Paths are compared a component at a time, never as strings: "/data_evil/pg_wal/x" shares
+ * "/data"'s first bytes but not its components. NULL when dest is anywhere else.
+ */
+char *daemon_fetch_path(const char *pgdata, const char *dest)
+{
+	const char *p = dest;
+	if (*p == '/') {
+		/* Each of PGDATA's components in turn ("//" and "/." skipped on both sides). */
+		const char *d = pgdata;
+		for (;;) {
+			while (*d == '/' || (d[0] == '.' && (d[1] == '/' || d[1] == '\0')))
+				d++;
+			while (*p == '/' || (p[0] == '.' && (p[1] == '/' || p[1] == '\0')))
+				p++;
+			if (*d == '\0')
+				break;
+			size_t n = strcspn(d, "/");
+			if (strncmp(d, p, n) != 0 || (p[n] != '/' && p[n] != '\0'))
+				return NULL;
+			d += n;
+			p += n;
+		}
+	}
+	while (*p == '/' || (p[0] == '.' && p[1] == '/'))
+		p++;
+	if (strncmp(p, "pg_wal/", 7) != 0)
+		return NULL;
+	const char *name = p + 7;
+	while (*name == '/')
+		name++;
+	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 ||
+		strcmp(name, "..") == 0)
+		return NULL;
+	size_t n = strlen(pgdata);
+	while (n > 1 && pgdata[n - 1] == '/')
+		n--;
+	return xasprintf("%.*s/pg_wal/%s", (int)n, pgdata, name);
+}
+
 static char answer_fetch(conn *c, const daemon_request *q, char **prefetch_dest)
 {
-	/* Relative to PGDATA unless it already names it, as WAL-G's daemon does. */
-	char *dest = q->dest[0] == '/' && str_has_prefix(q->dest, c->cfg->pgdata)
-		? xstrdup(q->dest)
-		: xasprintf("%s/%s", c->cfg->pgdata, q->dest);
-	char answer = DAEMON_ERROR;
-	if (strstr(q->dest, "..") != NULL) {
-		log_error("daemon: refusing destination %s", q->dest);
-	} else {
-		bool prefetch = false;
-		err_code rc = wal_fetch(c->r, c->cfg, q->name, dest, &prefetch);
-		answer = rc == E_OK ? DAEMON_OK : rc == E_NOTFOUND ? DAEMON_MISSING : DAEMON_ERROR;
-		if (rc == E_OK && prefetch) {
-			*prefetch_dest = dest;
-			dest = NULL;
-		}
-		metrics_fetched(rc == E_OK);
-		if (rc != E_OK && rc != E_NOTFOUND)
-			log_error("daemon: restoring %s: %s", q->name, err_msg());
+	char *dest = daemon_fetch_path(c->cfg->pgdata, q->dest);
+	if (dest == NULL) {
+		log_error("daemon: refusing destination %s: only a file in %s/pg_wal is written",
+				  q->dest, c->cfg->pgdata);
+		return DAEMON_ERROR;
 	}
+	bool prefetch = false;
+	err_code rc = wal_fetch(c->r, c->cfg, q->name, dest, &prefetch);
+	char answer = rc == E_OK ? DAEMON_OK : rc == E_NOTFOUND ? DAEMON_MISSING : DAEMON_ERROR;
+	if (rc == E_OK && prefetch) {
+		*prefetch_dest = dest;
+		dest = NULL;
+	}
+	metrics_fetched(rc == E_OK);
+	if (rc != E_OK && rc != E_NOTFOUND)
+		log_error("daemon: restoring %s: %s", q->name, err_msg());
 	free(dest);
 	return answer;
 }
@@ -185,7 +224,13 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-static err_code listen_on(const char *path, int *out)
+/*
+ * The socket is the daemon's whole authority (any peer may have a segment read from PGDATA
+ * or written into pg_wal), so it is made 0600 before listen() whatever the umask: until
+ * then a connect() is refused, so no peer gets in between. Run as root for a server of
+ * another user, the socket goes to that user, PGDATA's owner.
+ */
+static err_code listen_on(const char *path, uid_t server_uid, int *out)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	if (strlen(path) >= sizeof(addr.sun_path))
@@ -203,13 +248,44 @@ static err_code listen_on(const char *path, int *out)
 		}
 		unlink(path);
 	}
-	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(fd, 64) != 0) {
-		err_code rc = err_errno(E_IO, errno, "daemon: listening on %s", path);
+	err_code rc = E_OK;
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0)
+		rc = err_errno(E_IO, errno, "daemon: binding %s", path);
+	else if (chmod(path, 0600) != 0)
+		rc = err_errno(E_IO, errno, "daemon: chmod 0600 of %s", path);
+	else if (geteuid() == 0 && server_uid != 0 && chown(path, server_uid, (gid_t)-1) != 0)
+		rc = err_errno(E_IO, errno, "daemon: giving %s to uid %u", path, (unsigned)server_uid);
+	else if (lstat(path, &sb) != 0 || !S_ISSOCK(sb.st_mode) || (sb.st_mode & 077) != 0)
+		rc = err_set(E_IO, "daemon: %s changed under the daemon", path);
+	else if (listen(fd, 64) != 0)
+		rc = err_errno(E_IO, errno, "daemon: listening on %s", path);
+	if (rc != E_OK) {
 		close(fd);
 		return rc;
 	}
 	*out = fd;
 	return E_OK;
+}
+
+/*
+ * Peers the daemon serves: its own user, root, and the user that owns PGDATA (the server's:
+ * PostgreSQL runs only as its data directory's owner). The socket's mode already keeps
+ * others out; this holds even when the socket's directory or mode is changed later.
+ */
+static bool peer_allowed(int fd, uid_t server_uid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
+		log_warn("daemon: refusing a connection: its peer is unknown (%s)", strerror(errno));
+		return false;
+	}
+	if (cr.uid == geteuid() || cr.uid == 0 || cr.uid == server_uid)
+		return true;
+	log_warn("daemon: refusing a connection from uid %u (pid %ld): only uid %u, %u and root "
+			 "are served",
+			 (unsigned)cr.uid, (long)cr.pid, (unsigned)geteuid(), (unsigned)server_uid);
+	return false;
 }
 
 err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
@@ -218,8 +294,11 @@ err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
 	if (cfg->pgdata == NULL)
 		return err_set(E_CONFIG, "daemon: PGDATA must be set (the files to archive are in "
 								 "$PGDATA/pg_wal)");
+	struct stat dsb;
+	if (stat(cfg->pgdata, &dsb) != 0)
+		return err_errno(E_CONFIG, errno, "daemon: PGDATA %s", cfg->pgdata);
 	int lfd = -1;
-	TRY(listen_on(socket_path, &lfd));
+	TRY(listen_on(socket_path, dsb.st_uid, &lfd));
 	if (metrics_addr != NULL) {
 		err_code rc = metrics_start(r, metrics_addr);
 		if (rc != E_OK) {
@@ -239,6 +318,10 @@ err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
 		if (fd < 0) {
 			if (errno != EINTR)
 				log_warn("daemon: accept: %s", strerror(errno));
+			continue;
+		}
+		if (!peer_allowed(fd, dsb.st_uid)) {
+			close(fd);
 			continue;
 		}
 		struct timeval tv = { IO_TIMEOUT_S, 0 };

@@ -43,4 +43,11 @@ typedef struct daemon_request {
 } daemon_request;
 err_code daemon_parse(const unsigned char *buf, size_t len, daemon_request *out);
 
+/*
+ * The file a wal-fetch request's destination names (PGDATA-relative, as PostgreSQL's %p, or
+ * absolute), newly allocated; NULL unless it is a file directly in pgdata/pg_wal. Exposed for
+ * tests.
+ */
+char *daemon_fetch_path(const char *pgdata, const char *dest);
+
 #endif

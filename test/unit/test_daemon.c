@@ -142,6 +142,49 @@ static void test_frame(void **state)
 	expect_corrupt(m, n, "unknown message type");
 }
 
+static void expect_path(const char *pgdata, const char *dest, const char *want)
+{
+	char *got = daemon_fetch_path(pgdata, dest);
+	if (want == NULL) {
+		if (got != NULL)
+			fail_msg("%s (PGDATA %s) must be refused, got %s", dest, pgdata, got);
+	} else {
+		if (got == NULL)
+			fail_msg("%s (PGDATA %s) must be allowed", dest, pgdata);
+		assert_string_equal(got, want);
+	}
+	free(got);
+}
+
+/* A fetch writes one file directly in PGDATA/pg_wal, nowhere else: components, not prefixes. */
+static void test_fetch_path(void **state)
+{
+	(void)state;
+	const char *d = "/srv/pg/data";
+	expect_path(d, "pg_wal/RECOVERYXLOG", "/srv/pg/data/pg_wal/RECOVERYXLOG");
+	expect_path(d, "./pg_wal/000000010000000000000002", "/srv/pg/data/pg_wal/000000010000000000000002");
+	expect_path(d, "/srv/pg/data/pg_wal/RECOVERYXLOG", "/srv/pg/data/pg_wal/RECOVERYXLOG");
+	expect_path(d, "//srv/./pg/data//pg_wal//X", "/srv/pg/data/pg_wal/X");
+	expect_path("/srv/pg/data/", "/srv/pg/data/pg_wal/X", "/srv/pg/data/pg_wal/X");
+	/* a sibling sharing PGDATA's prefix */
+	expect_path(d, "/srv/pg/data_evil/pg_wal/X", NULL);
+	expect_path(d, "/srv/pg/dat/pg_wal/X", NULL);
+	/* PGDATA itself, its other files, and anything outside */
+	expect_path(d, "global/pg_control", NULL);
+	expect_path(d, "/srv/pg/data/global/pg_control", NULL);
+	expect_path(d, "pg_wal", NULL);
+	expect_path(d, "pg_wal/", NULL);
+	expect_path(d, "pg_wal/.", NULL);
+	expect_path(d, "pg_wal/..", NULL);
+	expect_path(d, "pg_wal/../global/pg_control", NULL);
+	expect_path(d, "pg_wal/archive_status/X", NULL);
+	expect_path(d, "../data/pg_wal/X", NULL);
+	expect_path(d, "/etc/passwd", NULL);
+	expect_path(d, "/srv/pg/data/../data/pg_wal/X", NULL);
+	expect_path(d, "/", NULL);
+	expect_path(d, "", NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -149,6 +192,7 @@ int main(void)
 		cmocka_unit_test(test_push),
 		cmocka_unit_test(test_fetch),
 		cmocka_unit_test(test_frame),
+		cmocka_unit_test(test_fetch_path),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
