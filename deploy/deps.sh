@@ -27,14 +27,15 @@ build=(
 )
 # test/demo.sh: a PostgreSQL 15 cluster (server, pgbench, pg_dumpall)
 demo=(postgresql-15 postgresql-client-15)
-# make test, test-faults, asan, coverage, tsan, fuzz-smoke, lint, archive-module-install; the S3 servers;
-# ccache for .ci/run
+# make test, test-faults, asan, coverage, tsan, fuzz-smoke, lint, archive-module-install; the S3 servers
+# (and stunnel, TLS in front of them); ccache for .ci/run
 tests=(
 	clang libclang-rt-14-dev llvm libcmocka-dev
 	postgresql-contrib postgresql-server-dev-15
 	python3 python3-prometheus-client python3-botocore awscli
 	zstd lz4 brotli xz-utils openssl curl shellcheck valgrind cppcheck ccache
 	radosgw ceph-mon ceph-osd ceph-common
+	stunnel4
 )
 # make image, make e2e-pod (test/e2e/pod.sh); curl and the PostgreSQL client on the host
 pod=(podman buildah runc catatonit conmon debootstrap prometheus prometheus-pushgateway curl

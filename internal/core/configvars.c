@@ -226,6 +226,11 @@ const config_var config_vars[] = {
 		 "Azure AD token endpoint host"),
 	TEXT("AZURE_IMDS_ENDPOINT", az.imds_endpoint, F_EXT, "http://169.254.169.254",
 		 "Azure managed identity: instance metadata URL"),
+	/* HTTPS trust of every store, as Go's crypto/x509 reads it */
+	TEXT("SSL_CERT_FILE", tls.cert_file, 0, NULL,
+		 "CA bundle trusted for https in place of the system's (a store's own CA setting wins)"),
+	TEXT("SSL_CERT_DIR", tls.cert_dir, 0, NULL,
+		 "':'-separated directories of CA certificates trusted for https in place of the system's"),
 	/* Google Cloud Storage (GCS_* settings: also WALG_ and WALE_ forms) */
 	TEXT("GOOGLE_APPLICATION_CREDENTIALS", gcs.credentials_file, F_SECRET, NULL,
 		 "GCS: service-account JSON key file (default: the metadata server's tokens)"),

@@ -253,6 +253,12 @@ typedef struct gcs_settings {
 	char *endpoint;				/* GCS_ENDPOINT (walc): base URL, authenticated */
 } gcs_settings;
 
+/* Trust for HTTPS as Go programs such as WAL-G take it (crypto/x509 on Linux). */
+typedef struct tls_settings {
+	char *cert_file; /* SSL_CERT_FILE: a CA bundle in place of the system's */
+	char *cert_dir;	 /* SSL_CERT_DIR: ':'-separated directories in place of the system's */
+} tls_settings;
+
 typedef struct config {
 	/* storage */
 	char *file_prefix;		/* WALG_FILE_PREFIX, normalised to an absolute path */
@@ -263,6 +269,7 @@ typedef struct config {
 	s3_settings s3;
 	az_settings az;
 	gcs_settings gcs;
+	tls_settings tls;
 	/* compression */
 	char *compression;		/* WALG_COMPRESSION_METHOD */
 	long compression_level; /* WALG_COMPRESSION_LEVEL (walc extension) or WALG_ZSTD_LEVEL */

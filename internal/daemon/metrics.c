@@ -303,16 +303,20 @@ void metrics_push(repo *r, const config *cfg, const char *command, bool ok, doub
 	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: text/plain; version=0.0.4");
 	long status = 0;
 	CURLcode c = CURLE_FAILED_INIT;
-	if (h != NULL && hdr != NULL) {
+	/* Trusted as the stores are; S3_CA_CERT_FILE, which it took before SSL_CERT_FILE, wins. */
+	storage_tls *tls = NULL;
+	if (storage_tls_new(cfg->s3.ca_cert_file, &cfg->tls, &tls) != E_OK) {
+		log_warn("metrics: %s", err_msg());
+		err_clear();
+	}
+	if (h != NULL && hdr != NULL && tls != NULL) {
 		curl_easy_setopt(h, CURLOPT_URL, url);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
 		curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
 		curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, push_discard);
-		curl_easy_setopt(h, CURLOPT_CAINFO, cfg->s3.ca_cert_file != NULL
-												? cfg->s3.ca_cert_file
-												: "/etc/ssl/certs/ca-certificates.crt");
+		storage_tls_apply(tls, h);
 		c = curl_easy_perform(h);
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	}
@@ -336,6 +340,7 @@ void metrics_push(repo *r, const config *cfg, const char *command, bool ok, doub
 	curl_free(shown);
 	curl_slist_free_all(hdr);
 	curl_easy_cleanup(h);
+	storage_tls_free(tls);
 	free(body);
 	free(url);
 }

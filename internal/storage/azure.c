@@ -398,7 +398,7 @@ static err_code az_configure(az_storage *s, const config *cfg)
 		return err_errno(E_CONFIG, errno, "AZURE_CA_CERT_FILE: cannot read %s", ca);
 	http_retry rt = { (int)set->max_retries, 100, 5000, 10, 30,
 					  (set->try_timeout > 0 ? set->try_timeout : 5) * 60 };
-	http_client_init(&s->http, ca, &rt);
+	TRY(http_client_init(&s->http, ca, &cfg->tls, &rt));
 	TRY(az_auth_setup(s, set));
 	s->auth.ops = s->kind == AZ_SHARED_KEY || s->kind == AZ_SAS ? &az_store_ops : &az_store_ops_ad;
 	s->auth.arg = s;

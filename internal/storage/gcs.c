@@ -387,7 +387,7 @@ static err_code gcs_configure(gcs_storage *s, const config *cfg)
 
 	http_retry rt = { (int)set->max_retries, 128, 5000, 10, 30,
 					  set->context_timeout > 0 ? set->context_timeout : 3600 };
-	http_client_init(&s->http, NULL, &rt);
+	TRY(http_client_init(&s->http, NULL, &cfg->tls, &rt));
 
 	if (set->emulator_host != NULL) {
 		const char *h = set->emulator_host;

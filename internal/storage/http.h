@@ -100,7 +100,7 @@ typedef struct http_retry {
 } http_retry;
 
 typedef struct http_client {
-	char *ca_file;
+	storage_tls *tls;
 	http_retry retry;
 	pthread_mutex_t mu;
 	void **idle; /* CURL * ready for reuse */
@@ -108,7 +108,9 @@ typedef struct http_client {
 	size_t cap;
 } http_client;
 
-void http_client_init(http_client *h, const char *ca_file, const http_retry *retry);
+/* store_ca and tls as storage_tls_new takes them. */
+err_code http_client_init(http_client *h, const char *store_ca, const tls_settings *tls,
+						  const http_retry *retry);
 void http_client_free(http_client *h);
 /* curl_global_init, once per process (before any thread uses libcurl). */
 err_code http_global_init(void);

@@ -13,7 +13,6 @@
 #include <strings.h>
 #include <time.h>
 
-#define HTTP_DEFAULT_CA "/etc/ssl/certs/ca-certificates.crt"
 #define HTTP_MAX_IDLE_HANDLES 64
 
 static http_hook test_hook;
@@ -59,22 +58,24 @@ err_code http_global_init(void)
 	return E_OK;
 }
 
-void http_client_init(http_client *h, const char *ca_file, const http_retry *retry)
+err_code http_client_init(http_client *h, const char *store_ca, const tls_settings *tls,
+						  const http_retry *retry)
 {
 	memset(h, 0, sizeof(*h));
-	h->ca_file = xstrdup(ca_file != NULL ? ca_file : HTTP_DEFAULT_CA);
+	TRY(storage_tls_new(store_ca, tls, &h->tls));
 	h->retry = *retry;
 	pthread_mutex_init(&h->mu, NULL);
+	return E_OK;
 }
 
 void http_client_free(http_client *h)
 {
-	if (h->ca_file == NULL)
+	if (h->tls == NULL)
 		return;
 	for (size_t i = 0; i < h->nidle; i++)
 		curl_easy_cleanup(h->idle[i]);
 	free(h->idle);
-	free(h->ca_file);
+	storage_tls_free(h->tls);
 	pthread_mutex_destroy(&h->mu);
 	memset(h, 0, sizeof(*h));
 }
@@ -357,7 +358,7 @@ static CURLcode attempt_once(http_client *h, xfer *x, const http_kvs *hdrs, char
 	x->stalled = false;
 	x->stall_limit = h->retry.low_speed_time;
 	clock_gettime(CLOCK_MONOTONIC, &x->last_move);
-	curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
+	storage_tls_apply(h->tls, c);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);

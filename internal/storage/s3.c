@@ -227,7 +227,7 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	const char *ca = set->ca_cert_file;
 	if (ca != NULL && access(ca, R_OK) != 0)
 		return err_errno(E_CONFIG, errno, "S3_CA_CERT_FILE: cannot read %s", ca);
-	http_client_init(&s->http, ca, &rt);
+	TRY(http_client_init(&s->http, ca, &cfg->tls, &rt));
 	s->creds_init = true;
 	TRY(s3_credprov_init(&s->creds, set, s->region, &s->http));
 	return E_OK;

@@ -52,6 +52,17 @@ struct storage {
 	const storage_ops *ops;
 };
 
+/*
+ * HTTPS trust (tls.c): store_ca, a store's own CA setting, when set; else SSL_CERT_FILE and
+ * SSL_CERT_DIR of set as Go programs take them; else the system's bundle. E_CONFIG, naming the
+ * variable, when they name nothing usable. Every libcurl handle walc makes takes it; apply
+ * sets a handle's options (the object must outlive the handle's transfers).
+ */
+typedef struct storage_tls storage_tls;
+err_code storage_tls_new(const char *store_ca, const tls_settings *set, storage_tls **out);
+void storage_tls_apply(const storage_tls *t, void *curl);
+void storage_tls_free(storage_tls *t);
+
 /* Opens the storage the configuration names (file system, S3, GCS or Azure Blob). */
 err_code storage_open(const config *cfg, storage **out);
 /* The file-system backend rooted at root (absolute). */

@@ -359,7 +359,7 @@ static void test_shared_credentials_file(void **state)
 	setenv("AWS_PROFILE", "prod", 1);
 	http_client h;
 	http_retry rt = { 0, 1, 1, 1, 1, 0 };
-	http_client_init(&h, NULL, &rt);
+	assert_int_equal(http_client_init(&h, NULL, NULL, &rt), E_OK);
 	s3_credprov p;
 	assert_int_equal(credprov_from_env(&p, &h), E_OK);
 	s3_creds c;
