@@ -33,7 +33,6 @@
 #define NO_STORE                                                                              \
 	"walc supports WALG_FILE_PREFIX, WALG_S3_PREFIX, WALG_GS_PREFIX and WALG_AZ_PREFIX storage"
 #define NO_FAILOVER "walc does not support failover storages"
-#define NO_LOCK "walc does not set S3 Object Lock retention"
 
 const config_var config_vars[] = {
 	{ "WALG_CONFIG_PATH", V_TEXT, NULL, 0, 0, NULL, 0, NO_FIELD, NULL,
@@ -155,6 +154,10 @@ const config_var config_vars[] = {
 	TEXT("S3_SSE_KMS_ID", s3.sse_kms_id, F_ALIAS, NULL, "KMS key id for aws:kms"),
 	TEXT("S3_SSE_C", s3.sse_c, F_ALIAS | F_SECRET | F_RAW, NULL, "SSE-C customer key (32 bytes)"),
 	TEXT("S3_STORAGE_CLASS", s3.storage_class, F_ALIAS, NULL, "storage class of new objects (STANDARD)"),
+	INT("S3_RETENTION_PERIOD", s3.retention_period, F_ALIAS, "-1", -1, 3155760000L,
+		"S3 Object Lock: seconds each new object is locked for, -1 (or 0) = off"),
+	CHOICE("S3_RETENTION_MODE", s3.retention_mode, F_ALIAS, "GOVERNANCE", "GOVERNANCE|COMPLIANCE",
+		   "S3 Object Lock mode of new objects: GOVERNANCE or COMPLIANCE"),
 	TEXT("S3_CA_CERT_FILE", s3.ca_cert_file, F_ALIAS, NULL,
 		 "CA bundle for https (default: the system's)"),
 	INT("S3_MAX_PART_SIZE", s3.max_part_size, F_ALIAS, "20971520", 5242880, 5368709120L,
@@ -274,8 +277,6 @@ const config_var config_vars[] = {
 			"walc does not write WAL metadata objects (only NOMETADATA is accepted)"),
 	REFUSED("WALG_PG_WAL_PAGE_SIZE", 0, "8192", "walc reads WAL pages of 8192 bytes only"),
 	REFUSED("WALG_PG_BLOCK_SIZE", 0, "8192", "walc reads data pages of 8192 bytes only"),
-	REFUSED("S3_RETENTION_PERIOD", F_ALIAS, "-1", NO_LOCK),
-	REFUSED("S3_RETENTION_MODE", F_ALIAS, NULL, NO_LOCK),
 	REFUSED("S3_ENDPOINT_SOURCE", F_ALIAS, NULL, "walc does not support S3 endpoint sources"),
 	REFUSED("S3_REQUEST_ADDITIONAL_HEADERS", F_ALIAS | F_RAW, NULL,
 			"walc does not send additional S3 request headers"),

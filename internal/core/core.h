@@ -193,6 +193,8 @@ typedef struct s3_settings {
 	char *sse_kms_id;			/* S3_SSE_KMS_ID */
 	char *sse_c;				/* S3_SSE_C, 32 bytes */
 	char *storage_class;		/* S3_STORAGE_CLASS */
+	long retention_period;		/* S3_RETENTION_PERIOD: Object Lock seconds, -1 = off */
+	char *retention_mode;		/* S3_RETENTION_MODE: GOVERNANCE or COMPLIANCE */
 	char *ca_cert_file;			/* S3_CA_CERT_FILE */
 	long max_part_size;			/* S3_MAX_PART_SIZE */
 	long max_retries;			/* S3_MAX_RETRIES */

@@ -125,6 +125,7 @@ typedef struct http_response {
 	char bucket_region[32]; /* x-amz-bucket-region */
 	char generation[32];	/* x-goog-generation */
 	char range[64];			/* Range (a GCS resumable upload's 308) */
+	char lock_until[40];	/* x-amz-object-lock-retain-until-date (S3 Object Lock) */
 	char content_md5[32];	/* Content-MD5 (Azure) */
 	char *location;			/* Location (a GCS resumable upload session) */
 	uint64_t content_length;

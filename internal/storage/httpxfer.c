@@ -187,7 +187,7 @@ static size_t header_cb(char *buf, size_t size, size_t n, void *ud)
 		const char *sp = memchr(buf, ' ', len);
 		r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
 		r->etag[0] = r->request_id[0] = r->bucket_region[0] = r->generation[0] = '\0';
-		r->range[0] = r->code[0] = r->content_md5[0] = '\0';
+		r->range[0] = r->code[0] = r->content_md5[0] = r->lock_until[0] = '\0';
 		free(r->location);
 		r->location = NULL;
 		r->have_length = false;
@@ -220,6 +220,8 @@ static size_t header_cb(char *buf, size_t size, size_t n, void *ud)
 		set_str(r->content_md5, sizeof(r->content_md5), v, vl);
 	else if (hdr_is(buf, nl, "range"))
 		set_str(r->range, sizeof(r->range), v, vl);
+	else if (hdr_is(buf, nl, "x-amz-object-lock-retain-until-date"))
+		set_str(r->lock_until, sizeof(r->lock_until), v, vl);
 	else if (hdr_is(buf, nl, "location")) {
 		char loc[2048];
 		set_str(loc, sizeof(loc), v, vl);

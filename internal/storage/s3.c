@@ -204,6 +204,12 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 		s->storage_class = xstrdup(sc);
 	}
 
+	/* WAL-G's 0 locks until the moment of the upload, that is not at all. */
+	if (set->retention_period > 0) {
+		s->lock_seconds = set->retention_period;
+		s->lock_mode = xstrdup(set->retention_mode != NULL ? set->retention_mode : "GOVERNANCE");
+	}
+
 	/* The table bounds it (5 MiB to 5 GiB); an unset one (a hand-made config) is the default. */
 	s->part_size = set->max_part_size > 0 ? (size_t)set->max_part_size : S3_DEFAULT_PART;
 	s->concurrency = cfg->upload_concurrency > 0 ? cfg->upload_concurrency : 16;
@@ -251,6 +257,7 @@ static void s3_free(storage *st)
 	free(s->ssec_key_b64);
 	free(s->ssec_md5_b64);
 	free(s->storage_class);
+	free(s->lock_mode);
 	free(s);
 }
 

@@ -125,6 +125,8 @@ typedef struct s3_storage {
 	char *ssec_key_b64;	 /* S3_SSE_C: customer key, base64 */
 	char *ssec_md5_b64;
 	char *storage_class;
+	char *lock_mode;	/* S3 Object Lock on every new object (S3_RETENTION_*), or NULL */
+	long lock_seconds;
 	bool detect_region; /* AWS without AWS_REGION: ask the bucket where it lives */
 	atomic_int bucket_seen; /* a HEAD of the bucket answered 200 or 403 */
 	size_t part_size;

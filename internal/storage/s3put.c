@@ -9,6 +9,7 @@
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define S3_MAX_PARTS 10000
 
@@ -22,15 +23,40 @@ typedef struct s3_put {
 	size_t len;
 } s3_put;
 
+/* From now, as WAL-G counts it: each object is locked for the period from its upload. */
+static void lock_until(const s3_storage *s, char when[32])
+{
+	time_t until = time(NULL) + s->lock_seconds;
+	struct tm tm;
+	gmtime_r(&until, &tm);
+	strftime(when, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
 static void add_upload_headers(s3_storage *s, http_kvs *h)
 {
 	s3_add_ssec_headers(s, h);
+	if (s->lock_mode != NULL) {
+		char when[32];
+		lock_until(s, when);
+		http_kvs_add(h, "x-amz-object-lock-mode", s->lock_mode);
+		http_kvs_add(h, "x-amz-object-lock-retain-until-date", when);
+	}
 	if (s->sse != NULL)
 		http_kvs_add(h, "x-amz-server-side-encryption", s->sse);
 	if (s->sse_kms_id != NULL)
 		http_kvs_add(h, "x-amz-server-side-encryption-aws-kms-key-id", s->sse_kms_id);
 	if (s->storage_class != NULL)
 		http_kvs_add(h, "x-amz-storage-class", s->storage_class);
+}
+
+/* A bucket with Object Lock takes an object's bytes, or a part's, only with their MD5. */
+static void add_body_md5(s3_storage *s, http_kvs *h, const void *body, size_t len)
+{
+	if (s->lock_mode == NULL)
+		return;
+	char md5[25];
+	http_md5_base64(body, len, md5);
+	http_kvs_add(h, "content-md5", md5);
 }
 
 /*
@@ -71,6 +97,7 @@ static err_code put_single(void *arg, const unsigned char *buf, size_t len)
 	c.req.body_len = len;
 	http_kvs_add(&c.req.headers, "content-type", "application/octet-stream");
 	add_upload_headers(s, &c.req.headers);
+	add_body_md5(s, &c.req.headers, buf, len);
 	if (p->exclusive)
 		http_kvs_add(&c.req.headers, "if-none-match", "*");
 	p->buf = buf;
@@ -127,6 +154,7 @@ static err_code mp_part(void *arg, http_part *part, const atomic_bool *cancel)
 	c.req.body_len = part->len;
 	c.req.cancel = cancel;
 	s3_add_ssec_headers(s, &c.req.headers);
+	add_body_md5(s, &c.req.headers, part->buf, part->len);
 	err_code rc = s3_call(s, &c);
 	if (rc == E_OK && c.resp.status != 200)
 		rc = s3_answer_error(s, what, &c.resp);
@@ -134,6 +162,45 @@ static err_code mp_part(void *arg, http_part *part, const atomic_bool *cancel)
 		rc = err_set(E_IO, "%s: answer has no ETag", what);
 	if (rc == E_OK)
 		part->id = xstrdup(c.resp.etag);
+	http_call_free(&c);
+	return rc;
+}
+
+/*
+ * A multipart upload carries its lock from CreateMultipartUpload, but Ceph RGW (16.2) drops it:
+ * an object that comes out unlocked gets its retention set afterwards (PutObjectRetention),
+ * so that a server which honoured the headers needs no more permission than WAL-G's.
+ */
+static err_code lock_if_unlocked(s3_storage *s, const char *key)
+{
+	http_call c = { 0 };
+	s3_call_init(s, &c, "HEAD", key);
+	s3_add_ssec_headers(s, &c.req.headers);
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status != 200)
+		rc = s3_answer_error(s, c.what, &c.resp);
+	bool locked = rc == E_OK && c.resp.lock_until[0] != '\0';
+	http_call_free(&c);
+	if (rc != E_OK || locked)
+		return rc;
+	char when[32], body[256];
+	lock_until(s, when);
+	int len = snprintf(body, sizeof(body),
+					   "<Retention xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Mode>%s</Mode>"
+					   "<RetainUntilDate>%s</RetainUntilDate></Retention>",
+					   s->lock_mode, when);
+	memset(&c, 0, sizeof(c));
+	http_kvs_add(&c.query, "retention", "");
+	s3_call_init(s, &c, "PUT", key);
+	c.req.body = body;
+	c.req.body_len = (size_t)len;
+	http_kvs_add(&c.req.headers, "content-type", "application/xml");
+	add_body_md5(s, &c.req.headers, body, (size_t)len);
+	rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status != 200)
+		rc = s3_answer_error(s, "PutObjectRetention", &c.resp);
+	if (rc == E_OK)
+		log_debug("s3: %s locked (%s) until %s after its multipart upload", key, s->lock_mode, when);
 	http_call_free(&c);
 	return rc;
 }
@@ -183,6 +250,8 @@ static err_code mp_complete(void *arg, http_part *const *parts, int nparts)
 		log_debug("s3: stored %s in %d parts", p->key, nparts);
 	http_call_free(&c);
 	free(body);
+	if (rc == E_OK && s->lock_mode != NULL)
+		rc = lock_if_unlocked(s, p->key);
 	return rc;
 }
 
