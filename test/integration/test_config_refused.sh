@@ -104,12 +104,11 @@ ok "other storages and failover storages are refused"
 refused WALG_UPLOAD_WAL_METADATA=INDIVIDUAL
 refused WALG_PG_BLOCK_SIZE=32768
 refused WALG_PG_WAL_PAGE_SIZE=32768
-for v in S3_RETENTION_PERIOD=3600 WALG_S3_RETENTION_PERIOD=3600 WALE_S3_RETENTION_MODE=COMPLIANCE \
-	S3_ENDPOINT_SOURCE=http://balancer S3_REQUEST_ADDITIONAL_HEADERS='{"X-A": "1"}' \
+for v in S3_ENDPOINT_SOURCE=http://balancer S3_REQUEST_ADDITIONAL_HEADERS='{"X-A": "1"}' \
 	S3_USE_YC_SESSION_TOKEN=true; do
 	refused "$v"
 done
-ok "object lock, metadata, page sizes and request rewriting are refused"
+ok "metadata, page sizes and request rewriting are refused"
 
 # a configuration file in a format walc does not read (WAL-G reads YAML too): refused, naming it
 printf 'WALG_PGP_KEY_PATH: /etc/walg/key.asc\n' >"$T/walg.yaml"
