@@ -43,7 +43,7 @@ static const opt backup_fetch_opts[] = {
 	{ "mask", 0, "GLOB", "restore only files whose path (relative to DESTINATION) matches" },
 	{ "delta", 0, NULL, "DESTINATION holds an old copy: rewrite only what differs" },
 	{ "force", 0, NULL, "with --delta: even onto another cluster's directory" },
-	{ "target-time", 0, "TIME", "recover to this time (RFC 3339): picks the backup, sets recovery" },
+	{ "target-time", 0, "TIME", "recover to this time (RFC 3339, or as PostgreSQL prints it, with a zone): picks the backup, sets recovery" },
 	{ "target-lsn", 0, "LSN", "recover to this LSN" },
 	{ "target-name", 0, "NAME", "recover to this restore point (pg_create_restore_point)" },
 	{ "target-xid", 0, "XID", "recover to the end of this transaction" },

@@ -477,6 +477,12 @@ void recs_free(recs *r);
 
 /* RFC 3339 with optional fraction and zone ("Z", "+01:00") -> seconds and nanoseconds. */
 bool time_parse_rfc3339(const char *s, time_t *sec, long *nsec);
+/*
+ * A time as an operator types it for recovery_target_time: RFC 3339, or PostgreSQL's
+ * timestamptz output ("2026-12-06 02:04:42.777878+00": a space, an offset of hours, hours and
+ * minutes with or without a colon), or either with " UTC". NULL when it parses, else why not.
+ */
+const char *time_parse_target(const char *s, time_t *sec, long *nsec);
 /* -1, 0 or 1 as (sec1, nsec1) is before, at or after (sec2, nsec2). */
 int time_cmp(time_t sec1, long nsec1, time_t sec2, long nsec2);
 /* Now as WAL-G writes backup times: UTC with microseconds, "2026-11-29T23:42:29.586708Z". */

@@ -176,6 +176,57 @@ bool time_parse_rfc3339(const char *s, time_t *sec, long *nsec)
 	return true;
 }
 
+const char *time_parse_target(const char *s, time_t *sec, long *nsec)
+{
+	struct tm tm = { 0 };
+	char buf[64];
+	if (strlen(s) >= sizeof(buf))
+		return "too long";
+	strcpy(buf, s);
+	if (strlen(buf) > 10 && buf[10] == ' ')
+		buf[10] = 'T';
+	const char *p = strptime(buf, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (p == NULL)
+		return "expected a date and time such as 2026-12-02T02:47:00Z or 2026-12-02 02:47:00+00";
+	long frac = 0;
+	if (*p == '.') {
+		int digits = 0;
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			if (digits++ < 9)
+				frac = frac * 10 + (*p - '0');
+		for (; digits < 9; digits++)
+			frac *= 10;
+	}
+	while (*p == ' ')
+		p++;
+	long off = 0;
+	if (*p == '+' || *p == '-') {
+		/* hh, hhmm or hh:mm */
+		const char *d = p + 1;
+		int h, m = 0, n = 0;
+		if (sscanf(d, "%2d%n", &h, &n) != 1 || n != 2)
+			return "expected an offset such as +00, +0100 or +01:00";
+		d += 2;
+		if (*d == ':')
+			d++;
+		if (*d != '\0' && (sscanf(d, "%2d%n", &m, &n) != 1 || n != 2 || d[2] != '\0'))
+			return "expected an offset such as +00, +0100 or +01:00";
+		if (h > 15 || m > 59)
+			return "the offset is out of range";
+		off = (h * 3600L + m * 60L) * (*p == '-' ? -1 : 1);
+	} else if (strcmp(p, "Z") == 0 || strcmp(p, "UTC") == 0 || strcmp(p, "GMT") == 0) {
+		off = 0;
+	} else if (*p == '\0') {
+		return "it has no time zone, which PostgreSQL would take from the server's TimeZone: "
+			   "add one, such as Z or +00";
+	} else {
+		return "expected a time zone such as Z, +00, +01:00 or UTC";
+	}
+	*sec = timegm(&tm) - off;
+	*nsec = frac;
+	return NULL;
+}
+
 char *time_now_rfc3339(void)
 {
 	struct timeval tv;

@@ -332,11 +332,9 @@ err_code recovery_target_parse(const char *kind, const char *value, recovery_tar
 		out->kind = TARGET_TIME;
 		time_t sec;
 		long nsec;
-		if (!time_parse_rfc3339(value, &sec, &nsec))
-			return err_set(E_CONFIG,
-						   "--target-time: \"%s\" is not a time (RFC 3339, such as "
-						   "2026-12-02T02:47:00Z or 2026-12-02T02:47:00.5+01:00)",
-						   value);
+		const char *why = time_parse_target(value, &sec, &nsec);
+		if (why != NULL)
+			return err_set(E_CONFIG, "--target-time: \"%s\": %s", value, why);
 		out->time_us = (int64_t)sec * 1000000 + nsec / 1000;
 	} else if (strcmp(kind, "lsn") == 0) {
 		out->kind = TARGET_LSN;

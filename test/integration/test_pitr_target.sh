@@ -81,6 +81,12 @@ recover() {
 recover --target-time "$M3" "1,2,3"
 assert_eq "backup $B1" "$PICKED" "--target-time before the second backup picks the first"
 pg_stop "$T/r-time"
+# The same instant as PostgreSQL prints it (now()'s format, a zone of +05:30): the same rows.
+M3PG=$(q "SET TimeZone = 'Asia/Kolkata'; SELECT '$M3'::timestamptz")
+[[ $M3PG == *" "*+05:30 ]] || fail "PostgreSQL printed $M3 as $M3PG"
+recover --target-time "$M3PG" "1,2,3"
+assert_eq "backup $B1" "$PICKED" "--target-time in PostgreSQL's format picks the same backup"
+pg_stop "$T/r-time"
 recover --target-xid "$X5" "1,2,3,4,5"
 pg_stop "$T/r-xid"
 recover --target-lsn "$L6" "1,2,3,4,5,6"
@@ -141,6 +147,7 @@ refused "a time after the last commit" "is not reachable" --target-time "2099-01
 refused "a restore point never made" "is not reachable" --target-name "no such point"
 refused "a time before every backup" "before the end of every backup" --target-time "2001-01-01T00:00:00Z"
 refused "a bad time" "--target-time" --target-time "yesterday"
+refused "a time without a zone" "has no time zone" --target-time "2026-01-01 00:00:00"
 refused "two targets" "one recovery target" --target-xid "$X5" --target-name "before five"
 # A gap: the first backup's start segment taken out of the archive (the segment after it may
 # hold timeline 2's switch, and then recovery reads timeline 2's copy of it).

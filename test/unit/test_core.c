@@ -474,6 +474,51 @@ static void test_keytab(void **state)
 	keytab_free(t);
 }
 
+static void expect_target_time(const char *text, time_t want_sec, long want_nsec)
+{
+	time_t sec = 0;
+	long nsec = -1;
+	const char *why = time_parse_target(text, &sec, &nsec);
+	if (why != NULL)
+		fail_msg("\"%s\" refused: %s", text, why);
+	assert_int_equal(sec, want_sec);
+	assert_int_equal(nsec, want_nsec);
+}
+
+static void expect_target_refused(const char *text, const char *because)
+{
+	time_t sec;
+	long nsec;
+	const char *why = time_parse_target(text, &sec, &nsec);
+	if (why == NULL)
+		fail_msg("\"%s\" must be refused", text);
+	assert_non_null(strstr(why, because));
+}
+
+/* recovery_target_time as an operator copies it: RFC 3339 or PostgreSQL's own output. */
+static void test_time_target(void **state)
+{
+	(void)state;
+	const time_t t = 1796524482; /* 2026-12-06T02:34:42Z */
+	expect_target_time("2026-12-06T02:34:42Z", t, 0);
+	expect_target_time("2026-12-06 02:34:42.777878+00", t, 777878000);
+	expect_target_time("2026-12-06 02:34:42+00", t, 0);
+	expect_target_time("2026-12-06 03:34:42+01", t, 0);
+	expect_target_time("2026-12-06 03:34:42+0100", t, 0);
+	expect_target_time("2026-12-06T03:34:42.5+01:00", t, 500000000);
+	expect_target_time("2026-12-05 21:04:42-05:30", t, 0);
+	expect_target_time("2026-12-06 02:34:42 UTC", t, 0);
+	expect_target_time("2026-12-06 02:34:42.1 +00", t, 100000000);
+	expect_target_refused("2026-12-06 02:34:42", "no time zone");
+	expect_target_refused("2026-12-06 02:34:42.123", "no time zone");
+	expect_target_refused("2026-12-06 02:34:42 Europe/Berlin", "time zone such as");
+	expect_target_refused("2026-12-06 02:34:42+1", "offset such as");
+	expect_target_refused("2026-12-06 02:34:42+01:0", "offset such as");
+	expect_target_refused("2026-12-06 02:34:42+25", "out of range");
+	expect_target_refused("yesterday", "date and time");
+	expect_target_refused("", "date and time");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -492,6 +537,7 @@ int main(void)
 		cmocka_unit_test(test_memcpy_small),
 		cmocka_unit_test(test_recs),
 		cmocka_unit_test(test_keytab),
+		cmocka_unit_test(test_time_target),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
