@@ -98,6 +98,11 @@ static const opt st_opts[] = {
 	{ "version-id", 0, "ID", "not supported by walc (object versions): refused" },
 	END,
 };
+static const opt daemon_client_opts[] = {
+	{ "timeout", 0, "DURATION", "how long the daemon may take to answer (default 60s)" },
+	{ "connection-timeout", 0, "DURATION", "how long connecting may take (default 5s)" },
+	END,
+};
 static const opt none[] = { END };
 
 static const command cmd_table[] = {
@@ -208,6 +213,13 @@ static const command cmd_table[] = {
 	  "must be set. With WALG_METRICS_ADDRESS=host:port it also serves Prometheus /metrics\n"
 	  "and /healthz. Stops on SIGINT or SIGTERM.",
 	  true, cmd_daemon, NULL },
+	{ "daemon-client", "SOCKET wal-push WAL_NAME | SOCKET wal-fetch WAL_NAME DESTINATION", 3, 4,
+	  daemon_client_opts, "ask a walc (or WAL-G) daemon to archive or restore one file",
+	  "WAL-G's walg-daemon-client in walc: sends one wal-push (a file name in PGDATA/pg_wal,\n"
+	  "PostgreSQL's %f) or wal-fetch (%f %p) request to the daemon listening on SOCKET and\n"
+	  "exits as the daemon answers: 0 done, 74 when the archive has no such file, 1 otherwise.\n"
+	  "Needs no configuration: the daemon has it.",
+	  false, cmd_daemon_client, NULL },
 	{ "wal-receive", "", 0, 0, none, "stream WAL over replication into the repository",
 	  "Connects for physical replication (libpq's PG* settings) through the slot WALG_SLOTNAME\n"
 	  "(default walg; created if missing) and stores each WAL segment as wal-push would, once\n"

@@ -165,6 +165,11 @@ bad:
 	return err_set(E_CONFIG, "%s: expected a duration like 30s, 5m or 1h, got \"%s\"", name, v);
 }
 
+err_code config_parse_duration(const char *name, const char *value, long *ms)
+{
+	return parse_duration(name, value, ms);
+}
+
 /* The canonical spelling of v among "a|b|c", compared case-insensitively. */
 static char *choice_of(const char *choices, const char *v)
 {

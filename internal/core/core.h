@@ -360,6 +360,8 @@ void config_free(config *c);
 err_code config_parse_bool(const char *name, const char *value, bool def, bool *out);
 err_code config_parse_long(const char *name, const char *value, long def, long min, long max,
 						   long *out);
+/* A Go duration ("500ms", "1m30s"; a bare number is seconds) in milliseconds. */
+err_code config_parse_duration(const char *name, const char *value, long *ms);
 /*
  * The setting a flag name sets ("walg-s3-prefix" or "pghost" -> "WALG_S3_PREFIX",
  * "PGHOST"), as WAL-G exposes every setting as a hidden flag; NULL when none does. *is_bool

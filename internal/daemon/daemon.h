@@ -44,6 +44,15 @@ typedef struct daemon_request {
 err_code daemon_parse(const unsigned char *buf, size_t len, daemon_request *out);
 
 /*
+ * The client side, as WAL-G's walg-daemon-client speaks it: one request of type (DAEMON_PUSH
+ * with a file name, DAEMON_FETCH with a name and a destination) sent to the daemon at socket,
+ * connecting within connect_ms and answered within op_ms; *answer is the daemon's byte.
+ * An error when it could not be asked or gave no answer.
+ */
+err_code daemon_ask(const char *socket_path, char type, const char *const *argv, int argc,
+					long connect_ms, long op_ms, char *answer);
+
+/*
  * The file a wal-fetch request's destination names (PGDATA-relative, as PostgreSQL's %p, or
  * absolute), newly allocated; NULL unless it is a file directly in pgdata/pg_wal. Exposed for
  * tests.
