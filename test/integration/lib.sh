@@ -625,3 +625,18 @@ amcheck_all() {
 		"CREATE EXTENSION IF NOT EXISTS amcheck; SELECT count(bt_index_check(c.oid, true)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree' AND c.relpersistence <> 't'" \
 		>/dev/null || fail "amcheck failed in database ${2:-postgres} on port $1"
 }
+
+# daemon_wait BINARY SOCKET LOG: after starting `BINARY daemon SOCKET` in the background (as
+# postgres, through runuser or sh), wait for its socket; its pid (found by its command line,
+# not the wrapper's) joins BG_PIDS so that the cleanup stops the daemon itself.
+daemon_wait() {
+	local pid=""
+	for _ in $(seq 1 200); do
+		[ -n "$pid" ] || pid=$(pgrep -xf "$1 daemon $2" || true)
+		[ -n "$pid" ] && [ -S "$2" ] && break
+		sleep 0.05
+	done
+	[ -S "$2" ] || { cat "$3"; fail "daemon on $2 did not start"; }
+	BG_PIDS+=("$pid")
+	DAEMON_PID=$pid
+}

@@ -13,17 +13,11 @@ pg_own "$T"
 E=(WALG_FILE_PREFIX="$T/repo" WALG_COMPRESSION_METHOD=zstd)
 # start_daemon NAME PGDATA [BINARY]: a daemon as postgres on $T/NAME.sock
 start_daemon() {
-	local sock=$T/$1.sock bin=${3:-$WALC_PG} pid=""
+	local sock=$T/$1.sock bin=${3:-$WALC_PG}
 	as_pg env PGDATA="$2" "${E[@]}" ASAN_OPTIONS="$ASAN_OPTIONS" "$bin" daemon "$sock" \
 		>>"$T/$1.log" 2>&1 &
 	BG_PIDS+=("$!")
-	for _ in $(seq 1 200); do
-		[ -n "$pid" ] || pid=$(pgrep -xf "$bin daemon $sock" || true)
-		[ -n "$pid" ] && [ -S "$sock" ] && break
-		sleep 0.05
-	done
-	[ -S "$sock" ] || { cat "$T/$1.log"; fail "daemon $1 did not start"; }
-	BG_PIDS+=("$pid")
+	daemon_wait "$bin" "$sock" "$T/$1.log"
 }
 
 pg_init "$T/src"

@@ -21,14 +21,8 @@ SOCK=$T/walc.sock
 as_pg sh -c 'umask 000; exec env PGDATA="$1" WALG_FILE_PREFIX="$2" ASAN_OPTIONS="$3" "$4" daemon "$5"' \
 	sh "$T/src" "$T/repo" "$ASAN_OPTIONS" "$WALC_PG" "$SOCK" >>"$T/daemon.log" 2>&1 &
 BG_PIDS+=("$!")
-WALC_D=""
-for _ in $(seq 1 200); do
-	[ -n "$WALC_D" ] || WALC_D=$(pgrep -xf "$WALC_PG daemon $SOCK" || true)
-	[ -n "$WALC_D" ] && [ -S "$SOCK" ] && break
-	sleep 0.05
-done
-[ -S "$SOCK" ] || { cat "$T/daemon.log"; fail "daemon did not start"; }
-BG_PIDS+=("$WALC_D")
+daemon_wait "$WALC_PG" "$SOCK" "$T/daemon.log"
+WALC_D=$DAEMON_PID
 assert_eq 600 "$(stat -c %a "$SOCK")" "the socket's mode under umask 000"
 
 # request AS_USER TYPE [NAME DEST]: one message; prints the answer byte, "refused" when the
