@@ -390,10 +390,13 @@ static err_code check_locations(placement *p, const char *what)
 		free(own);
 		if (t->in_place)
 			continue; /* where the tablespace belongs inside DEST, as without a spec */
+		if (strcmp(t->canon, p->dest) == 0)
+			return err_set(E_CONFIG, "%s: tablespace %s at %s is the destination", what,
+						   t->oid, t->loc);
 		if (within(t->canon, p->dest))
-			return err_set(E_CONFIG, "%s: tablespace %s at %s: %s the destination %s", what,
-						   t->oid, t->loc, strcmp(t->canon, p->dest) == 0 ? "is" : "inside",
-						   p->dest);
+			return err_set(E_CONFIG, "%s: tablespace %s at %s lies inside the destination %s "
+									 "(only %s/pg_tblspc/%s may hold it there)",
+						   what, t->oid, t->loc, p->dest, p->dest, t->oid);
 		if (within(p->dest, t->canon))
 			return err_set(E_CONFIG, "%s: tablespace %s at %s holds the destination %s", what,
 						   t->oid, t->loc, p->dest);
