@@ -11,7 +11,8 @@
 #     finishes it without --force, unless its marker names another cluster;
 #   - a spec placing the tablespace at DEST, a tablespace location holding more than its
 #     PG_<version> folder, a pg_tblspc link with no spec: refused, nothing touched;
-#   - a spec's location and a pg_wal link are pruned (their stale files go, the links stay);
+#   - a spec's location and a pg_wal link are pruned (their stale files go, the links stay), a
+#     spec naming another location replaces the link and leaves the old one alone;
 #     a pg_wal link to a directory holding more than WAL is refused.
 . "$(dirname "$0")/lib.sh"
 it_setup deltaguard
@@ -141,6 +142,13 @@ expect_rc 0 "--delta with the spec"
 assert_absent "$T/lts/$ver/stale" "a stale file at the spec's location"
 assert_eq "$T/lts" "$(readlink "$L/pg_tblspc/$OID")" "the tablespace link"
 [ -n "$(find "$T/lts/$ver" -type f | head -n 1)" ] || fail "the tablespace's files are gone"
+LTS_SUM=$(tree "$T/lts")
+spec "$T/s-lts2.json" "$T/lts2"
+wrun "${E[@]}" -- backup-fetch --delta --restore-spec "$T/s-lts2.json" "$L" LATEST
+expect_rc 0 "--delta with a spec moving the tablespace"
+assert_eq "$T/lts2" "$(readlink "$L/pg_tblspc/$OID")" "the replaced tablespace link"
+[ "$LTS_SUM" = "$(tree "$T/lts2")" ] || fail "the tablespace restored at its new location differs"
+[ "$LTS_SUM" = "$(tree "$T/lts")" ] || fail "the old location was touched"
 ok "--delta: a spec at DEST, a location holding other files, a pg_tblspc link without a spec refused; the spec's location pruned"
 
 # ---- a pg_wal link -----------------------------------------------------------------------------
