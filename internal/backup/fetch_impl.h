@@ -64,6 +64,7 @@ typedef struct placement {
 	char *dest; /* absolute, links resolved; may not exist yet */
 	bool dest_exists;
 	bool delta;		/* DEST holds a stopped copy of the cluster: --delta applies */
+	bool partial;	/* --mask: some files only, no cluster to start */
 	ts_place *ts; /* the tablespaces the operator placed */
 	size_t n;
 	char *waldir; /* --delta: the directory DEST/pg_wal links to, or NULL */

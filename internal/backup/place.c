@@ -504,6 +504,7 @@ static err_code check_delta_links(placement *p, const char *what)
 err_code placement_plan(const fetch_options *opt, const chain *c, placement *p)
 {
 	memset(p, 0, sizeof(*p));
+	p->partial = opt->mask != NULL;
 	const level *top = &c->lv[c->n - 1];
 	/* The sentinel's own spec is checked whether or not it is used: it is the backup's record. */
 	ts_place *rec = NULL;
@@ -685,7 +686,8 @@ static err_code allow_in_place(const char *dest)
 
 err_code placement_finish(const placement *p)
 {
-	TRY(allow_in_place(p->dest));
+	if (!p->partial)
+		TRY(allow_in_place(p->dest));
 	char *marker = xasprintf("%s/" RESTORE_MARKER, p->dest);
 	err_code rc = unlink(marker) == 0 || errno == ENOENT
 		? E_OK
