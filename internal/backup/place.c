@@ -153,14 +153,19 @@ static bool wal_name(const char *dir, const char *name)
 		(strlen(name) >= 8 && strspn(name, "0123456789ABCDEF") >= 8);
 }
 
+static void places_free(ts_place *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(t[i].oid);
+		free(t[i].loc);
+		free(t[i].canon);
+	}
+	free(t);
+}
+
 void placement_free(placement *p)
 {
-	for (size_t i = 0; i < p->n; i++) {
-		free(p->ts[i].oid);
-		free(p->ts[i].loc);
-		free(p->ts[i].canon);
-	}
-	free(p->ts);
+	places_free(p->ts, p->n);
 	free(p->dest);
 	free(p->waldir);
 	memset(p, 0, sizeof(*p));
@@ -192,16 +197,6 @@ static err_code spec_read(const json_t *spec, const char *what, ts_place **out, 
 		(*n)++;
 	}
 	return E_OK;
-}
-
-static void places_free(ts_place *t, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(t[i].oid);
-		free(t[i].loc);
-		free(t[i].canon);
-	}
-	free(t);
 }
 
 static err_code read_spec_file(const char *path, json_t **out)
@@ -565,7 +560,7 @@ static err_code write_marker(const placement *p, const chain *c)
 		rc = err_errno(E_IO, errno, "syncing %s", path);
 	if (fd >= 0)
 		close(fd);
-	/* durable before pg_control goes: a crash must not leave neither */
+	/* durable before --delta removes pg_control: a crash leaves one or the other */
 	if (rc == E_OK)
 		rc = fsync_parent_dir(path);
 	free(text);
