@@ -407,6 +407,10 @@ static err_code check_locations(placement *p, const char *what)
 										 "inside the other",
 							   what, u->oid, u->loc, t->oid, t->loc);
 		}
+		struct stat sb;
+		if (lstat(t->canon, &sb) == 0 && !S_ISDIR(sb.st_mode))
+			return err_set(E_CONFIG, "%s: tablespace %s's location %s is not a directory", what,
+						   t->oid, t->loc);
 		size_t n;
 		char *bad;
 		TRY(dir_scan(t->canon, what, p->delta ? version_dir : NULL, &n, &bad));

@@ -145,10 +145,13 @@ spec "$T/s-same.json" "$OID1" "$T/same" "$OID2" "$T/same/"
 refused "two tablespaces at one location" "at one location" --restore-spec "$T/s-same.json"
 spec "$T/s-nest.json" "$OID1" "$T/nest" "$OID2" "$T/nest/two"
 refused "a tablespace inside another's" "one inside the other" --restore-spec "$T/s-nest.json"
+ln -s "$T/nowhere" "$T/dangling"
+spec "$T/s-dangling.json" "$OID1" "$T/dangling"
+refused "a dangling link as location" "is not a directory" --restore-spec "$T/s-dangling.json"
 spec "$T/s-rel.json" "$OID1" "relative/ts"
 refused "a relative location" "absolute" --restore-spec "$T/s-rel.json"
 refused "--restore-spec with --original-tablespaces" "cannot be combined" --restore-spec "$T/spec.json" --original-tablespaces
-ok "refused with one line, nothing written: live locations, DEST, inside DEST, around DEST, shared, nested, relative"
+ok "refused with one line, nothing written: live locations, DEST, inside DEST, around DEST, shared, nested, a dangling link, relative"
 
 # ---- a crafted sentinel Spec -----------------------------------------------------------------
 mkdir -p "$T/evil/repo" "$T/fakehome/.ssh"
