@@ -400,8 +400,14 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const placement *
 		 * tablespace_map never: PostgreSQL would replace the tablespaces placed here with
 		 * links to the locations it records, the source cluster's.
 		 */
-		l->ex = (extract_level){ r, p->dest, l->need, files_of(l), true, l->name, mask,
-								 opt->fsync };
+		l->ex = (extract_level){ .r = r,
+								 .dest = p->dest,
+								 .need = l->need,
+								 .files = files_of(l),
+								 .skip_tablespace_map = true,
+								 .backup = l->name,
+								 .mask = mask,
+								 .flush = opt->fsync };
 		rc = extract_level_tars(r, l, opt->concurrency, i == c->n - 1);
 	}
 	free(mask);
