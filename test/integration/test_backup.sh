@@ -327,7 +327,7 @@ EOF
 	wrun "${envs[@]}" -- backup-fetch "$R" "$name" "${args[@]}"
 	expect_rc 0 "$what: backup-fetch"
 	if [ "$mode" = dest ]; then
-		[ -d "$tsdir" ] && [ ! -L "$tsdir" ] || fail "$what: pg_tblspc/$TSOID is not a directory"
+		if [ ! -d "$tsdir" ] || [ -L "$tsdir" ]; then fail "$what: pg_tblspc/$TSOID is not a directory"; fi
 		grep -qx 'allow_in_place_tablespaces = on' "$R/postgresql.auto.conf" ||
 			fail "$what: no allow_in_place_tablespaces in postgresql.auto.conf"
 	else

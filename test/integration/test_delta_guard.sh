@@ -60,7 +60,7 @@ refused "$H" "WALG_DELTA_RESTORE=true onto a home" "is not a PostgreSQL data dir
 refused "$H" "--delta --force onto a home" "is not a PostgreSQL data directory" -- --delta --force
 echo 15 >"$H/PG_VERSION"
 refused "$H" "--delta onto a home with a PG_VERSION" "no readable global/pg_control" -- --delta --force
-[ -f "$H/.ssh/id_rsa" ] && [ -f "$H/Documents/a.txt" ] || fail "a file of the home is gone"
+for f in .ssh/id_rsa Documents/a.txt .bashrc; do [ -f "$H/$f" ] || fail "$f of the home is gone"; done
 ok "a directory that is no cluster: refused with one line (--delta, WALG_DELTA_RESTORE, --force), every file kept"
 
 # ---- empty or absent: a plain restore --------------------------------------------------------
@@ -83,7 +83,7 @@ assert_contains "$W_ERR" "overwriting it" "--force onto another cluster warns"
 wrun "${E[@]}" -- backup-fetch --delta --force "$SRC" LATEST
 expect_rc 1 "--delta --force onto the running source"
 assert_match "$W_ERR" "a server \(pid [0-9]+, .*postmaster.pid\) runs on $SRC: stop it first" "the refusal"
-[ -s "$SRC/global/pg_control" ] && [ -s "$SRC/PG_VERSION" ] || fail "the running source lost files"
+for f in global/pg_control PG_VERSION; do [ -s "$SRC/$f" ] || fail "the running source lost $f"; done
 assert_eq 1000 "$(psqlc "$PORT" "SELECT count(*) FROM t")" "the running source"
 printf '2147483646\n%s\n' "$C" >"$C/postmaster.pid"
 refused "$C" "--delta with a dead server's postmaster.pid" "which is not running here" -- --delta
@@ -124,7 +124,7 @@ spec() { # FILE LOC
 }
 spec "$T/s-dest.json" "$C"
 refused "$C" "--delta with a spec at DEST" "is the destination" -- --delta --restore-spec "$T/s-dest.json"
-[ -f "$C/PG_VERSION" ] && [ -f "$C/postgresql.conf" ] || fail "--delta with a spec at DEST removed files"
+for f in PG_VERSION postgresql.conf; do [ -f "$C/$f" ] || fail "--delta with a spec at DEST removed $f"; done
 mkdir -p "$T/lts"
 echo keep >"$T/lts/notes.txt"
 spec "$T/s-lts.json" "$T/lts"

@@ -47,7 +47,7 @@ wrun_pg "${E[@]}" PGHOST="$T" PGPORT="$PORT" -- backup-push "$SRC"
 expect_rc 0 "backup-push"
 assert_match "$W_ERR" "WARNING: .*$SRC/stray_link is a symbolic link" "backup-push warns about the stray link"
 assert_not_contains "$W_ERR" "pg_wal is a symbolic link" "pg_wal is no stray link"
-NAME=$(ls "$T/repo/basebackups_005" | sed -n 's/_backup_stop_sentinel.json$//p')
+NAME=$(find "$T/repo/basebackups_005" -maxdepth 1 -name '*_backup_stop_sentinel.json' -printf '%f\n' | sed 's/_backup_stop_sentinel.json$//')
 "$PY" -c 'import json, sys; f = json.load(open(sys.argv[1]))["Files"]; sys.exit("/pg_wal" not in f)' \
 	"$T/repo/basebackups_005/$NAME/files_metadata.json" || fail "files_metadata.json has no /pg_wal"
 ok "backup-push of a cluster with pg_wal on its own disk: /pg_wal stored, the stray link named at WARNING"
@@ -61,6 +61,7 @@ live_unchanged() { # WHAT
 	assert_eq 30000 "$(psqlc "$PORT" "SELECT count(*) FROM t1")" "$1: live rows in ts1"
 }
 
+real_dir() { [ -d "$1" ] && [ ! -L "$1" ]; }
 # start_check DIR WHAT: recover DIR to the backup's end on another port, compare, stop
 start_check() {
 	recover_conf "$1" "${E[*]}"
@@ -76,7 +77,7 @@ wrun "${E[@]}" -- backup-fetch "$R" LATEST
 expect_rc 0 "backup-fetch without a spec"
 live_unchanged "backup-fetch without a spec"
 for oid in "$OID1" "$OID2"; do
-	[ -d "$R/pg_tblspc/$oid" ] && [ ! -L "$R/pg_tblspc/$oid" ] || fail "pg_tblspc/$oid is not a directory in DEST"
+	real_dir "$R/pg_tblspc/$oid" || fail "pg_tblspc/$oid is not a directory in DEST"
 	[ -n "$(find "$R/pg_tblspc/$oid" -type f -name '[0-9]*' | head -n 1)" ] || fail "no relation files in pg_tblspc/$oid"
 	assert_contains "$W_ERR" "tablespace $oid restored inside the destination" "backup-fetch says where"
 done
@@ -84,7 +85,8 @@ assert_absent "$R/tablespace_map" "no spec"
 assert_absent "$R/walc_restore_incomplete" "a whole restore"
 assert_absent "$R/stray_link" "the stray link"
 grep -qx "allow_in_place_tablespaces = on" "$R/postgresql.auto.conf" || fail "allow_in_place_tablespaces not set"
-[ -d "$R/pg_wal/archive_status" ] && [ ! -L "$R/pg_wal" ] || fail "pg_wal/archive_status missing"
+real_dir "$R/pg_wal" || fail "pg_wal is not a directory"
+[ -d "$R/pg_wal/archive_status" ] || fail "pg_wal/archive_status missing"
 # 6755 and 1777 in the tar: group read stays (initdb --allow-group-access), nothing else
 assert_eq 640 "$(stat -c %a "$R/setuid_file")" "a setuid, setgid member's mode"
 assert_eq 750 "$(stat -c %a "$R/sticky_dir")" "a sticky directory member's mode"
@@ -109,7 +111,7 @@ spec() { # FILE OID LOC [OID LOC]
 spec "$T/spec.json" "$OID1" "$R/pg_tblspc/$OID1" "$OID2" "$T/r2ts2"
 wrun "${E[@]}" -- backup-fetch --restore-spec "$T/spec.json" "$R" LATEST
 expect_rc 0 "backup-fetch with a spec"
-[ -d "$R/pg_tblspc/$OID1" ] && [ ! -L "$R/pg_tblspc/$OID1" ] || fail "spec: pg_tblspc/$OID1 is not a directory"
+real_dir "$R/pg_tblspc/$OID1" || fail "spec: pg_tblspc/$OID1 is not a directory"
 assert_eq "$T/r2ts2" "$(readlink "$R/pg_tblspc/$OID2")" "spec: tablespace $OID2's link"
 pg_own "$T/r2ts2"
 start_check "$R" "restored with a spec"
@@ -172,7 +174,7 @@ wrun WALG_FILE_PREFIX="$T/evil/repo" -- backup-fetch "$T/evil/r" LATEST
 expect_rc 0 "a crafted sentinel Spec, no spec given"
 assert_eq "$HOME_SUM" "$("$PY" "$IT_DIR/fault_check.py" tree "$T/fakehome")" "the crafted location's files"
 assert_absent "$T/evil/never" "a crafted absent location"
-[ -d "$T/evil/r/pg_tblspc/$OID1" ] && [ ! -L "$T/evil/r/pg_tblspc/$OID1" ] || fail "crafted Spec: tablespace not in DEST"
+real_dir "$T/evil/r/pg_tblspc/$OID1" || fail "crafted Spec: tablespace not in DEST"
 wrun WALG_FILE_PREFIX="$T/evil/repo" -- backup-fetch --original-tablespaces "$T/evil/r2" LATEST
 expect_rc 1 "a crafted sentinel Spec with --original-tablespaces"
 assert_contains "$W_ERR" "$T/fakehome/.ssh is not empty" "the refusal names the location"

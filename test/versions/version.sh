@@ -127,7 +127,9 @@ fetch_to() {
 		mkdir -p "$ts"
 		pg_own "$ts"
 	else
-		[ -d "$dir/pg_tblspc/$oid" ] && [ ! -L "$dir/pg_tblspc/$oid" ] || fail "pg_tblspc/$oid is not a directory in $dir"
+		if [ ! -d "$dir/pg_tblspc/$oid" ] || [ -L "$dir/pg_tblspc/$oid" ]; then
+			fail "pg_tblspc/$oid is not a directory in $dir"
+		fi
 	fi
 	pg_own "$dir"
 }
