@@ -13,7 +13,7 @@
 #     PG_<version> folder, a pg_tblspc link with no spec: refused, nothing touched;
 #   - a spec's location and a pg_wal link are pruned (their stale files go, the links stay), a
 #     spec naming another location replaces the link and leaves the old one alone;
-#     a pg_wal link to a directory holding more than WAL is refused.
+#     a pg_wal link to a directory holding more than WAL is refused; a stale tablespace_map goes.
 . "$(dirname "$0")/lib.sh"
 it_setup deltaguard
 
@@ -159,8 +159,10 @@ refused "$C" "--delta with pg_wal linked to a directory holding more than WAL" "
 rm "$T/wal2/notes.txt"
 echo stale >"$T/wal2/000000090000000000000009"
 echo stale >"$T/wal2/00000009.history"
+echo "$OID $T/ts" >"$C/tablespace_map" # would make PostgreSQL link the live location
 wrun "${E[@]}" -- backup-fetch --delta "$C" LATEST
 expect_rc 0 "--delta with a pg_wal link"
+assert_absent "$C/tablespace_map" "a stale tablespace_map after --delta"
 assert_eq "$T/wal2" "$(readlink "$C/pg_wal")" "the pg_wal link"
 assert_absent "$T/wal2/000000090000000000000009" "a stale segment behind the pg_wal link"
 assert_absent "$T/wal2/00000009.history" "a stale history file behind the pg_wal link"
