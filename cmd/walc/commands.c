@@ -39,12 +39,11 @@ static const opt backup_push_opts[] = {
 };
 static const opt backup_fetch_opts[] = {
 	{ "restore-spec", 0, "FILE", "where tablespaces go (WAL-G's spec JSON)" },
-	{ "original-tablespaces", 0, NULL,
-	  "tablespaces at the locations the backup recorded (each empty or absent)" },
+	{ "original-tablespaces", 0, NULL, "tablespaces where the backup recorded them (if empty)" },
 	{ "target-user-data", 0, "JSON", "restore the backup with this user data" },
 	{ "mask", 0, "GLOB", "restore only files whose path (relative to DESTINATION) matches" },
 	{ "delta", 0, NULL, "DESTINATION holds an old copy: rewrite only what differs" },
-	{ "force", 0, NULL, "with --delta: even onto another cluster's directory" },
+	{ "force", 0, NULL, "with --delta: even another cluster's or a crashed server's directory" },
 	{ "target-time", 0, "TIME", "recover to this time (RFC 3339): picks the backup, sets recovery" },
 	{ "target-lsn", 0, "LSN", "recover to this LSN" },
 	{ "target-name", 0, "NAME", "recover to this restore point (pg_create_restore_point)" },
