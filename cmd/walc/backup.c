@@ -146,6 +146,7 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 						  .user_data = arg(a, "target-user-data"),
 						  .mask = arg(a, "mask"),
 						  .restore_spec = arg(a, "restore-spec"),
+						  .original_tablespaces = arg_set(a, "original-tablespaces"),
 						  .fsync = !cfg->tar_disable_fsync,
 						  .concurrency = (int)cfg->download_concurrency,
 						  .delta = cfg->delta_restore || arg_set(a, "delta"),
@@ -174,6 +175,9 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 	if (rc == E_OK && opt.mask != NULL && opt.delta)
 		rc = err_set(E_CONFIG, "backup-fetch: --mask and --delta cannot be combined (a delta "
 							   "restore removes the files the backup does not have)");
+	if (rc == E_OK && opt.restore_spec != NULL && opt.original_tablespaces)
+		rc = err_set(E_CONFIG, "backup-fetch: --restore-spec and --original-tablespaces cannot "
+							   "be combined (the spec says where each tablespace goes)");
 	if (rc == E_OK && arg_set(a, "restore-only"))
 		rc = err_set(E_CONFIG, "backup-fetch --restore-only: walc does not restore single "
 							   "databases or tables; restore the whole backup");

@@ -39,10 +39,11 @@ static const opt backup_push_opts[] = {
 };
 static const opt backup_fetch_opts[] = {
 	{ "restore-spec", 0, "FILE", "where tablespaces go (WAL-G's spec JSON)" },
+	{ "original-tablespaces", 0, NULL, "tablespaces where the backup recorded them (if empty)" },
 	{ "target-user-data", 0, "JSON", "restore the backup with this user data" },
 	{ "mask", 0, "GLOB", "restore only files whose path (relative to DESTINATION) matches" },
 	{ "delta", 0, NULL, "DESTINATION holds an old copy: rewrite only what differs" },
-	{ "force", 0, NULL, "with --delta: even onto another cluster's directory" },
+	{ "force", 0, NULL, "with --delta: even another cluster's or a crashed server's directory" },
 	{ "target-time", 0, "TIME", "recover to this time (RFC 3339, or as PostgreSQL prints it, with a zone): picks the backup, sets recovery" },
 	{ "target-lsn", 0, "LSN", "recover to this LSN" },
 	{ "target-name", 0, "NAME", "recover to this restore point (pg_create_restore_point)" },
@@ -150,13 +151,19 @@ static const command cmd_table[] = {
 	  "restore a base backup into an empty directory",
 	  "Restores backup NAME (or the newest, LATEST, or the one --target-user-data names) into\n"
 	  "DESTINATION, which must be empty or absent. A delta backup is applied forward: its full\n"
-	  "backup first, then each delta. Tablespaces go where the backup's spec says, or where\n"
-	  "--restore-spec puts them. pg_control is written last; WALG_DOWNLOAD_CONCURRENCY streams\n"
-	  "run at once. Then add restore_command = 'walc wal-fetch %f %p' and recovery.signal.\n\n"
+	  "backup first, then each delta. Tablespaces go inside DESTINATION, in pg_tblspc/OID (as\n"
+	  "WAL-G puts them; allow_in_place_tablespaces is added to postgresql.auto.conf), unless\n"
+	  "--restore-spec places them, or --original-tablespaces puts them where the backup was\n"
+	  "taken; each location must be empty or absent. pg_control is written last;\n"
+	  "WALG_DOWNLOAD_CONCURRENCY streams run at once. Then add restore_command =\n"
+	  "'walc wal-fetch %f %p' and recovery.signal.\n\n"
 	  "--delta (or WALG_DELTA_RESTORE=true): DESTINATION holds an old copy of the cluster,\n"
-	  "stopped. Files whose size and checksum match the backup's are kept, the others are\n"
-	  "restored, files the backup does not have are removed, and tar parts holding nothing\n"
-	  "needed are not downloaded. A directory of another cluster is refused unless --force.\n\n"
+	  "stopped (PG_VERSION, global/pg_control with the backup's system identifier, no\n"
+	  "postmaster.pid). Files whose size and checksum match the backup's are kept, the others\n"
+	  "are restored, files the backup does not have are removed, and tar parts holding nothing\n"
+	  "needed are not downloaded. Any other directory is refused, but an empty one (a plain\n"
+	  "restore) and one an interrupted backup-fetch left. --force admits another cluster's\n"
+	  "directory, or a postmaster.pid whose server is gone; never a running server's.\n\n"
 	  "--target-time, --target-lsn, --target-name or --target-xid (instead of NAME): restores\n"
 	  "the newest backup that ends before the target, once the archived WAL has been read far\n"
 	  "enough to prove it reaches the target, then writes restore_command and the target to\n"

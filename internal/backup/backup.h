@@ -33,10 +33,11 @@ typedef struct fetch_options {
 	const char *user_data;	  /* --target-user-data: the backup with this user data (JSON) */
 	const char *mask;		  /* --mask: only files whose path matches this glob */
 	const char *restore_spec; /* path or NULL */
+	bool original_tablespaces; /* tablespaces at the locations the backup recorded */
 	bool fsync;
 	int concurrency;
 	bool delta;	 /* DEST holds an old copy: fetch only what differs */
-	bool force;	 /* delta restore onto another cluster's directory */
+	bool force;	 /* delta restore onto another cluster's directory (or a crashed server's) */
 	/* Point-in-time recovery: the target (name is then NULL), with what recovery needs. */
 	const recovery_target *target;
 	const config *cfg;

@@ -8,7 +8,6 @@
 #include "internal/backup/fetch_impl.h"
 
 #include <dirent.h>
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -21,36 +20,11 @@
 #define HASH_WORKERS 2
 #define PROBE_BATCH 4096 /* local files compared at once */
 
-/* Members restored from their own tars regardless (never listed in Files). */
-static const char *const always[] = { "/global/pg_control", "backup_label", "tablespace_map",
-									  NULL };
-
-static err_code check_stopped_and_ours(const char *dest, const chain *c, bool force)
-{
-	char *pid = xasprintf("%s/postmaster.pid", dest);
-	bool running = access(pid, F_OK) == 0;
-	free(pid);
-	if (running)
-		return err_set(E_CONFIG, "backup-fetch --delta: %s has a postmaster.pid: stop the "
-								 "cluster first",
-					   dest);
-	const backup_sentinel *top = &c->lv[c->n - 1].s;
-	char *ctl = xasprintf("%s/global/pg_control", dest);
-	int fd = open(ctl, O_RDONLY | O_CLOEXEC);
-	free(ctl);
-	if (fd < 0)
-		return E_OK; /* nothing recognisable here: every file will be restored */
-	uint64_t sysid = 0;
-	ssize_t n = read(fd, &sysid, sizeof(sysid));
-	close(fd);
-	if (n == sizeof(sysid) && top->have_system_id && le64toh(sysid) != top->system_id && !force)
-		return err_set(E_CONFIG,
-					   "backup-fetch --delta: %s belongs to another cluster (system identifier "
-					   "%llu, the backup's is %llu); use --force to overwrite it",
-					   dest, (unsigned long long)le64toh(sysid),
-					   (unsigned long long)top->system_id);
-	return E_OK;
-}
+/*
+ * Members restored from their own tars regardless (never listed in Files). tablespace_map is
+ * not among them: a restore never writes it, so a stale one is removed.
+ */
+static const char *const always[] = { "/global/pg_control", "backup_label", NULL };
 
 /* The size and checksum the restore result would have: follow IsSkipped down the chain. */
 static const file_sum *expected_sum(const chain *c, const uint64_t key[2])
@@ -151,9 +125,13 @@ static bool keep_name(const file_table *files, const char *member)
 	return false;
 }
 
-/* Removes what the backup does not have; tablespace links of the spec are followed. */
+/*
+ * Removes what the backup does not have. Links are never followed (a link is removed: the
+ * backup holds none), but for those the placement made or checked: tablespace locations
+ * and the WAL directory, each checked to hold only what that tablespace or WAL holds.
+ */
 static void prune(const char *dir, const char *member, const file_table *files,
-				  const json_t *spec, size_t *removed)
+				  const placement *pl, size_t *removed)
 {
 	DIR *d = opendir(dir);
 	if (d == NULL)
@@ -162,23 +140,24 @@ static void prune(const char *dir, const char *member, const file_table *files,
 	while ((de = readdir(d)) != NULL) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
+		bool root = strcmp(member, "/") == 0;
+		if (root && strcmp(de->d_name, RESTORE_MARKER) == 0)
+			continue;
 		char *path = xasprintf("%s/%s", dir, de->d_name);
-		char *mem = xasprintf("%s/%s", strcmp(member, "/") == 0 ? "" : member, de->d_name);
+		char *mem = xasprintf("%s/%s", root ? "" : member, de->d_name);
 		struct stat sb;
 		if (lstat(path, &sb) != 0) {
 			free(path);
 			free(mem);
 			continue;
 		}
-		bool tblspc_link = S_ISLNK(sb.st_mode) && strcmp(member, "/pg_tblspc") == 0 &&
-			catalog_json_get(spec, de->d_name) != NULL;
-		if (tblspc_link) {
-			prune(path, mem, files, spec, removed);
+		if (S_ISLNK(sb.st_mode) && placement_follows(pl, member, de->d_name)) {
+			prune(path, mem, files, pl, removed);
 		} else if (S_ISDIR(sb.st_mode)) {
-			prune(path, mem, files, spec, removed);
+			prune(path, mem, files, pl, removed);
 			if (!keep_name(files, mem) && rmdir(path) == 0)
 				(*removed)++;
-		} else if (!keep_name(files, mem)) {
+		} else if (S_ISLNK(sb.st_mode) || !keep_name(files, mem)) {
 			if (unlink(path) == 0)
 				(*removed)++;
 			else
@@ -224,19 +203,21 @@ static void need_key(void *arg, const uint64_t key[2], const file_rec *f)
 	keep_unless_dropped(arg, key);
 }
 
-err_code delta_restore_prepare(repo *r, const fetch_options *opt, const char *dest, chain *c,
-							   const json_t *spec)
+err_code delta_restore_prepare(repo *r, const placement *pl, chain *c)
 {
-	TRY(check_stopped_and_ours(dest, c, opt->force));
 	level *top = &c->lv[c->n - 1];
 	const file_table *files = files_of(top);
 	if (files == NULL)
 		return err_set(E_CORRUPT, "backup %s has no files metadata: delta restore needs it",
 					   top->name);
 
+	/* Pruning first: a link it removes must not lead the hashing to files elsewhere. */
+	size_t removed = 0;
+	prune(pl->dest, "/", files, pl, &removed);
+
 	/* Hash the local copies of every file whose backed-up checksum is known. */
 	probes *j = xcalloc(1, sizeof(*j));
-	j->dest = dest;
+	j->dest = pl->dest;
 	j->c = c;
 	j->intact = keytab_new(0);
 	err_code rc = catalog_files_each(r, top->name, probe_file, NULL, j);
@@ -267,8 +248,6 @@ err_code delta_restore_prepare(repo *r, const fetch_options *opt, const char *de
 	keytab_free(top->need);
 	top->need = top_need.kept;
 
-	size_t removed = 0;
-	prune(dest, "/", files, spec, &removed);
 	log_info("delta restore: %zu of %zu files intact, %zu to restore, %zu local entries "
 			 "removed",
 			 keytab_count(intact), files->n, files->n - keytab_count(intact), removed);

@@ -303,6 +303,17 @@ static bool needed(const extractor *x, const char *member)
 	return keytab_find(x->lvl->need, key, NULL, NULL);
 }
 
+/*
+ * The modes of a data directory only, whatever a member says: PostgreSQL's own (0700 and
+ * 0600), or with group read when the member has it (initdb --allow-group-access: 0750 and
+ * 0640). No setuid, setgid, sticky or execute bit, nothing for others.
+ */
+static uint32_t data_mode(uint32_t mode, bool dir)
+{
+	bool group = (mode & 0040) != 0;
+	return dir ? (group ? 0750 : 0700) : (group ? 0640 : 0600);
+}
+
 static err_code ex_begin(void *ctx, const tar_entry *e, const char *rel, member_kind kind,
 						 bool *take)
 {
@@ -315,11 +326,11 @@ static err_code ex_begin(void *ctx, const tar_entry *e, const char *rel, member_
 		return E_OK;
 	x->path = xasprintf("%s/%s", x->lvl->dest, rel);
 	if (kind == MEMBER_DIR)
-		return mkdir_p(x->path, 0700);
+		return mkdir_p(x->path, data_mode(e->mode, true));
 	if (!needed(x, e->name))
 		return E_OK;
 	*take = true;
-	x->mode = e->mode & 07777 ? e->mode & 07777 : 0600;
+	x->mode = data_mode(e->mode, false);
 	TRY(mkdir_parent(x->path, 0700));
 	x->increment = kind == MEMBER_INCREMENT;
 	x->written = x->flushed = 0;

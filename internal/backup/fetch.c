@@ -111,68 +111,6 @@ static err_code compute_needs(chain *c)
 	return E_OK;
 }
 
-/* Tablespaces */
-
-err_code link_tablespaces(const char *dest, const json_t *spec)
-{
-	const json_t *list = catalog_json_get(spec, "tablespaces");
-	if (list == NULL)
-		return E_OK;
-	if (!json_is_array(list))
-		return err_set(E_CORRUPT, "tablespace spec: \"tablespaces\" is not a list");
-	size_t i;
-	const json_t *oidv;
-	json_array_foreach(list, i, oidv)
-	{
-		const char *oid = json_string_value(oidv);
-		if (oid == NULL || oid[0] == '\0' || strspn(oid, "0123456789") != strlen(oid))
-			return err_set(E_CORRUPT, "tablespace spec: bad tablespace oid");
-		const char *loc = json_string_value(catalog_json_get(catalog_json_get(spec, oid), "loc"));
-		if (loc == NULL || loc[0] != '/')
-			return err_set(E_CORRUPT, "tablespace spec: tablespace %s needs an absolute \"loc\"",
-						   oid);
-		TRY(mkdir_p(loc, 0700));
-		char *dir = xasprintf("%s/pg_tblspc", dest);
-		char *link = xasprintf("%s/%s", dir, oid);
-		err_code rc = mkdir_p(dir, 0700);
-		if (rc == E_OK && symlink(loc, link) != 0) {
-			char target[4096];
-			ssize_t n = readlink(link, target, sizeof(target) - 1);
-			if (n < 0 || (size_t)n != strlen(loc) || memcmp(target, loc, (size_t)n) != 0)
-				rc = err_errno(E_IO, errno, "linking %s to %s", link, loc);
-		}
-		free(link);
-		free(dir);
-		TRY(rc);
-		log_info("tablespace %s restored at %s", oid, loc);
-	}
-	return E_OK;
-}
-
-static err_code check_dest(const char *dest)
-{
-	struct stat sb;
-	if (stat(dest, &sb) != 0) {
-		if (errno != ENOENT)
-			return err_errno(E_IO, errno, "backup-fetch: %s", dest);
-		return mkdir_p(dest, 0700);
-	}
-	if (!S_ISDIR(sb.st_mode))
-		return err_set(E_CONFIG, "backup-fetch: %s is not a directory", dest);
-	DIR *d = opendir(dest);
-	if (d == NULL)
-		return err_errno(E_IO, errno, "backup-fetch: opening %s", dest);
-	struct dirent *de;
-	bool empty = true;
-	while ((de = readdir(d)) != NULL)
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-			empty = false;
-	closedir(d);
-	if (!empty)
-		return err_set(E_CONFIG, "backup-fetch: destination %s is not empty", dest);
-	return chmod(dest, 0700) == 0 ? E_OK : err_errno(E_IO, errno, "chmod of %s", dest);
-}
-
 /* The tar partitions of a level, read in parallel */
 
 typedef struct job_queue {
@@ -447,56 +385,42 @@ static err_code sync_tree(const char *path)
 	return rc;
 }
 
-static err_code read_spec_file(const char *path, json_t **out)
+static err_code fetch_chain(repo *r, const fetch_options *opt, const placement *p, chain *c)
 {
-	json_error_t jerr;
-	*out = json_load_file(path, 0, &jerr);
-	if (*out == NULL)
-		return err_set(E_CONFIG, "--restore-spec %s: %s (line %d)", path, jerr.text, jerr.line);
-	if (!json_is_object(*out)) {
-		json_decref(*out);
-		*out = NULL;
-		return err_set(E_CONFIG, "--restore-spec %s: expected a JSON object", path);
-	}
-	return E_OK;
-}
-
-static err_code fetch_chain(repo *r, const fetch_options *opt, const char *dest, chain *c)
-{
-	json_t *spec = NULL;
-	const level *top = &c->lv[c->n - 1];
-	if (opt->restore_spec != NULL)
-		TRY(read_spec_file(opt->restore_spec, &spec));
-	else if (top->s.spec != NULL)
-		spec = json_incref(top->s.spec);
-	err_code rc = spec ? link_tablespaces(dest, spec) : E_OK;
-	if (rc == E_OK && opt->delta)
-		rc = delta_restore_prepare(r, opt, dest, c, spec);
+	err_code rc = placement_prepare(p, c);
+	if (rc == E_OK && p->delta)
+		rc = delta_restore_prepare(r, p, c);
+	if (rc == E_OK)
+		rc = placement_wal_dir(p);
 
 	char *mask = opt->mask != NULL ? xasprintf("/%s", opt->mask) : NULL;
 	for (size_t i = 0; rc == E_OK && i < c->n; i++) {
 		level *l = &c->lv[i];
-		l->ex = (extract_level){ r, dest, l->need, files_of(l), opt->restore_spec != NULL, l->name,
-								 mask, opt->fsync };
+		/*
+		 * tablespace_map never: PostgreSQL would replace the tablespaces placed here with
+		 * links to the locations it records, the source cluster's.
+		 */
+		l->ex = (extract_level){ .r = r,
+								 .dest = p->dest,
+								 .need = l->need,
+								 .files = files_of(l),
+								 .skip_tablespace_map = true,
+								 .backup = l->name,
+								 .mask = mask,
+								 .flush = opt->fsync };
 		rc = extract_level_tars(r, l, opt->concurrency, i == c->n - 1);
 	}
 	free(mask);
+	if (rc == E_OK)
+		rc = placement_finish(p);
 	if (rc == E_OK && opt->fsync) {
-		rc = sync_tree(dest);
-		const json_t *list = spec ? catalog_json_get(spec, "tablespaces") : NULL;
-		size_t i;
-		const json_t *oid;
-		json_array_foreach(list, i, oid)
-		{
-			if (rc != E_OK)
-				break;
-			const char *loc =
-				json_string_value(catalog_json_get(catalog_json_get(spec, json_string_value(oid)), "loc"));
-			if (loc != NULL)
-				rc = sync_tree(loc);
-		}
+		rc = sync_tree(p->dest);
+		for (size_t i = 0; rc == E_OK && i < p->n; i++)
+			if (!p->ts[i].in_place)
+				rc = sync_tree(p->ts[i].loc);
+		if (rc == E_OK && p->waldir != NULL)
+			rc = sync_tree(p->waldir);
 	}
-	json_decref(spec);
 	return rc;
 }
 
@@ -540,30 +464,25 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 		rc = compute_needs(&c);
 	if (rc == E_OK && r->crypt != NULL)
 		rc = check_key(r, name);
-	char *dest = realpath(opt->dest, NULL);
-	struct stat dsb;
-	bool existing = opt->delta && dest != NULL && stat(dest, &dsb) == 0 && S_ISDIR(dsb.st_mode);
-	if (rc == E_OK && !existing)
-		rc = check_dest(dest ? dest : opt->dest);
-	if (rc == E_OK && dest == NULL)
-		dest = realpath(opt->dest, NULL);
-	if (rc == E_OK && dest == NULL)
-		rc = err_errno(E_IO, errno, "backup-fetch: %s", opt->dest);
+	placement p = { 0 };
+	if (rc == E_OK)
+		rc = placement_plan(opt, &c, &p);
 	if (rc == E_OK) {
 		if (c.n > 1)
 			log_info("%s is a delta: applying %zu backups from %s forward", name, c.n,
 					 c.lv[0].name);
-		rc = fetch_chain(r, opt, dest, &c);
+		rc = fetch_chain(r, opt, &p, &c);
 	}
 	if (rc == E_OK && opt->target != NULL)
-		rc = backup_write_recovery(dest, opt->target, opt->restore_command, opt->target_action);
+		rc = backup_write_recovery(p.dest, opt->target, opt->restore_command,
+								   opt->target_action);
 	if (rc == E_OK) {
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		log_info("backup %s restored into %s in %.1f s", name, dest,
+		log_info("backup %s restored into %s in %.1f s", name, p.dest,
 				 (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	}
+	placement_free(&p);
 	chain_free(&c);
 	free(name);
-	free(dest);
 	return rc;
 }

@@ -48,7 +48,45 @@ void level_parts_free(level_parts *p);
  */
 typedef err_code (*part_fn)(void *arg, const char *key);
 err_code parts_run(const char *const *keys, size_t n, int concurrency, part_fn fn, void *arg);
-err_code link_tablespaces(const char *dest, const json_t *spec);
+
+/*
+ * Where a restore writes (place.c). A tablespace goes inside DEST, at pg_tblspc/OID (as WAL-G
+ * puts it), unless --restore-spec or --original-tablespaces places it: then at loc, linked
+ * from there.
+ */
+typedef struct ts_place {
+	char *oid;
+	char *loc;	   /* as the spec gives it: the link's target */
+	char *canon;   /* loc with its links resolved, for comparisons */
+	bool in_place; /* the spec puts it at DEST/pg_tblspc/OID itself */
+} ts_place;
+typedef struct placement {
+	char *dest; /* absolute, links resolved; may not exist yet */
+	bool dest_exists;
+	bool delta;		/* DEST holds a stopped copy of the cluster: --delta applies */
+	bool partial;	/* --mask: some files only, no cluster to start */
+	ts_place *ts; /* the tablespaces the operator placed */
+	size_t n;
+	char *waldir; /* --delta: the directory DEST/pg_wal links to, or NULL */
+} placement;
+/* A restore's file holding the backup's system identifier, there until the restore is whole. */
+#define RESTORE_MARKER "walc_restore_incomplete"
+/*
+ * Settles and checks every place a restore will write, writing nothing: DEST (absent, empty,
+ * or for --delta a stopped data directory of the backup's cluster), each placed tablespace's
+ * location (apart from DEST and from the others; empty, or for --delta only its
+ * PG_<version> folder), and for --delta the links in DEST. Refusals name what they refuse.
+ */
+err_code placement_plan(const fetch_options *opt, const chain *c, placement *p);
+/* Makes DEST, its marker, the tablespace links; --delta: removes pg_control first. */
+err_code placement_prepare(const placement *p, const chain *c);
+/* pg_wal and pg_wal/archive_status, which PostgreSQL needs to start. */
+err_code placement_wal_dir(const placement *p);
+/* Whether --delta's pruning may follow the link DEST<member>/<name>. */
+bool placement_follows(const placement *p, const char *member, const char *name);
+/* Once everything is extracted: what tablespaces in DEST need, then the marker goes. */
+err_code placement_finish(const placement *p);
+void placement_free(placement *p);
 
 /*
  * Ranged reads (ranges.c): a partition of size bytes, its TarFileSets list given member by
@@ -75,12 +113,11 @@ bool part_ranges(part_frames *p, byte_range **out, size_t *n);
 void part_frames_free(part_frames *p);
 
 /*
- * Delta restore (backup-fetch --delta) before any extraction: refuses a running cluster or
- * one of another system identifier (unless forced), hashes the local files in parallel,
- * removes what the backup does not have, and narrows every level's need to the files whose
- * local copy differs from the backup's.
+ * Delta restore (backup-fetch --delta) once placement_prepare is done: removes what the
+ * backup does not have (never leaving DEST, except through the links p follows), hashes the
+ * local files in parallel, and narrows every level's need to the files whose local copy
+ * differs from the backup's.
  */
-err_code delta_restore_prepare(repo *r, const fetch_options *opt, const char *dest, chain *c,
-							   const json_t *spec);
+err_code delta_restore_prepare(repo *r, const placement *p, chain *c);
 
 #endif

@@ -90,6 +90,20 @@ static err_code add_tablespace(push_state *st, const char *link, const char *oid
 	return rc;
 }
 
+/*
+ * pg_wal on a disk of its own (initdb --waldir, a WAL volume): stored as the empty directory
+ * WAL-G stores, with the mode of the directory it points to, so that a restore has one.
+ */
+static err_code wal_link(push_state *st, const char *path, const char *member)
+{
+	struct stat sb;
+	if (stat(path, &sb) != 0)
+		return err_errno(E_IO, errno, "following %s", path);
+	if (!S_ISDIR(sb.st_mode))
+		return err_set(E_IO, "%s links to something that is not a directory", path);
+	return emit(st, path, member, &sb);
+}
+
 static err_code walk_child(push_state *st, const char *dir, const char *member, const char *name)
 {
 	char *path = xasprintf("%s/%s", dir, name);
@@ -113,6 +127,10 @@ static err_code walk_child(push_state *st, const char *dir, const char *member, 
 			rc = emit(st, path, mem, &sb);
 	} else if (S_ISLNK(sb.st_mode) && strcmp(member, "/pg_tblspc") == 0) {
 		rc = add_tablespace(st, path, name);
+	} else if (S_ISLNK(sb.st_mode) && strcmp(mem, "/pg_wal") == 0) {
+		rc = wal_link(st, path, mem);
+	} else if (S_ISLNK(sb.st_mode)) {
+		log_warn("%s is a symbolic link: the backup holds neither it nor what it points to", path);
 	} else {
 		log_debug("skipping %s: not a regular file or directory", path);
 	}

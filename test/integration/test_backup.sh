@@ -18,8 +18,9 @@
 #     the sentinel is not older than any other object of its backup;
 #   - backup-list lists exactly the 2 backups, oldest first, `tail -n 1 | cut -f 1 -d " "` is
 #     the phase-B backup; backup-list --json is a JSON array of those 2;
-#   - backup-fetch LATEST (tablespace relocated with --restore-spec for half the repositories,
-#     restored to its original location for the others), recovery through walc wal-fetch to
+#   - backup-fetch LATEST (tablespace relocated with --restore-spec, restored at its original
+#     location with --original-tablespaces, or inside DEST at pg_tblspc/OID with neither, by
+#     repository and phase), recovery through walc wal-fetch to
 #     'immediate', promotion: the normalized dump equals the quiet source's, and amcheck's
 #     bt_index_check (heapallindexed) passes on every btree index;
 #   - the phase-A backup restored by name (from backup-list) recovers to 'immediate' and
@@ -34,8 +35,10 @@ CONFIGS=(lz4 zstd-base64 brotli-hex lzma none)
 # per configuration: upload disk concurrency and tar size threshold (empty = walc's default)
 declare -A DISKCONC=([zstd-base64]=2 [brotli-hex]=2 [lzma]=2)
 declare -A TARSIZE=([lz4]=8000000 [none]=8000000 [zstd-base64]=8000000)
-# phase-B restore with --restore-spec (relocated tablespace) or in place (original location)
-declare -A SPEC=([lz4]=1 [none]=1 [brotli-hex]=1)
+# where each repository's restores put the tablespace, phase B then phase A: spec (relocated
+# with --restore-spec), original (--original-tablespaces) or dest (DEST/pg_tblspc/OID)
+declare -A MODES=([lz4]="spec dest" [zstd-base64]="original spec" [brotli-hex]="spec original"
+	[lzma]="dest spec" [none]="spec dest")
 
 
 # ---- keys and configurations ----------------------------------------------------------------
@@ -170,7 +173,7 @@ wait_archived "$SRC" "$seg" 180 "$T/archive-failed"
 pg_stop "$SRC"
 [ ! -e "$T/archive-failed" ] || { cat "$T/archive-failed" >&2; fail "archive_command failed"; }
 assert_no_sanitizer_reports "$T"/log/*.log "$SRC.log"
-# the original tablespace location must be free for the in-place restores
+# the original tablespace location must be free for the restores with --original-tablespaces
 mv "$TS" "$T/ts-source"
 log "phase B done; $((SECONDS - START))s"
 
@@ -303,7 +306,7 @@ amcheck() {
 	NIDX=$total
 }
 
-# restore CONFIG NAME spec|inplace A|B
+# restore CONFIG NAME spec|original|dest A|B
 restore() {
 	local c=$1 name=$2 mode=$3 phase=$4 R=$T/r-$1-$4 tsdir envs args=() what
 	what="[$c] phase $phase $name ($mode)"
@@ -314,19 +317,26 @@ restore() {
 {"base_prefix": "$R", "tablespaces": ["$TSOID"], "$TSOID": {"loc": "$tsdir", "link": "pg_tblspc/$TSOID"}}
 EOF
 		args=(--restore-spec "$T/work/spec.json")
-	else
+	elif [ "$mode" = original ]; then
 		tsdir=$TS
 		rm -rf "$TS"
+		args=(--original-tablespaces)
+	else
+		tsdir=$R/pg_tblspc/$TSOID
 	fi
 	wrun "${envs[@]}" -- backup-fetch "$R" "$name" "${args[@]}"
 	expect_rc 0 "$what: backup-fetch"
-	[ -L "$R/pg_tblspc/$TSOID" ] || fail "$what: pg_tblspc/$TSOID is not a link"
-	assert_eq "$tsdir" "$(readlink "$R/pg_tblspc/$TSOID")" "$what: tablespace link"
-	[ -n "$(find "$tsdir" -type f -name '[0-9]*' | head -n 1)" ] || fail "$what: no relation files in $tsdir"
-	if [ "$mode" = spec ]; then
-		assert_absent "$R/tablespace_map" "$what: tablespace_map with --restore-spec"
-		assert_absent "$TS" "$what: original tablespace location"
+	if [ "$mode" = dest ]; then
+		if [ ! -d "$tsdir" ] || [ -L "$tsdir" ]; then fail "$what: pg_tblspc/$TSOID is not a directory"; fi
+		grep -qx 'allow_in_place_tablespaces = on' "$R/postgresql.auto.conf" ||
+			fail "$what: no allow_in_place_tablespaces in postgresql.auto.conf"
+	else
+		[ -L "$R/pg_tblspc/$TSOID" ] || fail "$what: pg_tblspc/$TSOID is not a link"
+		assert_eq "$tsdir" "$(readlink "$R/pg_tblspc/$TSOID")" "$what: tablespace link"
 	fi
+	[ -n "$(find "$tsdir" -type f -name '[0-9]*' | head -n 1)" ] || fail "$what: no relation files in $tsdir"
+	assert_absent "$R/tablespace_map" "$what: tablespace_map"
+	[ "$mode" = original ] || assert_absent "$TS" "$what: original tablespace location"
 	[ -f "$R/global/pg_control" ] || fail "$what: global/pg_control missing"
 	[ -f "$R/backup_label" ] || fail "$what: backup_label missing"
 	pg_own "$tsdir"
@@ -343,7 +353,7 @@ EOF
 
 for c in "${CONFIGS[@]}"; do
 	t0=$SECONDS
-	if [ -n "${SPEC[$c]:-}" ]; then mb=spec ma=inplace; else mb=inplace ma=spec; fi
+	read -r mb ma <<<"${MODES[$c]}"
 	restore "$c" LATEST "$mb" B
 	nb=$NIDX
 	restore "$c" "${NAME_A[$c]}" "$ma" A

@@ -107,20 +107,31 @@ quiet_point() {
 }
 
 # fetch_to DIR NAME TSLOC [--delta] [VAR=VALUE...]: backup-fetch NAME into DIR with the
-# tablespace relocated to TSLOC (restore spec); extra variables replace the file repository
+# tablespace relocated to TSLOC (restore spec), or with TSLOC "" inside DIR at pg_tblspc/OID (no
+# spec); extra variables replace the file repository
 fetch_to() {
 	local dir=$1 name=$2 ts=$3 oid args=() envs=("${ENVS[@]}")
 	shift 3
 	if [ "${1:-}" = --delta ]; then args+=(--delta); shift; fi
 	[ $# -eq 0 ] || envs=("$@")
 	oid=$(get ts-oid)
-	printf '{"base_prefix": "%s", "tablespaces": ["%s"], "%s": {"loc": "%s", "link": "pg_tblspc/%s"}}\n' \
-		"$dir" "$oid" "$oid" "$ts" "$oid" >"$T/spec-$(basename "$dir").json"
-	wrun "${envs[@]}" -- backup-fetch "${args[@]}" --restore-spec "$T/spec-$(basename "$dir").json" "$dir" "$name"
+	if [ -n "$ts" ]; then
+		printf '{"base_prefix": "%s", "tablespaces": ["%s"], "%s": {"loc": "%s", "link": "pg_tblspc/%s"}}\n' \
+			"$dir" "$oid" "$oid" "$ts" "$oid" >"$T/spec-$(basename "$dir").json"
+		args+=(--restore-spec "$T/spec-$(basename "$dir").json")
+	fi
+	wrun "${envs[@]}" -- backup-fetch "${args[@]}" "$dir" "$name"
 	printf '%s\n' "$W_ERR" >"$T/log/fetch-$(basename "$dir").log"
 	expect_rc 0 "backup-fetch ${args[*]} $name into $dir"
-	mkdir -p "$ts"
-	pg_own "$dir" "$ts"
+	if [ -n "$ts" ]; then
+		mkdir -p "$ts"
+		pg_own "$ts"
+	else
+		if [ ! -d "$dir/pg_tblspc/$oid" ] || [ -L "$dir/pg_tblspc/$oid" ]; then
+			fail "pg_tblspc/$oid is not a directory in $dir"
+		fi
+	fi
+	pg_own "$dir"
 }
 
 # verify_restored DIR WANT "WALC ENV" [RECOVERY LINE...]: recover DIR through walc wal-fetch
@@ -278,9 +289,10 @@ check_remote() {
 	assert_contains "$W_ERR" "BASE_BACKUP" "remote mode log"
 	name=$(printf '%s\n' "$W_ERR" | sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p' | tail -n 1)
 	[[ $name =~ ^base_[0-9A-F]{24}$ ]] || fail "remote backup name: '$name'"
-	fetch_to "$T/r-remote" "$name" "$T/ts-remote"
+	# no spec: the tablespace inside the restore, where WAL-G puts it (allow_in_place_tablespaces)
+	fetch_to "$T/r-remote" "$name" ""
 	verify_restored "$T/r-remote" remote "${ENVS[*]}" "recovery_target = 'immediate'"
-	log "remote backup $name restored"
+	log "remote backup $name restored, its tablespace inside the data directory"
 }
 
 # rpush [VAR=VALUE...]: remote backup-push (no data directory); prints the backup name, the log
