@@ -49,6 +49,8 @@ static const opt backup_fetch_opts[] = {
 	{ "target-xid", 0, "XID", "recover to the end of this transaction" },
 	{ "target-action", 0, "ACTION", "with a target: promote (default), pause or shutdown" },
 	{ "restore-command", 0, "CMD", "with a target: the restore_command (default: this walc)" },
+	{ "keep-archiving", 0, NULL,
+	  "with a target: leave archiving as the backup had it (default: off)" },
 	{ "restore-only", 0, "NAMES", "not supported by walc (partial restore): refused" },
 	{ "reverse-unpack", 0, NULL, NULL },
 	{ "skip-redundant-tars", 0, NULL, NULL },
@@ -156,7 +158,11 @@ static const command cmd_table[] = {
 	  "the newest backup that ends before the target, once the archived WAL has been read far\n"
 	  "enough to prove it reaches the target, then writes restore_command and the target to\n"
 	  "postgresql.auto.conf and creates recovery.signal: starting PostgreSQL recovers to the\n"
-	  "target. A target the archive cannot reach is refused before anything is written.",
+	  "target. A target the archive cannot reach is refused before anything is written.\n"
+	  "Archiving is turned off there too (archive_mode = off, archive_command and\n"
+	  "archive_library empty), so that the promoted cluster does not archive its new\n"
+	  "timeline into the repository it came from; --keep-archiving leaves the backup's\n"
+	  "settings. A restored cluster that becomes a new primary should archive to a new prefix.",
 	  true, cmd_backup_fetch, NULL },
 	{ "backup-list", "", 0, 0, backup_list_opts, "list base backups",
 	  "Lists backups with a sentinel, oldest first (by the sentinel's time), in WAL-G's columns.",
