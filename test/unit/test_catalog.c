@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal/catalog/catalog.h"
+#include "internal/catalog/catalog_impl.h"
 #include "internal/pg/pg.h"
 
 #define NAME "base_000000010000000000000003"
@@ -244,6 +244,39 @@ static void test_intent(void **state)
 	put("walc_deleting.json", "{\"backups\": [\"" NAME "\"], \"started\": \"2020-01-01T00:00:00Z\"}");
 	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
 	assert_null(who);
+	/* A recent record of a delete on this machine whose process is gone (killed) is dead. */
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	assert_true(child > 0);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	proc_rec here = proc_here();
+	char *when = time_now_rfc3339();
+	char *doc = xasprintf("{\"backups\": [\"" NAME "\"], \"hostname\": \"%s\", \"pid\": %ld, "
+						  "\"boot_id\": \"%s\", \"pid_namespace\": \"%s\", \"started\": \"%s\"}",
+						  here.hostname, (long)child, here.boot_id, here.pid_ns, when);
+	put("walc_deleting.json", doc);
+	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
+	assert_null(who);
+	free(doc);
+	/* The same record with a live pid (ours) still counts; so does one from another host. */
+	doc = xasprintf("{\"backups\": [\"" NAME "\"], \"hostname\": \"%s\", \"pid\": %ld, "
+					"\"boot_id\": \"%s\", \"pid_namespace\": \"%s\", \"started\": \"%s\"}",
+					here.hostname, (long)getpid(), here.boot_id, here.pid_ns, when);
+	put("walc_deleting.json", doc);
+	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
+	assert_non_null(who);
+	free(who);
+	free(doc);
+	doc = xasprintf("{\"backups\": [\"" NAME "\"], \"hostname\": \"elsewhere\", \"pid\": %ld, "
+					"\"boot_id\": \"%s\", \"pid_namespace\": \"%s\", \"started\": \"%s\"}",
+					(long)child, here.boot_id, here.pid_ns, when);
+	put("walc_deleting.json", doc);
+	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
+	assert_non_null(who);
+	free(who);
+	free(doc);
+	free(when);
 }
 
 /* Files, streamed: what the reader passed on, one "name=record" line each. */
