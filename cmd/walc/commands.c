@@ -165,7 +165,8 @@ static const command cmd_table[] = {
 	  "settings. A restored cluster that becomes a new primary should archive to a new prefix.",
 	  true, cmd_backup_fetch, NULL },
 	{ "backup-list", "", 0, 0, backup_list_opts, "list base backups",
-	  "Lists backups with a sentinel, oldest first (by the sentinel's time), in WAL-G's columns.",
+	  "Lists backups with a sentinel in WAL-G's columns, oldest first in LATEST's order (by\n"
+	  "timeline and start segment, another cluster's backups first): the last row is LATEST.",
 	  true, cmd_backup_list, NULL },
 	{ "backup-verify", "[NAME|LATEST]", 0, 1, backup_verify_opts,
 	  "prove a backup restores, without restoring it (walc only)",
@@ -190,8 +191,10 @@ static const command cmd_table[] = {
 	  "oldest backup (failed pushes' objects, unneeded WAL); everything deletes basebackups_005/\n"
 	  "and wal_005/ (FORCE: even permanent backups). Permanent backups and the WAL they need\n"
 	  "survive every mode but everything FORCE, every ancestor of a kept delta is kept, and so\n"
-	  "is what a running backup-push needs. Unlike WAL-G, backups are ordered by their start\n"
-	  "time (metadata.json), so a timeline reset cannot make old backups look new.",
+	  "is what a running backup-push needs. Backups are ordered as LATEST orders them: by\n"
+	  "timeline and start segment (never by a host's clock), another cluster's backups first.\n"
+	  "A backup whose sentinel cannot be read is skipped with a warning and never deleted\n"
+	  "(but by everything).",
 	  true, cmd_delete, delete_words_ok },
 	{ "backup-mark", "NAME", 1, 1, backup_mark_opts, "make a backup permanent (or not)",
 	  "Permanent backups survive delete. Marking a delta permanent marks its whole chain; a\n"

@@ -57,6 +57,12 @@ static err_code list_candidates(repo *r, const wal_path *path, candidates *out)
 			continue;
 		backup_sentinel s;
 		rc = catalog_sentinel_read(r, refs.items[i].name, &s);
+		if (rc == E_NOTFOUND ||
+			catalog_sentinel_skip(rc, refs.items[i].name, "it is not a candidate")) {
+			err_clear();
+			rc = E_OK;
+			continue;
+		}
 		if (rc != E_OK)
 			break;
 		if (wal_path_tli_at(path, s.lsn) == (uint32_t)tli &&

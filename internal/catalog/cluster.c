@@ -5,7 +5,7 @@
  * object at the root (WAL-G ignores it), or, before the first walc writer recorded one, the
  * newest backup's sentinel.
  */
-#include "internal/catalog/catalog.h"
+#include "internal/catalog/catalog_impl.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -49,6 +49,23 @@ static err_code parse_sysid(const char *text, uint64_t *out)
 	return E_OK;
 }
 
+err_code catalog_marker_sysid(repo *r, bool *have, uint64_t *sysid)
+{
+	json_t *doc = NULL;
+	*have = false;
+	err_code rc = catalog_read_json(r, CATALOG_CLUSTER_MARKER, CATALOG_JSON_MAX, &doc);
+	if (rc == E_OK)
+		rc = parse_sysid(json_string_value(json_object_get(doc, "system_identifier")), sysid);
+	json_decref(doc);
+	*have = rc == E_OK;
+	if (rc == E_CORRUPT)
+		log_warn("%s", err_msg());
+	if (rc != E_NOTFOUND && rc != E_CORRUPT)
+		return rc;
+	err_clear();
+	return E_OK;
+}
+
 static err_code write_marker(repo *r, uint64_t sysid, bool exclusive)
 {
 	char host[256] = "", id[32];
@@ -87,6 +104,11 @@ static err_code sentinel_cluster(repo *r, bool *found, uint64_t *sysid, char **n
 	for (size_t i = refs.len; i-- > 0 && !*found;) {
 		backup_sentinel s;
 		rc = catalog_sentinel_read(r, refs.items[i].name, &s);
+		if (rc == E_NOTFOUND ||
+			catalog_sentinel_skip(rc, refs.items[i].name, "the cluster is taken from another")) {
+			rc = E_OK;
+			continue;
+		}
 		if (rc != E_OK)
 			break;
 		if (s.have_system_id) {

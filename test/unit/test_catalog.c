@@ -279,6 +279,70 @@ static void test_intent(void **state)
 	free(when);
 }
 
+/* A sentinel of cluster sysid, its file's time set to mtime (seconds since the epoch). */
+static void sentinel_at(const char *name, unsigned long long sysid, time_t mtime)
+{
+	char *key = xasprintf("basebackups_005/%s_backup_stop_sentinel.json", name);
+	char *doc = xasprintf("{\"LSN\": 1, \"FinishLSN\": 2, \"SystemIdentifier\": %llu}", sysid);
+	put(key, doc);
+	char *path = xasprintf("%s/%s", root, key);
+	struct timespec ts[2] = { { mtime, 0 }, { mtime, 0 } };
+	assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+	free(path);
+	free(doc);
+	free(key);
+}
+
+static char *latest(void)
+{
+	char *name = NULL;
+	assert_int_equal(catalog_resolve(&r, "LATEST", &name), E_OK);
+	return name;
+}
+
+/* LATEST and the listing's order: positions, not clocks; the marker's cluster last. */
+static void test_order(void **state)
+{
+	(void)state;
+	/* The newer backup was written by a host whose clock was 400 days behind. */
+	sentinel_at("base_000000010000000000000010", 7, 1800000000);
+	sentinel_at("base_000000010000000000000020", 7, 1800000000 - 400 * 86400);
+	char *name = latest();
+	assert_string_equal(name, "base_000000010000000000000020");
+	free(name);
+	backup_refs refs;
+	assert_int_equal(catalog_backups_ordered(&r, &refs), E_OK);
+	assert_int_equal(refs.len, 2);
+	assert_string_equal(refs.items[1].name, "base_000000010000000000000020");
+	catalog_backups_free(&refs);
+	/* A later timeline is newer. */
+	sentinel_at("base_00000002000000000000000C", 7, 1700000000);
+	name = latest();
+	assert_string_equal(name, "base_00000002000000000000000C");
+	free(name);
+	/* An unreadable newest sentinel is skipped (with a warning). */
+	put("basebackups_005/base_000000020000000000000030_backup_stop_sentinel.json", "{\"LSN\": ");
+	name = latest();
+	assert_string_equal(name, "base_00000002000000000000000C");
+	free(name);
+	/* A new cluster (the marker says 9) in the prefix, lower positions: its backups are newer. */
+	put(CATALOG_CLUSTER_MARKER, "{\"system_identifier\": \"9\"}");
+	sentinel_at("base_000000010000000000000003", 9, 1600000000);
+	sentinel_at("base_000000010000000000000004", 9, 1500000000);
+	name = latest();
+	assert_string_equal(name, "base_000000010000000000000004");
+	free(name);
+	assert_int_equal(catalog_backups_ordered(&r, &refs), E_OK);
+	assert_int_equal(refs.len, 6);
+	/* the other cluster's by time, the unreadable one (counted as ours) by position */
+	const char *want[] = { "base_00000002000000000000000C", "base_000000010000000000000020",
+						   "base_000000010000000000000010", "base_000000010000000000000003",
+						   "base_000000010000000000000004", "base_000000020000000000000030" };
+	for (size_t i = 0; i < 6; i++)
+		assert_string_equal(refs.items[i].name, want[i]);
+	catalog_backups_free(&refs);
+}
+
 /* Files, streamed: what the reader passed on, one "name=record" line each. */
 typedef struct files_seen {
 	char text[4096];
@@ -523,6 +587,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lost_to_takeover, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cluster_marker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_intent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_order, setup, teardown),
 		cmocka_unit_test(test_files_stream),
 		cmocka_unit_test(test_files_stream_refuses),
 		cmocka_unit_test_setup_teardown(test_files_each, setup, teardown),
