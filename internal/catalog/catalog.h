@@ -190,10 +190,14 @@ void file_table_free(file_table *t);
  * repository holds, recorded by the first walc writer in a root object WAL-G ignores (before
  * that, the newest sentinel's). A writer of another cluster gets E_CONFIG naming both
  * identifiers, unless allow_change (WALG_ALLOW_SYSTEM_ID_CHANGE), which records the new one.
- * what names the caller in the message ("wal-push 000000010000000000000003").
+ * what names the caller in the message ("wal-push 000000010000000000000003"). The marker also
+ * records the encryption method (never key material) of the first writer that encrypts: a
+ * writer without a key is then refused (E_CONFIG, naming the method and its variables).
  */
 #define CATALOG_CLUSTER_MARKER "walc_cluster.json"
 err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const char *what);
+/* The marker's encryption rule alone, for writers of objects that name no cluster. */
+err_code catalog_check_encryption(repo *r, const char *what);
 /*
  * The system identifier the marker records, for readers; *have false without a marker (or
  * with one that cannot be read: a WARNING, since readers can do without it).

@@ -114,17 +114,101 @@ sink *repo_decrypt_new(repo *r, sink *next)
 	return r->crypt != NULL ? crypter_decrypt_new(r->crypt, next) : next;
 }
 
+/*
+ * Without a key, an object's first bytes are kept as they pass: when decoding fails, they
+ * tell an encrypted object (whose decoder saw ciphertext) from a damaged one.
+ */
+#define SNIFF_BYTES 4096
+
+typedef struct sniff_sink {
+	sink base;
+	size_t n;
+	unsigned char head[SNIFF_BYTES];
+} sniff_sink;
+
+static err_code sniff_write(sink *s, const void *buf, size_t len)
+{
+	sniff_sink *f = (sniff_sink *)s;
+	size_t room = SNIFF_BYTES - f->n, k = len < room ? len : room;
+	memcpy(f->head + f->n, buf, k);
+	f->n += k;
+	return sink_write(s->next, buf, len);
+}
+
+static err_code sniff_finish(sink *s)
+{
+	return sink_finish(s->next);
+}
+
+static void sniff_free(sink *s)
+{
+	sink_free(s->next);
+	free(s);
+}
+
+static const sink_ops sniff_ops = { sniff_write, sniff_finish, sniff_free };
+
+static sink *sniff_new(repo *r, sink *next)
+{
+	if (r->crypt != NULL)
+		return next;
+	sniff_sink *f = xcalloc(1, sizeof(*f));
+	f->base.ops = &sniff_ops;
+	f->base.next = next;
+	return &f->base;
+}
+
+/* The first bytes each codec writes (none for brotli, whose stream has no header). */
+static const unsigned char *codec_magic(const codec *c, size_t *len)
+{
+	static const unsigned char zstd[] = { 0x28, 0xb5, 0x2f, 0xfd }, lz4[] = { 0x04, 0x22, 0x4d, 0x18 },
+							   lzma[] = { 0x5d };
+	const char *name = codec_name(c);
+	const unsigned char *m = strcmp(name, "zstd") == 0 ? zstd
+		: strcmp(name, "lz4") == 0					   ? lz4
+		: strcmp(name, "lzma") == 0					   ? lzma
+													   : NULL;
+	*len = m == zstd ? sizeof(zstd) : m == lz4 ? sizeof(lz4) : m == lzma ? sizeof(lzma) : 0;
+	return m;
+}
+
+/*
+ * rc, or when the object read without a key (through s) shows encryption: a line saying so
+ * (*said then).
+ */
+static err_code encrypted_without_key(repo *r, const char *key, sink *s, err_code rc,
+									  bool *said)
+{
+	*said = false;
+	if (r->crypt != NULL || rc == E_OK || rc == E_NOTFOUND || rc == E_CANCELLED)
+		return rc;
+	const sniff_sink *f = (const sniff_sink *)s;
+	const codec *c = repo_codec_for_key(key);
+	size_t mlen;
+	const unsigned char *magic = codec_magic(c, &mlen);
+	const char *method =
+		crypt_sniff(f->head, f->n, magic, mlen, strcmp(codec_name(c), "none") == 0);
+	if (method == NULL)
+		return rc;
+	*said = true;
+	return err_set(E_CONFIG, "object %s in %s is encrypted (%s), no key configured: set %s",
+				   key, storage_describe(r->st), method, crypter_vars(method));
+}
+
 err_code repo_get(repo *r, const char *key, sink *into)
 {
 	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
 	chain = repo_decrypt_new(r, chain);
+	sink *sniff = chain = sniff_new(r, chain);
 	if (r->net != NULL)
 		chain = rate_sink_new(r->net, chain);
 	err_code rc = storage_get(r->st, key, chain);
 	if (rc == E_OK)
 		rc = sink_finish(chain);
+	bool said;
+	rc = encrypted_without_key(r, key, sniff, rc, &said);
 	sink_free(chain);
-	if (rc != E_OK && rc != E_NOTFOUND)
+	if (rc != E_OK && rc != E_NOTFOUND && !said)
 		err_wrap(rc, "object %s in %s", key, storage_describe(r->st));
 	return rc;
 }
@@ -137,6 +221,7 @@ bool repo_has_range(const repo *r)
 err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len, sink *into)
 {
 	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
+	sink *sniff = offset == 0 ? (chain = sniff_new(r, chain)) : NULL;
 	if (r->net != NULL)
 		chain = rate_sink_new(r->net, chain);
 	err_code rc = r->crypt != NULL
@@ -144,8 +229,11 @@ err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len,
 		: storage_get_range(r->st, key, offset, len, chain);
 	if (rc == E_OK)
 		rc = sink_finish(chain);
+	bool said = false;
+	if (sniff != NULL)
+		rc = encrypted_without_key(r, key, sniff, rc, &said);
 	sink_free(chain);
-	if (rc != E_OK && rc != E_NOTFOUND)
+	if (rc != E_OK && rc != E_NOTFOUND && !said)
 		err_wrap(rc, "object %s (bytes %llu to %llu) in %s", key, (unsigned long long)offset,
 				 (unsigned long long)(offset + len), storage_describe(r->st));
 	return rc;

@@ -223,6 +223,45 @@ static void test_cluster_marker(void **state)
 	assert_int_equal(catalog_check_cluster(&r, 555, false, "backup-push"), E_CORRUPT);
 }
 
+/* The first writer that encrypts records the method; a writer without a key is refused then. */
+static void test_marker_encryption(void **state)
+{
+	(void)state;
+	static char key[] = "0123456789abcdef0123456789abcdef";
+	config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.libsodium_key = key;
+	crypter *c = NULL;
+	assert_int_equal(crypt_init(), E_OK);
+	assert_int_equal(crypter_load(&cfg, &c), E_OK);
+	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push A"), E_OK);
+	assert_int_equal(catalog_check_encryption(&r, "wal-push 00000002.history"), E_OK);
+	r.crypt = c;
+	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push B"), E_OK);
+	char *path = xasprintf("%s/" CATALOG_CLUSTER_MARKER, root);
+	size_t len;
+	unsigned char *bytes = read_all(path, &len);
+	char *text = xasprintf("%.*s", (int)len, (const char *)bytes);
+	assert_non_null(strstr(text, "\"encryption\":\"libsodium\""));
+	assert_null(strstr(text, key)); /* never key material */
+	free(text);
+	free(bytes);
+	r.crypt = NULL;
+	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push C"), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "wal-push C: "));
+	assert_non_null(strstr(err_msg(), "encrypted with libsodium"));
+	assert_non_null(strstr(err_msg(), "WALG_LIBSODIUM_KEY"));
+	assert_int_equal(catalog_check_encryption(&r, "wal-push 00000002.history"), E_CONFIG);
+	/* A change of cluster keeps the record. */
+	r.crypt = c;
+	assert_int_equal(catalog_check_cluster(&r, 222, true, "backup-push"), E_OK);
+	r.crypt = NULL;
+	assert_int_equal(catalog_check_cluster(&r, 222, false, "backup-push"), E_CONFIG);
+	err_clear();
+	free(path);
+	crypter_free(c);
+}
+
 static void test_intent(void **state)
 {
 	(void)state;
@@ -586,6 +625,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_watched_alive, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_to_takeover, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cluster_marker, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_marker_encryption, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_intent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_order, setup, teardown),
 		cmocka_unit_test(test_files_stream),
