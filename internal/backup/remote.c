@@ -358,6 +358,9 @@ err_code push_remote_all(const config *cfg, const push_options *opt, push_state 
 		sen->start_time = time_now_rfc3339();
 		rc = run_remote(opt, st, sen, &rm);
 	}
+	/* The server waits for its own archiver; a standby's does not archive (push_wait_stored). */
+	if (rc == E_OK && memmem(rm.label.data, rm.label.len, "BACKUP FROM: standby", 20) != NULL)
+		rc = push_wait_stored(st, sen->lsn, sen->finish_lsn, st->timeline);
 	if (rc == E_OK)
 		rc = push_store_control(st, (const char *)rm.control.data, rm.control.len);
 	if (rc == E_OK) {
