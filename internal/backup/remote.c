@@ -281,7 +281,9 @@ static err_code run_remote(const push_options *opt, push_state *st, backup_senti
 	pg_session *s = NULL;
 	pg_server_info si = { 0 };
 	membuf base_manifest = { 0 };
-	pg_bb_options o = { .label = "walc", .max_rate = st->cfg->disk_rate_limit };
+	pg_bb_options o = { .label = "walc",
+						.max_rate = st->cfg->disk_rate_limit,
+						.stop_timeout_ms = st->cfg->stop_backup_timeout_ms };
 	err_code rc = pg_bb_compression_parse("WALG_REMOTE_COMPRESSION", st->cfg->remote_compression,
 										  &o);
 	if (rc == E_OK)
