@@ -59,6 +59,15 @@ err_code catalog_read_json(repo *r, const char *key, size_t max, json_t **out)
 	return E_OK;
 }
 
+err_code catalog_read_optional(repo *r, const char *key, json_t **out)
+{
+	err_code rc = catalog_read_json(r, key, CATALOG_JSON_MAX, out);
+	if (rc != E_NOTFOUND)
+		return rc;
+	err_clear();
+	return E_OK;
+}
+
 /* The scanner's own errors name the object already: they are not wrapped again. */
 err_code catalog_files_each(repo *r, const char *backup, catalog_file_fn fn,
 							catalog_set_fn set_fn, void *arg)

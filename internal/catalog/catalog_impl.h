@@ -1,6 +1,6 @@
 /*
  * catalog-internal: the record of the process behind a claim or retention's intent, and
- * whether that process is known to be gone.
+ * whether that process is known to be gone; reading root objects that may be absent.
  */
 #ifndef WALC_INTERNAL_CATALOG_CATALOG_IMPL_H
 #define WALC_INTERNAL_CATALOG_CATALOG_IMPL_H
@@ -26,5 +26,8 @@ proc_rec proc_rec_from_json(const json_t *o);
  * longer there: a process that died (killed, crashed) without clearing its record.
  */
 bool proc_gone(const proc_rec *p);
+
+/* catalog_read_json of a root object that may be absent: then E_OK and *out NULL. */
+err_code catalog_read_optional(repo *r, const char *key, json_t **out);
 
 #endif

@@ -59,15 +59,14 @@ err_code catalog_marker_sysid(repo *r, bool *have, uint64_t *sysid)
 {
 	json_t *doc = NULL;
 	*have = false;
-	err_code rc = catalog_read_json(r, CATALOG_CLUSTER_MARKER, CATALOG_JSON_MAX, &doc);
-	if (rc == E_OK)
+	err_code rc = catalog_read_optional(r, CATALOG_CLUSTER_MARKER, &doc);
+	if (rc == E_OK && doc != NULL)
 		rc = parse_sysid(json_string_value(json_object_get(doc, "system_identifier")), sysid);
+	*have = rc == E_OK && doc != NULL;
 	json_decref(doc);
-	*have = rc == E_OK;
-	if (rc == E_CORRUPT)
-		log_warn("%s", err_msg());
-	if (rc != E_NOTFOUND && rc != E_CORRUPT)
+	if (rc != E_CORRUPT)
 		return rc;
+	log_warn("%s", err_msg());
 	err_clear();
 	return E_OK;
 }
@@ -231,13 +230,8 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 err_code catalog_check_encryption(repo *r, const char *what)
 {
 	json_t *doc = NULL;
-	err_code rc = catalog_read_json(r, CATALOG_CLUSTER_MARKER, CATALOG_JSON_MAX, &doc);
-	if (rc == E_NOTFOUND) {
-		err_clear();
-		return E_OK;
-	}
-	TRY(rc);
-	rc = check_encryption(r, what, json_string_value(json_object_get(doc, "encryption")));
+	TRY(catalog_read_optional(r, CATALOG_CLUSTER_MARKER, &doc));
+	err_code rc = check_encryption(r, what, json_string_value(json_object_get(doc, "encryption")));
 	json_decref(doc);
 	return rc;
 }

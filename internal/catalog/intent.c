@@ -39,12 +39,9 @@ err_code catalog_deleting(repo *r, const char *name, char **who)
 {
 	json_t *doc = NULL;
 	*who = NULL;
-	err_code rc = catalog_read_json(r, INTENT_KEY, CATALOG_JSON_MAX, &doc);
-	if (rc == E_NOTFOUND) {
-		err_clear();
+	TRY(catalog_read_optional(r, INTENT_KEY, &doc));
+	if (doc == NULL)
 		return E_OK;
-	}
-	TRY(rc);
 	const char *started = json_string_value(json_object_get(doc, "started"));
 	time_t sec;
 	long nsec;

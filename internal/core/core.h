@@ -126,8 +126,8 @@ typedef struct membuf {
 sink *membuf_sink_new(membuf *into); /* borrows into; the caller frees into->data */
 /* Appends len bytes; E_CORRUPT past max (which must be set: membuf_sink_new sets 0 to none). */
 err_code membuf_add(membuf *mb, const void *buf, size_t len);
-/* A pass-through sink calling on_bytes(arg, len) for every write (borrows arg, owns next). */
-sink *tap_sink_new(void (*on_bytes)(void *arg, size_t len), void *arg, sink *next);
+/* A pass-through sink calling on_bytes(arg, buf, len) for every write (borrows arg, owns next). */
+sink *tap_sink_new(void (*on_bytes)(void *arg, const void *buf, size_t len), void *arg, sink *next);
 /* A sink that adds the bytes passing through to *counter (atomically) and forwards them. */
 sink *count_sink_new(uint64_t *counter, sink *next);
 /* A sink that discards. */

@@ -120,42 +120,23 @@ sink *repo_decrypt_new(repo *r, sink *next)
  */
 #define SNIFF_BYTES 4096
 
-typedef struct sniff_sink {
-	sink base;
+typedef struct sniffed {
 	size_t n;
 	unsigned char head[SNIFF_BYTES];
-} sniff_sink;
+} sniffed;
 
-static err_code sniff_write(sink *s, const void *buf, size_t len)
+static void sniff_bytes(void *arg, const void *buf, size_t len)
 {
-	sniff_sink *f = (sniff_sink *)s;
+	sniffed *f = arg;
 	size_t room = SNIFF_BYTES - f->n, k = len < room ? len : room;
 	memcpy(f->head + f->n, buf, k);
 	f->n += k;
-	return sink_write(s->next, buf, len);
 }
 
-static err_code sniff_finish(sink *s)
+/* f's tap on next, without a key (f: NULL, or zeroed by the caller). */
+static sink *sniff_new(repo *r, sniffed *f, sink *next)
 {
-	return sink_finish(s->next);
-}
-
-static void sniff_free(sink *s)
-{
-	sink_free(s->next);
-	free(s);
-}
-
-static const sink_ops sniff_ops = { sniff_write, sniff_finish, sniff_free };
-
-static sink *sniff_new(repo *r, sink *next)
-{
-	if (r->crypt != NULL)
-		return next;
-	sniff_sink *f = xcalloc(1, sizeof(*f));
-	f->base.ops = &sniff_ops;
-	f->base.next = next;
-	return &f->base;
+	return r->crypt == NULL && f != NULL ? tap_sink_new(sniff_bytes, f, next) : next;
 }
 
 /* The first bytes each codec writes (none for brotli, whose stream has no header). */
@@ -173,16 +154,15 @@ static const unsigned char *codec_magic(const codec *c, size_t *len)
 }
 
 /*
- * rc, or when the object read without a key (through s) shows encryption: a line saying so
+ * rc, or when the object read without a key (its first bytes f) shows encryption: a line saying so
  * (*said then).
  */
-static err_code encrypted_without_key(repo *r, const char *key, sink *s, err_code rc,
+static err_code encrypted_without_key(repo *r, const char *key, const sniffed *f, err_code rc,
 									  bool *said)
 {
 	*said = false;
-	if (r->crypt != NULL || rc == E_OK || rc == E_NOTFOUND || rc == E_CANCELLED)
+	if (r->crypt != NULL || f == NULL || rc == E_OK || rc == E_NOTFOUND || rc == E_CANCELLED)
 		return rc;
-	const sniff_sink *f = (const sniff_sink *)s;
 	const codec *c = repo_codec_for_key(key);
 	size_t mlen;
 	const unsigned char *magic = codec_magic(c, &mlen);
@@ -199,14 +179,15 @@ err_code repo_get(repo *r, const char *key, sink *into)
 {
 	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
 	chain = repo_decrypt_new(r, chain);
-	sink *sniff = chain = sniff_new(r, chain);
+	sniffed sniff = { 0 };
+	chain = sniff_new(r, &sniff, chain);
 	if (r->net != NULL)
 		chain = rate_sink_new(r->net, chain);
 	err_code rc = storage_get(r->st, key, chain);
 	if (rc == E_OK)
 		rc = sink_finish(chain);
 	bool said;
-	rc = encrypted_without_key(r, key, sniff, rc, &said);
+	rc = encrypted_without_key(r, key, &sniff, rc, &said);
 	sink_free(chain);
 	if (rc != E_OK && rc != E_NOTFOUND && !said)
 		err_wrap(rc, "object %s in %s", key, storage_describe(r->st));
@@ -221,7 +202,8 @@ bool repo_has_range(const repo *r)
 err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len, sink *into)
 {
 	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
-	sink *sniff = offset == 0 ? (chain = sniff_new(r, chain)) : NULL;
+	sniffed head = { 0 }, *sniff = offset == 0 ? &head : NULL; /* only an object's start shows */
+	chain = sniff_new(r, sniff, chain);
 	if (r->net != NULL)
 		chain = rate_sink_new(r->net, chain);
 	err_code rc = r->crypt != NULL
@@ -229,9 +211,8 @@ err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len,
 		: storage_get_range(r->st, key, offset, len, chain);
 	if (rc == E_OK)
 		rc = sink_finish(chain);
-	bool said = false;
-	if (sniff != NULL)
-		rc = encrypted_without_key(r, key, sniff, rc, &said);
+	bool said;
+	rc = encrypted_without_key(r, key, sniff, rc, &said);
 	sink_free(chain);
 	if (rc != E_OK && rc != E_NOTFOUND && !said)
 		err_wrap(rc, "object %s (bytes %llu to %llu) in %s", key, (unsigned long long)offset,

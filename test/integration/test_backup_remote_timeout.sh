@@ -7,18 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 it_setup backup-remote-timeout
 
-R=$T/repo
-mkdir -p "$R"
-E=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1)
-walc_wrapper "${E[@]}"
-pg_own "$T"
 P=$T/primary
-pg_init "$P" --wal-segsize=1
-PORT=$(free_port)
-pg_conf "$P" "wal_level = replica" "archive_mode = on" \
-	"archive_command = 'test -f $T/archive-on && $T/walc.sh wal-push %p 2>>$T/log/push.log'"
-touch "$T/archive-on"
-pg_start "$P" "$PORT"
+ARCHIVE_SWITCH=1 walc_archiving "$P"
 psqlc "$PORT" "CREATE TABLE t AS SELECT generate_series(1, 1000) i"
 wait_archived "$P" "$(switch_wal "$PORT")" 30
 rm "$T/archive-on"

@@ -9,18 +9,9 @@
 . "$(dirname "$0")/lib.sh"
 it_setup backup-standby
 
-R=$T/repo
-mkdir -p "$R"
-E=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1)
-walc_wrapper "${E[@]}"
-pg_own "$T"
 P=$T/primary
-pg_init "$P" --wal-segsize=1
-PPORT=$(free_port)
-pg_conf "$P" "wal_level = replica" "archive_mode = on" "archive_timeout = 0" \
-	"archive_command = 'test -f $T/archive-on && $T/walc.sh wal-push %p 2>>$T/log/push.log'"
-touch "$T/archive-on"
-pg_start "$P" "$PPORT"
+ARCHIVE_SWITCH=1 walc_archiving "$P"
+PPORT=$PORT
 psqlc "$PPORT" "CREATE TABLE t AS SELECT generate_series(1, 1000) i"
 wait_archived "$P" "$(switch_wal "$PPORT")" 30
 as_pg "$PGBIN/pg_basebackup" -h "$T" -p "$PPORT" -U postgres -D "$T/standby" -X stream -R -c fast \
@@ -33,11 +24,7 @@ assert_eq t "$(psqlc "$SPORT" "SELECT pg_is_in_recovery()")" "the standby is in 
 
 rm "$T/archive-on" # the primary's archiving fails from here on
 psqlc "$PPORT" "INSERT INTO t SELECT generate_series(1001, 2000)"
-lsn=$(psqlc "$PPORT" "SELECT pg_current_wal_lsn()")
-for _ in $(seq 1 100); do
-	[ "$(psqlc "$SPORT" "SELECT pg_last_wal_replay_lsn() >= '$lsn'")" = t ] && break
-	sleep 0.1
-done
+wait_replayed "$PPORT" "$SPORT"
 sentinels() { find "$R/basebackups_005" -maxdepth 1 -name '*_backup_stop_sentinel.json' 2>/dev/null | wc -l; }
 
 wrun_pg "${E[@]}" WALG_STOP_BACKUP_TIMEOUT=4s PGHOST="$T" PGPORT="$SPORT" -- backup-push "$S"
@@ -85,11 +72,7 @@ rm "$T/archive-on"
 psqlc "$PPORT" "INSERT INTO t SELECT generate_series(2001, 3000)"
 switch_wal "$PPORT" >/dev/null
 psqlc "$PPORT" "CHECKPOINT"
-lsn=$(psqlc "$PPORT" "SELECT pg_current_wal_lsn()")
-for _ in $(seq 1 100); do
-	[ "$(psqlc "$SPORT" "SELECT pg_last_wal_replay_lsn() >= '$lsn'")" = t ] && break
-	sleep 0.1
-done
+wait_replayed "$PPORT" "$SPORT"
 psqlc "$SPORT" "CHECKPOINT" # a restartpoint: the next backup starts later than the last
 wrun_pg "${E[@]}" WALG_STOP_BACKUP_TIMEOUT=4s PGHOST="$T" PGPORT="$SPORT" -- backup-push
 expect_rc 1 "remote backup-push from the standby while the primary cannot archive"

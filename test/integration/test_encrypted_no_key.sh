@@ -9,20 +9,12 @@
 . "$(dirname "$0")/lib.sh"
 it_setup encrypted-no-key
 
-R=$T/repo
-mkdir -p "$R"
 head -c 32 /dev/urandom | base64 >"$T/key"
 chmod 644 "$T/key"
-NOKEY=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1 WALG_COMPRESSION_METHOD=zstd)
-E=("${NOKEY[@]}" WALG_LIBSODIUM_KEY_PATH="$T/key" WALG_LIBSODIUM_KEY_TRANSFORM=base64)
-walc_wrapper "${E[@]}"
-pg_own "$T"
 SRC=$T/src
-pg_init "$SRC" --wal-segsize=1
-PORT=$(free_port)
-pg_conf "$SRC" "wal_level = replica" "archive_mode = on" \
-	"archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push.log'"
-pg_start "$SRC" "$PORT"
+walc_archiving "$SRC" WALG_COMPRESSION_METHOD=zstd WALG_LIBSODIUM_KEY_PATH="$T/key" \
+	WALG_LIBSODIUM_KEY_TRANSFORM=base64
+NOKEY=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1 WALG_COMPRESSION_METHOD=zstd)
 psqlc "$PORT" "CREATE TABLE t AS SELECT generate_series(1, 1000) i"
 SEG=$(switch_wal "$PORT")
 wait_archived "$SRC" "$SEG" 30

@@ -10,17 +10,8 @@
 it_setup repo-permissions
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root (a root writer and the postgres user)"; exit 0; }
 
-R=$T/repo
-mkdir -p "$R"
-E=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1)
-walc_wrapper "${E[@]}"
-pg_own "$T"
 SRC=$T/src
-pg_init "$SRC" --wal-segsize=1
-PORT=$(free_port)
-pg_conf "$SRC" "wal_level = replica" "archive_mode = on" \
-	"archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push.log'"
-pg_start "$SRC" "$PORT"
+walc_archiving "$SRC"
 psqlc "$PORT" "CREATE TABLE t AS SELECT generate_series(1, 1000) i"
 
 wrun "${E[@]}" PGHOST="$T" PGPORT="$PORT" PGUSER=postgres -- backup-push "$SRC"

@@ -7,17 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 it_setup sentinel-unreadable
 
-R=$T/repo
-mkdir -p "$R"
-E=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1)
-walc_wrapper "${E[@]}"
-pg_own "$T"
 SRC=$T/src
-pg_init "$SRC" --wal-segsize=1
-PORT=$(free_port)
-pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_timeout = 0" \
-	"archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push.log'"
-pg_start "$SRC" "$PORT"
+walc_archiving "$SRC"
 psqlc "$PORT" "CREATE TABLE t (i int)"
 
 B=()
