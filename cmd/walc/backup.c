@@ -127,9 +127,11 @@ static err_code parse_target(const args *a, recovery_target *t, bool *given)
 		*given = true;
 	}
 	const char *action = arg(a, "target-action");
-	if (!*given && (action != NULL || arg(a, "restore-command") != NULL))
-		return err_set(E_CONFIG, "backup-fetch: --target-action and --restore-command go with "
-								 "a recovery target (--target-time, -lsn, -name or -xid)");
+	if (!*given &&
+		(action != NULL || arg(a, "restore-command") != NULL || arg_set(a, "keep-archiving")))
+		return err_set(E_CONFIG, "backup-fetch: --target-action, --restore-command and "
+								 "--keep-archiving go with a recovery target (--target-time, "
+								 "-lsn, -name or -xid)");
 	if (action != NULL && strcmp(action, "promote") != 0 && strcmp(action, "pause") != 0 &&
 		strcmp(action, "shutdown") != 0)
 		return err_set(E_CONFIG,
@@ -167,6 +169,7 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 		opt.cfg = cfg;
 		opt.restore_command = restore_command;
 		opt.target_action = arg(a, "target-action") ? arg(a, "target-action") : "promote";
+		opt.keep_archiving = arg_set(a, "keep-archiving");
 		opt.name = NULL;
 	} else if (opt.user_data == NULL && opt.name == NULL) {
 		opt.user_data = cfg->fetch_target_user_data;

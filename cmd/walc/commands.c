@@ -50,6 +50,8 @@ static const opt backup_fetch_opts[] = {
 	{ "target-xid", 0, "XID", "recover to the end of this transaction" },
 	{ "target-action", 0, "ACTION", "with a target: promote (default), pause or shutdown" },
 	{ "restore-command", 0, "CMD", "with a target: the restore_command (default: this walc)" },
+	{ "keep-archiving", 0, NULL,
+	  "with a target: leave archiving as the backup had it (default: off)" },
 	{ "restore-only", 0, "NAMES", "not supported by walc (partial restore): refused" },
 	{ "reverse-unpack", 0, NULL, NULL },
 	{ "skip-redundant-tars", 0, NULL, NULL },
@@ -168,10 +170,15 @@ static const command cmd_table[] = {
 	  "the newest backup that ends before the target, once the archived WAL has been read far\n"
 	  "enough to prove it reaches the target, then writes restore_command and the target to\n"
 	  "postgresql.auto.conf and creates recovery.signal: starting PostgreSQL recovers to the\n"
-	  "target. A target the archive cannot reach is refused before anything is written.",
+	  "target. A target the archive cannot reach is refused before anything is written.\n"
+	  "Archiving is turned off there too (archive_mode = off, archive_command and\n"
+	  "archive_library empty), so that the promoted cluster does not archive its new\n"
+	  "timeline into the repository it came from; --keep-archiving leaves the backup's\n"
+	  "settings. A restored cluster that becomes a new primary should archive to a new prefix.",
 	  true, cmd_backup_fetch, NULL },
 	{ "backup-list", "", 0, 0, backup_list_opts, "list base backups",
-	  "Lists backups with a sentinel, oldest first (by the sentinel's time), in WAL-G's columns.",
+	  "Lists backups with a sentinel in WAL-G's columns, oldest first in LATEST's order (by\n"
+	  "timeline and start segment, another cluster's backups first): the last row is LATEST.",
 	  true, cmd_backup_list, NULL },
 	{ "backup-verify", "[NAME|LATEST]", 0, 1, backup_verify_opts,
 	  "prove a backup restores, without restoring it (walc only)",
@@ -196,8 +203,10 @@ static const command cmd_table[] = {
 	  "oldest backup (failed pushes' objects, unneeded WAL); everything deletes basebackups_005/\n"
 	  "and wal_005/ (FORCE: even permanent backups). Permanent backups and the WAL they need\n"
 	  "survive every mode but everything FORCE, every ancestor of a kept delta is kept, and so\n"
-	  "is what a running backup-push needs. Unlike WAL-G, backups are ordered by their start\n"
-	  "time (metadata.json), so a timeline reset cannot make old backups look new.",
+	  "is what a running backup-push needs. Backups are ordered as LATEST orders them: by\n"
+	  "timeline and start segment (never by a host's clock), another cluster's backups first.\n"
+	  "A backup whose sentinel cannot be read is skipped with a warning and never deleted\n"
+	  "(but by everything).",
 	  true, cmd_delete, delete_words_ok },
 	{ "backup-mark", "NAME", 1, 1, backup_mark_opts, "make a backup permanent (or not)",
 	  "Permanent backups survive delete. Marking a delta permanent marks its whole chain; a\n"

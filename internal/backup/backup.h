@@ -43,6 +43,7 @@ typedef struct fetch_options {
 	const config *cfg;
 	const char *restore_command; /* the command, as postgresql.conf takes it */
 	const char *target_action;	 /* recovery_target_action */
+	bool keep_archiving;		 /* with a target: leave the backup's archiving settings */
 } fetch_options;
 err_code backup_fetch(repo *r, const fetch_options *opt);
 /*
@@ -52,9 +53,15 @@ err_code backup_fetch(repo *r, const fetch_options *opt);
  */
 err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_target *t,
 								char **name, target_reach *reach);
-/* Appends restore_command and the target to dest's postgresql.auto.conf; recovery.signal. */
+/*
+ * Appends restore_command and the target to dest's postgresql.auto.conf, with archiving
+ * turned off unless keep_archiving (said in one line); recovery.signal.
+ */
 err_code backup_write_recovery(const char *dest, const recovery_target *t,
-							   const char *restore_command, const char *action);
+							   const char *restore_command, const char *action,
+							   bool keep_archiving);
+/* A plain restore: one line when the restored configuration archives (a new primary's risk). */
+void backup_note_archiving(const char *dest);
 
 /* backup-verify */
 typedef struct backup_verify_options {

@@ -475,7 +475,9 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 	}
 	if (rc == E_OK && opt->target != NULL)
 		rc = backup_write_recovery(p.dest, opt->target, opt->restore_command,
-								   opt->target_action);
+								   opt->target_action, opt->keep_archiving);
+	else if (rc == E_OK)
+		backup_note_archiving(p.dest);
 	if (rc == E_OK) {
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		log_info("backup %s restored into %s in %.1f s", name, p.dest,

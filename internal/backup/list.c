@@ -77,12 +77,6 @@ static char *meta_lsn(const json_t *m, const char *k)
 	return xstrdup(buf);
 }
 
-static int by_start_time(const void *a, const void *b)
-{
-	const row *x = a, *y = b;
-	return strcmp(meta_str(x->meta, "start_time"), meta_str(y->meta, "start_time"));
-}
-
 /* The table: plain (WAL-G's default) or framed with row numbers and RFC 850 times. */
 static void print_rows(FILE *out, row *rows, size_t n, const char *const *hdr, int ncols,
 					   bool pretty)
@@ -207,7 +201,8 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 									   "start_lsn",	  "finish_lsn",	 "is_permanent",
 									   "corrupt_blocks" };
 	backup_refs refs;
-	TRY(catalog_backups(r, &refs));
+	/* LATEST's order (the last row is LATEST), whatever the clocks of the hosts were. */
+	TRY(catalog_backups_ordered(r, &refs));
 	if (refs.len == 0) {
 		if (opt->json)
 			fprintf(out, "[]\n");
@@ -217,7 +212,6 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 		return E_OK;
 	}
 	row *rows = xcalloc(refs.len, sizeof(*rows));
-	bool all_meta = true;
 	err_code rc = E_OK;
 	for (size_t i = 0; i < refs.len; i++) {
 		rows[i].ref = &refs.items[i];
@@ -225,18 +219,15 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 			char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", refs.items[i].name);
 			rc = catalog_read_json(r, key, CATALOG_JSON_MAX, &rows[i].meta);
 			free(key);
-			if (rc == E_NOTFOUND) {
+			if (rc == E_NOTFOUND || rc == E_CORRUPT) { /* its row says less */
 				log_warn("%s", err_msg());
+				err_clear();
 				rc = E_OK;
 			}
 			if (rc != E_OK)
 				break;
-			if (json_string_value(catalog_json_get(rows[i].meta, "start_time")) == NULL)
-				all_meta = false;
 		}
 	}
-	if (rc == E_OK && opt->detail && all_meta)
-		qsort(rows, refs.len, sizeof(*rows), by_start_time);
 	/* The table keeps WAL-G's columns (scripts cut them); JSON carries the windows. */
 	if (rc == E_OK && opt->detail && opt->json && opt->cfg != NULL)
 		read_windows(r, opt, rows, refs.len);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,6 +57,12 @@ static err_code list_candidates(repo *r, const wal_path *path, candidates *out)
 			continue;
 		backup_sentinel s;
 		rc = catalog_sentinel_read(r, refs.items[i].name, &s);
+		if (rc == E_NOTFOUND ||
+			catalog_sentinel_skip(rc, refs.items[i].name, "it is not a candidate")) {
+			err_clear();
+			rc = E_OK;
+			continue;
+		}
 		if (rc != E_OK)
 			break;
 		if (wal_path_tli_at(path, s.lsn) == (uint32_t)tli &&
@@ -190,8 +197,42 @@ static void conf_quote(FILE *out, const char *s)
 	fputc('\'', out);
 }
 
+/* The major version a restored directory's PG_VERSION names, 0 when unreadable. */
+static int dest_major(const char *dest)
+{
+	char *path = xasprintf("%s/PG_VERSION", dest);
+	FILE *f = fopen(path, "r");
+	free(path);
+	int major = 0;
+	if (f != NULL) {
+		if (fscanf(f, "%d", &major) != 1)
+			major = 0;
+		fclose(f);
+	}
+	return major;
+}
+
+/*
+ * A cluster started from a PITR restore promotes into a new timeline and, with the backup's
+ * archive_command, archives that timeline into the repository it came from, where a later
+ * recovery to a time after the branch (recovery_target_timeline = 'latest') follows it.
+ */
+static void write_archiving_off(FILE *f, const char *dest)
+{
+	fputs("# Archiving off: started as restored, this cluster would archive its new timeline "
+		  "into\n# the repository it was restored from, and later recoveries there could follow "
+		  "it.\n# To archive, point archive_command at a new prefix and remove these lines "
+		  "(or restore\n# with backup-fetch --keep-archiving).\n"
+		  "archive_mode = 'off'\narchive_command = ''\n",
+		  f);
+	/* An unknown name in postgresql.auto.conf stops the server before 15. */
+	if (dest_major(dest) >= 15)
+		fputs("archive_library = ''\n", f);
+}
+
 err_code backup_write_recovery(const char *dest, const recovery_target *t,
-							   const char *restore_command, const char *action)
+							   const char *restore_command, const char *action,
+							   bool keep_archiving)
 {
 	static const char *const setting[] = { [TARGET_TIME] = "recovery_target_time",
 										   [TARGET_LSN] = "recovery_target_lsn",
@@ -220,11 +261,18 @@ err_code backup_write_recovery(const char *dest, const recovery_target *t,
 		fprintf(f, "\nrecovery_target_timeline = 'latest'\nrecovery_target_action = ");
 		conf_quote(f, action);
 		fputc('\n', f);
+		if (!keep_archiving)
+			write_archiving_off(f, dest);
 		if (fflush(f) != 0 || fsync(fileno(f)) != 0)
 			rc = err_errno(E_IO, errno, "backup-fetch: writing %s", path);
 		if (fclose(f) != 0 && rc == E_OK)
 			rc = err_errno(E_IO, errno, "backup-fetch: writing %s", path);
 	}
+	if (rc == E_OK && !keep_archiving)
+		log_info("archiving turned off in %s (archive_mode = off): this cluster would archive "
+				 "its new timeline into the repository it came from; archive to a new prefix, "
+				 "or restore with --keep-archiving to keep the backup's settings",
+				 path);
 	free(path);
 	if (rc != E_OK)
 		return rc;
@@ -234,4 +282,51 @@ err_code backup_write_recovery(const char *dest, const recovery_target *t,
 		rc = err_errno(E_IO, errno, "backup-fetch: %s", path);
 	free(path);
 	return rc;
+}
+
+/* Whether a postgresql.conf value turns archive_mode on (on, always, or a true boolean). */
+static bool archive_mode_on(const char *value)
+{
+	static const char *const on[] = { "on", "always", "true", "yes", "1" };
+	for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++)
+		if (strcasecmp(value, on[i]) == 0)
+			return true;
+	return false;
+}
+
+/* The last archive_mode a configuration file sets: 1 on, 0 off, -1 not set (or unreadable). */
+static int conf_archive_mode(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	int mode = -1;
+	char line[1024];
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char value[64];
+		if (sscanf(line, " archive_mode = '%63[^']'", value) == 1 ||
+			sscanf(line, " archive_mode = %63[A-Za-z0-9]", value) == 1)
+			mode = archive_mode_on(value) ? 1 : 0;
+	}
+	fclose(f);
+	return mode;
+}
+
+void backup_note_archiving(const char *dest)
+{
+	static const char *const files[] = { "postgresql.auto.conf", "postgresql.conf" };
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		char *path = xasprintf("%s/%s", dest, files[i]);
+		int mode = conf_archive_mode(path);
+		free(path);
+		if (mode == 0)
+			return;
+		if (mode == 1) {
+			log_info("the restored configuration archives WAL (archive_mode in %s): a cluster "
+					 "started from it as a new primary must archive to a new prefix, not into "
+					 "the repository it came from",
+					 files[i]);
+			return;
+		}
+	}
 }

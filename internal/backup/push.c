@@ -438,6 +438,61 @@ static err_code wait_archived(pg_session *s, push_state *st, const backup_sentin
 	return rc;
 }
 
+/* Whether some object is stored for WAL file name. */
+static err_code wal_stored(push_state *st, const char *name, bool *stored)
+{
+	char *base = xasprintf(REPO_WAL_DIR "%s", name), *key = NULL;
+	err_code rc = repo_find(st->r, base, &key);
+	free(base);
+	free(key);
+	*stored = rc == E_OK;
+	if (rc == E_NOTFOUND) {
+		err_clear();
+		rc = E_OK;
+	}
+	return rc;
+}
+
+#define STORED_POLL_MS 500
+#define STORED_SAY_MS 10000
+
+err_code push_wait_stored(push_state *st, uint64_t start_lsn, uint64_t end_lsn, uint32_t tli)
+{
+	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
+	uint64_t seg = start_lsn / segsize, last = (end_lsn > 0 ? end_lsn - 1 : 0) / segsize;
+	long limit = st->cfg->stop_backup_timeout_ms, started = now_ms(), said = 0;
+	char name[WAL_NAME_LEN + 1], last_name[WAL_NAME_LEN + 1];
+	wal_name_format(last_name, tli, last, segsize);
+	for (; seg <= last; seg++) {
+		wal_name_format(name, tli, seg, segsize);
+		for (;;) {
+			bool stored;
+			TRY(wal_stored(st, name, &stored));
+			if (stored)
+				break;
+			TRY(push_stopped(st));
+			long waited = now_ms() - started;
+			if (limit > 0 && waited >= limit)
+				return err_set(E_IO,
+							   "WAL segment %s was not archived into %s within "
+							   "WALG_STOP_BACKUP_TIMEOUT (%ld ms): a backup from a standby "
+							   "needs the primary to archive its WAL (check the primary's "
+							   "archive_command)",
+							   name, storage_describe(st->r->st), limit);
+			if (said == 0 || waited - said >= STORED_SAY_MS) {
+				said = waited > 0 ? waited : 1;
+				log_info("backup from a standby: waiting for the primary to archive WAL segment "
+						 "%s into %s (the backup's WAL ends in %s; a segment completes at a WAL "
+						 "switch on the primary or at its archive_timeout)",
+						 name, storage_describe(st->r->st), last_name);
+			}
+			struct timespec ts = { 0, STORED_POLL_MS * 1000000L };
+			nanosleep(&ts, NULL);
+		}
+	}
+	return E_OK;
+}
+
 static err_code finish_local(pg_session *s, push_state *st, backup_sentinel *sen)
 {
 	char *control, *label = NULL, *spcmap = NULL;
@@ -451,13 +506,13 @@ static err_code finish_local(pg_session *s, push_state *st, backup_sentinel *sen
 	log_info("calling pg_backup_stop; the backup's WAL must be archived before it is complete");
 	TRY(pg_backup_end(s, st->cfg->stop_backup_timeout_ms, !self_wait, &label, &spcmap,
 					  &sen->finish_lsn));
-	if (self_wait) {
-		err_code wrc = wait_archived(s, st, sen, st->timeline);
-		if (wrc != E_OK) {
-			free(label);
-			free(spcmap);
-			return wrc;
-		}
+	err_code wrc = self_wait		  ? wait_archived(s, st, sen, st->timeline)
+		: st->in_recovery ? push_wait_stored(st, sen->lsn, sen->finish_lsn, st->timeline)
+						  : E_OK;
+	if (wrc != E_OK) {
+		free(label);
+		free(spcmap);
+		return wrc;
 	}
 	rc = push_store_tail(st, sen, label, spcmap);
 	free(label);

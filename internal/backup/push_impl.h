@@ -187,6 +187,13 @@ err_code pack_small_tar(push_state *st, const char *base, const char *const *nam
 						char **key_out);
 /* pg_control's own tar, written after the data. */
 err_code push_store_control(push_state *st, const char *control, size_t len);
+/*
+ * A backup taken on a standby: the standby archives nothing, so the backup is complete only
+ * once the primary has archived its WAL (start to stop segment of timeline tli) into this
+ * repository. Waits for it, checking storage, up to WALG_STOP_BACKUP_TIMEOUT (0: as long as it
+ * takes), saying what it waits for; the error names the segment still missing.
+ */
+err_code push_wait_stored(push_state *st, uint64_t start_lsn, uint64_t end_lsn, uint32_t tli);
 /* After the stop: backup_label, then the JSON with the sentinel last. */
 err_code push_store_tail(push_state *st, backup_sentinel *sen, const char *label,
 						 const char *spcmap);

@@ -281,7 +281,9 @@ static err_code run_remote(const push_options *opt, push_state *st, backup_senti
 	pg_session *s = NULL;
 	pg_server_info si = { 0 };
 	membuf base_manifest = { 0 };
-	pg_bb_options o = { .label = "walc", .max_rate = st->cfg->disk_rate_limit };
+	pg_bb_options o = { .label = "walc",
+						.max_rate = st->cfg->disk_rate_limit,
+						.stop_timeout_ms = st->cfg->stop_backup_timeout_ms };
 	err_code rc = pg_bb_compression_parse("WALG_REMOTE_COMPRESSION", st->cfg->remote_compression,
 										  &o);
 	if (rc == E_OK)
@@ -358,6 +360,9 @@ err_code push_remote_all(const config *cfg, const push_options *opt, push_state 
 		sen->start_time = time_now_rfc3339();
 		rc = run_remote(opt, st, sen, &rm);
 	}
+	/* The server waits for its own archiver; a standby's does not archive (push_wait_stored). */
+	if (rc == E_OK && memmem(rm.label.data, rm.label.len, "BACKUP FROM: standby", 20) != NULL)
+		rc = push_wait_stored(st, sen->lsn, sen->finish_lsn, st->timeline);
 	if (rc == E_OK)
 		rc = push_store_control(st, (const char *)rm.control.data, rm.control.len);
 	if (rc == E_OK) {

@@ -49,6 +49,57 @@ static err_code sort_claims(repo *r, retain_set *st, claim_list *all, claim_list
 	return rc;
 }
 
+static void skip(repo *r, retain_set *st, const char *name)
+{
+	st->skipped = xrealloc(st->skipped, (st->nskipped + 1) * sizeof(*st->skipped));
+	st->skipped[st->nskipped++] = (retain_skipped){ xstrdup(name),
+													catalog_permanent(r, name, NULL) };
+}
+
+#define SKIPPED_WHY "it is neither counted nor deleted, nor is WAL kept for it"
+
+/* One listed backup into st (or its skipped list); E_OK when gone since the listing. */
+static err_code load_one(repo *r, retain_set *st, const backup_ref *ref, bool have_sysid,
+						 uint64_t sysid)
+{
+	retain_backup *b = &st->b[st->n];
+	memset(b, 0, sizeof(*b));
+	err_code rc = catalog_sentinel_read(r, ref->name, &b->s);
+	if (rc == E_NOTFOUND) { /* deleted since the listing (by another delete) */
+		err_clear();
+		return E_OK;
+	}
+	if (catalog_sentinel_skip(rc, ref->name, SKIPPED_WHY)) {
+		skip(r, st, ref->name);
+		return E_OK;
+	}
+	TRY(rc);
+	b->name = xstrdup(ref->name);
+	st->n++;
+	if (!retain_position(b->name, st->segsize, &b->tli, &b->seg)) {
+		log_warn("skipping backup %s: its name holds no WAL segment; " SKIPPED_WHY, b->name);
+		catalog_sentinel_free(&b->s);
+		free(b->name);
+		st->n--;
+		skip(r, st, ref->name);
+		return E_OK;
+	}
+	b->ref = *ref;
+	b->ref.name = b->name;
+	b->ref.other_cluster = have_sysid && b->s.have_system_id && b->s.system_id != sysid;
+	b->sec = ref->mtime;
+	b->nsec = ref->mtime_nsec;
+	b->permanent = catalog_permanent(r, b->name, &b->s);
+	time_t sec;
+	long nsec;
+	if (b->s.start_time != NULL && time_parse_rfc3339(b->s.start_time, &sec, &nsec)) {
+		b->sec = sec;
+		b->nsec = nsec;
+	}
+	retain_set_range(b, st->segsize);
+	return E_OK;
+}
+
 static err_code load(repo *r, const config *cfg, retain_set *st)
 {
 	backup_refs refs;
@@ -57,42 +108,18 @@ static err_code load(repo *r, const config *cfg, retain_set *st)
 	st->segsize = (uint64_t)cfg->pg_wal_size_mb << 20;
 	/* Claims before backups: a push that finishes in between is seen as running. */
 	TRY(catalog_claims(r, &claims));
-	err_code lrc = catalog_backups(r, &refs);
-	if (lrc != E_OK) {
+	bool have_sysid;
+	uint64_t sysid = 0;
+	err_code rc = catalog_marker_sysid(r, &have_sysid, &sysid);
+	if (rc == E_OK)
+		rc = catalog_backups(r, &refs);
+	if (rc != E_OK) {
 		catalog_claims_free(&claims);
-		return lrc;
+		return rc;
 	}
 	st->b = xcalloc(refs.len ? refs.len : 1, sizeof(retain_backup));
-	err_code rc = E_OK;
-	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
-		retain_backup *b = &st->b[st->n];
-		b->name = xstrdup(refs.items[i].name);
-		b->sec = refs.items[i].mtime;
-		b->nsec = refs.items[i].mtime_nsec;
-		st->n++;
-		rc = catalog_sentinel_read(r, b->name, &b->s);
-		if (rc == E_NOTFOUND) { /* deleted since the listing (by another delete) */
-			err_clear();
-			rc = E_OK;
-			free(b->name);
-			memset(b, 0, sizeof(*b));
-			st->n--;
-			continue;
-		}
-		if (rc != E_OK)
-			break;
-		b->permanent = catalog_permanent(r, b->name, &b->s);
-		const char *start = b->s.start_time;
-		time_t sec;
-		long nsec;
-		if (start != NULL && time_parse_rfc3339(start, &sec, &nsec)) {
-			b->sec = sec;
-			b->nsec = nsec;
-		}
-		if (!retain_position(b->name, st->segsize, &b->tli, &b->seg))
-			rc = err_set(E_CORRUPT, "backup name %s has no WAL segment in it", b->name);
-		retain_set_range(b, st->segsize);
-	}
+	for (size_t i = 0; rc == E_OK && i < refs.len; i++)
+		rc = load_one(r, st, &refs.items[i], have_sysid, sysid);
 	catalog_backups_free(&refs);
 	if (rc == E_OK)
 		retain_sort(st);

@@ -11,7 +11,8 @@ typedef struct retain_backup {
 	char *name;
 	backup_sentinel s;
 	bool permanent;
-	time_t sec; /* start time, or the sentinel's mtime */
+	backup_ref ref; /* its place in the order LATEST follows (ref.name is name) */
+	time_t sec;		/* start time, or the sentinel's mtime */
 	long nsec;
 	uint32_t tli;
 	uint64_t seg;	  /* start segment number */
@@ -20,15 +21,23 @@ typedef struct retain_backup {
 	bool gone; /* selected for deletion */
 } retain_backup;
 
+/* A backup whose sentinel cannot be read: neither counted nor deleted (but by everything). */
+typedef struct retain_skipped {
+	char *name;
+	bool permanent; /* metadata.json says so */
+} retain_skipped;
+
 typedef struct retain_set {
 	retain_backup *b; /* oldest first (retain_sort) */
 	size_t n;
+	retain_skipped *skipped;
+	size_t nskipped;
 	uint64_t segsize;
 	claim_list running; /* pushes still writing: their base, objects and WAL are kept */
 	claim_list stale;	/* claims of pushes that died: their objects are garbage */
 } retain_set;
 void retain_set_free(retain_set *st);
-/* Orders by start time to the nanosecond, then name. */
+/* Orders as catalog_backup_cmp does (LATEST is the last). */
 void retain_sort(retain_set *st);
 retain_backup *retain_find(const retain_set *st, const char *name);
 /* The first 24-hex-digit run of name as a WAL position (backup names, WAL object keys). */

@@ -1,8 +1,10 @@
 /*
  * Retention planning (reference §14) on plain data, with walc's differences: backups are
- * ordered by their start time from metadata (name only as a fallback) so a timeline reset
- * cannot invert retention; every ancestor of a kept delta is kept; WAL is deleted only where
- * no kept backup can need it; `everything` removes only basebackups_005/ and wal_005/.
+ * ordered as LATEST orders them (timeline and start segment, never the clock of the host that
+ * took them; another cluster's backups before the repository's own), so that retention and
+ * LATEST agree on the newest; every ancestor of a kept delta is kept; WAL is deleted only where
+ * no kept backup can need it; a backup whose sentinel cannot be read is left alone;
+ * `everything` removes only basebackups_005/ and wal_005/.
  */
 #include "internal/backup/retention_impl.h"
 
@@ -18,22 +20,34 @@ void retain_set_free(retain_set *st)
 		catalog_sentinel_free(&st->b[i].s);
 	}
 	free(st->b);
+	for (size_t i = 0; i < st->nskipped; i++)
+		free(st->skipped[i].name);
+	free(st->skipped);
 	catalog_claims_free(&st->running);
 	catalog_claims_free(&st->stale);
 	memset(st, 0, sizeof(*st));
 }
 
-static int by_time(const void *a, const void *b)
+static int by_order(const void *a, const void *b)
 {
 	const retain_backup *x = a, *y = b;
-	int t = time_cmp(x->sec, x->nsec, y->sec, y->nsec);
-	return t != 0 ? t : strcmp(x->name, y->name);
+	return catalog_backup_cmp(&x->ref, &y->ref);
 }
 
 void retain_sort(retain_set *st)
 {
+	for (size_t i = 0; i < st->n; i++)
+		st->b[i].ref.name = st->b[i].name;
 	if (st->n > 1)
-		qsort(st->b, st->n, sizeof(*st->b), by_time);
+		qsort(st->b, st->n, sizeof(*st->b), by_order);
+}
+
+static const retain_skipped *skipped(const retain_set *st, const char *name)
+{
+	for (size_t i = 0; i < st->nskipped; i++)
+		if (strcmp(st->skipped[i].name, name) == 0)
+			return &st->skipped[i];
+	return NULL;
 }
 
 retain_backup *retain_find(const retain_set *st, const char *name)
@@ -210,6 +224,8 @@ static err_code select_everything(retain_set *st, const delete_options *o, retai
 	bool any_permanent = false;
 	for (size_t i = 0; i < st->n; i++)
 		any_permanent |= st->b[i].permanent;
+	for (size_t i = 0; i < st->nskipped; i++)
+		any_permanent |= st->skipped[i].permanent;
 	if (any_permanent && !o->force)
 		return err_set(E_CONFIG, "delete everything: permanent backups exist; use "
 								 "`delete everything FORCE` to delete them too");
@@ -414,7 +430,10 @@ static void plan_backups(const retain_set *st, const retain_scope *sc, const obj
 			size_t n = sentinel ? strlen(rest) - strlen(SENTINEL_SUFFIX) : strcspn(rest, "/");
 			char *name = xasprintf("%.*s", (int)n, rest);
 			const retain_backup *b = retain_find(st, name);
-			if (b != NULL ? b->gone || sc->every : orphan_goes(st, sc, name, &objs->items[i]))
+			bool goes = b != NULL		   ? b->gone || sc->every
+				: skipped(st, name) != NULL ? sc->every
+											: orphan_goes(st, sc, name, &objs->items[i]);
+			if (goes)
 				plan_add(p, &objs->items[i]);
 			free(name);
 		}

@@ -1,5 +1,5 @@
 /* The catalog: sentinels (WAL-G's JSON, read case-insensitively, written in its order) and backup discovery. */
-#include "internal/catalog/catalog.h"
+#include "internal/catalog/catalog_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +56,15 @@ err_code catalog_read_json(repo *r, const char *key, size_t max, json_t **out)
 		*out = NULL;
 		return err_set(E_CORRUPT, "%s: expected a JSON object", key);
 	}
+	return E_OK;
+}
+
+err_code catalog_read_optional(repo *r, const char *key, json_t **out)
+{
+	err_code rc = catalog_read_json(r, key, CATALOG_JSON_MAX, out);
+	if (rc != E_NOTFOUND)
+		return rc;
+	err_clear();
 	return E_OK;
 }
 
@@ -239,11 +248,52 @@ json_t *catalog_sentinel_json(const backup_sentinel *s)
 
 /* Listing */
 
+bool catalog_sentinel_skip(err_code rc, const char *name, const char *why)
+{
+	if (rc != E_CORRUPT)
+		return false;
+	log_warn("skipping backup %s: its sentinel cannot be read (%s); %s", name, err_msg(), why);
+	err_clear();
+	return true;
+}
+
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? -1 : a > b;
+}
+
+int catalog_backup_cmp(const backup_ref *x, const backup_ref *y)
+{
+	if (x->other_cluster != y->other_cluster)
+		return x->other_cluster ? -1 : 1;
+	int by_pos = x->tli != y->tli ? cmp_u64(x->tli, y->tli) : cmp_u64(x->seg, y->seg);
+	if (by_pos != 0 && !x->other_cluster)
+		return by_pos;
+	int by_time = time_cmp(x->mtime, x->mtime_nsec, y->mtime, y->mtime_nsec);
+	if (by_time != 0)
+		return by_time;
+	return by_pos != 0 ? by_pos : strcmp(x->name, y->name);
+}
+
 static int ref_cmp(const void *a, const void *b)
 {
-	const backup_ref *x = a, *y = b;
-	int by_time = time_cmp(x->mtime, x->mtime_nsec, y->mtime, y->mtime_nsec);
-	return by_time != 0 ? by_time : strcmp(x->name, y->name);
+	return catalog_backup_cmp(a, b);
+}
+
+/* The timeline and segment the 24 hex digits after "base_" give. */
+static void ref_position(backup_ref *ref)
+{
+	const char *p = ref->name + strlen("base_");
+	if (!str_has_prefix(ref->name, "base_") || strspn(p, "0123456789ABCDEF") < 24)
+		return;
+	char part[9] = "";
+	uint64_t v[3];
+	for (int i = 0; i < 3; i++) {
+		memcpy(part, p + 8 * i, 8);
+		v[i] = strtoull(part, NULL, 16);
+	}
+	ref->tli = (uint32_t)v[0];
+	ref->seg = v[1] << 32 | v[2];
 }
 
 err_code catalog_backups(repo *r, backup_refs *out)
@@ -263,8 +313,47 @@ err_code catalog_backups(repo *r, backup_refs *out)
 		ref->name = xasprintf("%.*s", (int)n, base);
 		ref->mtime = l.items[i].mtime;
 		ref->mtime_nsec = l.items[i].mtime_nsec;
+		ref_position(ref);
 	}
 	obj_list_free(&l);
+	qsort(out->items, out->len, sizeof(*out->items), ref_cmp);
+	return E_OK;
+}
+
+/*
+ * Whether ref's sentinel names another cluster than sysid; *readable false when it cannot
+ * be parsed (skipped, warned) or is gone since the listing.
+ */
+static err_code read_cluster(repo *r, backup_ref *ref, uint64_t sysid, const char *why,
+							 bool *readable)
+{
+	backup_sentinel s;
+	err_code rc = catalog_sentinel_read(r, ref->name, &s);
+	*readable = rc == E_OK;
+	if (rc == E_NOTFOUND || catalog_sentinel_skip(rc, ref->name, why)) {
+		err_clear();
+		return E_OK;
+	}
+	TRY(rc);
+	ref->other_cluster = s.have_system_id && s.system_id != sysid;
+	catalog_sentinel_free(&s);
+	return E_OK;
+}
+
+err_code catalog_backups_ordered(repo *r, backup_refs *out)
+{
+	TRY(catalog_backups(r, out));
+	bool have;
+	uint64_t sysid;
+	err_code rc = catalog_marker_sysid(r, &have, &sysid);
+	for (size_t i = 0; rc == E_OK && have && i < out->len; i++) {
+		bool readable;
+		rc = read_cluster(r, &out->items[i], sysid, "it is listed by its name", &readable);
+	}
+	if (rc != E_OK) {
+		catalog_backups_free(out);
+		return rc;
+	}
 	qsort(out->items, out->len, sizeof(*out->items), ref_cmp);
 	return E_OK;
 }
@@ -277,20 +366,46 @@ void catalog_backups_free(backup_refs *l)
 	memset(l, 0, sizeof(*l));
 }
 
+/*
+ * The newest readable backup, in catalog_backup_cmp's order: read from the newest by name
+ * down to the first of the repository's cluster, which is then the newest (usually one read).
+ */
+static err_code latest(repo *r, char **out)
+{
+	backup_refs refs;
+	TRY(catalog_backups(r, &refs));
+	bool have;
+	uint64_t sysid = 0;
+	err_code rc = catalog_marker_sysid(r, &have, &sysid);
+	const backup_ref *pick = NULL;
+	bool *readable = xcalloc(refs.len ? refs.len : 1, sizeof(*readable));
+	size_t i = refs.len;
+	while (rc == E_OK && pick == NULL && i-- > 0) {
+		rc = read_cluster(r, &refs.items[i], have ? sysid : 0, "LATEST is an older backup",
+						  &readable[i]);
+		if (!have)
+			refs.items[i].other_cluster = false;
+		if (rc == E_OK && readable[i] && !refs.items[i].other_cluster)
+			pick = &refs.items[i];
+	}
+	/* Only other clusters' backups: the newest of those. */
+	for (size_t k = 0; rc == E_OK && pick == NULL && k < refs.len; k++)
+		if (readable[k] && (pick == NULL || catalog_backup_cmp(pick, &refs.items[k]) < 0))
+			pick = &refs.items[k];
+	if (rc == E_OK && pick == NULL)
+		rc = err_set(E_NOTFOUND, "no backups found in %s", storage_describe(r->st));
+	if (rc == E_OK)
+		*out = xstrdup(pick->name);
+	free(readable);
+	catalog_backups_free(&refs);
+	return rc;
+}
+
 err_code catalog_resolve(repo *r, const char *name, char **out)
 {
 	*out = NULL;
-	if (strcmp(name, "LATEST") == 0) {
-		backup_refs refs;
-		TRY(catalog_backups(r, &refs));
-		if (refs.len == 0) {
-			catalog_backups_free(&refs);
-			return err_set(E_NOTFOUND, "no backups found in %s", storage_describe(r->st));
-		}
-		*out = xstrdup(refs.items[refs.len - 1].name);
-		catalog_backups_free(&refs);
-		return E_OK;
-	}
+	if (strcmp(name, "LATEST") == 0)
+		return latest(r, out);
 	if (strchr(name, '/') != NULL || strstr(name, "..") != NULL)
 		return err_set(E_CONFIG, "\"%s\" is not a backup name", name);
 	char *key = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, name);

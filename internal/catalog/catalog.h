@@ -45,11 +45,14 @@ typedef struct backup_sentinel {
 	json_t *user_data;	/* or NULL */
 } backup_sentinel;
 
-/* One backup as listed: its name, the sentinel's time, and (when read) its sentinel. */
+/* One backup as listed: its name, its sentinel's time, where its name places it. */
 typedef struct backup_ref {
 	char *name;
-	time_t mtime;
+	time_t mtime; /* the sentinel's time in storage */
 	long mtime_nsec;
+	uint32_t tli; /* the timeline and start segment its name gives (0 when it gives none) */
+	uint64_t seg; /* (log << 32) | seg: ordered as the segment's name */
+	bool other_cluster; /* its sentinel names another cluster than the repository's marker */
 } backup_ref;
 
 typedef struct backup_refs {
@@ -57,10 +60,27 @@ typedef struct backup_refs {
 	size_t len;
 } backup_refs;
 
-/* Every backup with a sentinel, oldest sentinel first (WAL-G's order). */
+/*
+ * The order of backups (oldest first) that LATEST, retention and backup-list share: by
+ * timeline, then start segment (WAL-G's delete order: the clock of the host that took a backup
+ * plays no part), then the sentinel's time and the name. Backups of another cluster than the
+ * repository's (other_cluster, after WALG_ALLOW_SYSTEM_ID_CHANGE) come before the rest, by
+ * time: their positions are another WAL's.
+ */
+int catalog_backup_cmp(const backup_ref *a, const backup_ref *b);
+/* Every backup with a sentinel, in catalog_backup_cmp's order by name (no sentinel read). */
 err_code catalog_backups(repo *r, backup_refs *out);
+/*
+ * As catalog_backups, with other_cluster set: when the repository records its cluster (the
+ * marker), every sentinel is read. An unreadable one counts as the repository's (a WARNING).
+ */
+err_code catalog_backups_ordered(repo *r, backup_refs *out);
 void catalog_backups_free(backup_refs *l);
-/* "LATEST" or a name: the backup that exists under that name. */
+/*
+ * "LATEST" or a name: the backup that exists under that name. LATEST is the newest in
+ * catalog_backup_cmp's order whose sentinel can be read (the ones that cannot are skipped
+ * with a WARNING naming them).
+ */
 err_code catalog_resolve(repo *r, const char *name_or_latest, char **name_out);
 
 /* Reads and parses a small JSON object (sentinel, metadata) with a size cap. */
@@ -70,6 +90,12 @@ err_code catalog_put_json(repo *r, const char *key, const json_t *doc);
 /* As catalog_put_json, but only if key is absent: E_EXISTS when another writer got there. */
 err_code catalog_put_json_new(repo *r, const char *key, const json_t *doc);
 err_code catalog_sentinel_read(repo *r, const char *name, backup_sentinel *out);
+/*
+ * A sentinel that cannot be parsed (not JSON, a field missing or of the wrong type: E_CORRUPT)
+ * is skipped by whoever lists backups, with one WARNING naming it and saying what follows
+ * (why): true then, and the error is cleared.
+ */
+bool catalog_sentinel_skip(err_code rc, const char *name, const char *why);
 err_code catalog_sentinel_parse(const json_t *root, const char *name, backup_sentinel *out);
 json_t *catalog_sentinel_json(const backup_sentinel *s);
 void catalog_sentinel_free(backup_sentinel *s);
@@ -164,10 +190,19 @@ void file_table_free(file_table *t);
  * repository holds, recorded by the first walc writer in a root object WAL-G ignores (before
  * that, the newest sentinel's). A writer of another cluster gets E_CONFIG naming both
  * identifiers, unless allow_change (WALG_ALLOW_SYSTEM_ID_CHANGE), which records the new one.
- * what names the caller in the message ("wal-push 000000010000000000000003").
+ * what names the caller in the message ("wal-push 000000010000000000000003"). The marker also
+ * records the encryption method (never key material) of the first writer that encrypts: a
+ * writer without a key is then refused (E_CONFIG, naming the method and its variables).
  */
 #define CATALOG_CLUSTER_MARKER "walc_cluster.json"
 err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const char *what);
+/* The marker's encryption rule alone, for writers of objects that name no cluster. */
+err_code catalog_check_encryption(repo *r, const char *what);
+/*
+ * The system identifier the marker records, for readers; *have false without a marker (or
+ * with one that cannot be read: a WARNING, since readers can do without it).
+ */
+err_code catalog_marker_sysid(repo *r, bool *have, uint64_t *sysid);
 
 /*
  * Claims: one writer per backup name. A backup-push claims its name (an object created only

@@ -5,7 +5,7 @@
  * taken over by creating the next generation (exclusively again, so one taker wins), which
  * then removes the dead push's objects. WAL-G ignores these objects.
  */
-#include "internal/catalog/catalog.h"
+#include "internal/catalog/catalog_impl.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -62,27 +62,6 @@ static void sleep_ms(long ms)
 		;
 }
 
-static char *read_line_file(const char *path)
-{
-	char buf[128] = "";
-	FILE *f = fopen(path, "r");
-	if (f != NULL) {
-		if (fgets(buf, sizeof(buf), f) == NULL)
-			buf[0] = '\0';
-		fclose(f);
-	}
-	buf[strcspn(buf, "\n")] = '\0';
-	return xstrdup(buf);
-}
-
-static char *pid_namespace(void)
-{
-	char buf[128];
-	ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof(buf) - 1);
-	buf[n > 0 ? n : 0] = '\0';
-	return xstrdup(buf);
-}
-
 void catalog_claim_info_free(claim_info *c)
 {
 	free(c->name);
@@ -111,10 +90,7 @@ static json_t *claim_json(const claim_info *c)
 	json_object_set_new(o, "backup", json_string(c->name));
 	json_object_set_new(o, "generation", json_integer(c->generation));
 	json_object_set_new(o, "push_id", json_string(c->push_id));
-	json_object_set_new(o, "hostname", json_string(c->hostname));
-	json_object_set_new(o, "pid", json_integer(c->pid));
-	json_object_set_new(o, "boot_id", json_string(c->boot_id));
-	json_object_set_new(o, "pid_namespace", json_string(c->pid_ns));
+	proc_rec_json(&(proc_rec){ c->hostname, c->pid, c->boot_id, c->pid_ns }, o);
 	json_object_set_new(o, "start_lsn", json_integer((json_int_t)c->start_lsn));
 	json_object_set_new(o, "timeline", json_integer(c->timeline));
 	json_object_set_new(o, "delta_from", c->delta_from ? json_string(c->delta_from) : json_null());
@@ -233,7 +209,6 @@ static void new_info(claim_info *c, const char *name, uint64_t lsn, uint32_t tli
 					 const char *delta_from)
 {
 	unsigned char rnd[16];
-	char host[256] = "";
 	memset(c, 0, sizeof(*c));
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		for (size_t i = 0; i < sizeof(rnd); i++)
@@ -241,13 +216,13 @@ static void new_info(claim_info *c, const char *name, uint64_t lsn, uint32_t tli
 	char id[33];
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(id + 2 * i, 3, "%02x", rnd[i]);
-	gethostname(host, sizeof(host) - 1);
+	proc_rec here = proc_here();
 	c->name = xstrdup(name);
 	c->push_id = xstrdup(id);
-	c->hostname = xstrdup(host);
-	c->pid = (long)getpid();
-	c->boot_id = read_line_file("/proc/sys/kernel/random/boot_id");
-	c->pid_ns = pid_namespace();
+	c->hostname = xstrdup(here.hostname);
+	c->pid = here.pid;
+	c->boot_id = xstrdup(here.boot_id);
+	c->pid_ns = xstrdup(here.pid_ns);
 	c->start_lsn = lsn;
 	c->timeline = tli;
 	c->delta_from = delta_from ? xstrdup(delta_from) : NULL;
@@ -256,15 +231,9 @@ static void new_info(claim_info *c, const char *name, uint64_t lsn, uint32_t tli
 }
 
 /* The claim's push ran on this machine, in our pid namespace, and its process is gone. */
-static bool gone_here(const claim_info *other, const claim_info *me)
+static bool gone_here(const claim_info *other)
 {
-	if (other->hostname == NULL || other->boot_id == NULL || other->pid_ns == NULL ||
-		other->pid <= 0 || me->boot_id[0] == '\0' || me->pid_ns[0] == '\0')
-		return false;
-	if (strcmp(other->hostname, me->hostname) != 0 || strcmp(other->boot_id, me->boot_id) != 0 ||
-		strcmp(other->pid_ns, me->pid_ns) != 0)
-		return false;
-	return kill((pid_t)other->pid, 0) != 0 && errno == ESRCH;
+	return proc_gone(&(proc_rec){ other->hostname, other->pid, other->boot_id, other->pid_ns });
 }
 
 static err_code busy(const char *name, const claim_info *o)
@@ -280,7 +249,7 @@ static err_code busy(const char *name, const claim_info *o)
  * Whether the push holding claim gen is dead: gone from this machine, or not renewed while we
  * watch for longer than its fence. E_EXISTS (busy) when it is alive.
  */
-static err_code judge(repo *r, const char *name, int gen, const claim_info *me, bool *dead)
+static err_code judge(repo *r, const char *name, int gen, bool *dead)
 {
 	char *key = claim_key(name, gen);
 	claim_info o;
@@ -295,7 +264,7 @@ static err_code judge(repo *r, const char *name, int gen, const claim_info *me, 
 		free(key);
 		return rc;
 	}
-	if (gone_here(&o, me)) {
+	if (gone_here(&o)) {
 		log_info("backup %s: the push that claimed it (pid %ld on this host) is gone", name,
 				 o.pid);
 		*dead = true;
@@ -422,7 +391,7 @@ err_code catalog_claim(repo *r, const char *name, uint64_t start_lsn, uint32_t t
 		}
 		bool take_over = false;
 		if (gen > 0) {
-			rc = judge(r, name, gen, &me, &take_over);
+			rc = judge(r, name, gen, &take_over);
 			if (rc != E_OK || !take_over)
 				continue;
 		}
@@ -620,8 +589,6 @@ err_code catalog_claims(repo *r, claim_list *out)
 	}
 	err_code rc = E_OK;
 	time_t now = time(NULL);
-	claim_info me;
-	new_info(&me, "", 0, 0, NULL);
 	out->items = xcalloc(nn ? nn : 1, sizeof(*out->items));
 	for (size_t k = 0; rc == E_OK && k < nn; k++) {
 		claim_info c;
@@ -655,11 +622,10 @@ err_code catalog_claims(repo *r, claim_list *out)
 		/* Either clock saying recent is enough: a running push is never touched. */
 		time_t last = c.renewed_at > c.stored_at ? c.renewed_at : c.stored_at;
 		c.state = complete ? CLAIM_COMPLETE
-			: now - last < CLAIM_RUNNING_S && !gone_here(&c, &me) ? CLAIM_RUNNING
+			: now - last < CLAIM_RUNNING_S && !gone_here(&c) ? CLAIM_RUNNING
 																  : CLAIM_DEAD;
 		out->items[out->len++] = c;
 	}
-	catalog_claim_info_free(&me);
 	for (size_t k = 0; k < nn; k++)
 		free(nw[k].name);
 	free(nw);

@@ -3,9 +3,10 @@
  * segments of the same name (a re-initdb'd primary, a prefix copied into another release), so
  * every writer checks the cluster's system identifier against the repository's: a marker
  * object at the root (WAL-G ignores it), or, before the first walc writer recorded one, the
- * newest backup's sentinel.
+ * newest backup's sentinel. The marker also records the encryption method once an encrypting
+ * writer has written (never key material), and a writer without a key is then refused.
  */
-#include "internal/catalog/catalog.h"
+#include "internal/catalog/catalog_impl.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -17,11 +18,15 @@
 static pthread_mutex_t verified_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *verified_repo;
 static uint64_t verified_sysid;
+static const char *verified_encryption; /* a crypter_name, or NULL */
+
+static const char *our_encryption(const repo *r);
 
 static bool verified(repo *r, uint64_t sysid)
 {
 	pthread_mutex_lock(&verified_lock);
 	bool yes = verified_repo != NULL && verified_sysid == sysid &&
+		verified_encryption == our_encryption(r) &&
 		strcmp(verified_repo, storage_describe(r->st)) == 0;
 	pthread_mutex_unlock(&verified_lock);
 	return yes;
@@ -33,6 +38,7 @@ static void remember(repo *r, uint64_t sysid)
 	free(verified_repo);
 	verified_repo = xstrdup(storage_describe(r->st));
 	verified_sysid = sysid;
+	verified_encryption = our_encryption(r);
 	pthread_mutex_unlock(&verified_lock);
 }
 
@@ -49,7 +55,24 @@ static err_code parse_sysid(const char *text, uint64_t *out)
 	return E_OK;
 }
 
-static err_code write_marker(repo *r, uint64_t sysid, bool exclusive)
+err_code catalog_marker_sysid(repo *r, bool *have, uint64_t *sysid)
+{
+	json_t *doc = NULL;
+	*have = false;
+	err_code rc = catalog_read_optional(r, CATALOG_CLUSTER_MARKER, &doc);
+	if (rc == E_OK && doc != NULL)
+		rc = parse_sysid(json_string_value(json_object_get(doc, "system_identifier")), sysid);
+	*have = rc == E_OK && doc != NULL;
+	json_decref(doc);
+	if (rc != E_CORRUPT)
+		return rc;
+	log_warn("%s", err_msg());
+	err_clear();
+	return E_OK;
+}
+
+/* The marker for cluster sysid, recording the encryption method enc (NULL: none known). */
+static err_code write_marker(repo *r, uint64_t sysid, bool exclusive, const char *enc)
 {
 	char host[256] = "", id[32];
 	gethostname(host, sizeof(host) - 1);
@@ -59,11 +82,40 @@ static err_code write_marker(repo *r, uint64_t sysid, bool exclusive)
 	json_object_set_new(doc, "system_identifier", json_string(id));
 	json_object_set_new(doc, "recorded", json_string(when));
 	json_object_set_new(doc, "hostname", json_string(host));
+	if (enc != NULL)
+		json_object_set_new(doc, "encryption", json_string(enc));
 	free(when);
 	err_code rc = exclusive ? catalog_put_json_new(r, CATALOG_CLUSTER_MARKER, doc)
 							: catalog_put_json(r, CATALOG_CLUSTER_MARKER, doc);
 	json_decref(doc);
 	return rc;
+}
+
+/* This writer's encryption method, NULL when it writes in the clear. */
+static const char *our_encryption(const repo *r)
+{
+	return r->crypt != NULL ? crypter_name(r->crypt) : NULL;
+}
+
+/*
+ * A repository whose objects are encrypted (recorded: the method, or NULL) takes no object in
+ * the clear: a restore with the key could not read it, and one without could not read the rest.
+ */
+static err_code check_encryption(repo *r, const char *what, const char *recorded)
+{
+	const char *ours = our_encryption(r);
+	if (recorded == NULL)
+		return E_OK;
+	if (ours == NULL)
+		return err_set(E_CONFIG,
+					   "%s: %s holds objects encrypted with %s (" CATALOG_CLUSTER_MARKER
+					   "), and no key is configured: set %s, as its other writers do",
+					   what, storage_describe(r->st), recorded, crypter_vars(recorded));
+	if (strcmp(ours, recorded) != 0)
+		log_warn("%s: %s holds objects encrypted with %s (" CATALOG_CLUSTER_MARKER
+				 "); this writer encrypts with %s: a restore needs both keys",
+				 what, storage_describe(r->st), recorded, ours);
+	return E_OK;
 }
 
 static err_code mismatch(repo *r, const char *what, uint64_t ours, uint64_t theirs,
@@ -87,6 +139,11 @@ static err_code sentinel_cluster(repo *r, bool *found, uint64_t *sysid, char **n
 	for (size_t i = refs.len; i-- > 0 && !*found;) {
 		backup_sentinel s;
 		rc = catalog_sentinel_read(r, refs.items[i].name, &s);
+		if (rc == E_NOTFOUND ||
+			catalog_sentinel_skip(rc, refs.items[i].name, "the cluster is taken from another")) {
+			rc = E_OK;
+			continue;
+		}
 		if (rc != E_OK)
 			break;
 		if (s.have_system_id) {
@@ -114,17 +171,29 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 			char *source = xasprintf(CATALOG_CLUSTER_MARKER ", recorded %s on %s",
 									 json_string_value(json_object_get(doc, "recorded")) ?: "?",
 									 json_string_value(json_object_get(doc, "hostname")) ?: "?");
+			const char *e = json_string_value(json_object_get(doc, "encryption"));
+			char *enc = e != NULL ? xstrdup(e) : NULL;
 			json_decref(doc);
+			if (rc == E_OK)
+				rc = check_encryption(r, what, enc);
+			const char *keep = enc != NULL ? enc : our_encryption(r);
 			if (rc == E_OK && theirs != sysid) {
 				if (allow_change) {
 					log_warn("%s: the repository held cluster %llu; it now holds cluster %llu "
 							 "(WALG_ALLOW_SYSTEM_ID_CHANGE)",
 							 what, (unsigned long long)theirs, (unsigned long long)sysid);
-					rc = write_marker(r, sysid, false);
+					rc = write_marker(r, sysid, false, keep);
 				} else {
 					rc = mismatch(r, what, sysid, theirs, source);
 				}
+			} else if (rc == E_OK && enc == NULL && keep != NULL) {
+				/* The first encrypted writer: from now on, writers without a key are refused. */
+				log_info("%s: recording in " CATALOG_CLUSTER_MARKER " that %s's objects are "
+						 "encrypted with %s",
+						 what, storage_describe(r->st), keep);
+				rc = write_marker(r, theirs, false, keep);
 			}
+			free(enc);
 			free(source);
 			if (rc == E_OK)
 				remember(r, sysid);
@@ -145,7 +214,7 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 			return rc;
 		}
 		free(name);
-		rc = write_marker(r, sysid, true);
+		rc = write_marker(r, sysid, true, our_encryption(r));
 		if (rc == E_OK) {
 			remember(r, sysid);
 			return E_OK;
@@ -156,4 +225,13 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 	}
 	return err_set(E_IO, "%s: could not read or record " CATALOG_CLUSTER_MARKER " in %s", what,
 				   storage_describe(r->st));
+}
+
+err_code catalog_check_encryption(repo *r, const char *what)
+{
+	json_t *doc = NULL;
+	TRY(catalog_read_optional(r, CATALOG_CLUSTER_MARKER, &doc));
+	err_code rc = check_encryption(r, what, json_string_value(json_object_get(doc, "encryption")));
+	json_decref(doc);
+	return rc;
 }

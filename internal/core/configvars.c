@@ -103,7 +103,8 @@ const config_var config_vars[] = {
 	DURATION("WALG_ALIVE_CHECK_INTERVAL", alive_check_ms, 0, "1m",
 			 "backup-push: how often the PostgreSQL session is checked (0 = never)"),
 	DURATION("WALG_STOP_BACKUP_TIMEOUT", stop_backup_timeout_ms, 0, "0",
-			 "backup-push: how long pg_backup_stop may wait for WAL archiving (0 = no limit)"),
+			 "backup-push: how long the end of a backup may wait for its WAL to be archived "
+			 "(pg_backup_stop, BASE_BACKUP, a standby's primary; 0 = no limit)"),
 	TEXT("WALG_SENTINEL_USER_DATA", sentinel_user_data, F_RAW, NULL,
 		 "backup-push: JSON stored as the backup's user data"),
 	INT("WALG_DISK_RATE_LIMIT", disk_rate_limit, 0, "0", 0, LONG_MAX,

@@ -126,8 +126,8 @@ typedef struct membuf {
 sink *membuf_sink_new(membuf *into); /* borrows into; the caller frees into->data */
 /* Appends len bytes; E_CORRUPT past max (which must be set: membuf_sink_new sets 0 to none). */
 err_code membuf_add(membuf *mb, const void *buf, size_t len);
-/* A pass-through sink calling on_bytes(arg, len) for every write (borrows arg, owns next). */
-sink *tap_sink_new(void (*on_bytes)(void *arg, size_t len), void *arg, sink *next);
+/* A pass-through sink calling on_bytes(arg, buf, len) for every write (borrows arg, owns next). */
+sink *tap_sink_new(void (*on_bytes)(void *arg, const void *buf, size_t len), void *arg, sink *next);
 /* A sink that adds the bytes passing through to *counter (atomically) and forwards them. */
 sink *count_sink_new(uint64_t *counter, sink *next);
 /* A sink that discards. */
@@ -142,12 +142,25 @@ sink *compare_mem_sink_new(const void *buf, size_t len, bool *equal);
  * Refuses to replace an existing path unless replace is set.
  */
 err_code file_sink_new(const char *path, bool durable, bool replace, sink **out);
-/* The same with every choice: mode of the new file (0 = 0600), and its folders created. */
+/*
+ * Who a new file or folder is given to (chown; set false: nobody). uid or gid (unsigned)-1
+ * leaves that one. A failing chown leaves the creator's (a writer that may not give its files
+ * away).
+ */
+typedef struct file_owner {
+	bool set;
+	unsigned uid, gid;
+} file_owner;
+/*
+ * The same with every choice: mode of the new file (0 = 0600), its folders created, the file
+ * and the folders made given to owner (NULL: kept).
+ */
 typedef struct file_sink_opts {
 	bool durable;
 	bool replace;
 	unsigned mode;
 	bool make_parents;
+	const file_owner *owner;
 } file_sink_opts;
 err_code file_sink_open(const char *path, const file_sink_opts *o, sink **out);
 /* In the hidden temporary's name of an unfinished file: ".NAME.walc-tmp.PID.SEQ". */
@@ -504,6 +517,8 @@ err_code fsync_parent_dir(const char *path);
 size_t take_bytes(unsigned char *dst, size_t room, const unsigned char **p, size_t *len);
 /* mkdir -p with mode. */
 err_code mkdir_p(const char *path, unsigned mode);
+/* The same, each folder it makes given to owner (NULL: kept). */
+err_code mkdir_p_owned(const char *path, unsigned mode, const file_owner *owner);
 /* mkdir -p of the folder holding path (nothing for a bare name or one under "/"). */
 err_code mkdir_parent(const char *path, unsigned mode);
 

@@ -80,11 +80,20 @@ static char *temp_name(const char *path)
 static err_code open_temp(const char *path, const char *tmp, const file_sink_opts *o, int *fd)
 {
 	for (int attempt = 0;; attempt++) {
-		if (o->make_parents)
-			TRY(mkdir_parent(path, 0755));
+		const char *slash = strrchr(path, '/');
+		if (o->make_parents && slash != NULL && slash != path) {
+			char *dir = xasprintf("%.*s", (int)(slash - path), path);
+			err_code rc = mkdir_p_owned(dir, 0755, o->owner);
+			free(dir);
+			TRY(rc);
+		}
 		*fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, o->mode ? o->mode : 0600);
-		if (*fd >= 0)
+		if (*fd >= 0) {
+			if (o->owner != NULL && o->owner->set &&
+				fchown(*fd, (uid_t)o->owner->uid, (gid_t)o->owner->gid) != 0)
+				errno = 0; /* best effort, as for folders */
 			return E_OK;
+		}
 		if (errno != ENOENT || !o->make_parents || attempt == 2)
 			return err_errno(E_IO, errno, "creating %s", tmp);
 	}

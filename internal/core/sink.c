@@ -84,14 +84,14 @@ sink *membuf_sink_new(membuf *into)
 
 typedef struct tap_sink {
 	sink base;
-	void (*on_bytes)(void *arg, size_t len);
+	void (*on_bytes)(void *arg, const void *buf, size_t len);
 	void *arg;
 } tap_sink;
 
 static err_code tap_write(sink *s, const void *buf, size_t len)
 {
 	tap_sink *t = (tap_sink *)s;
-	t->on_bytes(t->arg, len);
+	t->on_bytes(t->arg, buf, len);
 	return sink_write(s->next, buf, len);
 }
 
@@ -108,7 +108,7 @@ static void tap_free(sink *s)
 
 static const sink_ops tap_ops = { tap_write, tap_finish, tap_free };
 
-sink *tap_sink_new(void (*on_bytes)(void *arg, size_t len), void *arg, sink *next)
+sink *tap_sink_new(void (*on_bytes)(void *arg, const void *buf, size_t len), void *arg, sink *next)
 {
 	tap_sink *t = xcalloc(1, sizeof(*t));
 	t->base.ops = &tap_ops;
@@ -118,8 +118,9 @@ sink *tap_sink_new(void (*on_bytes)(void *arg, size_t len), void *arg, sink *nex
 	return &t->base;
 }
 
-static void add_count(void *arg, size_t len)
+static void add_count(void *arg, const void *buf, size_t len)
 {
+	(void)buf;
 	__atomic_add_fetch((uint64_t *)arg, len, __ATOMIC_RELAXED);
 }
 

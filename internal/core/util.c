@@ -118,6 +118,11 @@ err_code fsync_parent_dir(const char *path)
 
 err_code mkdir_p(const char *path, unsigned mode)
 {
+	return mkdir_p_owned(path, mode, NULL);
+}
+
+err_code mkdir_p_owned(const char *path, unsigned mode, const file_owner *owner)
+{
 	char *p = xstrdup(path);
 	size_t len = strlen(p);
 	while (len > 1 && p[len - 1] == '/')
@@ -126,7 +131,11 @@ err_code mkdir_p(const char *path, unsigned mode)
 		if (*s == '/' || *s == '\0') {
 			char c = *s;
 			*s = '\0';
-			if (mkdir(p, (mode_t)mode) != 0 && errno != EEXIST) {
+			if (mkdir(p, (mode_t)mode) == 0) {
+				if (owner != NULL && owner->set &&
+					chown(p, (uid_t)owner->uid, (gid_t)owner->gid) != 0)
+					errno = 0; /* best effort: the folder stays its creator's */
+			} else if (errno != EEXIST) {
 				err_code rc = err_errno(E_IO, errno, "creating directory %s", p);
 				free(p);
 				return rc;

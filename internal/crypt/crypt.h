@@ -102,5 +102,18 @@ const char *crypter_name(const crypter *c); /* "libsodium" or "OpenPGP" */
 /* Encrypt / decrypt into next (takes ownership of next; borrows c). */
 sink *crypter_encrypt_new(const crypter *c, sink *next);
 sink *crypter_decrypt_new(crypter *c, sink *next);
+/* The variables that configure a method by its crypter_name ("WALG_PGP_KEY or ..."). */
+const char *crypter_vars(const char *method);
+
+/*
+ * The encryption the first n bytes of an object show, for an object read without a key:
+ * "OpenPGP" for a message's first packet (a public-key or symmetric session key packet, or
+ * armor), "libsodium" for bytes that are uniformly random (a secretstream's header and
+ * chunks) where the codec promised a header (magic: the codec's first bytes, NULL for a
+ * codec without a header, in which case only OpenPGP is recognised unless plain says the
+ * content is never random itself). NULL when nothing shows.
+ */
+const char *crypt_sniff(const unsigned char *buf, size_t n, const unsigned char *magic,
+						size_t magic_len, bool plain);
 
 #endif

@@ -3,13 +3,17 @@
  * PostgreSQL 15+ sends one CopyOut stream of typed messages (archive headers, data, the
  * manifest); 13 and 14 send one raw CopyOut per tablespace, in the order of the tablespace
  * header (the base directory last), without the tar end-of-archive blocks. Both reach the
- * handler in one shape.
+ * handler in one shape. After the data the server waits for its archiver to archive the
+ * backup's WAL, sending nothing: that wait is watched, said, and bounded.
  */
 #include "internal/pg/session_impl.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_RATE_MIN_KB 32		/* PostgreSQL's MAX_RATE bounds */
 #define MAX_RATE_MAX_KB 1048576
@@ -197,7 +201,92 @@ typedef struct stream {
 	void *ctx;
 	pg_bb_result *res;
 	bool in_archive, in_manifest;
+	long stop_ms;			  /* the wait's bound, 0 none */
+	bool data_seen;			  /* the wait is watched from the first data on */
+	struct timespec last_data; /* when the server last sent anything but notices */
+	long said_at;			  /* ms into the wait when it was last said, 0 not yet */
+	char waiting_for[WAL_NAME_LEN + 1];
 } stream;
+
+#define WAIT_SAY_MS 3000	   /* the server silent this long: say what it waits for */
+#define WAIT_SAY_AGAIN_MS 60000
+#define WAIT_POLL_MS 200
+
+static long ms_since(const struct timespec *t)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t->tv_sec) * 1000L + (now.tv_nsec - t->tv_nsec) / 1000000L;
+}
+
+static void got_data(stream *st)
+{
+	st->data_seen = true;
+	st->said_at = 0;
+	clock_gettime(CLOCK_MONOTONIC, &st->last_data);
+}
+
+/*
+ * The segment the server's archiver must archive before the backup ends: the one before its
+ * flush position (the stop switched to a new segment), asked on a second session.
+ */
+static void name_wait(stream *st)
+{
+	pg_session *s2 = NULL;
+	pg_server_info si;
+	snprintf(st->waiting_for, sizeof(st->waiting_for), "?");
+	if (pg_connect(true, &s2) == E_OK && pg_server_info_get(s2, &si) == E_OK) {
+		if (si.wal_segsize > 0 && si.xlogpos > 0)
+			wal_name_format(st->waiting_for, si.timeline, (si.xlogpos - 1) / si.wal_segsize,
+							si.wal_segsize);
+		pg_server_info_free(&si);
+	}
+	err_clear();
+	pg_disconnect(s2);
+}
+
+/* Nothing to read yet: wait a little for the server, saying and bounding its stop's wait. */
+static err_code wait_input(stream *st)
+{
+	if (st->h->poll != NULL)
+		TRY(st->h->poll(st->ctx));
+	struct pollfd pfd = { .fd = PQsocket(st->conn), .events = POLLIN };
+	if (poll(&pfd, 1, WAIT_POLL_MS) < 0 && errno != EINTR)
+		return err_errno(E_IO, errno, "waiting for BASE_BACKUP data");
+	if (!PQconsumeInput(st->conn))
+		return pg_conn_error(st->conn, "receiving BASE_BACKUP data");
+	if (!st->data_seen)
+		return E_OK;
+	long idle = ms_since(&st->last_data);
+	if (st->stop_ms > 0 && idle >= st->stop_ms) {
+		if (st->said_at == 0)
+			name_wait(st);
+		return err_set(E_IO,
+					   "BASE_BACKUP: the server did not archive WAL segment %s within "
+					   "WALG_STOP_BACKUP_TIMEOUT (%ld ms): a backup ends once its WAL is "
+					   "archived; check the server's archive_command",
+					   st->waiting_for, st->stop_ms);
+	}
+	if (idle >= WAIT_SAY_MS && (st->said_at == 0 || idle - st->said_at >= WAIT_SAY_AGAIN_MS)) {
+		if (st->said_at == 0)
+			name_wait(st);
+		st->said_at = idle;
+		log_info("BASE_BACKUP: waiting for the server to archive the backup's WAL, up to "
+				 "segment %s (%ld s so far%s)",
+				 st->waiting_for, idle / 1000,
+				 st->stop_ms > 0 ? ", bounded by WALG_STOP_BACKUP_TIMEOUT" : "");
+	}
+	return E_OK;
+}
+
+/* The next result, waiting as wait_input does. */
+static PGresult *get_result(stream *st, err_code *rc)
+{
+	while (PQisBusy(st->conn))
+		if ((*rc = wait_input(st)) != E_OK)
+			return NULL;
+	return PQgetResult(st->conn);
+}
 
 static err_code end_archive(stream *st)
 {
@@ -255,11 +344,16 @@ static err_code copy_out(stream *st, bool raw)
 		if (st->h->poll != NULL)
 			TRY(st->h->poll(st->ctx));
 		char *buf = NULL;
-		int n = PQgetCopyData(st->conn, &buf, 0);
+		int n = PQgetCopyData(st->conn, &buf, 1);
+		if (n == 0) {
+			TRY(wait_input(st));
+			continue;
+		}
 		if (n == -1)
 			return E_OK;
 		if (n == -2)
 			return pg_conn_error(st->conn, "receiving BASE_BACKUP data");
+		got_data(st);
 		st->res->wire_bytes += (uint64_t)n;
 		err_code rc = raw ? st->h->archive_data(st->ctx, buf, (size_t)n)
 			: n < 1		  ? err_set(E_CORRUPT, "empty BASE_BACKUP message")
@@ -332,9 +426,12 @@ static err_code run(stream *st, int version, uint64_t *start_seen)
 		TRY(copy_out(st, false));
 		TRY(end_archive(st));
 	}
-	/* After the stream: the end position (a row), command completions, then nothing. */
+	/* After the stream (13 and 14 wait for archiving only now): the end position (a row),
+	 * command completions, then nothing. */
 	bool have_end = false;
-	while ((r = PQgetResult(conn)) != NULL) {
+	got_data(st);
+	err_code wrc = E_OK;
+	while ((r = get_result(st, &wrc)) != NULL) {
 		ExecStatusType rs = PQresultStatus(r);
 		if (rs == PGRES_TUPLES_OK && PQntuples(r) == 1 && !have_end) {
 			rc = pg_lsn_parse(PQgetvalue(r, 0, 0), &st->res->end_lsn);
@@ -344,6 +441,8 @@ static err_code run(stream *st, int version, uint64_t *start_seen)
 		}
 		PQclear(r);
 	}
+	if (wrc != E_OK)
+		return wrc;
 	if (rc == E_OK && !have_end)
 		rc = err_set(E_IO, "BASE_BACKUP ended without an end position");
 	return rc;
@@ -358,7 +457,7 @@ err_code pg_base_backup(pg_session *s, const pg_bb_options *o, const pg_bb_handl
 	log_info("asking the server for %s", cmd);
 	if (!PQsendQuery(s->conn, cmd))
 		return pg_conn_error(s->conn, "sending BASE_BACKUP");
-	stream st = { .conn = s->conn, .h = h, .ctx = ctx, .res = res };
+	stream st = { .conn = s->conn, .h = h, .ctx = ctx, .res = res, .stop_ms = o->stop_timeout_ms };
 	uint64_t start = 0;
 	err_code rc = run(&st, PQserverVersion(s->conn), &start);
 	if (rc != E_OK && res->refused)

@@ -232,6 +232,12 @@ typedef struct pg_bb_options {
 	const char *compression; /* 15+: "zstd", "lz4" or "gzip" on the server; NULL = none */
 	int compression_level;	 /* 0 = the server's default */
 	int compression_workers; /* zstd only; 0 = none */
+	/*
+	 * Once the data has come, how long the server may send nothing (it waits for its archiver
+	 * to archive the backup's WAL) before the backup fails naming the segment; 0 = no limit.
+	 * Either way the wait is said in one line after a few seconds.
+	 */
+	long stop_timeout_ms;
 } pg_bb_options;
 /*
  * Server-side compression as pg_basebackup's --compress=server-... spells it: "zstd", "lz4",

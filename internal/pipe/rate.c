@@ -59,8 +59,9 @@ void rate_free(rate *r)
 	free(r);
 }
 
-static void take(void *arg, size_t len)
+static void take(void *arg, const void *buf, size_t len)
 {
+	(void)buf;
 	rate_take(arg, len);
 }
 

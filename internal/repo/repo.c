@@ -114,17 +114,82 @@ sink *repo_decrypt_new(repo *r, sink *next)
 	return r->crypt != NULL ? crypter_decrypt_new(r->crypt, next) : next;
 }
 
+/*
+ * Without a key, an object's first bytes are kept as they pass: when decoding fails, they
+ * tell an encrypted object (whose decoder saw ciphertext) from a damaged one.
+ */
+#define SNIFF_BYTES 4096
+
+typedef struct sniffed {
+	size_t n;
+	unsigned char head[SNIFF_BYTES];
+} sniffed;
+
+static void sniff_bytes(void *arg, const void *buf, size_t len)
+{
+	sniffed *f = arg;
+	size_t room = SNIFF_BYTES - f->n, k = len < room ? len : room;
+	memcpy(f->head + f->n, buf, k);
+	f->n += k;
+}
+
+/* f's tap on next, without a key (f: NULL, or zeroed by the caller). */
+static sink *sniff_new(repo *r, sniffed *f, sink *next)
+{
+	return r->crypt == NULL && f != NULL ? tap_sink_new(sniff_bytes, f, next) : next;
+}
+
+/* The first bytes each codec writes (none for brotli, whose stream has no header). */
+static const unsigned char *codec_magic(const codec *c, size_t *len)
+{
+	static const unsigned char zstd[] = { 0x28, 0xb5, 0x2f, 0xfd }, lz4[] = { 0x04, 0x22, 0x4d, 0x18 },
+							   lzma[] = { 0x5d };
+	const char *name = codec_name(c);
+	const unsigned char *m = strcmp(name, "zstd") == 0 ? zstd
+		: strcmp(name, "lz4") == 0					   ? lz4
+		: strcmp(name, "lzma") == 0					   ? lzma
+													   : NULL;
+	*len = m == zstd ? sizeof(zstd) : m == lz4 ? sizeof(lz4) : m == lzma ? sizeof(lzma) : 0;
+	return m;
+}
+
+/*
+ * rc, or when the object read without a key (its first bytes f) shows encryption: a line saying so
+ * (*said then).
+ */
+static err_code encrypted_without_key(repo *r, const char *key, const sniffed *f, err_code rc,
+									  bool *said)
+{
+	*said = false;
+	if (r->crypt != NULL || f == NULL || rc == E_OK || rc == E_NOTFOUND || rc == E_CANCELLED)
+		return rc;
+	const codec *c = repo_codec_for_key(key);
+	size_t mlen;
+	const unsigned char *magic = codec_magic(c, &mlen);
+	const char *method =
+		crypt_sniff(f->head, f->n, magic, mlen, strcmp(codec_name(c), "none") == 0);
+	if (method == NULL)
+		return rc;
+	*said = true;
+	return err_set(E_CONFIG, "object %s in %s is encrypted (%s), no key configured: set %s",
+				   key, storage_describe(r->st), method, crypter_vars(method));
+}
+
 err_code repo_get(repo *r, const char *key, sink *into)
 {
 	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
 	chain = repo_decrypt_new(r, chain);
+	sniffed sniff = { 0 };
+	chain = sniff_new(r, &sniff, chain);
 	if (r->net != NULL)
 		chain = rate_sink_new(r->net, chain);
 	err_code rc = storage_get(r->st, key, chain);
 	if (rc == E_OK)
 		rc = sink_finish(chain);
+	bool said;
+	rc = encrypted_without_key(r, key, &sniff, rc, &said);
 	sink_free(chain);
-	if (rc != E_OK && rc != E_NOTFOUND)
+	if (rc != E_OK && rc != E_NOTFOUND && !said)
 		err_wrap(rc, "object %s in %s", key, storage_describe(r->st));
 	return rc;
 }
@@ -137,6 +202,8 @@ bool repo_has_range(const repo *r)
 err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len, sink *into)
 {
 	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
+	sniffed head = { 0 }, *sniff = offset == 0 ? &head : NULL; /* only an object's start shows */
+	chain = sniff_new(r, sniff, chain);
 	if (r->net != NULL)
 		chain = rate_sink_new(r->net, chain);
 	err_code rc = r->crypt != NULL
@@ -144,8 +211,10 @@ err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len,
 		: storage_get_range(r->st, key, offset, len, chain);
 	if (rc == E_OK)
 		rc = sink_finish(chain);
+	bool said;
+	rc = encrypted_without_key(r, key, sniff, rc, &said);
 	sink_free(chain);
-	if (rc != E_OK && rc != E_NOTFOUND)
+	if (rc != E_OK && rc != E_NOTFOUND && !said)
 		err_wrap(rc, "object %s (bytes %llu to %llu) in %s", key, (unsigned long long)offset,
 				 (unsigned long long)(offset + len), storage_describe(r->st));
 	return rc;

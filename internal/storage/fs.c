@@ -1,13 +1,17 @@
 /*
  * File-system storage: objects are files under the root, written as core's file sink writes
  * (a hidden temporary beside the target, fsync, rename, fsync of the directory), so a reader
- * sees the whole object or nothing.
+ * sees the whole object or nothing. Objects and folders belong to the repository's owner
+ * whoever writes them (root's writes are given to the owner of the root folder), so that a
+ * push run once as root does not lock out the user that archives.
  */
 #include "internal/storage/storage.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +22,7 @@
 typedef struct fs_storage {
 	storage base;
 	char *root;
+	file_owner owner; /* the root folder's owner and group, once it exists */
 } fs_storage;
 
 static char *fs_path(fs_storage *fs, const char *key)
@@ -25,14 +30,94 @@ static char *fs_path(fs_storage *fs, const char *key)
 	return xasprintf("%s/%s", fs->root, key);
 }
 
-/* put: core's atomic file sink, with the object's folders made and readable by the group. */
+/*
+ * New objects and folders go to the owner (when we are root) and group (when we are in it) of
+ * the root folder, or of the nearest folder above it before it exists: every user of the
+ * repository can read what another wrote, and nobody else can (objects are 0640, folders 0755
+ * less the umask).
+ */
+static void fs_find_owner(fs_storage *fs)
+{
+	char *p = xstrdup(fs->root);
+	struct stat sb;
+	while (stat(p, &sb) != 0) {
+		char *slash = strrchr(p, '/');
+		if (slash == NULL || slash == p) {
+			free(p);
+			return;
+		}
+		*slash = '\0';
+	}
+	free(p);
+	fs->owner = (file_owner){ true, geteuid() == 0 ? (unsigned)sb.st_uid : (unsigned)-1,
+							  (unsigned)sb.st_gid };
+}
+
+static void name_of_uid(unsigned uid, char *out, size_t cap)
+{
+	struct passwd *pw = getpwuid((uid_t)uid);
+	if (pw != NULL)
+		snprintf(out, cap, "%s", pw->pw_name);
+	else
+		snprintf(out, cap, "%u", uid);
+}
+
+/*
+ * rc, or when what failed at path is that this process may not (want: R_OK or W_OK) read the
+ * object, or read or write the nearest folder of it that exists: one line naming that file or
+ * folder, its owner and mode, and how to give the repository back to this user.
+ */
+static err_code fs_denied(fs_storage *fs, const char *path, int want, err_code rc)
+{
+	if (rc == E_OK || rc == E_NOTFOUND || rc == E_EXISTS || rc == E_CANCELLED)
+		return rc;
+	char *p = xstrdup(path);
+	size_t root = strlen(fs->root);
+	bool folder_first = want == W_OK; /* a write makes or replaces a name in the folder */
+	for (;;) {
+		char *slash = strrchr(p, '/');
+		if (folder_first && slash != NULL && (size_t)(slash - p) >= root) {
+			*slash = '\0';
+			folder_first = false;
+			continue;
+		}
+		struct stat sb;
+		if (stat(p, &sb) == 0) {
+			int need = S_ISDIR(sb.st_mode) ? want | X_OK : want;
+			if (access(p, need) != 0 && errno == EACCES) {
+				char me[64], owner[64], group[64];
+				name_of_uid((unsigned)geteuid(), me, sizeof(me));
+				name_of_uid((unsigned)sb.st_uid, owner, sizeof(owner));
+				struct group *gr = getgrgid(sb.st_gid);
+				snprintf(group, sizeof(group), "%s", gr ? gr->gr_name : "?");
+				if (gr == NULL)
+					snprintf(group, sizeof(group), "%u", (unsigned)sb.st_gid);
+				rc = err_set(E_IO,
+							 "%s %s is owned by %s:%s with mode %04o: walc runs as %s and may "
+							 "not %s it; give the repository to the user that archives "
+							 "(chown -R %s: %s) or run walc as its owner",
+							 S_ISDIR(sb.st_mode) ? "repository folder" : "repository object", p,
+							 owner, group, (unsigned)(sb.st_mode & 07777), me,
+							 want == W_OK ? "write in" : "read", me, fs->root);
+			}
+			break;
+		}
+		if ((errno != EACCES && errno != ENOENT) || slash == NULL || (size_t)(slash - p) < root)
+			break;
+		*slash = '\0';
+	}
+	free(p);
+	return rc;
+}
+
+/* put: core's atomic file sink, with the object's folders made, all the repository's owner's. */
 static err_code fs_put_start(storage *st, const char *key, bool exclusive, sink **out)
 {
 	fs_storage *fs = (fs_storage *)st;
 	char *path = fs_path(fs, key);
 	file_sink_opts o = { .durable = true, .replace = !exclusive, .mode = 0640,
-						 .make_parents = true };
-	err_code rc = file_sink_open(path, &o, out);
+						 .make_parents = true, .owner = &fs->owner };
+	err_code rc = fs_denied(fs, path, W_OK, file_sink_open(path, &o, out));
 	free(path);
 	return rc;
 }
@@ -65,7 +150,7 @@ static err_code fs_get(storage *st, const char *key, sink *into)
 {
 	fs_storage *fs = (fs_storage *)st;
 	char *path = fs_path(fs, key);
-	err_code rc = sink_write_file(into, path);
+	err_code rc = fs_denied(fs, path, R_OK, sink_write_file(into, path));
 	if (rc == E_NOTFOUND)
 		rc = fs_absent(fs, path);
 	free(path);
@@ -77,7 +162,7 @@ static err_code fs_get_range(storage *st, const char *key, uint64_t offset, uint
 {
 	fs_storage *fs = (fs_storage *)st;
 	char *path = fs_path(fs, key);
-	err_code rc = sink_write_file_range(into, path, offset, len);
+	err_code rc = fs_denied(fs, path, R_OK, sink_write_file_range(into, path, offset, len));
 	if (rc == E_NOTFOUND)
 		rc = fs_absent(fs, path);
 	free(path);
@@ -92,7 +177,8 @@ static err_code fs_stat(storage *st, const char *key, obj_info *info)
 	err_code rc = E_OK;
 	if (stat(path, &sb) != 0)
 		/* ENOTDIR: a path component is a file, so the repository itself is broken. */
-		rc = errno == ENOENT ? fs_absent(fs, path) : err_errno(E_IO, errno, "stat of %s", path);
+		rc = errno == ENOENT ? fs_absent(fs, path)
+							 : fs_denied(fs, path, R_OK, err_errno(E_IO, errno, "stat of %s", path));
 	else if (!S_ISREG(sb.st_mode))
 		rc = err_set(E_NOTFOUND, "%s is not a regular file", path);
 	else {
@@ -198,7 +284,9 @@ static err_code fs_list(storage *st, const char *prefix, bool recursive, obj_lis
 	size_t n = strlen(rel);
 	while (n > 0 && rel[n - 1] == '/')
 		rel[--n] = '\0';
-	err_code rc = fs_list_dir(fs, rel, recursive, out);
+	char *path = fs_path(fs, rel);
+	err_code rc = fs_denied(fs, path, R_OK, fs_list_dir(fs, rel, recursive, out));
+	free(path);
 	free(rel);
 	return rc;
 }
@@ -224,7 +312,7 @@ static err_code unlink_key(fs_storage *fs, const char *key, char **path_out)
 	char *path = fs_path(fs, key);
 	err_code rc = E_OK;
 	if (unlink(path) != 0 && errno != ENOENT)
-		rc = err_errno(E_IO, errno, "removing %s", path);
+		rc = fs_denied(fs, path, W_OK, err_errno(E_IO, errno, "removing %s", path));
 	if (path_out != NULL)
 		*path_out = path;
 	else
@@ -340,6 +428,7 @@ err_code storage_fs_open(const char *root, storage **out)
 	size_t n = strlen(fs->root);
 	while (n > 1 && fs->root[n - 1] == '/')
 		fs->root[--n] = '\0';
+	fs_find_owner(fs);
 	*out = &fs->base;
 	return E_OK;
 }

@@ -72,10 +72,9 @@ static err_code check_overwrite(repo *r, const wal_src *src, bool *done)
 }
 
 /* A segment's long header names its cluster: it must be the repository's. */
-static err_code check_cluster(repo *r, const config *cfg, const wal_src *src)
+static err_code check_segment_cluster(repo *r, const config *cfg, const wal_src *src,
+									  const char *what)
 {
-	if (!wal_is_segment_name(src->name) && !str_has_suffix(src->name, ".partial"))
-		return E_OK;
 	unsigned char head[WAL_LONG_HEADER_LEN];
 	ssize_t n = sizeof(head);
 	if (src->path != NULL) {
@@ -90,12 +89,19 @@ static err_code check_cluster(repo *r, const config *cfg, const wal_src *src)
 		n = 0;
 	}
 	uint64_t sysid;
-	/* Not a WAL header (a test file, a damaged segment): nothing to compare. */
+	/* Not a WAL header (a test file, a damaged segment): no cluster to compare. */
 	if (n != (ssize_t)sizeof(head) ||
 		!wal_header_sysid(head, sizeof(head), (uint64_t)cfg->pg_wal_size_mb << 20, &sysid))
-		return E_OK;
+		return catalog_check_encryption(r, what);
+	return catalog_check_cluster(r, sysid, cfg->allow_system_id_change, what);
+}
+
+static err_code check_cluster(repo *r, const config *cfg, const wal_src *src)
+{
 	char *what = xasprintf("wal-push %s", src->name);
-	err_code rc = catalog_check_cluster(r, sysid, cfg->allow_system_id_change, what);
+	err_code rc = (!wal_is_segment_name(src->name) && !str_has_suffix(src->name, ".partial"))
+		? catalog_check_encryption(r, what)
+		: check_segment_cluster(r, cfg, src, what);
 	free(what);
 	return rc;
 }

@@ -375,6 +375,41 @@ pgbench_source() {
 	pg_start "$SRC" "$PORT"
 }
 
+# walc_archiving DIR [VAR=VALUE...]: the repository R=$T/repo, E=(WALG_FILE_PREFIX=$R
+# WALG_PG_WAL_SIZE=1 VAR=VALUE...) and walc_wrapper with E; a cluster in DIR with 1 MiB
+# segments archiving into R through it (wal-push's stderr in $T/log/push.log; with
+# ARCHIVE_SWITCH=1 only while $T/archive-on exists, which is made), started on PORT
+walc_archiving() {
+	local dir=$1 cmd
+	shift
+	R=$T/repo
+	mkdir -p "$R"
+	E=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1 "$@")
+	walc_wrapper "${E[@]}"
+	pg_own "$T"
+	cmd="$T/walc.sh wal-push %p 2>>$T/log/push.log"
+	if [ "${ARCHIVE_SWITCH:-0}" = 1 ]; then
+		cmd="test -f $T/archive-on && $cmd"
+		touch "$T/archive-on"
+	fi
+	pg_init "$dir" --wal-segsize=1
+	PORT=$(free_port)
+	pg_conf "$dir" "wal_level = replica" "archive_mode = on" "archive_timeout = 0" \
+		"archive_command = '$cmd'"
+	pg_start "$dir" "$PORT"
+}
+
+# wait_replayed PRIMARY_PORT STANDBY_PORT: the standby has replayed the primary's WAL so far
+wait_replayed() {
+	local lsn i
+	lsn=$(psqlc "$1" "SELECT pg_current_wal_lsn()")
+	for i in $(seq 1 200); do
+		[ "$(psqlc "$2" "SELECT pg_last_wal_replay_lsn() >= '$lsn'")" = t ] && return 0
+		sleep 0.1
+	done
+	fail "the standby on port $2 did not replay up to $lsn in 20 s"
+}
+
 # archiving_source DIR SCALE ARCHIVE_COMMAND [LINE...]: a cluster with data checksums in DIR,
 # archiving with ARCHIVE_COMMAND, loaded by pgbench -i -s SCALE (archived too); its port is
 # SPORT

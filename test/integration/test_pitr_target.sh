@@ -59,13 +59,14 @@ row 7
 archive_all "$PORT" "$SRC"
 log "timeline 1: backup $B1, M3=$M3, restore point after 4, xid $X5 inserts 5, LSN $L6 after 6"
 
-# recover TARGET-OPTION VALUE EXPECTED [LINE...]: fetch with the target, start (not archiving,
-# or as LINEs say), compare the rows
+# recover TARGET-OPTION VALUE EXPECTED [LINE...]: fetch with the target (and $FETCH_EXTRA), start
+# (not archiving, or as LINEs say), compare the rows
 recover() {
 	local opt=$1 value=$2 want=$3 dir=$T/r-${1#--target-}
 	shift 3
 	rm -rf "$dir"
-	wrun_pg "${E[@]}" -- backup-fetch "$dir" "$opt" "$value"
+	# shellcheck disable=SC2086 # one option or none
+	wrun_pg "${E[@]}" -- backup-fetch "$dir" "$opt" "$value" ${FETCH_EXTRA:-}
 	expect_rc 0 "backup-fetch $opt $value"
 	pg_conf "$dir" "archive_mode = off" "$@"
 	grep -q "^recovery_target_${opt#--target-} = " "$dir/postgresql.auto.conf" ||
@@ -95,7 +96,7 @@ pg_stop "$T/r-lsn"
 ok "time, xid and LSN targets on timeline 1: exactly the rows of each point"
 
 # The restore point, promoted: timeline 2, archiving into the same repository.
-recover --target-name "before five" "1,2,3,4" "archive_mode = on" \
+FETCH_EXTRA=--keep-archiving recover --target-name "before five" "1,2,3,4" "archive_mode = on" \
 	"archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push2.log'"
 N=$T/r-name
 psqlc "$RPORT" "INSERT INTO t VALUES (40)"

@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal/catalog/catalog.h"
+#include "internal/catalog/catalog_impl.h"
 #include "internal/pg/pg.h"
 
 #define NAME "base_000000010000000000000003"
@@ -223,6 +223,45 @@ static void test_cluster_marker(void **state)
 	assert_int_equal(catalog_check_cluster(&r, 555, false, "backup-push"), E_CORRUPT);
 }
 
+/* The first writer that encrypts records the method; a writer without a key is refused then. */
+static void test_marker_encryption(void **state)
+{
+	(void)state;
+	static char key[] = "0123456789abcdef0123456789abcdef";
+	config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.libsodium_key = key;
+	crypter *c = NULL;
+	assert_int_equal(crypt_init(), E_OK);
+	assert_int_equal(crypter_load(&cfg, &c), E_OK);
+	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push A"), E_OK);
+	assert_int_equal(catalog_check_encryption(&r, "wal-push 00000002.history"), E_OK);
+	r.crypt = c;
+	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push B"), E_OK);
+	char *path = xasprintf("%s/" CATALOG_CLUSTER_MARKER, root);
+	size_t len;
+	unsigned char *bytes = read_all(path, &len);
+	char *text = xasprintf("%.*s", (int)len, (const char *)bytes);
+	assert_non_null(strstr(text, "\"encryption\":\"libsodium\""));
+	assert_null(strstr(text, key)); /* never key material */
+	free(text);
+	free(bytes);
+	r.crypt = NULL;
+	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push C"), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "wal-push C: "));
+	assert_non_null(strstr(err_msg(), "encrypted with libsodium"));
+	assert_non_null(strstr(err_msg(), "WALG_LIBSODIUM_KEY"));
+	assert_int_equal(catalog_check_encryption(&r, "wal-push 00000002.history"), E_CONFIG);
+	/* A change of cluster keeps the record. */
+	r.crypt = c;
+	assert_int_equal(catalog_check_cluster(&r, 222, true, "backup-push"), E_OK);
+	r.crypt = NULL;
+	assert_int_equal(catalog_check_cluster(&r, 222, false, "backup-push"), E_CONFIG);
+	err_clear();
+	free(path);
+	crypter_free(c);
+}
+
 static void test_intent(void **state)
 {
 	(void)state;
@@ -244,6 +283,103 @@ static void test_intent(void **state)
 	put("walc_deleting.json", "{\"backups\": [\"" NAME "\"], \"started\": \"2020-01-01T00:00:00Z\"}");
 	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
 	assert_null(who);
+	/* A recent record of a delete on this machine whose process is gone (killed) is dead. */
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	assert_true(child > 0);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	proc_rec here = proc_here();
+	char *when = time_now_rfc3339();
+	char *doc = xasprintf("{\"backups\": [\"" NAME "\"], \"hostname\": \"%s\", \"pid\": %ld, "
+						  "\"boot_id\": \"%s\", \"pid_namespace\": \"%s\", \"started\": \"%s\"}",
+						  here.hostname, (long)child, here.boot_id, here.pid_ns, when);
+	put("walc_deleting.json", doc);
+	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
+	assert_null(who);
+	free(doc);
+	/* The same record with a live pid (ours) still counts; so does one from another host. */
+	doc = xasprintf("{\"backups\": [\"" NAME "\"], \"hostname\": \"%s\", \"pid\": %ld, "
+					"\"boot_id\": \"%s\", \"pid_namespace\": \"%s\", \"started\": \"%s\"}",
+					here.hostname, (long)getpid(), here.boot_id, here.pid_ns, when);
+	put("walc_deleting.json", doc);
+	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
+	assert_non_null(who);
+	free(who);
+	free(doc);
+	doc = xasprintf("{\"backups\": [\"" NAME "\"], \"hostname\": \"elsewhere\", \"pid\": %ld, "
+					"\"boot_id\": \"%s\", \"pid_namespace\": \"%s\", \"started\": \"%s\"}",
+					(long)child, here.boot_id, here.pid_ns, when);
+	put("walc_deleting.json", doc);
+	assert_int_equal(catalog_deleting(&r, NAME, &who), E_OK);
+	assert_non_null(who);
+	free(who);
+	free(doc);
+	free(when);
+}
+
+/* A sentinel of cluster sysid, its file's time set to mtime (seconds since the epoch). */
+static void sentinel_at(const char *name, unsigned long long sysid, time_t mtime)
+{
+	char *key = xasprintf("basebackups_005/%s_backup_stop_sentinel.json", name);
+	char *doc = xasprintf("{\"LSN\": 1, \"FinishLSN\": 2, \"SystemIdentifier\": %llu}", sysid);
+	put(key, doc);
+	char *path = xasprintf("%s/%s", root, key);
+	struct timespec ts[2] = { { mtime, 0 }, { mtime, 0 } };
+	assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+	free(path);
+	free(doc);
+	free(key);
+}
+
+static char *latest(void)
+{
+	char *name = NULL;
+	assert_int_equal(catalog_resolve(&r, "LATEST", &name), E_OK);
+	return name;
+}
+
+/* LATEST and the listing's order: positions, not clocks; the marker's cluster last. */
+static void test_order(void **state)
+{
+	(void)state;
+	/* The newer backup was written by a host whose clock was 400 days behind. */
+	sentinel_at("base_000000010000000000000010", 7, 1800000000);
+	sentinel_at("base_000000010000000000000020", 7, 1800000000 - 400 * 86400);
+	char *name = latest();
+	assert_string_equal(name, "base_000000010000000000000020");
+	free(name);
+	backup_refs refs;
+	assert_int_equal(catalog_backups_ordered(&r, &refs), E_OK);
+	assert_int_equal(refs.len, 2);
+	assert_string_equal(refs.items[1].name, "base_000000010000000000000020");
+	catalog_backups_free(&refs);
+	/* A later timeline is newer. */
+	sentinel_at("base_00000002000000000000000C", 7, 1700000000);
+	name = latest();
+	assert_string_equal(name, "base_00000002000000000000000C");
+	free(name);
+	/* An unreadable newest sentinel is skipped (with a warning). */
+	put("basebackups_005/base_000000020000000000000030_backup_stop_sentinel.json", "{\"LSN\": ");
+	name = latest();
+	assert_string_equal(name, "base_00000002000000000000000C");
+	free(name);
+	/* A new cluster (the marker says 9) in the prefix, lower positions: its backups are newer. */
+	put(CATALOG_CLUSTER_MARKER, "{\"system_identifier\": \"9\"}");
+	sentinel_at("base_000000010000000000000003", 9, 1600000000);
+	sentinel_at("base_000000010000000000000004", 9, 1500000000);
+	name = latest();
+	assert_string_equal(name, "base_000000010000000000000004");
+	free(name);
+	assert_int_equal(catalog_backups_ordered(&r, &refs), E_OK);
+	assert_int_equal(refs.len, 6);
+	/* the other cluster's by time, the unreadable one (counted as ours) by position */
+	const char *want[] = { "base_00000002000000000000000C", "base_000000010000000000000020",
+						   "base_000000010000000000000010", "base_000000010000000000000003",
+						   "base_000000010000000000000004", "base_000000020000000000000030" };
+	for (size_t i = 0; i < 6; i++)
+		assert_string_equal(refs.items[i].name, want[i]);
+	catalog_backups_free(&refs);
 }
 
 /* Files, streamed: what the reader passed on, one "name=record" line each. */
@@ -489,7 +625,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_watched_alive, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_to_takeover, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cluster_marker, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_marker_encryption, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_intent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_order, setup, teardown),
 		cmocka_unit_test(test_files_stream),
 		cmocka_unit_test(test_files_stream_refuses),
 		cmocka_unit_test_setup_teardown(test_files_each, setup, teardown),

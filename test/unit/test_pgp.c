@@ -331,6 +331,9 @@ static void test_every_recipient(void **state)
 /* ------------------------------------------------------------------------------------------ */
 
 /* A WAL segment WAL-G encrypted: decrypts, and its lz4 frame inside decodes to 1 MiB. */
+/* An lz4 frame's first bytes. */
+static const unsigned char plain_start[] = { 0x04, 0x22, 0x4d, 0x18, 0x64, 0x40, 0xa7 };
+
 static void test_walg_object(void **state)
 {
 	(void)state;
@@ -352,6 +355,15 @@ static void test_walg_object(void **state)
 	/* The public key alone cannot, and says why. */
 	assert_int_equal(decrypt_buf(fx_pub, ct, len, WHOLE, NULL, NULL), E_CONFIG);
 	expect_msg("holds no secret key");
+	/* Read without a key, its first bytes say OpenPGP, as do walc's own messages'. */
+	static const unsigned char lz4_magic[] = { 0x04, 0x22, 0x4d, 0x18 };
+	assert_string_equal(crypt_sniff(ct, len, lz4_magic, 4, false), "OpenPGP");
+	membuf mine;
+	encrypt_buf(fx_pub, (const unsigned char *)"x", 1, WHOLE, &mine);
+	assert_string_equal(crypt_sniff(mine.data, mine.len, NULL, 0, false), "OpenPGP");
+	free(mine.data);
+	/* The plaintext does not. */
+	assert_null(crypt_sniff(plain_start, sizeof(plain_start), lz4_magic, 4, false));
 	free(ct);
 }
 

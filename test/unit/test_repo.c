@@ -264,6 +264,70 @@ static void test_encrypted_objects(void **state)
 	free(key);
 }
 
+/*
+ * Read without a key, an encrypted object is said to be one ("encrypted (libsodium), no key
+ * configured"), for every codec with a header and for none; a damaged one is not.
+ */
+static void test_encrypted_without_key(void **state)
+{
+	(void)state;
+	unsigned char *data = pattern(100000, 7);
+	/* text-like content: what a segment or a tar holds is not uniform */
+	for (size_t i = 0; i < 100000; i++)
+		data[i] = (unsigned char)('a' + data[i] % 16);
+	static const char *const methods[] = { "zstd", "lz4", "lzma", "none" };
+	for (size_t m = 0; m < 4; m++) {
+		repo r;
+		assert_int_equal(open_repo(methods[m], NULL, KEY_A, &r), E_OK);
+		char *base = xasprintf("wal_005/00000001000000000000000%zu", m + 1), *key;
+		sink *s;
+		assert_int_equal(repo_put(&r, base, NULL, &s, &key), E_OK);
+		assert_int_equal(sink_write(s, data, 100000), E_OK);
+		assert_int_equal(sink_finish(s), E_OK);
+		sink_free(s);
+		repo_close(&r);
+		assert_int_equal(open_repo(methods[m], NULL, NULL, &r), E_OK);
+		membuf mb;
+		err_code rc = get(&r, key, &mb);
+		free(mb.data);
+		if (strcmp(methods[m], "none") == 0) {
+			/* nothing fails in the clear: whoever checks the content names the object */
+			assert_int_equal(rc, E_OK);
+		} else {
+			assert_int_equal(rc, E_CONFIG);
+			assert_non_null(strstr(err_msg(), key));
+			assert_non_null(strstr(err_msg(), "is encrypted (libsodium), no key configured"));
+			assert_non_null(strstr(err_msg(), "WALG_LIBSODIUM_KEY"));
+			err_clear();
+		}
+		/* A damaged object in the clear is damaged, not "encrypted". */
+		char *plain_base = xasprintf("%s.plain", base), *plain_key;
+		assert_int_equal(repo_put(&r, plain_base, NULL, &s, &plain_key), E_OK);
+		assert_int_equal(sink_write(s, data, 100000), E_OK);
+		assert_int_equal(sink_finish(s), E_OK);
+		sink_free(s);
+		char *path = xasprintf("%s/%s", unit_dir, plain_key);
+		FILE *f = fopen(path, "r+");
+		assert_non_null(f);
+		fseek(f, 20, SEEK_SET);
+		fputs("garbage in the middle", f);
+		fclose(f);
+		rc = get(&r, plain_key, &mb);
+		free(mb.data);
+		if (rc != E_OK) {
+			assert_null(strstr(err_msg(), "no key configured"));
+			err_clear();
+		}
+		free(path);
+		free(plain_base);
+		free(plain_key);
+		repo_close(&r);
+		free(base);
+		free(key);
+	}
+	free(data);
+}
+
 static void test_open_names_the_variable(void **state)
 {
 	(void)state;
@@ -298,6 +362,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_get_found, unit_dir_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_put_new_never_replaces, unit_dir_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_encrypted_objects, unit_dir_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_encrypted_without_key, unit_dir_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_names_the_variable, unit_dir_setup, teardown),
 		cmocka_unit_test(test_codec_for_key),
 	};

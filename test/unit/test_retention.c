@@ -53,6 +53,8 @@ static retain_backup *backup(uint32_t tli, uint64_t seg, time_t sec)
 	b->name = xasprintf("base_%s", wal);
 	b->sec = sec;
 	assert_true(retain_position(b->name, SEG, &b->tli, &b->seg));
+	/* the order's key, as the name gives it (for segments below 256) and the sentinel's time */
+	b->ref = (backup_ref){ .tli = tli, .seg = seg, .mtime = sec + 60 };
 	b->s.lsn = seg * SEG + 40;
 	b->s.finish_lsn = (seg + 1) * SEG + 100;
 	retain_set_range(b, SEG);
@@ -195,16 +197,62 @@ static void test_retain_fulls(void **state)
 	assert_int_equal(plan.bytes, 2 * 1500 + 25 * 100);
 }
 
-/* Ordered by start time, not name: after a timeline reset the names sort the other way. */
-static void test_order_by_start_time(void **state)
+/*
+ * Ordered by position, not by the clocks of the hosts that took the backups: the older backup
+ * taken on a host 400 days ahead is still the older one (LATEST agrees).
+ */
+static void test_order_by_position(void **state)
 {
 	(void)state;
-	backup(1, 900, NOW - 3 * HOUR); /* old cluster, high segment */
-	backup(1, 10, NOW - 2 * HOUR);	/* after pg_resetwal: lower names, newer */
+	backup(1, 10, NOW + 400 * 24 * HOUR);
+	backup(1, 20, NOW - 2 * HOUR);
+	backup(2, 15, NOW - 3 * HOUR); /* a later timeline is newer, whatever its segment */
+	run(&(delete_options){ .mode = DELETE_RETAIN, .count = 2 }, E_OK);
+	assert_true(sentinel_planned(at(10)));
+	assert_false(sentinel_planned(at(20)) || sentinel_planned(at(15)));
+	assert_string_equal(st.b[st.n - 1].name, "base_00000002000000000000000F");
+}
+
+/* Another cluster's backups (a new cluster in the prefix) come first, by time. */
+static void test_order_other_cluster(void **state)
+{
+	(void)state;
+	backup(1, 900, NOW - 3 * HOUR)->ref.other_cluster = true; /* the old cluster, high segment */
+	backup(1, 10, NOW - 2 * HOUR);
 	backup(1, 20, NOW - 1 * HOUR);
 	run(&(delete_options){ .mode = DELETE_RETAIN, .count = 2 }, E_OK);
 	assert_true(sentinel_planned(at(900)));
 	assert_false(sentinel_planned(at(10)) || sentinel_planned(at(20)));
+}
+
+/* A backup whose sentinel cannot be read is neither counted nor deleted, but by everything. */
+static void test_skipped_backup(void **state)
+{
+	(void)state;
+	backup(1, 10, NOW - 3 * HOUR);
+	backup(1, 20, NOW - 2 * HOUR);
+	const char *bad = "base_000000010000000000000005";
+	st.skipped = xcalloc(1, sizeof(*st.skipped));
+	st.skipped[0] = (retain_skipped){ xstrdup(bad), false };
+	st.nskipped = 1;
+	obj_list_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000005" SENTINEL_SUFFIX,
+				 10, NOW - 5 * HOUR, 0);
+	obj_list_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000005/metadata.json", 10,
+				 NOW - 5 * HOUR, 0);
+	run(&(delete_options){ .mode = DELETE_RETAIN, .count = 1 }, E_OK);
+	assert_true(sentinel_planned(at(10)));
+	assert_false(planned_backup(bad, SENTINEL_SUFFIX) || planned_backup(bad, "/metadata.json"));
+	obj_list_free(&plan.del);
+	memset(&plan, 0, sizeof(plan));
+	run(&(delete_options){ .mode = DELETE_GARBAGE }, E_OK);
+	assert_false(planned_backup(bad, "/metadata.json"));
+	st.skipped[0].permanent = true;
+	run(&(delete_options){ .mode = DELETE_EVERYTHING }, E_CONFIG);
+	err_clear();
+	obj_list_free(&plan.del);
+	memset(&plan, 0, sizeof(plan));
+	run(&(delete_options){ .mode = DELETE_EVERYTHING, .force = true }, E_OK);
+	assert_true(planned_backup(bad, SENTINEL_SUFFIX) && planned_backup(bad, "/metadata.json"));
 }
 
 static void test_retain_and_deltas(void **state)
@@ -542,7 +590,7 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_retain_fulls),	   T(test_order_by_start_time), T(test_retain_and_deltas),
+		T(test_retain_fulls),	   T(test_order_by_position), T(test_order_other_cluster), T(test_skipped_backup), T(test_retain_and_deltas),
 		T(test_retain_full_counts_fulls), T(test_kept_delta_keeps_chain), T(test_permanent),
 		T(test_timelines),		   T(test_running_push),		T(test_orphans),
 		T(test_garbage_modifiers), T(test_garbage_only_permanent), T(test_before),
