@@ -165,8 +165,101 @@ static err_code announce(repo *r, retain_set *st, bool *announced)
 	return rc;
 }
 
-static err_code execute(repo *r, const retain_plan *p, bool confirm, FILE *out)
+static void utc_text(time_t t, char out[32])
 {
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* The backup a key of basebackups_005/ belongs to (its folder or its sentinel), or NULL. */
+static char *backup_of(const char *key)
+{
+	if (strncmp(key, REPO_BACKUP_DIR, strlen(REPO_BACKUP_DIR)) != 0)
+		return NULL;
+	const char *name = key + strlen(REPO_BACKUP_DIR);
+	size_t n = strcspn(name, "/");
+	if (name[n] != '/' && str_has_suffix(name, SENTINEL_SUFFIX))
+		n = strlen(name) - strlen(SENTINEL_SUFFIX);
+	return n > 0 ? xasprintf("%.*s", (int)n, name) : NULL;
+}
+
+static bool listed(char *const *names, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * S3 Object Lock: an object whose retention has not run out cannot be deleted yet (a delete
+ * would only hide it behind a delete marker). Such objects stay and are said to stay; a
+ * backup with one keeps all of its objects, the sentinel with them, so it stays whole and
+ * listed until a later delete can remove it all.
+ */
+static err_code spare_locked(repo *r, retain_plan *p, FILE *out)
+{
+	const char **keys = xcalloc(p->del.len + 1, sizeof(*keys));
+	time_t *until = xcalloc(p->del.len + 1, sizeof(*until));
+	for (size_t i = 0; i < p->del.len; i++)
+		keys[i] = p->del.items[i].key;
+	err_code rc = storage_locked_until(r->st, keys, p->del.len, until);
+	char **held = NULL;
+	size_t nheld = 0;
+	time_t last = 0;
+	for (size_t i = 0; rc == E_OK && i < p->del.len; i++) {
+		if (until[i] == 0)
+			continue;
+		last = until[i] > last ? until[i] : last;
+		char *b = backup_of(keys[i]);
+		if (b != NULL && !listed(held, nheld, b)) {
+			held = xrealloc(held, (nheld + 1) * sizeof(*held));
+			held[nheld++] = b;
+		} else {
+			free(b);
+		}
+	}
+	obj_list kept = { 0 };
+	size_t spared = 0;
+	for (size_t i = 0; rc == E_OK && last != 0 && i < p->del.len; i++) {
+		obj_info *o = &p->del.items[i];
+		char *b = backup_of(o->key);
+		bool hold = until[i] != 0 || (b != NULL && listed(held, nheld, b));
+		free(b);
+		if (!hold) {
+			obj_list_add(&kept, o->key, o->size, o->mtime, o->mtime_nsec);
+			continue;
+		}
+		spared++;
+		p->bytes -= o->size;
+		char when[32];
+		utc_text(until[i], when);
+		if (until[i] != 0)
+			fprintf(out, "kept %s (locked until %s)\n", o->key, when);
+		else
+			fprintf(out, "kept %s (its backup has locked objects)\n", o->key);
+	}
+	if (rc == E_OK && last != 0) {
+		char when[32];
+		utc_text(last, when);
+		log_warn("%zu objects kept (%zu backups whole): S3 Object Lock forbids deleting them "
+				 "before their retention ends, the last at %s",
+				 spared, nheld, when);
+		obj_list_free(&p->del);
+		p->del = kept;
+	}
+	for (size_t i = 0; i < nheld; i++)
+		free(held[i]);
+	free(held);
+	free(until);
+	free(keys);
+	return rc;
+}
+
+static err_code execute(repo *r, retain_plan *p, bool confirm, FILE *out)
+{
+	TRY(spare_locked(r, p, out));
 	if (confirm) {
 		/* Batched where the store has batch deletes (S3 DeleteObjects, Azure Blob Batch). */
 		const char **keys = xcalloc(p->del.len + 1, sizeof(*keys));

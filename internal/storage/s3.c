@@ -204,6 +204,7 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 		s->storage_class = xstrdup(sc);
 	}
 
+	s->bucket_locks = -1;
 	/* WAL-G's 0 locks until the moment of the upload, that is not at all. */
 	if (set->retention_period > 0) {
 		s->lock_seconds = set->retention_period;
@@ -577,4 +578,5 @@ static const storage_ops s3_ops = {
 	.put_new = s3_put_new,
 	.put_long = s3_put_long,
 	.remove_many = s3_remove_many,
+	.locked_until = s3_locked_until,
 };

@@ -127,6 +127,7 @@ typedef struct s3_storage {
 	char *storage_class;
 	char *lock_mode;	/* S3 Object Lock on every new object (S3_RETENTION_*), or NULL */
 	long lock_seconds;
+	int bucket_locks;	/* the bucket has Object Lock: 1 yes, 0 no, -1 not asked yet */
 	bool detect_region; /* AWS without AWS_REGION: ask the bucket where it lives */
 	atomic_int bucket_seen; /* a HEAD of the bucket answered 200 or 403 */
 	size_t part_size;
@@ -155,5 +156,6 @@ err_code s3_put_new(storage *st, const char *key, sink **out);
 err_code s3_put_long(storage *st, const char *key, sink **out);
 /* DeleteObjects, S3_DELETE_BATCH_SIZE (1000) keys a request, WALG_UPLOAD_CONCURRENCY at once. */
 err_code s3_remove_many(storage *st, const char *const *keys, size_t n);
+err_code s3_locked_until(storage *st, const char *const *keys, size_t n, time_t *until);
 
 #endif

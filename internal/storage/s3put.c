@@ -385,3 +385,72 @@ err_code s3_remove_many(storage *st, const char *const *keys, size_t n)
 	delete_job job = { s, keys };
 	return http_batches(n, s->delete_batch, s->concurrency, delete_batch, &job);
 }
+
+/* Whether the bucket has Object Lock: asked once; without permission to ask, assumed so. */
+static err_code bucket_locks(s3_storage *s, bool *yes)
+{
+	int known = __atomic_load_n(&s->bucket_locks, __ATOMIC_ACQUIRE);
+	if (known >= 0) {
+		*yes = known == 1;
+		return E_OK;
+	}
+	http_call c = { 0 };
+	http_kvs_add(&c.query, "object-lock", "");
+	s3_call_init(s, &c, "GET", NULL);
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status == 200)
+		*yes = c.resp.body.data != NULL &&
+			strstr((const char *)c.resp.body.data, "<ObjectLockEnabled>Enabled<") != NULL;
+	else if (rc == E_OK && (c.resp.status == 404 || c.resp.status == 400 || c.resp.status == 501))
+		*yes = false; /* no configuration, or a server without Object Lock */
+	else if (rc == E_OK) {
+		log_debug("s3: GetObjectLockConfiguration answered %ld: each object is asked instead",
+				  c.resp.status);
+		*yes = true;
+	}
+	http_call_free(&c);
+	if (rc == E_OK)
+		__atomic_store_n(&s->bucket_locks, *yes ? 1 : 0, __ATOMIC_RELEASE);
+	return rc;
+}
+
+typedef struct lock_job {
+	s3_storage *s;
+	const char *const *keys;
+	time_t *until;
+} lock_job;
+
+static err_code lock_batch(void *arg, size_t from, size_t n)
+{
+	lock_job *j = arg;
+	for (size_t i = from; i < from + n; i++) {
+		http_call c = { 0 };
+		char *full = s3_full_key(j->s, j->keys[i]);
+		s3_call_init(j->s, &c, "HEAD", full);
+		free(full);
+		s3_add_ssec_headers(j->s, &c.req.headers);
+		err_code rc = s3_call(j->s, &c);
+		if (rc == E_OK && c.resp.status != 200 && c.resp.status != 404)
+			rc = s3_answer_error(j->s, c.what, &c.resp);
+		time_t sec;
+		long nsec;
+		if (rc == E_OK && c.resp.status == 200 && c.resp.lock_until[0] != '\0' &&
+			time_parse_rfc3339(c.resp.lock_until, &sec, &nsec) && sec > time(NULL))
+			j->until[i] = sec;
+		http_call_free(&c);
+		TRY(rc);
+	}
+	return E_OK;
+}
+
+/* A HEAD per object, WALG_UPLOAD_CONCURRENCY at once, in a bucket with Object Lock only. */
+err_code s3_locked_until(storage *st, const char *const *keys, size_t n, time_t *until)
+{
+	s3_storage *s = (s3_storage *)st;
+	bool locks = false;
+	TRY(bucket_locks(s, &locks));
+	if (!locks)
+		return E_OK;
+	lock_job job = { s, keys, until };
+	return http_batches(n, 64, s->concurrency, lock_batch, &job);
+}

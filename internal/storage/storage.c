@@ -130,6 +130,16 @@ err_code storage_remove_many(storage *st, const char *const *keys, size_t n)
 	return E_OK;
 }
 
+err_code storage_locked_until(storage *st, const char *const *keys, size_t n, time_t *until)
+{
+	memset(until, 0, n * sizeof(*until));
+	if (st->ops->locked_until == NULL || n == 0)
+		return E_OK;
+	for (size_t i = 0; i < n; i++)
+		TRY(storage_check_key(keys[i]));
+	return st->ops->locked_until(st, keys, n, until);
+}
+
 const char *storage_describe(storage *st)
 {
 	return st->ops->describe(st);

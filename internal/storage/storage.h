@@ -43,6 +43,8 @@ typedef struct storage_ops {
 	err_code (*remove_many)(storage *st, const char *const *keys, size_t n);
 	/* Optional: as put, for a long stream (storage_put_long). */
 	err_code (*put_long)(storage *st, const char *key, sink **out);
+	/* Optional: until which time each of n objects is locked (storage_locked_until). */
+	err_code (*locked_until)(storage *st, const char *const *keys, size_t n, time_t *until);
 	/* Optional: len bytes of an object from offset (storage_get_range). */
 	err_code (*get_range)(storage *st, const char *key, uint64_t offset, uint64_t len,
 						  sink *into);
@@ -117,6 +119,12 @@ err_code storage_remove(storage *st, const char *key);
  * or one by one where it has none. Absent keys succeed. On failure some may be gone.
  */
 err_code storage_remove_many(storage *st, const char *const *keys, size_t n);
+/*
+ * until[i]: the time until which keys[i] may not be deleted (S3 Object Lock), 0 when it may.
+ * Stores without locks, and buckets without Object Lock, answer 0 for every key without
+ * asking per object.
+ */
+err_code storage_locked_until(storage *st, const char *const *keys, size_t n, time_t *until);
 const char *storage_describe(storage *st);
 void storage_free(storage *st);
 
