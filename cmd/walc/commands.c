@@ -58,7 +58,9 @@ static const opt backup_fetch_opts[] = {
 static const opt backup_list_opts[] = {
 	{ "pretty", 0, NULL, "a framed table" },
 	{ "json", 0, NULL, "a JSON array" },
-	{ "detail", 0, NULL, "metadata.json fields too; with --json, recovery windows (reads WAL)" },
+	{ "detail", 0, NULL, "metadata.json fields too" },
+	{ "recovery-windows", 0, NULL,
+	  "with --detail --json: each backup's recovery window (reads the archived WAL)" },
 	TARGET_STORAGE,
 	END,
 };

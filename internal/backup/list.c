@@ -116,7 +116,26 @@ static void print_rows(FILE *out, row *rows, size_t n, const char *const *hdr, i
 	table_free(t);
 }
 
-static void print_json(FILE *out, row *rows, size_t n, bool detail, bool pretty)
+/*
+ * metadata.json's fields in WAL-G's order (its BackupDetail), whatever the file's order, then
+ * any others: operators cut this output by position (StackGres sorts on the second field).
+ */
+static void add_meta(json_t *o, json_t *meta)
+{
+	static const char *const order[] = { "start_time", "finish_time",	 "date_fmt",
+										 "hostname",	"data_dir",		 "pg_version",
+										 "start_lsn",	"finish_lsn",	 "is_permanent",
+										 "system_identifier", "uncompressed_size",
+										 "compressed_size", "user_data" };
+	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+		json_t *v = json_object_get(meta, order[k]);
+		if (v != NULL)
+			json_object_set(o, order[k], v);
+	}
+	json_object_update_missing(o, meta);
+}
+
+static void print_json(FILE *out, row *rows, size_t n, bool detail, bool windows, bool pretty)
 {
 	json_t *arr = json_array();
 	for (size_t i = 0; i < n; i++) {
@@ -130,8 +149,8 @@ static void print_json(FILE *out, row *rows, size_t n, bool detail, bool pretty)
 		free(w);
 		json_object_set_new(o, "storage_name", json_string("default"));
 		if (detail && rows[i].meta != NULL)
-			json_object_update(o, rows[i].meta);
-		if (detail)
+			add_meta(o, rows[i].meta);
+		if (detail && windows)
 			json_object_set(o, "recovery_window", rows[i].window ? rows[i].window : json_null());
 		json_array_append_new(arr, o);
 	}
@@ -237,8 +256,11 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 	}
 	if (rc == E_OK && opt->detail && all_meta)
 		qsort(rows, refs.len, sizeof(*rows), by_start_time);
-	/* The table keeps WAL-G's columns (scripts cut them); JSON carries the windows. */
-	if (rc == E_OK && opt->detail && opt->json && opt->cfg != NULL)
+	/*
+	 * The table keeps WAL-G's columns (scripts cut them); JSON carries the windows when asked:
+	 * operators list backups often, and the windows read the whole archived WAL.
+	 */
+	if (rc == E_OK && opt->detail && opt->json && opt->windows && opt->cfg != NULL)
 		read_windows(r, opt, rows, refs.len);
 	int ncols = opt->detail ? 13 : 4;
 	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
@@ -266,7 +288,7 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 	}
 	if (rc == E_OK) {
 		if (opt->json)
-			print_json(out, rows, refs.len, opt->detail, opt->pretty);
+			print_json(out, rows, refs.len, opt->detail, opt->windows, opt->pretty);
 		else
 			print_rows(out, rows, refs.len, hdr, ncols, opt->pretty);
 	}
