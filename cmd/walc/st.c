@@ -30,16 +30,10 @@ static const char *relative(const char *key)
 /* Go's time.Time text, as WAL-G prints a listing's times: "2006-01-02 15:04:05.5 +0000 UTC". */
 static void go_time(time_t t, long nsec, char *out, size_t len)
 {
-	struct tm tm;
-	char day[32], frac[24] = "";
-	gmtime_r(&t, &tm);
-	strftime(day, sizeof(day), "%Y-%m-%d %H:%M:%S", &tm);
-	if (nsec > 0) {
-		snprintf(frac, sizeof(frac), ".%09ld", nsec);
-		for (size_t n = strlen(frac); frac[n - 1] == '0'; n--)
-			frac[n - 1] = '\0';
-	}
-	snprintf(out, len, "%s%s +0000 UTC", day, frac);
+	char *rfc = time_format_rfc3339(t, nsec); /* 2006-01-02T15:04:05.5Z */
+	rfc[10] = ' ';
+	snprintf(out, len, "%.*s +0000 UTC", (int)strlen(rfc) - 1, rfc);
+	free(rfc);
 }
 
 /*

@@ -19,36 +19,6 @@ typedef struct row {
 	char *cells[NCOLS_MAX];
 } row;
 
-static char *fmt_time(time_t t, long nsec, bool nano)
-{
-	struct tm tm;
-	char buf[64];
-	gmtime_r(&t, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!nano || nsec == 0)
-		return xasprintf("%sZ", buf);
-	char frac[16];
-	snprintf(frac, sizeof(frac), "%09ld", nsec);
-	for (int i = 8; i > 0 && frac[i] == '0'; i--)
-		frac[i] = '\0';
-	return xasprintf("%s.%sZ", buf, frac);
-}
-
-/* The first 24-hex run of a name: the backup's start segment. */
-static char *wal_file_of(const char *name)
-{
-	for (const char *p = name; *p; p++) {
-		size_t n = 0;
-		while (p[n] && ((p[n] >= '0' && p[n] <= '9') || (p[n] >= 'A' && p[n] <= 'F')))
-			n++;
-		if (n >= 24)
-			return xasprintf("%.24s", p);
-		if (n > 0)
-			p += n - 1;
-	}
-	return xstrdup("");
-}
-
 /* "2026-11-29T23:42:29.586708Z" -> "2026-11-29T23:42:29Z", as WAL-G's table prints it. */
 static char *short_time(const char *rfc)
 {
@@ -116,40 +86,11 @@ static void print_rows(FILE *out, row *rows, size_t n, const char *const *hdr, i
 	table_free(t);
 }
 
-/*
- * metadata.json's fields in WAL-G's order (its BackupDetail), whatever the file's order, then
- * any others: operators cut this output by position (StackGres sorts on the second field).
- */
-static void add_meta(json_t *o, json_t *meta)
-{
-	static const char *const order[] = { "start_time", "finish_time",	 "date_fmt",
-										 "hostname",	"data_dir",		 "pg_version",
-										 "start_lsn",	"finish_lsn",	 "is_permanent",
-										 "system_identifier", "uncompressed_size",
-										 "compressed_size", "user_data" };
-	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
-		json_t *v = json_object_get(meta, order[k]);
-		if (v != NULL)
-			json_object_set(o, order[k], v);
-	}
-	json_object_update_missing(o, meta);
-}
-
 static void print_json(FILE *out, row *rows, size_t n, bool detail, bool windows, bool pretty)
 {
 	json_t *arr = json_array();
 	for (size_t i = 0; i < n; i++) {
-		json_t *o = json_object();
-		json_object_set_new(o, "backup_name", json_string(rows[i].ref->name));
-		char *t = fmt_time(rows[i].ref->mtime, rows[i].ref->mtime_nsec, true);
-		json_object_set_new(o, "time", json_string(t));
-		free(t);
-		char *w = wal_file_of(rows[i].ref->name);
-		json_object_set_new(o, "wal_file_name", json_string(w));
-		free(w);
-		json_object_set_new(o, "storage_name", json_string("default"));
-		if (detail && rows[i].meta != NULL)
-			add_meta(o, rows[i].meta);
+		json_t *o = catalog_backup_json(rows[i].ref, detail ? rows[i].meta : NULL);
 		if (detail && windows)
 			json_object_set(o, "recovery_window", rows[i].window ? rows[i].window : json_null());
 		json_array_append_new(arr, o);
@@ -162,7 +103,7 @@ static void print_json(FILE *out, row *rows, size_t n, bool detail, bool windows
 
 static char *us_time(int64_t us)
 {
-	return fmt_time((time_t)(us / 1000000), (long)(us % 1000000) * 1000, true);
+	return time_format_rfc3339((time_t)(us / 1000000), (long)(us % 1000000) * 1000);
 }
 
 /*
@@ -267,8 +208,8 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 		char **c = rows[i].cells;
 		const json_t *m = rows[i].meta;
 		c[0] = xstrdup(rows[i].ref->name);
-		c[1] = fmt_time(rows[i].ref->mtime, 0, false);
-		c[2] = wal_file_of(rows[i].ref->name);
+		c[1] = time_format_rfc3339(rows[i].ref->mtime, 0);
+		c[2] = catalog_wal_file_of(rows[i].ref->name);
 		c[3] = xstrdup("default");
 		if (opt->detail) {
 			c[4] = short_time(json_string_value(catalog_json_get(m, "start_time")));

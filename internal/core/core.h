@@ -479,6 +479,8 @@ bool time_parse_rfc3339(const char *s, time_t *sec, long *nsec);
 int time_cmp(time_t sec1, long nsec1, time_t sec2, long nsec2);
 /* Now as WAL-G writes backup times: UTC with microseconds, "2026-11-29T23:42:29.586708Z". */
 char *time_now_rfc3339(void);
+/* A time in UTC as Go's RFC3339Nano prints it: the fraction without trailing zeros, or none. */
+char *time_format_rfc3339(time_t sec, long nsec);
 /* clock's time ms milliseconds from now: the deadline of a timed wait (pthread_cond_timedwait). */
 struct timespec time_in_ms(clockid_t clock, long ms);
 

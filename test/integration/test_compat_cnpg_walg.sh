@@ -17,7 +17,8 @@
 #   - backup-mark and backup-mark -i (twice: the second changes nothing and succeeds);
 #     DeleteBackup's delete target NAME --confirm then delete garbage --confirm, and WAL-G's
 #     "Backup 'NAME' does not exist." for a name already gone; st check read|write; wal-show
-#     --detailed-json into WALTimelineInfo; st ls wal_005/ summed as StorageLsTotalSize sums
+#     --detailed-json into WALTimelineInfo, its backups as BackupMetadata (the status
+#     controller's first recoverability point); st ls wal_005/ summed as StorageLsTotalSize sums
 #     it (the sizes the store reports); DeleteAllBackupsAndWALsInStorage's delete everything
 #     FORCE --confirm;
 #   - the same settings in the JSON file dump-config writes (numbers and booleans as JSON),
@@ -196,15 +197,19 @@ printf '%s\n' "$W_OUT" | "$PY" -c '
 import json, sys
 types = {"id": int, "parent_id": int, "switch_point_lsn": int, "start_segment": str,
          "end_segment": str, "segments_count": int, "missing_segments": list,
-         "segment_range_size": int, "status": str}
+         "backups": list, "segment_range_size": int, "status": str}
 tls = json.load(sys.stdin)
 assert len(tls) == 1, tls
 for tl in tls:
     for k, t in types.items():
         assert isinstance(tl[k], t), (k, tl[k])
     assert tl["status"] == "OK" and tl["missing_segments"] == [], tl
-    assert all(isinstance(b, dict) for b in tl.get("backups") or []), tl' ||
+# the backups of the timeline, with what the status controller reads (start_time)
+print("\n".join(json.dumps(b) for b in tls[0]["backups"]))' >"$T/wal-show-backups" ||
 	fail "the plugin cannot read wal-show --detailed-json: $W_OUT"
+"$PY" "$T/decode.py" < <(printf '[%s]' "$(paste -sd, "$T/wal-show-backups")") >"$T/wal-show-decoded" ||
+	fail "wal-show's backups do not decode as BackupMetadata: $(cat "$T/wal-show-backups")"
+assert_eq "$FIRST" "$(awk '{ print $1 }' "$T/wal-show-decoded")" "wal-show's backups of timeline 1"
 plugin st ls wal_005/
 expect_rc 0 "st ls wal_005/"
 total=$(printf '%s\n' "$W_OUT" | awk '$1 == "obj" { s += $2 } END { print s + 0 }')

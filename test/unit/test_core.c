@@ -204,6 +204,29 @@ static void test_config_refused_and_choices(void **state)
 	assert_false(config_known("WALG_FILE_PREFX"));
 }
 
+/* Go's RFC3339Nano, which WAL-G's listings print: no trailing zeros, no fraction at zero. */
+static void test_time_format(void **state)
+{
+	(void)state;
+	static const struct {
+		long nsec;
+		const char *want;
+	} cases[] = { { 0, "2026-12-06T02:04:42Z" },
+				  { 500000000, "2026-12-06T02:04:42.5Z" },
+				  { 777878000, "2026-12-06T02:04:42.777878Z" },
+				  { 123456789, "2026-12-06T02:04:42.123456789Z" } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = time_format_rfc3339(1796522682, cases[i].nsec);
+		assert_string_equal(got, cases[i].want);
+		time_t sec;
+		long nsec;
+		assert_true(time_parse_rfc3339(got, &sec, &nsec));
+		assert_int_equal(sec, 1796522682);
+		assert_int_equal(nsec, cases[i].nsec);
+		free(got);
+	}
+}
+
 /* What operators write into WAL-G's environment: Spilo's names, WAL-E's endpoint form. */
 static void test_config_operator_names(void **state)
 {
@@ -542,6 +565,7 @@ int main(void)
 		cmocka_unit_test_setup(test_config_sources, clear_env),
 		cmocka_unit_test_setup(test_config_refused_and_choices, clear_env),
 		cmocka_unit_test_setup(test_config_operator_names, clear_env),
+		cmocka_unit_test(test_time_format),
 		cmocka_unit_test_setup(test_membuf_cap, clear_env),
 		cmocka_unit_test_setup(test_file_sink_atomic, clear_env),
 		cmocka_unit_test(test_hash128),
