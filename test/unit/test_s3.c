@@ -891,8 +891,20 @@ static void test_sse_c(void **state)
 	assert_string_equal(x.ssec, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=");
 	storage_free(st);
 	assert_true(http_header_is_secret("x-amz-server-side-encryption-customer-key"));
+	/* WAL-G's form: S3_SSE=AES256 names SSE-C's algorithm beside the key. */
 	setenv("S3_SSE", "AES256", 1);
-	expect_config_error("s3://b/p", "S3_SSE_C and S3_SSE");
+	memset(&x, 0, sizeof(x));
+	assert_int_equal(open_s3("s3://b/p", &st), E_OK);
+	assert_int_equal(storage_put(st, "k", &s), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_string_equal(x.ssec, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=");
+	assert_null(strstr(x.auth, "x-amz-server-side-encryption;"));
+	storage_free(st);
+	setenv("S3_SSE", "aws:kms", 1);
+	setenv("S3_SSE_KMS_ID", "k", 1);
+	expect_config_error("s3://b/p", "S3_SSE_C and S3_SSE=aws:kms");
+	unsetenv("S3_SSE_KMS_ID");
 	unsetenv("S3_SSE");
 	unsetenv("S3_SSE_C");
 }
