@@ -293,7 +293,12 @@ static bool is_set(const char *name)
 static err_code wale_s3_endpoint(config *c)
 {
 	const char *v = c->s3.wale_endpoint;
-	if (v == NULL || c->s3.endpoint != NULL)
+	if (v != NULL && c->s3.endpoint != NULL) {
+		free(c->s3.wale_endpoint);
+		c->s3.wale_endpoint = NULL;
+		return E_OK;
+	}
+	if (v == NULL)
 		return E_OK;
 	const char *plus = strchr(v, '+'), *sep = strstr(v, "://");
 	size_t slen = plus ? (size_t)(plus - v) : 0;

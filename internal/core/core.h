@@ -187,7 +187,7 @@ err_code chunker_flush(chunker *c);
 /* S3 settings (each also read as WALG_NAME and WALE_NAME, as WAL-G does). */
 typedef struct s3_settings {
 	char *endpoint;				/* AWS_ENDPOINT, else from WALE_S3_ENDPOINT */
-	char *wale_endpoint;		/* WALE_S3_ENDPOINT, as given */
+	char *wale_endpoint;		/* WALE_S3_ENDPOINT as given, when it is the endpoint */
 	char *region;				/* AWS_REGION, NULL = us-east-1 or detected on AWS */
 	bool force_path_style;		/* AWS_S3_FORCE_PATH_STYLE */
 	char *sse;					/* S3_SSE: AES256 or aws:kms */

@@ -141,7 +141,7 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	const char *ep = set->endpoint;
 	s->detect_region = region == NULL && ep == NULL;
 	if (ep != NULL)
-		TRY(parse_endpoint(s, ep, "AWS_ENDPOINT"));
+		TRY(parse_endpoint(s, ep, set->wale_endpoint ? "WALE_S3_ENDPOINT" : "AWS_ENDPOINT"));
 	else {
 		s->scheme = xstrdup("https");
 		s->hostport = xasprintf("s3.%s.amazonaws.com", s->region);
