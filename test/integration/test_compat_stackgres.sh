@@ -132,6 +132,9 @@ SELECT lsn - '0/0'::pg_lsn, regexp_replace(encode(labelfile::bytea, 'base64'), '
   coalesce(spcmapfile, '') FROM pg_backup_stop(wait_for_archive => true);
 EOF
 pg_own "$T"
+# create-backup.sh's times have whole seconds: one past the previous backup's start, so that
+# the order by start time is the order of the backups, as it is with hours between them
+sleep 1.1
 SNAP_START_TIME=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 as_pg "$PGBIN/psql" -X -q -t -A -v ON_ERROR_STOP=1 -h "$T" -p "$PORT" -U postgres -d postgres \
 	-f "$T/snapshot.sql" >"$T/snapshot.out" 2>"$T/log/snapshot.err" ||
@@ -258,7 +261,8 @@ sg delete before "$SNAP" --confirm
 expect_rc 0 "delete before $SNAP --confirm"
 list
 assert_eq "$SNAP" "$(sed 's/.*"backup_name":"\([^"]*\)".*/\1/' "$T/backups")" "backups after delete before $SNAP"
-[ -z "$(ls "$REPO/basebackups_005" | grep -v "^$SNAP")" ] || fail "objects of deleted backups left: $(ls "$REPO/basebackups_005")"
+left=$(find "$REPO/basebackups_005" -mindepth 1 -maxdepth 1 ! -name "$SNAP*")
+assert_eq "" "$left" "objects of deleted backups left"
 sg delete target FIND_FULL "$SNAP" --confirm
 expect_rc 0 "delete target FIND_FULL $SNAP --confirm"
 list
