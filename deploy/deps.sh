@@ -28,11 +28,13 @@ build=(
 # test/demo.sh: a PostgreSQL 15 cluster (server, pgbench, pg_dumpall)
 demo=(postgresql-15 postgresql-client-15)
 # make test, test-faults, asan, coverage, tsan, fuzz-smoke, lint, archive-module-install; the S3 servers
-# (and stunnel, TLS in front of them); ccache for .ci/run
+# (and stunnel, TLS in front of them); ccache for .ci/run; envdir (daemontools) and dateutil for the
+# operators' calls (test_compat_*)
 tests=(
 	clang libclang-rt-14-dev llvm libcmocka-dev
 	postgresql-contrib postgresql-server-dev-15
 	python3 python3-prometheus-client python3-botocore awscli
+	daemontools python3-dateutil
 	zstd lz4 brotli xz-utils openssl curl shellcheck valgrind cppcheck ccache
 	radosgw ceph-mon ceph-osd ceph-common
 	stunnel4

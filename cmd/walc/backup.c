@@ -239,8 +239,11 @@ int cmd_backup_list(const config *cfg, const args *a)
 	list_options opt = { .pretty = arg_set(a, "pretty"),
 						 .json = arg_set(a, "json"),
 						 .detail = arg_set(a, "detail"),
+						 .windows = arg_set(a, "recovery-windows"),
 						 .cfg = cfg };
 	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
+	if (rc == E_OK && opt.windows && !(opt.detail && opt.json))
+		rc = err_set(E_CONFIG, "backup-list --recovery-windows goes with --detail --json");
 	if (rc != E_OK)
 		return command_fail(rc);
 	repo r;

@@ -61,7 +61,9 @@ static const opt backup_fetch_opts[] = {
 static const opt backup_list_opts[] = {
 	{ "pretty", 0, NULL, "a framed table" },
 	{ "json", 0, NULL, "a JSON array" },
-	{ "detail", 0, NULL, "metadata.json fields too; with --json, recovery windows (reads WAL)" },
+	{ "detail", 0, NULL, "metadata.json fields too" },
+	{ "recovery-windows", 0, NULL,
+	  "with --detail --json: each backup's recovery window (reads the archived WAL)" },
 	TARGET_STORAGE,
 	END,
 };
@@ -213,13 +215,17 @@ static const command cmd_table[] = {
 	  "backup cannot become impermanent while a permanent delta is based on it. Updates\n"
 	  "metadata.json and (unlike WAL-G) the sentinel too.",
 	  true, cmd_backup_mark, NULL },
-	{ "st", "ls [PREFIX] | get KEY FILE | cat KEY | put FILE [KEY] | rm KEY|PREFIX | stat KEY", 1,
-	  3, st_opts, "storage tools on raw repository objects",
-	  "get and cat decrypt and decompress (by extension) unless --no-decrypt/--no-decompress;\n"
-	  "put compresses and encrypts like walc's own objects, appending the codec's extension to\n"
-	  "KEY (--no-compress, --no-encrypt), and refuses to overwrite without -f; rm removes one\n"
-	  "object or everything under a folder. Keys are relative to the repository; a leading /\n"
-	  "is the repository's root, as in WAL-G.",
+	{ "st",
+	  "ls [FOLDER] | get KEY FILE | cat KEY | put FILE [KEY] | rm KEY|PREFIX | stat KEY |"
+	  " check read [KEY...] | check write",
+	  1, ARGS_MAX_POS, st_opts, "storage tools on raw repository objects",
+	  "ls prints WAL-G's listing (type, size, last modified, name relative to FOLDER). get and\n"
+	  "cat decrypt and decompress (by extension) unless --no-decrypt/--no-decompress; put\n"
+	  "compresses and encrypts like walc's own objects, appending the codec's extension to KEY\n"
+	  "(--no-compress, --no-encrypt), and refuses to overwrite without -f; rm removes one\n"
+	  "object or everything under a folder. check read lists the repository and checks that\n"
+	  "each KEY exists; check write stores and removes an object of a random name. Keys are\n"
+	  "relative to the repository; a leading / is the repository's root, as in WAL-G.",
 	  true, cmd_st, st_words_ok },
 	{ "daemon", "SOCKET", 1, 1, none,
 	  "serve archiving over a socket (archive_library = 'walc_archive')",

@@ -192,7 +192,8 @@ int main(int argc, char **argv)
 	 * asked for before the first allocation, which the process's first memory segment keeps.
 	 * Not for the long commands (backup-push, daemon): their peak RSS would grow.
 	 */
-	if (strcmp(cmd->name, "wal-push") == 0 || strcmp(cmd->name, "wal-fetch") == 0)
+	bool per_segment = strcmp(cmd->name, "wal-push") == 0 || strcmp(cmd->name, "wal-fetch") == 0;
+	if (per_segment)
 		mem_use_huge_pages();
 	log_setup(LOG_INFO, false, cmd->name);
 	/* Help and usage need no configuration at all: `walc backup-push --help` works anywhere. */
@@ -225,8 +226,12 @@ int main(int argc, char **argv)
 		log_setup(cfg.log_level, cfg.log_json, cmd->name);
 		log_claim_stderr();
 	}
-	/* Unknown names are reported even when another setting is wrong. */
-	config_warn_unknown();
+	/*
+	 * Unknown names are reported even when another setting is wrong; by the commands that
+	 * run once a WAL segment (and by the prefetcher they start) only at DEVEL level, so that
+	 * a harmless name does not add lines to PostgreSQL's log with every segment.
+	 */
+	config_warn_unknown(per_segment || cmd->run == cmd_wal_prefetch);
 	if (g.turbo)
 		log_debug("--turbo has no effect in walc (it has no throttles beyond the rate limits "
 				  "you set)");

@@ -1,11 +1,13 @@
 /*
  * st: storage tools for operators, on the repository's raw objects: ls, get and cat (decrypted
  * and decompressed unless told not to), put (compressed and encrypted, never overwriting
- * without -f), rm.
+ * without -f), rm, stat, and check read|write.
  */
+#include <errno.h>
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,7 +16,7 @@
 
 typedef struct st_flags {
 	bool recursive, no_decompress, no_decrypt, no_compress, no_encrypt, force, stdin_in, glob;
-	const char *pos[3]; /* after the subcommand */
+	const char *pos[ARGS_MAX_POS]; /* after the subcommand */
 	int npos;
 } st_flags;
 
@@ -25,39 +27,64 @@ static const char *relative(const char *key)
 		key++;
 	return key;
 }
-/* Without -r: the folder's objects and, once each, its sub-folders ("name/"). */
+/* Go's time.Time text, as WAL-G prints a listing's times: "2006-01-02 15:04:05.5 +0000 UTC". */
+static void go_time(time_t t, long nsec, char *out, size_t len)
+{
+	char *rfc = time_format_rfc3339(t, nsec); /* 2006-01-02T15:04:05.5Z */
+	rfc[10] = ' ';
+	snprintf(out, len, "%.*s +0000 UTC", (int)strlen(rfc) - 1, rfc);
+	free(rfc);
+}
+
+/*
+ * WAL-G's listing (operators parse it: "obj SIZE DATE TIME ZONE ZONE NAME"), names relative
+ * to the folder listed. Without -r: its objects and, once each, its sub-folders. With -g:
+ * every object whose key matches, by its whole key.
+ */
 static err_code st_ls(repo *r, const st_flags *f)
 {
+	static const char *const hdr[] = { "type", "size", "last modified", "name" };
 	obj_list l;
 	const char *pattern = f->npos > 0 ? relative(f->pos[0]) : "";
-	const char *prefix = f->glob ? "" : pattern;
+	char *prefix = xstrdup(f->glob ? "" : pattern);
+	/* "wal_005" names the folder, as "wal_005/" does. */
+	if (prefix[0] != '\0' && prefix[strlen(prefix) - 1] != '/') {
+		char *p = xasprintf("%s/", prefix);
+		free(prefix);
+		prefix = p;
+	}
 	size_t plen = strlen(prefix);
-	TRY(storage_list(r->st, prefix, true, &l));
+	err_code rc = storage_list(r->st, prefix, true, &l);
+	free(prefix);
+	TRY(rc);
+	table *t = table_new(4, hdr, NULL);
 	const char *last_dir = NULL;
 	size_t last_len = 0;
 	for (size_t i = 0; i < l.len; i++) {
 		const char *key = l.items[i].key;
 		if (f->glob && fnmatch(pattern, key, 0) != 0)
 			continue;
-		const char *rest = key + (plen <= strlen(key) ? plen : 0);
-		while (*rest == '/')
-			rest++;
+		const char *rest = f->glob ? key : key + (plen <= strlen(key) ? plen : 0);
 		const char *slash = strchr(rest, '/');
-		/* A glob names objects, wherever they are. */
+		char size[32], when[64];
 		if (!f->recursive && !f->glob && slash != NULL) {
-			size_t n = (size_t)(slash - key) + 1;
-			if (last_dir == NULL || n != last_len || strncmp(last_dir, key, n) != 0)
-				printf("%-20s %12s %.*s\n", "", "DIR", (int)n, key);
-			last_dir = key;
+			size_t n = (size_t)(slash - rest) + 1;
+			if (last_dir == NULL || n != last_len || strncmp(last_dir, rest, n) != 0) {
+				char *dir = xasprintf("%.*s", (int)n, rest);
+				table_add(t, (const char *const[]){ "dir", "0", "0001-01-01 00:00:00 +0000 UTC",
+												   dir });
+				free(dir);
+			}
+			last_dir = rest;
 			last_len = n;
 			continue;
 		}
-		struct tm tm;
-		char when[32];
-		gmtime_r(&l.items[i].mtime, &tm);
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		printf("%s %12llu %s\n", when, (unsigned long long)l.items[i].size, key);
+		snprintf(size, sizeof(size), "%llu", (unsigned long long)l.items[i].size);
+		go_time(l.items[i].mtime, l.items[i].mtime_nsec, when, sizeof(when));
+		table_add(t, (const char *const[]){ "obj", size, when, rest });
 	}
+	table_print(t, stdout, false);
+	table_free(t);
 	obj_list_free(&l);
 	return E_OK;
 }
@@ -170,14 +197,71 @@ static err_code st_stat(repo *r, const char *key)
 	return E_OK;
 }
 
+/* WAL-G's read check: the repository lists, and every name given exists. */
+static err_code st_check_read(repo *r, const st_flags *f)
+{
+	obj_list l;
+	TRY(storage_list(r->st, "", false, &l));
+	obj_list_free(&l);
+	char *missing = NULL;
+	for (int i = 1; i < f->npos; i++) {
+		obj_info info;
+		err_code rc = storage_stat(r->st, relative(f->pos[i]), &info);
+		if (rc == E_OK)
+			continue;
+		if (rc != E_NOTFOUND)
+			return rc;
+		err_clear();
+		char *m = xasprintf("%s%s%s", missing ? missing : "", missing ? ", " : "", f->pos[i]);
+		free(missing);
+		missing = m;
+	}
+	if (missing != NULL) {
+		err_code rc = err_set(E_NOTFOUND, "st check read: missing from %s: %s",
+							  storage_describe(r->st), missing);
+		free(missing);
+		return rc;
+	}
+	log_info("Read check OK");
+	return E_OK;
+}
+
+/* WAL-G's write check: a new object of a random name at the root, stored, then removed. */
+static err_code st_check_write(repo *r)
+{
+	unsigned char rnd[16];
+	char name[64];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return err_errno(E_IO, errno, "st check write: random name");
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(name + 2 * i, 3, "%02x", rnd[i]);
+	sink *s = NULL;
+	err_code rc = storage_put_new(r->st, name, &s);
+	if (rc == E_OK)
+		rc = sink_write(s, "test", 4);
+	if (rc == E_OK)
+		rc = sink_finish(s);
+	sink_free(s);
+	if (rc != E_OK)
+		return err_wrap(rc, "st check write: storing %s in %s", name, storage_describe(r->st));
+	rc = storage_remove(r->st, name);
+	if (rc != E_OK)
+		return err_wrap(rc, "st check write: %s stored, but removing it", name);
+	log_info("Write check OK");
+	return E_OK;
+}
+
 bool st_words_ok(const args *a)
 {
 	const char *sub = a->pos[0];
 	int n = a->npos - 1;
 	bool in = arg_set(a, "read-stdin");
+	bool check = strcmp(sub, "check") == 0 && n >= 1;
 	return (strcmp(sub, "ls") == 0 && n <= 1) || (strcmp(sub, "get") == 0 && n == 2) ||
 		(strcmp(sub, "cat") == 0 && n == 1) || (strcmp(sub, "put") == 0 && n == (in ? 1 : 2)) ||
-		(strcmp(sub, "rm") == 0 && n == 1) || (strcmp(sub, "stat") == 0 && n == 1);
+		(strcmp(sub, "rm") == 0 && n == 1) || (strcmp(sub, "stat") == 0 && n == 1) ||
+		(check && strcmp(a->pos[1], "read") == 0) ||
+		(check && n == 1 && strcmp(a->pos[1], "write") == 0);
 }
 
 int cmd_st(const config *cfg, const args *a)
@@ -219,6 +303,8 @@ int cmd_st(const config *cfg, const args *a)
 			rc = st_put(&r, &f);
 		else if (strcmp(sub, "rm") == 0)
 			rc = st_rm(&r, &f);
+		else if (strcmp(sub, "check") == 0)
+			rc = strcmp(f.pos[0], "read") == 0 ? st_check_read(&r, &f) : st_check_write(&r);
 		else
 			rc = st_stat(&r, f.pos[0]);
 	}

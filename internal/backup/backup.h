@@ -109,7 +109,12 @@ err_code backup_mark(repo *r, const char *name, bool impermanent);
 typedef struct list_options {
 	bool pretty;
 	bool json;
-	bool detail; /* with json and cfg: each backup's recovery window, from the archived WAL */
+	bool detail;
+	/*
+	 * With detail, json and cfg: each backup's recovery window, from the archived WAL (read
+	 * whole along the newest timeline's history: asked for, never by default).
+	 */
+	bool windows;
 	const config *cfg;
 } list_options;
 err_code backup_list(repo *r, const list_options *opt, FILE *out);

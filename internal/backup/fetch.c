@@ -425,20 +425,30 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const placement *
 }
 
 /*
- * An encrypted repository: the newest backup's pg_control object (a few KiB) is decoded
- * first, so that a wrong key or passphrase fails before the destination is made.
+ * Before the destination is made: a backup of no objects at all (a sentinel and metadata
+ * only, as StackGres writes for a volume snapshot) is refused, and in an encrypted repository
+ * the newest backup's pg_control object (a few KiB) is decoded, so that a wrong key or
+ * passphrase fails here.
  */
-static err_code check_key(repo *r, const char *name)
+static err_code check_control(repo *r, const char *name)
 {
 	char *base = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/pg_control.tar", name);
 	char *key = NULL;
 	err_code rc = repo_find(r, base, &key);
 	free(base);
 	if (rc == E_NOTFOUND) {
-		err_clear(); /* reported by the extraction */
-		return E_OK;
+		err_clear(); /* a missing pg_control alone is reported by the extraction */
+		level_parts lp;
+		TRY(level_parts_list(r, name, &lp));
+		bool empty = lp.tars.len == 0;
+		level_parts_free(&lp);
+		return empty ? err_set(E_NOTFOUND, "backup %s holds no objects, only its sentinel and "
+										   "metadata (as a volume snapshot's): backup-fetch "
+										   "cannot restore it",
+							   name)
+					 : E_OK;
 	}
-	if (rc == E_OK)
+	if (rc == E_OK && r->crypt != NULL)
 		rc = repo_get(r, key, null_sink_new());
 	free(key);
 	return rc;
@@ -462,8 +472,8 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 		rc = load_chain(r, name, opt->delta, &c);
 	if (rc == E_OK)
 		rc = compute_needs(&c);
-	if (rc == E_OK && r->crypt != NULL)
-		rc = check_key(r, name);
+	if (rc == E_OK)
+		rc = check_control(r, name);
 	placement p = { 0 };
 	if (rc == E_OK)
 		rc = placement_plan(opt, &c, &p);

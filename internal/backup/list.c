@@ -19,36 +19,6 @@ typedef struct row {
 	char *cells[NCOLS_MAX];
 } row;
 
-static char *fmt_time(time_t t, long nsec, bool nano)
-{
-	struct tm tm;
-	char buf[64];
-	gmtime_r(&t, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!nano || nsec == 0)
-		return xasprintf("%sZ", buf);
-	char frac[16];
-	snprintf(frac, sizeof(frac), "%09ld", nsec);
-	for (int i = 8; i > 0 && frac[i] == '0'; i--)
-		frac[i] = '\0';
-	return xasprintf("%s.%sZ", buf, frac);
-}
-
-/* The first 24-hex run of a name: the backup's start segment. */
-static char *wal_file_of(const char *name)
-{
-	for (const char *p = name; *p; p++) {
-		size_t n = 0;
-		while (p[n] && ((p[n] >= '0' && p[n] <= '9') || (p[n] >= 'A' && p[n] <= 'F')))
-			n++;
-		if (n >= 24)
-			return xasprintf("%.24s", p);
-		if (n > 0)
-			p += n - 1;
-	}
-	return xstrdup("");
-}
-
 /* "2026-11-29T23:42:29.586708Z" -> "2026-11-29T23:42:29Z", as WAL-G's table prints it. */
 static char *short_time(const char *rfc)
 {
@@ -110,22 +80,12 @@ static void print_rows(FILE *out, row *rows, size_t n, const char *const *hdr, i
 	table_free(t);
 }
 
-static void print_json(FILE *out, row *rows, size_t n, bool detail, bool pretty)
+static void print_json(FILE *out, row *rows, size_t n, bool detail, bool windows, bool pretty)
 {
 	json_t *arr = json_array();
 	for (size_t i = 0; i < n; i++) {
-		json_t *o = json_object();
-		json_object_set_new(o, "backup_name", json_string(rows[i].ref->name));
-		char *t = fmt_time(rows[i].ref->mtime, rows[i].ref->mtime_nsec, true);
-		json_object_set_new(o, "time", json_string(t));
-		free(t);
-		char *w = wal_file_of(rows[i].ref->name);
-		json_object_set_new(o, "wal_file_name", json_string(w));
-		free(w);
-		json_object_set_new(o, "storage_name", json_string("default"));
-		if (detail && rows[i].meta != NULL)
-			json_object_update(o, rows[i].meta);
-		if (detail)
+		json_t *o = catalog_backup_json(rows[i].ref, detail ? rows[i].meta : NULL);
+		if (detail && windows)
 			json_object_set(o, "recovery_window", rows[i].window ? rows[i].window : json_null());
 		json_array_append_new(arr, o);
 	}
@@ -137,7 +97,7 @@ static void print_json(FILE *out, row *rows, size_t n, bool detail, bool pretty)
 
 static char *us_time(int64_t us)
 {
-	return fmt_time((time_t)(us / 1000000), (long)(us % 1000000) * 1000, true);
+	return time_format_rfc3339((time_t)(us / 1000000), (long)(us % 1000000) * 1000);
 }
 
 /*
@@ -228,16 +188,19 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 				break;
 		}
 	}
-	/* The table keeps WAL-G's columns (scripts cut them); JSON carries the windows. */
-	if (rc == E_OK && opt->detail && opt->json && opt->cfg != NULL)
+	/*
+	 * The table keeps WAL-G's columns (scripts cut them); JSON carries the windows when asked:
+	 * operators list backups often, and the windows read the whole archived WAL.
+	 */
+	if (rc == E_OK && opt->detail && opt->json && opt->windows && opt->cfg != NULL)
 		read_windows(r, opt, rows, refs.len);
 	int ncols = opt->detail ? 13 : 4;
 	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
 		char **c = rows[i].cells;
 		const json_t *m = rows[i].meta;
 		c[0] = xstrdup(rows[i].ref->name);
-		c[1] = fmt_time(rows[i].ref->mtime, 0, false);
-		c[2] = wal_file_of(rows[i].ref->name);
+		c[1] = time_format_rfc3339(rows[i].ref->mtime, 0);
+		c[2] = catalog_wal_file_of(rows[i].ref->name);
 		c[3] = xstrdup("default");
 		if (opt->detail) {
 			c[4] = short_time(json_string_value(catalog_json_get(m, "start_time")));
@@ -257,7 +220,7 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 	}
 	if (rc == E_OK) {
 		if (opt->json)
-			print_json(out, rows, refs.len, opt->detail, opt->pretty);
+			print_json(out, rows, refs.len, opt->detail, opt->windows, opt->pretty);
 		else
 			print_rows(out, rows, refs.len, hdr, ncols, opt->pretty);
 	}

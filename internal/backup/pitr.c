@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "internal/backup/fetch_impl.h"
 #include "internal/catalog/catalog.h"
 #include "internal/pg/pg.h"
 
@@ -21,6 +22,7 @@ typedef struct candidate {
 	char *name;
 	uint64_t start_lsn, finish_lsn;
 	int64_t finish_us;
+	bool empty; /* holds no objects: nothing to restore */
 } candidate;
 
 typedef struct candidates {
@@ -70,7 +72,7 @@ static err_code list_candidates(repo *r, const wal_path *path, candidates *out)
 			s.finish_lsn != 0) {
 			out->c = xrealloc(out->c, (out->n + 1) * sizeof(candidate));
 			out->c[out->n++] = (candidate){ xstrdup(refs.items[i].name), s.lsn, s.finish_lsn,
-											rfc3339_us(s.finish_time) };
+											rfc3339_us(s.finish_time), false };
 		}
 		catalog_sentinel_free(&s);
 	}
@@ -81,17 +83,41 @@ static err_code list_candidates(repo *r, const wal_path *path, candidates *out)
 }
 
 /* The newest candidate (by end LSN) that ends at or before lsn and, with a time, before it. */
-static const candidate *newest_before(const candidates *cs, uint64_t lsn, int64_t time_us)
+static candidate *newest_before(const candidates *cs, uint64_t lsn, int64_t time_us)
 {
-	const candidate *best = NULL;
+	candidate *best = NULL;
 	for (size_t i = 0; i < cs->n; i++) {
-		const candidate *c = &cs->c[i];
-		if (c->finish_lsn > lsn || (time_us != 0 && c->finish_us >= time_us))
+		candidate *c = &cs->c[i];
+		if (c->empty || c->finish_lsn > lsn || (time_us != 0 && c->finish_us >= time_us))
 			continue;
 		if (best == NULL || c->finish_lsn > best->finish_lsn)
 			best = c;
 	}
 	return best;
+}
+
+/*
+ * newest_before among the backups that hold objects: one of a sentinel and metadata only (a
+ * volume snapshot's, which StackGres writes by hand) has nothing backup-fetch can restore.
+ */
+static err_code restorable_before(repo *r, candidates *cs, uint64_t lsn, int64_t time_us,
+								  const candidate **out)
+{
+	for (;;) {
+		candidate *c = newest_before(cs, lsn, time_us);
+		*out = c;
+		if (c == NULL)
+			return E_OK;
+		level_parts lp;
+		TRY(level_parts_list(r, c->name, &lp));
+		c->empty = lp.tars.len == 0;
+		level_parts_free(&lp);
+		if (!c->empty)
+			return E_OK;
+		log_info("recovery target: passing over %s, which holds no objects (a sentinel and "
+				 "metadata only, as a volume snapshot's)",
+				 c->name);
+	}
 }
 
 static void format_time(int64_t us, char out[48])
@@ -141,9 +167,9 @@ err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_targe
 		rc = err_set(E_NOTFOUND, "backup-fetch: no backup on timeline %u or its ancestors",
 					 path->tli[path->n - 1]);
 	} else if (t->kind == TARGET_TIME || t->kind == TARGET_LSN) {
-		pick = t->kind == TARGET_TIME ? newest_before(&cs, UINT64_MAX, t->time_us)
-									  : newest_before(&cs, t->lsn, 0);
-		if (pick == NULL) {
+		rc = t->kind == TARGET_TIME ? restorable_before(r, &cs, UINT64_MAX, t->time_us, &pick)
+									: restorable_before(r, &cs, t->lsn, 0, &pick);
+		if (rc == E_OK && pick == NULL) {
 			char end[32];
 			pg_lsn_format(cs.c[0].finish_lsn, end);
 			rc = err_set(E_NOTFOUND,
@@ -164,7 +190,9 @@ err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_targe
 		rc = wal_reach_target(a, oldest->start_lsn, t, reach);
 		if (rc == E_OK && !reach->reached)
 			rc = unreachable(t, oldest->name, reach);
-		if (rc == E_OK && (pick = newest_before(&cs, reach->lsn, 0)) == NULL) {
+		if (rc == E_OK)
+			rc = restorable_before(r, &cs, reach->lsn, 0, &pick);
+		if (rc == E_OK && pick == NULL) {
 			char at[32];
 			pg_lsn_format(reach->lsn, at);
 			rc = err_set(E_NOTFOUND,

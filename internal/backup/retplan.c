@@ -260,9 +260,11 @@ static err_code find_target(const retain_set *st, const delete_options *o, retai
 	} else {
 		t = retain_find(st, o->point);
 	}
+	/* WAL-G's words for a missing name: operators (CloudNativePG's plugin) match them. */
+	if (t == NULL && o->point != NULL)
+		return err_set(E_NOTFOUND, "delete target: Backup '%s' does not exist.", o->point);
 	if (t == NULL)
-		return err_set(E_NOTFOUND, "delete target: backup %s not found",
-					   o->point ? o->point : "with that user data");
+		return err_set(E_NOTFOUND, "delete target: no backup has that user data");
 	*out = t;
 	return E_OK;
 }

@@ -480,10 +480,29 @@ static err_code verify_wal(repo *r, const backup_verify_options *o, vrun *v, con
 	return E_OK;
 }
 
+/*
+ * A backup that lists no files and has no tar partition: its sentinel and metadata were
+ * written by hand for a copy kept elsewhere (StackGres does so for a volume snapshot, with
+ * files_metadata.json {"Files":{}}). A backup walc or WAL-G made always lists files.
+ */
+static err_code metadata_only(repo *r, const chain *c, bool *out)
+{
+	*out = false;
+	const file_table *files = c->n == 1 ? files_of(&c->lv[0]) : NULL;
+	if (files == NULL || files->n != 0)
+		return E_OK;
+	level_parts lp;
+	TRY(level_parts_list(r, c->lv[0].name, &lp));
+	*out = lp.tars.len == 0;
+	level_parts_free(&lp);
+	return E_OK;
+}
+
 static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, const char *name,
 						   json_t *summaries)
 {
 	chain c = { 0 };
+	bool meta_only = false;
 	uint64_t before = v->nproblems;
 	v->backup = name;
 	v->objects = v->files = v->pages = v->wal_segments = v->done = v->total = 0;
@@ -502,7 +521,12 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 		v->total += c.lv[i].s.uncompressed_size;
 	if (c.n > 1)
 		log_info("%s is a delta: verifying %zu backups from %s", name, c.n, c.lv[0].name);
-	for (size_t i = 0; rc == E_OK && i < c.n; i++)
+	rc = metadata_only(r, &c, &meta_only);
+	if (rc == E_OK && meta_only)
+		log_info("%s: metadata only, no objects (a copy kept outside the repository, such as "
+				 "a volume snapshot): its WAL is checked",
+				 name);
+	for (size_t i = 0; rc == E_OK && !meta_only && i < c.n; i++)
 		rc = verify_level(r, v, &c.lv[i], i > 0 ? &c.lv[i - 1] : NULL, o->concurrency);
 	if (rc == E_OK)
 		rc = verify_wal(r, o, v, &c.lv[c.n - 1]);
@@ -520,7 +544,15 @@ summary:;
 		json_object_set_new(s, "wal_segments", json_integer((json_int_t)v->wal_segments));
 		json_object_set_new(s, "bytes", json_integer((json_int_t)v->done));
 		json_object_set_new(s, "problems", json_integer((json_int_t)found));
+		if (meta_only)
+			json_object_set_new(s, "metadata_only", json_true());
 		json_array_append_new(summaries, s);
+	} else if (meta_only) {
+		fprintf(v->out,
+				"backup %s: %s: metadata only, no objects; %llu WAL segments read; %llu "
+				"problem%s\n",
+				name, found ? "FAILED" : "OK", (unsigned long long)v->wal_segments,
+				(unsigned long long)found, found == 1 ? "" : "s");
 	} else {
 		fprintf(v->out,
 				"backup %s: %s: %llu objects, %llu files, %llu pages, %llu WAL segments read; "

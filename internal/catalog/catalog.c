@@ -497,3 +497,44 @@ err_code catalog_find_by_user_data(repo *r, const char *json_text, const char *w
 	}
 	return rc;
 }
+
+char *catalog_wal_file_of(const char *name)
+{
+	for (const char *p = name; *p; p++) {
+		size_t n = 0;
+		while (p[n] && ((p[n] >= '0' && p[n] <= '9') || (p[n] >= 'A' && p[n] <= 'F')))
+			n++;
+		if (n >= 24)
+			return xasprintf("%.24s", p);
+		if (n > 0)
+			p += n - 1;
+	}
+	return xstrdup("");
+}
+
+json_t *catalog_backup_json(const backup_ref *ref, json_t *meta)
+{
+	static const char *const order[] = { "start_time",		  "finish_time",	   "date_fmt",
+										 "hostname",		  "data_dir",		   "pg_version",
+										 "start_lsn",		  "finish_lsn",		   "is_permanent",
+										 "system_identifier", "uncompressed_size", "compressed_size",
+										 "user_data" };
+	json_t *o = json_object();
+	json_object_set_new(o, "backup_name", json_string(ref->name));
+	char *t = time_format_rfc3339(ref->mtime, ref->mtime_nsec);
+	json_object_set_new(o, "time", json_string(t));
+	free(t);
+	char *w = catalog_wal_file_of(ref->name);
+	json_object_set_new(o, "wal_file_name", json_string(w));
+	free(w);
+	json_object_set_new(o, "storage_name", json_string("default"));
+	if (meta == NULL)
+		return o;
+	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+		json_t *v = json_object_get(meta, order[k]);
+		if (v != NULL)
+			json_object_set(o, order[k], v);
+	}
+	json_object_update_missing(o, meta);
+	return o;
+}

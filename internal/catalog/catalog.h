@@ -109,6 +109,15 @@ err_code catalog_find_by_user_data(repo *r, const char *json_text, const char *w
 								   char **name);
 /* Case-insensitive member lookup, as Go's encoding/json does when WAL-G reads. */
 json_t *catalog_json_get(const json_t *obj, const char *key);
+/* The first 24-hex run of a backup's name: its start segment ("" when none). */
+char *catalog_wal_file_of(const char *name);
+/*
+ * One backup as WAL-G's backup-list --json and wal-show --detailed-json print it (a new
+ * object): backup_name, time (the sentinel's), wal_file_name, storage_name, then, when meta
+ * (its metadata.json) is given, WAL-G's detail fields in WAL-G's order whatever meta's order,
+ * then meta's other members. Operators cut this text by position.
+ */
+json_t *catalog_backup_json(const backup_ref *ref, json_t *meta);
 
 /*
  * files_metadata.json streamed (files.c): fn(arg, name, rec) for each entry of Files in the

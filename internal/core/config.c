@@ -279,9 +279,64 @@ static err_code zstd_level(config *c)
 	return E_OK;
 }
 
+/* Whether a setting was given at all (under any of its names), not just defaulted. */
+static bool is_set(const char *name)
+{
+	for (size_t i = 0; i < config_nvars; i++)
+		if (strcmp(config_vars[i].name, name) == 0) {
+			found f;
+			return find_var(&config_vars[i], &f);
+		}
+	return false;
+}
+
+/*
+ * WAL-E's endpoint, SCHEME+CONVENTION://host[:port], which Spilo writes beside AWS_ENDPOINT:
+ * the endpoint when AWS_ENDPOINT is not set, its convention the addressing style unless
+ * AWS_S3_FORCE_PATH_STYLE says otherwise.
+ */
+static err_code wale_s3_endpoint(config *c)
+{
+	const char *v = c->s3.wale_endpoint;
+	if (v != NULL && c->s3.endpoint != NULL) {
+		free(c->s3.wale_endpoint);
+		c->s3.wale_endpoint = NULL;
+		return E_OK;
+	}
+	if (v == NULL)
+		return E_OK;
+	const char *plus = strchr(v, '+'), *sep = strstr(v, "://");
+	size_t slen = plus ? (size_t)(plus - v) : 0;
+	bool http = slen == 4 && strncmp(v, "http", 4) == 0;
+	bool https = slen == 5 && strncmp(v, "https", 5) == 0;
+	if (plus == NULL || sep == NULL || sep < plus || !(http || https) || sep[3] == '\0')
+		return err_set(E_CONFIG, "WALE_S3_ENDPOINT: expected SCHEME+CONVENTION://host[:port] "
+								 "(e.g. https+path://host:443), got \"%s\"",
+					   v);
+	const char *conv = plus + 1;
+	size_t clen = (size_t)(sep - conv);
+	bool path = clen == 4 && strncmp(conv, "path", 4) == 0;
+	if (!path && !(clen == 11 && strncmp(conv, "virtualhost", 11) == 0) &&
+		!(clen == 9 && strncmp(conv, "subdomain", 9) == 0))
+		return err_set(E_CONFIG, "WALE_S3_ENDPOINT: the convention is path, virtualhost or "
+								 "subdomain, got \"%.*s\"",
+					   (int)clen, conv);
+	c->s3.endpoint = xasprintf("%.*s%s", (int)slen, v, sep);
+	if (!is_set("AWS_S3_FORCE_PATH_STYLE"))
+		c->s3.force_path_style = path;
+	return E_OK;
+}
+
 /* The rules that involve more than one setting, or a setting's meaning beyond its type. */
 static err_code finish(config *c, bool need_storage)
 {
+	TRY(wale_s3_endpoint(c));
+	/* As the AWS SDK: IPv6 mode changes the default instance metadata address only. */
+	if (c->s3.ec2_metadata_mode != NULL && strcmp(c->s3.ec2_metadata_mode, "IPv6") == 0 &&
+		!is_set("AWS_EC2_METADATA_SERVICE_ENDPOINT")) {
+		free(c->s3.ec2_metadata_endpoint);
+		c->s3.ec2_metadata_endpoint = xstrdup("http://[fd00:ec2::254]");
+	}
 	if (c->file_prefix != NULL)
 		TRY(normalise_file_prefix(c));
 	if (c->s3_prefix != NULL &&
@@ -442,32 +497,33 @@ bool config_known(const char *name)
 	return var_named(name, strlen(name)) != NULL;
 }
 
-static void warn_one(const char *name, size_t len, const char *where)
+static void warn_one(const char *name, size_t len, const char *where, log_level level)
 {
 	const config_var *v = var_named(name, len);
 	char in[512] = "";
 	if (where != NULL)
 		snprintf(in, sizeof(in), " (in %s)", where);
 	if (v == NULL)
-		log_warn("%.*s%s is unknown to walc and ignored", (int)len, name, in);
+		log_msg(level, "%.*s%s is unknown to walc and ignored", (int)len, name, in);
 	else if (v->kind == V_WARN)
-		log_warn("%.*s%s is not implemented by walc and ignored", (int)len, name, in);
+		log_msg(level, "%.*s%s is not implemented by walc and ignored", (int)len, name, in);
 	else if (v->kind == V_NOOP)
-		log_debug("%.*s%s has no effect in walc (what it tunes does not exist here)", (int)len,
-				  name, in);
+		log_debug("%.*s%s has no effect in walc (%s)", (int)len, name, in,
+				  v->help ? v->help : "what it tunes does not exist here");
 }
 
-void config_warn_unknown(void)
+void config_warn_unknown(bool per_segment)
 {
+	log_level level = per_segment ? LOG_DEBUG : LOG_WARNING;
 	for (char **e = environ; *e != NULL; e++) {
 		if (!str_has_prefix(*e, "WALG_"))
 			continue;
 		const char *eq = strchr(*e, '=');
-		warn_one(*e, eq ? (size_t)(eq - *e) : strlen(*e), NULL);
+		warn_one(*e, eq ? (size_t)(eq - *e) : strlen(*e), NULL, level);
 	}
 	/* A file's entries are all meant for WAL-G, whatever their prefix. */
 	for (size_t i = 0; i < sources.nfile; i++)
-		warn_one(sources.file[i].name, strlen(sources.file[i].name), sources.file_name);
+		warn_one(sources.file[i].name, strlen(sources.file[i].name), sources.file_name, level);
 }
 
 static const char *kind_word(var_kind k)

@@ -21,6 +21,8 @@
 #define REFUSED(n, fl, off_value, why) { n, V_REFUSED, off_value, 0, 0, NULL, fl, NO_FIELD, NULL, why }
 #define WARN(n) { n, V_WARN, NULL, 0, 0, NULL, 0, NO_FIELD, NULL, NULL }
 #define NOOP(n) { n, V_NOOP, NULL, 0, 0, NULL, 0, NO_FIELD, NULL, NULL }
+/* A name an operator's scripts write beside WAL-G's settings and read themselves. */
+#define OPERATOR(n, fl, why) { n, V_NOOP, NULL, 0, 0, NULL, fl, NO_FIELD, NULL, why }
 #define S3(field) FIELD_AT(s3.field)
 
 #define NO_GPG                                                                                \
@@ -149,6 +151,9 @@ const config_var config_vars[] = {
 	LIBPQ("PGSSLROOTCERT", 0, "libpq: CA certificate"),
 	/* S3 (storage settings: also WALG_ and WALE_ forms) */
 	TEXT("AWS_ENDPOINT", s3.endpoint, F_ALIAS, NULL, "S3 endpoint http(s)://host[:port] (default AWS)"),
+	TEXT("WALE_S3_ENDPOINT", s3.wale_endpoint, 0, NULL,
+		 "WAL-E's form of the S3 endpoint, SCHEME+CONVENTION://host[:port] (CONVENTION path, "
+		 "virtualhost or subdomain): used when AWS_ENDPOINT is not set"),
 	TEXT("AWS_REGION", s3.region, F_ALIAS, NULL, "S3 region (us-east-1, or detected on AWS)"),
 	BOOL("AWS_S3_FORCE_PATH_STYLE", s3.force_path_style, F_ALIAS, "false", "S3 path-style URLs"),
 	TEXT("S3_SSE", s3.sse, F_ALIAS, NULL, "server-side encryption: AES256 or aws:kms"),
@@ -198,6 +203,8 @@ const config_var config_vars[] = {
 		 "skip EC2 instance metadata"),
 	TEXT("AWS_EC2_METADATA_SERVICE_ENDPOINT", s3.ec2_metadata_endpoint, 0,
 		 "http://169.254.169.254", "EC2 instance metadata URL"),
+	CHOICE("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", s3.ec2_metadata_mode, 0, "IPv4", "IPv4|IPv6",
+		   "IPv6: the instance metadata's default URL is http://[fd00:ec2::254]"),
 	TEXT("HOME", s3.home, 0, NULL, "home directory (~/.aws/credentials, ~/.walg.json)"),
 	/* Azure Blob Storage (storage settings: also WALG_ and WALE_ forms) */
 	TEXT("AZURE_STORAGE_ACCOUNT", az.account, F_ALIAS, NULL, "Azure storage account name"),
@@ -314,6 +321,31 @@ const config_var config_vars[] = {
 	NOOP("WALG_FAILOVER_STORAGES_CACHE_EMA_ALPHA_ALIVE_MIN"),
 	NOOP("WALG_FAILOVER_STORAGES_CACHE_EMA_ALPHA_DEAD_MAX"),
 	NOOP("WALG_FAILOVER_STORAGES_CACHE_EMA_ALPHA_DEAD_MIN"),
+	{ "S3_LOG_LEVEL", V_NOOP, NULL, 0, 0, NULL, F_ALIAS, NO_FIELD, NULL,
+	  "WAL-G's AWS SDK log level; walc's S3 requests log at WALG_LOG_LEVEL=DEVEL" },
+	{ "GOMAXPROCS", V_NOOP, NULL, 0, 0, NULL, 0, NO_FIELD, NULL,
+	  "tunes WAL-G's Go runtime, which walc does not have" },
+	{ "GODEBUG", V_NOOP, NULL, 0, 0, NULL, 0, NO_FIELD, NULL,
+	  "tunes WAL-G's Go runtime, which walc does not have" },
+
+	/*
+	 * Names operators write into WAL-G's environment for their own scripts (Spilo's
+	 * configure_spilo.py, for one): read by the scripts, by neither WAL-G nor walc.
+	 */
+	OPERATOR("WALG_DISABLE_S3_SSE", 0,
+			 "Spilo's: tells Spilo not to set WALG_S3_SSE"),
+	OPERATOR("WALE_DISABLE_S3_SSE", 0, "Spilo's and WAL-E's, as WALG_DISABLE_S3_SSE"),
+	OPERATOR("WALG_BACKUP_COMPRESSION_METHOD", 0,
+			 "Spilo's: its backup script passes it on as WALG_COMPRESSION_METHOD"),
+	OPERATOR("WALG_BACKUP_FROM_REPLICA", 0,
+			 "Spilo's: its backup script decides on which member to back up"),
+	OPERATOR("USE_WALG_BACKUP", 0, "Spilo's: its scripts run wal-g instead of WAL-E"),
+	OPERATOR("USE_WALG_RESTORE", 0, "Spilo's: its scripts run wal-g instead of WAL-E"),
+	OPERATOR("BACKUP_NUM_TO_RETAIN", 0, "Spilo's: the backups its backup script keeps"),
+	OPERATOR("AWS_INSTANCE_PROFILE", 0,
+			 "WAL-E's: walc asks the EC2 instance metadata for credentials whenever no keys "
+			 "are set"),
+	OPERATOR("WALE_LOG_DESTINATION", 0, "WAL-E's: walc logs to WALG_LOG_DESTINATION"),
 };
 
 const size_t config_nvars = sizeof(config_vars) / sizeof(config_vars[0]);

@@ -199,7 +199,8 @@ err_code chunker_flush(chunker *c);
 
 /* S3 settings (each also read as WALG_NAME and WALE_NAME, as WAL-G does). */
 typedef struct s3_settings {
-	char *endpoint;				/* AWS_ENDPOINT */
+	char *endpoint;				/* AWS_ENDPOINT, else from WALE_S3_ENDPOINT */
+	char *wale_endpoint;		/* WALE_S3_ENDPOINT as given, when it is the endpoint */
 	char *region;				/* AWS_REGION, NULL = us-east-1 or detected on AWS */
 	bool force_path_style;		/* AWS_S3_FORCE_PATH_STYLE */
 	char *sse;					/* S3_SSE: AES256 or aws:kms */
@@ -230,6 +231,7 @@ typedef struct s3_settings {
 	char *container_token_file; /* AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, re-read each time */
 	bool ec2_metadata_disabled; /* AWS_EC2_METADATA_DISABLED */
 	char *ec2_metadata_endpoint; /* AWS_EC2_METADATA_SERVICE_ENDPOINT */
+	char *ec2_metadata_mode;	/* AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE: IPv4 or IPv6 */
 	char *home;					/* HOME, for ~/.aws/credentials */
 } s3_settings;
 
@@ -394,8 +396,13 @@ void config_each_set(void (*fn)(const char *name, const char *value, bool secret
 void config_print_env(FILE *out);
 /* At DEVEL level, logs each setting that is set (secrets masked). */
 void config_log_env(void);
-/* Warns about WALG_* variables (and file entries) walc does not know, notes no-op ones. */
-void config_warn_unknown(void);
+/*
+ * Warns about WALG_* variables (and file entries) walc does not know or does not implement,
+ * notes no-op ones at DEVEL level. per_segment: the command runs once a WAL segment
+ * (wal-push, wal-fetch), whose log would repeat the warnings with every segment: they are
+ * DEVEL lines there too.
+ */
+void config_warn_unknown(bool per_segment);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Checksums: XXH3-128 of file content, as "xxh3-128:<32 hex digits>"                        */
@@ -502,6 +509,8 @@ const char *time_parse_target(const char *s, time_t *sec, long *nsec);
 int time_cmp(time_t sec1, long nsec1, time_t sec2, long nsec2);
 /* Now as WAL-G writes backup times: UTC with microseconds, "2026-11-29T23:42:29.586708Z". */
 char *time_now_rfc3339(void);
+/* A time in UTC as Go's RFC3339Nano prints it: the fraction without trailing zeros, or none. */
+char *time_format_rfc3339(time_t sec, long nsec);
 /* clock's time ms milliseconds from now: the deadline of a timed wait (pthread_cond_timedwait). */
 struct timespec time_in_ms(clockid_t clock, long ms);
 

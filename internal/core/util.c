@@ -247,6 +247,20 @@ char *time_now_rfc3339(void)
 	return xasprintf("%s.%06ldZ", buf, (long)tv.tv_usec);
 }
 
+char *time_format_rfc3339(time_t sec, long nsec)
+{
+	struct tm tm;
+	char buf[64], frac[24] = "";
+	gmtime_r(&sec, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (nsec > 0) {
+		snprintf(frac, sizeof(frac), ".%09ld", nsec);
+		for (size_t n = strlen(frac); frac[n - 1] == '0'; n--)
+			frac[n - 1] = '\0';
+	}
+	return xasprintf("%s%sZ", buf, frac);
+}
+
 struct timespec time_in_ms(clockid_t clock, long ms)
 {
 	struct timespec t;

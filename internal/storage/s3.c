@@ -141,7 +141,7 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	const char *ep = set->endpoint;
 	s->detect_region = region == NULL && ep == NULL;
 	if (ep != NULL)
-		TRY(parse_endpoint(s, ep, "AWS_ENDPOINT"));
+		TRY(parse_endpoint(s, ep, set->wale_endpoint ? "WALE_S3_ENDPOINT" : "AWS_ENDPOINT"));
 	else {
 		s->scheme = xstrdup("https");
 		s->hostport = xasprintf("s3.%s.amazonaws.com", s->region);
@@ -186,8 +186,16 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 			return err_set(E_CONFIG, "S3_SSE_C: expected a 32-byte AES-256 customer key, got "
 									 "%zu bytes",
 						   strlen(ssec));
-		if (s->sse != NULL)
-			return err_set(E_CONFIG, "S3_SSE_C and S3_SSE are both set: use one of them");
+		/*
+		 * WAL-G's form of SSE-C is S3_SSE=AES256 (the algorithm) beside the key: the same
+		 * as the key alone here. SSE-C cannot go with aws:kms.
+		 */
+		if (s->sse != NULL && strcmp(s->sse, "AES256") != 0)
+			return err_set(E_CONFIG, "S3_SSE_C and S3_SSE=%s are both set: SSE-C is AES256 "
+									 "with your key (S3_SSE=AES256 or unset)",
+						   s->sse);
+		free(s->sse);
+		s->sse = NULL;
 		s->ssec_key_b64 = http_base64(ssec, 32);
 		char md5[25];
 		http_md5_base64(ssec, 32, md5);

@@ -205,7 +205,8 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 	/* Already uploaded by an earlier call's background work. */
 	char *marker = marker_path(cfg, name);
 	if (wal_is_archive_name(name) && unlink(marker) == 0) {
-		log_info("%s was already archived in the background", name);
+		/* Its upload was logged then: one line a segment in PostgreSQL's log, as WAL-G. */
+		log_debug("%s was already archived in the background", name);
 		free(marker);
 		return E_OK;
 	}

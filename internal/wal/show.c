@@ -24,6 +24,49 @@ static json_t *missing_list(const timeline *t, uint64_t segsize)
 	return a;
 }
 
+/*
+ * WAL-G's "backups" of each timeline (the one of the backup's start segment), with their
+ * details as backup-list --detail --json gives them; removed where empty, as WAL-G omits it.
+ */
+static err_code add_backups(repo *r, json_t *timelines)
+{
+	backup_refs refs;
+	TRY(catalog_backups(r, &refs));
+	err_code rc = E_OK;
+	size_t k;
+	json_t *tl;
+	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
+		unsigned id;
+		if (sscanf(refs.items[i].name, "base_%8X", &id) != 1)
+			continue;
+		json_array_foreach(timelines, k, tl)
+		{
+			if (json_integer_value(json_object_get(tl, "id")) != (json_int_t)id)
+				continue;
+			char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", refs.items[i].name);
+			json_t *meta = NULL;
+			rc = catalog_read_json(r, key, CATALOG_JSON_MAX, &meta);
+			free(key);
+			if (rc == E_NOTFOUND) {
+				err_clear();
+				rc = E_OK;
+			}
+			if (rc == E_OK)
+				json_array_append_new(json_object_get(tl, "backups"),
+									  catalog_backup_json(&refs.items[i], meta));
+			json_decref(meta);
+			break;
+		}
+	}
+	catalog_backups_free(&refs);
+	json_array_foreach(timelines, k, tl)
+	{
+		if (json_array_size(json_object_get(tl, "backups")) == 0)
+			json_object_del(tl, "backups");
+	}
+	return rc;
+}
+
 err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_backups,
 				  FILE *out)
 {
@@ -61,23 +104,26 @@ err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_b
 		json_object_set_new(o, "end_segment", json_string(end));
 		json_object_set_new(o, "segments_count", json_integer((json_int_t)tl->nsegs));
 		json_object_set_new(o, "missing_segments", missing_list(tl, ix.segsize));
+		if (detailed_json && !without_backups)
+			json_object_set_new(o, "backups", json_array());
 		json_object_set_new(o, "segment_range_size", json_integer((json_int_t)span));
 		json_object_set_new(o, "status", json_string(status));
-		if (!without_backups)
-			json_object_set_new(o, "backups_count", json_integer(tl->backups));
 		json_array_append_new(arr, o);
 	}
-	if (detailed_json) {
+	err_code rc = E_OK;
+	if (detailed_json && !without_backups)
+		rc = add_backups(r, arr);
+	if (rc == E_OK && detailed_json) {
 		char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		fprintf(out, "%s\n", s);
 		free(s);
-	} else {
+	} else if (rc == E_OK) {
 		table_print(t, out, true);
 	}
 	json_decref(arr);
 	table_free(t);
 	wal_index_free(&ix);
-	return E_OK;
+	return rc;
 }
 
 /* wal-verify */

@@ -102,7 +102,7 @@ s3_walc_push() {
 		-e 's/^[A-Z]*: [^ ]* \([0-9:.]*\) wrote backup .*/\1/p' "$T/log/$lg.log" |
 		awk -F: '{ t[NR] = $1 * 3600 + $2 * 60 + $3 } END { if (NR == 2) printf "%.3f", t[2] - t[1]; else print "null" }')
 	stored=$(as_pg env "${envs[@]}" "$WALC_PG" st ls -r basebackups_005 |
-		awk -v n="${S3_NAME[$ds:walc-$tr]}" 'index($3, n) { s += $2 } END { print s + 0 }')
+		awk -v n="${S3_NAME[$ds:walc-$tr]}" '$1 == "obj" && index($NF, n) { s += $2 } END { print s + 0 }')
 	sample "$ds" s3-backup walc zstd "best, $tr" "$run" "$stored" "${S3_NAME[$ds:walc-$tr]}"
 	# shellcheck disable=SC2034 # read by run.sh's sample
 	STOP_S=null

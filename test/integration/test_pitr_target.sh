@@ -110,8 +110,8 @@ ok "the restore point 'before five' recovered and promoted to timeline 2"
 
 # Recovery windows: the first backup recovers through timeline 2 up to the commit of 41; the
 # second ended on timeline 1 after the switch point, off the path recovery follows.
-wrun "${E[@]}" -- backup-list --detail --json
-expect_rc 0 "backup-list --detail --json"
+wrun "${E[@]}" -- backup-list --detail --json --recovery-windows
+expect_rc 0 "backup-list --detail --json --recovery-windows"
 "$PY" - "$W_OUT" "$B1" "$M40" "$M41" <<'EOF' || fail "backup-list recovery windows: $W_OUT"
 import json, sys
 rows, b1, m40, m41 = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
@@ -123,7 +123,9 @@ assert m40 < w["to_time"] < m41, (m40, w["to_time"], m41)
 others = [n for n in win if n != b1]
 assert len(others) == 1 and win[others[0]] is None, win
 EOF
-ok "backup-list --detail --json: the first backup recovers to the commit of 41, the second is off the path"
+ok "backup-list --detail --json --recovery-windows: the first backup recovers to the commit of 41, the second is off the path"
+wrun "${E[@]}" -- backup-list --detail --json
+assert_not_contains "$W_OUT" recovery_window "backup-list --detail --json reads no WAL unless asked"
 wrun "${E[@]}" -- wal-show --restore-points
 expect_rc 0 "wal-show --restore-points"
 assert_match "$W_OUT" "before five +[0-9T:.Z-]+ +[0-9A-F]+/[0-9A-F]+ +1" "wal-show --restore-points"

@@ -38,10 +38,11 @@ PYEOF
 # fake: the objects put_wal made (logs 0 to 7, below the cluster's WAL at log 0x10)
 count_wal() { # all|fake
 	wrun "${ENVS[@]}" -- st ls wal_005/
+	# WAL-G's listing: "obj SIZE DATE TIME ZONE ZONE NAME", names relative to wal_005/
 	if [ "$1" = fake ]; then
-		printf '%s\n' "$W_OUT" | grep -c 'wal_005/000000010000000[0-7]' || true
+		printf '%s\n' "$W_OUT" | grep -c '^obj .* 000000010000000[0-7]' || true
 	else
-		printf '%s\n' "$W_OUT" | grep -c 'wal_005/' || true
+		printf '%s\n' "$W_OUT" | grep -c '^obj ' || true
 	fi
 }
 put_wal 2000 || fail "storing 2000 WAL objects"

@@ -111,7 +111,7 @@ check_codec() { # CODEC ENCRYPTED(0|1)
 	wrun "${envs[@]}" -- st ls -r
 	expect_rc 0 "[$codec enc=$enc] st ls -r"
 	assert_eq "$(printf '%s\n' some/chunk some/empty some/random some/text | sed "s/\$/$ext/")" \
-		"$(printf '%s\n' "$W_OUT" | awk '{ print $NF }' | sort)" "[$codec enc=$enc] st ls -r keys"
+		"$(printf '%s\n' "$W_OUT" | awk '$1 == "obj" { print $NF }' | sort)" "[$codec enc=$enc] st ls -r keys"
 	ok "st round trips, codec $codec, encrypted=$enc"
 }
 
@@ -165,30 +165,37 @@ for k in top dir/a dir/b dir/sub/c dir2/d dirfile; do
 	wrun "${N[@]}" -- st put "$T/in/v2" "$k"
 	expect_rc 0 "st put $k"
 done
-keys() { printf '%s\n' "$W_OUT" | awk 'NF { print $NF }' | sort | tr '\n' ' '; }
+# WAL-G's listing: a header, then "obj SIZE DATE TIME +0000 UTC NAME" and "dir 0 ... NAME/" rows,
+# NAME relative to the folder listed
+keys() { printf '%s\n' "$W_OUT" | awk '$1 == "obj" { print $NF }' | sort | tr '\n' ' '; }
+dirs() { printf '%s\n' "$W_OUT" | awk '$1 == "dir" { print $NF }' | sort | tr '\n' ' '; }
 wrun "${N[@]}" -- st ls -r
 expect_rc 0 "st ls -r"
+assert_eq "type size last modified name" "$(printf '%s\n' "$W_OUT" | head -n 1 | tr -s ' ')" "st ls header"
 assert_eq "dir/a dir/b dir/sub/c dir2/d dirfile top " "$(keys)" "st ls -r lists every object"
-# each line: time, size, key
-while read -r when size key; do
-	[[ $when =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T ]] || fail "st ls -r: no time in '$when $size $key'"
+# each object row: type, size, Go's time (date, clock, zone offset and name), key
+while read -r type size day clock off zone key; do
+	[ "$type" = obj ] || continue
+	[[ "$day $clock $off $zone" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}\ [0-9:]{8}(\.[0-9]+)?\ \+0000\ UTC$ ]] ||
+		fail "st ls -r: no time in '$day $clock $off $zone'"
 	assert_eq "$(stat -c %s "$L/$key")" "$size" "st ls -r size of $key"
 done <<<"$W_OUT"
 wrun "${N[@]}" -- st ls dir/
 expect_rc 0 "st ls dir/"
-assert_contains "$(keys)" "dir/a dir/b " "st ls dir/ lists the folder's objects"
-assert_not_contains "$(keys)" "dir2/d" "st ls dir/ (a sibling folder)"
-assert_not_contains "$(keys)" "dirfile" "st ls dir/ (a sibling object)"
+assert_eq "a b " "$(keys)" "st ls dir/ lists the folder's objects"
+assert_eq "sub/ " "$(dirs)" "st ls dir/ lists its sub-folder once"
+wrun "${N[@]}" -- st ls dir
+assert_eq "a b " "$(keys)" "st ls dir (a folder without the slash)"
 wrun "${N[@]}" -- st ls dir/ -r
 expect_rc 0 "st ls -r dir/"
-assert_eq "dir/a dir/b dir/sub/c " "$(keys)" "st ls -r dir/"
+assert_eq "a b sub/c " "$(keys)" "st ls -r dir/"
 wrun "${N[@]}" -- st ls no/such/
 expect_rc 0 "st ls of an empty folder"
-assert_eq "" "$W_OUT" "st ls of an empty folder"
+assert_eq "" "$(printf '%s\n' "$W_OUT" | sed 1d)" "st ls of an empty folder: the header only"
 wrun "${N[@]}" -- st ls
 expect_rc 0 "st ls"
-assert_contains "$W_OUT" "top" "st ls lists the objects at the root"
-assert_not_contains "$W_OUT" "dir/a" "st ls (not recursive) must not list objects of subfolders"
+assert_eq "dirfile top " "$(keys)" "st ls lists the objects at the root"
+assert_eq "dir/ dir2/ " "$(dirs)" "st ls lists the folders at the root"
 
 wrun "${N[@]}" -- st rm dir/a
 expect_rc 0 "st rm dir/a"

@@ -27,7 +27,8 @@ for f in "$T"/src/pg_wal/archive_status/*.ready; do
 done
 last=$(ls "$T/keep" | sort | tail -n 1)
 
-ENVS="WALG_FILE_PREFIX=$T/repo WALG_COMPRESSION_METHOD=lz4 WALG_PG_WAL_SIZE=1 WALG_UPLOAD_CONCURRENCY=8 PGDATA=$T/src"
+# DEVEL: a segment found archived in the background says so at that level only
+ENVS="WALG_FILE_PREFIX=$T/repo WALG_COMPRESSION_METHOD=lz4 WALG_PG_WAL_SIZE=1 WALG_UPLOAD_CONCURRENCY=8 WALG_LOG_LEVEL=DEVEL PGDATA=$T/src"
 psqlc "$PORT" "ALTER SYSTEM SET archive_command = 'env $ENVS $WALC_PG wal-push %p 2>>$T/push.log'"
 psqlc "$PORT" "SELECT pg_reload_conf()" >/dev/null
 start=$SECONDS

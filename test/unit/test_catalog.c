@@ -70,6 +70,28 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* A backup as WAL-G's listings print it: its keys in WAL-G's order, whatever metadata.json's. */
+static void test_backup_json(void **state)
+{
+	(void)state;
+	backup_ref ref = { (char *)(uintptr_t)"base_000000010000000000000004_D_000000010000000000000002",
+					   1796522682, 777878000 };
+	json_t *meta = json_loads("{\"user_data\":\"volume-snapshot\",\"extra\":1,"
+							  "\"finish_lsn\":2,\"start_time\":\"t\",\"start_lsn\":1}",
+							  0, NULL);
+	json_t *o = catalog_backup_json(&ref, meta);
+	char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	assert_string_equal(text,
+						"{\"backup_name\":\"base_000000010000000000000004_D_000000010000000000000002\","
+						"\"time\":\"2026-12-06T02:04:42.777878Z\",\"wal_file_name\":"
+						"\"000000010000000000000004\",\"storage_name\":\"default\",\"start_time\":"
+						"\"t\",\"start_lsn\":1,\"finish_lsn\":2,\"user_data\":\"volume-snapshot\","
+						"\"extra\":1}");
+	free(text);
+	json_decref(o);
+	json_decref(meta);
+}
+
 static void test_one_writer(void **state)
 {
 	(void)state;
@@ -619,6 +641,7 @@ static void test_file_table(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_backup_json),
 		cmocka_unit_test_setup_teardown(test_one_writer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_complete_and_foreign, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_take_over_dead, setup, teardown),

@@ -204,6 +204,85 @@ static void test_config_refused_and_choices(void **state)
 	assert_false(config_known("WALG_FILE_PREFX"));
 }
 
+/* Go's RFC3339Nano, which WAL-G's listings print: no trailing zeros, no fraction at zero. */
+static void test_time_format(void **state)
+{
+	(void)state;
+	static const struct {
+		long nsec;
+		const char *want;
+	} cases[] = { { 0, "2026-12-06T02:04:42Z" },
+				  { 500000000, "2026-12-06T02:04:42.5Z" },
+				  { 777878000, "2026-12-06T02:04:42.777878Z" },
+				  { 123456789, "2026-12-06T02:04:42.123456789Z" } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = time_format_rfc3339(1796522682, cases[i].nsec);
+		assert_string_equal(got, cases[i].want);
+		time_t sec;
+		long nsec;
+		assert_true(time_parse_rfc3339(got, &sec, &nsec));
+		assert_int_equal(sec, 1796522682);
+		assert_int_equal(nsec, cases[i].nsec);
+		free(got);
+	}
+}
+
+/* What operators write into WAL-G's environment: Spilo's names, WAL-E's endpoint form. */
+static void test_config_operator_names(void **state)
+{
+	(void)state;
+	config c;
+	setenv("WALG_S3_PREFIX", "s3://bucket/spilo/db/wal/15", 1);
+	setenv("WALE_S3_ENDPOINT", "https+path://minio.local:9000", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_string_equal(c.s3.endpoint, "https://minio.local:9000");
+	assert_true(c.s3.force_path_style);
+	config_free(&c);
+	/* The convention gives the addressing style unless AWS_S3_FORCE_PATH_STYLE is set. */
+	setenv("WALE_S3_ENDPOINT", "http+virtualhost://s3.local", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_string_equal(c.s3.endpoint, "http://s3.local");
+	assert_false(c.s3.force_path_style);
+	config_free(&c);
+	setenv("AWS_S3_FORCE_PATH_STYLE", "true", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_true(c.s3.force_path_style);
+	config_free(&c);
+	unsetenv("AWS_S3_FORCE_PATH_STYLE");
+	/* AWS_ENDPOINT wins, and WAL-E's form is then not even parsed. */
+	setenv("AWS_ENDPOINT", "http://127.0.0.1:7480", 1);
+	setenv("WALE_S3_ENDPOINT", "nonsense", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_string_equal(c.s3.endpoint, "http://127.0.0.1:7480");
+	config_free(&c);
+	unsetenv("AWS_ENDPOINT");
+	assert_int_equal(config_load(&c, true), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "WALE_S3_ENDPOINT"));
+	config_free(&c);
+	setenv("WALE_S3_ENDPOINT", "https+sideways://h", 1);
+	assert_int_equal(config_load(&c, true), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "sideways"));
+	config_free(&c);
+	unsetenv("WALE_S3_ENDPOINT");
+	/* IPv6 instance metadata, as the AWS SDK reads AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE. */
+	setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv6", 1);
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_string_equal(c.s3.ec2_metadata_endpoint, "http://[fd00:ec2::254]");
+	config_free(&c);
+	unsetenv("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE");
+	assert_int_equal(config_load(&c, true), E_OK);
+	assert_string_equal(c.s3.ec2_metadata_endpoint, "http://169.254.169.254");
+	config_free(&c);
+	unsetenv("WALG_S3_PREFIX");
+	static const char *const known[] = { "WALG_DISABLE_S3_SSE", "WALG_BACKUP_COMPRESSION_METHOD",
+										 "WALG_BACKUP_FROM_REPLICA", "USE_WALG_BACKUP",
+										 "BACKUP_NUM_TO_RETAIN", "WALE_S3_ENDPOINT",
+										 "AWS_INSTANCE_PROFILE", "GOMAXPROCS", "GODEBUG",
+										 "S3_LOG_LEVEL", "WALG_S3_LOG_LEVEL" };
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		assert_true(config_known(known[i]));
+}
+
 static void test_membuf_cap(void **state)
 {
 	(void)state;
@@ -530,6 +609,8 @@ int main(void)
 		cmocka_unit_test_setup(test_config_bools, clear_env),
 		cmocka_unit_test_setup(test_config_sources, clear_env),
 		cmocka_unit_test_setup(test_config_refused_and_choices, clear_env),
+		cmocka_unit_test_setup(test_config_operator_names, clear_env),
+		cmocka_unit_test(test_time_format),
 		cmocka_unit_test_setup(test_membuf_cap, clear_env),
 		cmocka_unit_test_setup(test_file_sink_atomic, clear_env),
 		cmocka_unit_test(test_hash128),

@@ -839,6 +839,15 @@ static err_code rec_hook(void *arg, const http_request *req, const http_kvs *hdr
 	return E_OK;
 }
 
+/* An empty object stored as "k", through the hook. */
+static void put_k(storage *st)
+{
+	sink *s;
+	assert_int_equal(storage_put(st, "k", &s), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+}
+
 static void test_region_detection(void **state)
 {
 	(void)state;
@@ -849,10 +858,7 @@ static void test_region_detection(void **state)
 	assert_int_equal(open_s3("s3://bucket/p", &st), E_OK);
 	assert_int_equal(x.n, 1);
 	assert_string_equal(x.url, "HEAD https://bucket.s3.us-east-1.amazonaws.com/");
-	sink *s;
-	assert_int_equal(storage_put(st, "k", &s), E_OK);
-	assert_int_equal(sink_finish(s), E_OK);
-	sink_free(s);
+	put_k(st);
 	assert_string_equal(x.url, "PUT https://bucket.s3.eu-central-1.amazonaws.com/p/k");
 	assert_non_null(strstr(x.auth, "/eu-central-1/s3/aws4_request"));
 	storage_free(st);
@@ -876,10 +882,7 @@ static void test_sse_c(void **state)
 	setenv("AWS_REGION", "eu-central-1", 1);
 	storage *st;
 	assert_int_equal(open_s3("s3://b/p", &st), E_OK);
-	sink *s;
-	assert_int_equal(storage_put(st, "k", &s), E_OK);
-	assert_int_equal(sink_finish(s), E_OK);
-	sink_free(s);
+	put_k(st);
 	assert_string_equal(x.ssec, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=");
 	assert_non_null(strstr(x.auth, "x-amz-server-side-encryption-customer-key"));
 	x.ssec[0] = '\0';
@@ -891,8 +894,18 @@ static void test_sse_c(void **state)
 	assert_string_equal(x.ssec, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=");
 	storage_free(st);
 	assert_true(http_header_is_secret("x-amz-server-side-encryption-customer-key"));
+	/* WAL-G's form: S3_SSE=AES256 names SSE-C's algorithm beside the key. */
 	setenv("S3_SSE", "AES256", 1);
-	expect_config_error("s3://b/p", "S3_SSE_C and S3_SSE");
+	memset(&x, 0, sizeof(x));
+	assert_int_equal(open_s3("s3://b/p", &st), E_OK);
+	put_k(st);
+	assert_string_equal(x.ssec, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=");
+	assert_null(strstr(x.auth, "x-amz-server-side-encryption;"));
+	storage_free(st);
+	setenv("S3_SSE", "aws:kms", 1);
+	setenv("S3_SSE_KMS_ID", "k", 1);
+	expect_config_error("s3://b/p", "S3_SSE_C and S3_SSE=aws:kms");
+	unsetenv("S3_SSE_KMS_ID");
 	unsetenv("S3_SSE");
 	unsetenv("S3_SSE_C");
 }
