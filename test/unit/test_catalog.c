@@ -74,8 +74,9 @@ static void sleep_ms(long ms)
 static void test_backup_json(void **state)
 {
 	(void)state;
-	backup_ref ref = { (char *)(uintptr_t)"base_000000010000000000000004_D_000000010000000000000002",
-					   1796522682, 777878000 };
+	backup_ref ref = { .name = (char *)(uintptr_t)"base_000000010000000000000004_D_000000010000000000000002",
+					   .mtime = 1796522682,
+					   .mtime_nsec = 777878000 };
 	json_t *meta = json_loads("{\"user_data\":\"volume-snapshot\",\"extra\":1,"
 							  "\"finish_lsn\":2,\"start_time\":\"t\",\"start_lsn\":1}",
 							  0, NULL);
