@@ -79,7 +79,7 @@ static const opt delete_opts[] = {
 	{ "after", 'a', "TIME|NAME", "retain: also keep everything since a time or backup" },
 	{ "target-user-data", 0, "JSON", "target: the backup with this user data" },
 	{ "without-backup-check", 0, NULL, "garbage: even when no non-permanent backup exists" },
-	{ "use-sentinel-time", 0, NULL, NULL },
+	{ "use-sentinel-time", 0, NULL, "a time compares with backups' start times (default: when their sentinels were written, the time backup-list shows)" },
 	END,
 };
 static const opt backup_mark_opts[] = {

@@ -69,7 +69,8 @@ int cmd_delete(const config *cfg, const args *a)
 	delete_options o = { .confirm = arg_set(a, "confirm"),
 						 .after = arg(a, "after"),
 						 .user_data = arg(a, "target-user-data"),
-						 .without_backup_check = arg_set(a, "without-backup-check") };
+						 .without_backup_check = arg_set(a, "without-backup-check"),
+						 .use_sentinel_time = arg_set(a, "use-sentinel-time") };
 	parse_mode(a, &o); /* checked by delete_words_ok */
 	double start = command_clock();
 	repo r;

@@ -98,6 +98,7 @@ typedef struct delete_options {
 	bool force;			   /* everything FORCE */
 	bool confirm;		   /* otherwise a dry run */
 	bool without_backup_check; /* garbage: even with no non-permanent backup */
+	bool use_sentinel_time;	   /* a time compares with backups' start times, not sentinels' */
 } delete_options;
 /* Lists (dry run) or deletes what the mode selects; one line per object on out. */
 err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE *out);

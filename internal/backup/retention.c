@@ -96,15 +96,23 @@ static err_code load_one(repo *r, retain_set *st, const backup_ref *ref, bool ha
 		b->sec = sec;
 		b->nsec = nsec;
 	}
+	/*
+	 * The time `before TIME` and `--after TIME` compare, as WAL-G takes it: when the sentinel
+	 * was written (backup-list's time, so that a time copied from there finds its backup), or
+	 * the start time with --use-sentinel-time.
+	 */
+	b->pick_sec = st->use_start_time ? b->sec : ref->mtime;
+	b->pick_nsec = st->use_start_time ? b->nsec : ref->mtime_nsec;
 	retain_set_range(b, st->segsize);
 	return E_OK;
 }
 
-static err_code load(repo *r, const config *cfg, retain_set *st)
+static err_code load(repo *r, const config *cfg, bool use_start_time, retain_set *st)
 {
 	backup_refs refs;
 	claim_list claims;
 	memset(st, 0, sizeof(*st));
+	st->use_start_time = use_start_time;
 	st->segsize = (uint64_t)cfg->pg_wal_size_mb << 20;
 	/* Claims before backups: a push that finishes in between is seen as running. */
 	TRY(catalog_claims(r, &claims));
@@ -357,7 +365,7 @@ err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE
 {
 	retain_set st;
 	retain_scope sc;
-	err_code rc = load(r, cfg, &st);
+	err_code rc = load(r, cfg, o->use_sentinel_time, &st);
 	if (rc == E_OK)
 		rc = retain_select(&st, o, time(NULL), &sc);
 	if (rc == E_OK && sc.act)

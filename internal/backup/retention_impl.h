@@ -14,6 +14,8 @@ typedef struct retain_backup {
 	backup_ref ref; /* its place in the order LATEST follows (ref.name is name) */
 	time_t sec;		/* start time, or the sentinel's mtime */
 	long nsec;
+	time_t pick_sec; /* what a time given to delete compares with (see load_one) */
+	long pick_nsec;
 	uint32_t tli;
 	uint64_t seg;	  /* start segment number */
 	uint64_t end_seg; /* segment holding finish LSN - 1 */
@@ -35,6 +37,7 @@ typedef struct retain_set {
 	uint64_t segsize;
 	claim_list running; /* pushes still writing: their base, objects and WAL are kept */
 	claim_list stale;	/* claims of pushes that died: their objects are garbage */
+	bool use_start_time; /* --use-sentinel-time */
 } retain_set;
 void retain_set_free(retain_set *st);
 /* Orders as catalog_backup_cmp does (LATEST is the last). */

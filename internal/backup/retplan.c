@@ -157,12 +157,13 @@ static err_code resolve_point(const retain_set *st, const char *what, time_t now
 			*out = i;
 			return E_OK;
 		}
-	if (!time_parse_rfc3339(what, &sec, &nsec))
-		return err_set(E_CONFIG, "\"%s\" is neither a backup name nor an RFC 3339 time", what);
+	const char *why = time_parse_target(what, &sec, &nsec);
+	if (why != NULL)
+		return err_set(E_CONFIG, "\"%s\" is neither a backup name nor a time (%s)", what, why);
 	if (sec > now)
 		return err_set(E_CONFIG, "%s is in the future", what);
 	for (size_t i = 0; i < st->n; i++)
-		if (time_cmp(st->b[i].sec, st->b[i].nsec, sec, nsec) >= 0) {
+		if (time_cmp(st->b[i].pick_sec, st->b[i].pick_nsec, sec, nsec) >= 0) {
 			*out = i;
 			return E_OK;
 		}

@@ -52,6 +52,7 @@ static retain_backup *backup(uint32_t tli, uint64_t seg, time_t sec)
 	wal_name_format(wal, tli, seg, SEG);
 	b->name = xasprintf("base_%s", wal);
 	b->sec = sec;
+	b->pick_sec = sec; /* times given to delete compare with start times here */
 	assert_true(retain_position(b->name, SEG, &b->tli, &b->seg));
 	/* the order's key, as the name gives it (for segments below 256) and the sentinel's time */
 	b->ref = (backup_ref){ .tli = tli, .seg = seg, .mtime = sec + 60 };
@@ -468,7 +469,7 @@ static void test_before(void **state)
 	assert_non_null(strstr(err_msg(), "is in the future"));
 	err_clear();
 	run(&(delete_options){ .mode = DELETE_BEFORE, .point = "yesterday" }, E_CONFIG);
-	assert_non_null(strstr(err_msg(), "neither a backup name nor an RFC 3339 time"));
+	assert_non_null(strstr(err_msg(), "neither a backup name nor a time"));
 	err_clear();
 	t = NOW - 10;
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
