@@ -37,9 +37,13 @@ bool wal_header_sysid(const unsigned char *buf, size_t len, uint64_t seg_size, u
  * WAL records, read from the stream of consecutive segments as far as recovery targets need:
  * a callback for each record (false stops the reading), with the time and transaction of
  * transaction ends and the name of restore points. Reading starts at the segment holding
- * start_lsn, at its first record boundary. The valid WAL ends where pages or back-links stop
- * matching (zeros, or a recycled segment's old bytes): wal_reader_done then says so, and
- * end_lsn is where the last valid record ended.
+ * start_lsn, at its first record boundary. Every page header is checked as PostgreSQL's
+ * reader checks it (one magic, known flags, the page's own address, the long header's sizes,
+ * a timeline that never goes back, continuation lengths), every record header (length,
+ * resource manager, back-link) and every record's CRC-32C. The valid WAL ends where pages or
+ * headers stop matching (zeros, or a recycled segment's old bytes), or at a record whose
+ * header is right but whose checksum is not: wal_reader_done then says so, end_lsn is where
+ * the last valid record ended, and wal_reader_end says why (damage is told apart).
  */
 typedef enum wal_rec_kind {
 	WAL_REC_OTHER,
@@ -64,6 +68,64 @@ err_code wal_reader_feed(wal_reader *r, const void *buf, size_t len);
 /* Stopped by the callback, or at the end of the valid WAL. */
 bool wal_reader_done(const wal_reader *r, uint64_t *end_lsn);
 void wal_reader_free(wal_reader *r);
+typedef enum wal_end_kind {
+	WAL_END_NONE,	 /* not ended (maybe stopped by the callback) */
+	WAL_END_INVALID, /* pages or a record header stop matching: where PostgreSQL's WAL ends */
+	WAL_END_DAMAGED, /* a record with a sound header and back-link fails its checksum */
+} wal_end_kind;
+typedef struct wal_ending {
+	wal_end_kind kind;
+	uint64_t lsn;	 /* the record, or the page, at fault */
+	const char *why; /* static text */
+} wal_ending;
+void wal_reader_end(const wal_reader *r, wal_ending *out);
+
+/*
+ * Segments read apart (backup-verify reads them in parallel), each by a reader of its own fed
+ * that one segment: a record that crosses from one segment into the next is checked once both
+ * are read, from what each reader kept of it (wal_reader_seam), in segment order
+ * (wal_stitch_next). Nothing of the record's bytes is kept but its header: its checksum is
+ * carried as a CRC register and combined (pg_crc32c_shift).
+ */
+#define WAL_REC_HEADER 24
+typedef struct wal_seam {
+	uint64_t seg_start;
+	/* head: the end of a record begun in the segment before */
+	uint32_t head_rem;	 /* the first page's xlp_rem_len (0: the segment starts a record) */
+	bool head_overwrite; /* the first page says the record before was abandoned */
+	uint64_t head_len;	 /* continuation bytes read in this segment */
+	unsigned char head_first[WAL_REC_HEADER]; /* the first of them */
+	uint32_t head_crc; /* CRC register, from 0, over the ones after head_first */
+	uint64_t first_lsn, first_prev; /* the first record begun here and its back-link (0: none) */
+	uint64_t last_lsn;				/* the last record begun here */
+	/* tail: the record still open at the segment's end */
+	bool tail_open;
+	uint64_t tail_lsn, tail_prev;
+	unsigned char tail_hdr[WAL_REC_HEADER];
+	uint32_t tail_hdr_len, tail_crc;
+	uint64_t tail_got; /* its bytes read, header included */
+} wal_seam;
+void wal_reader_seam(const wal_reader *r, wal_seam *out);
+/* What is carried from segment to segment; zeroed before the first, and after a gap. */
+typedef struct wal_stitch {
+	bool known; /* a segment was read before */
+	uint64_t last; /* the last record begun before */
+	bool open;	   /* a record is still open: */
+	uint64_t lsn, prev;
+	unsigned char hdr[WAL_REC_HEADER];
+	uint32_t hdr_len, crc;
+	uint64_t got;
+} wal_stitch;
+/* The next segment's seam: NULL when it continues what came before, else why not (*at: LSN). */
+const char *wal_stitch_next(wal_stitch *st, const wal_seam *s, uint64_t *at);
+
+/*
+ * PostgreSQL's CRC-32C as a register (COMP_CRC32C without the initial and final inversions):
+ * update adds bytes; shift gives the register as it would be after len more zero bytes, so
+ * that update(c, A then B) = shift(update(c, A), |B|) ^ update(0, B).
+ */
+uint32_t pg_crc32c_update(uint32_t crc, const void *buf, size_t len);
+uint32_t pg_crc32c_shift(uint32_t crc, uint64_t len);
 
 /* Data pages (BLCKSZ 8192): WAL-G's validity rule (reference §8.2) on the page header. */
 #define PG_PAGE_SIZE 8192
