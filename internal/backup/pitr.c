@@ -104,11 +104,25 @@ static err_code unreachable(const recovery_target *t, const char *from, const ta
 	pg_lsn_format(x->end_lsn, end);
 	if (x->last_commit_us != 0)
 		format_time(x->last_commit_us, last);
+	if (x->stop.kind == WAL_END_DAMAGED) {
+		char at[32];
+		pg_lsn_format(x->stop.lsn, at);
+		return err_set(E_CORRUPT,
+					   "backup-fetch: target %s is not reachable from %s: the WAL record at %s "
+					   "in %s is damaged (%s); the archived WAL is valid only up to %s (last "
+					   "commit: %s)",
+					   t->text, from, at, x->stop_object, x->stop.why, end, last);
+	}
 	if (x->missing[0] != '\0' && x->gap)
 		return err_set(E_NOTFOUND,
 					   "backup-fetch: target %s is not reachable from %s: WAL segment %s is "
 					   "missing from the archive (later segments exist)",
 					   t->text, from, x->missing);
+	if (x->stop.kind == WAL_END_INVALID)
+		return err_set(E_NOTFOUND,
+					   "backup-fetch: target %s is not reachable from %s: the archived WAL of "
+					   "timeline %u ends at %s in %s (%s) (last commit: %s)",
+					   t->text, from, x->timeline, end, x->stop_object, x->stop.why, last);
 	return err_set(E_NOTFOUND,
 				   "backup-fetch: target %s is not reachable from %s: the archived WAL of "
 				   "timeline %u ends at %s%s%s (last commit: %s)",

@@ -89,6 +89,7 @@ err_code recovery_target_parse(const char *kind, const char *value, recovery_tar
  * the LSN where it begins (0 for the first), from the history files.
  */
 #define WAL_PATH_MAX 256
+#define WAL_OBJECT_MAX 64 /* "wal_005/<segment>.<extension>" */
 typedef struct wal_path {
 	size_t n;
 	uint32_t tli[WAL_PATH_MAX];
@@ -116,6 +117,8 @@ typedef struct target_reach {
 	uint64_t last_commit_lsn;
 	char missing[WAL_NAME_LEN + 1]; /* the segment that was not in the archive, or "" */
 	bool gap;						/* ... while later segments are */
+	wal_ending stop;				/* why the valid WAL read ended (NONE: it did not) */
+	char stop_object[WAL_OBJECT_MAX]; /* the object holding that record or page */
 } target_reach;
 /*
  * Reads the archived WAL from the segment of from_lsn, along the history of the newest
@@ -134,6 +137,8 @@ typedef struct wal_run {
 	uint64_t start_lsn, end_lsn; /* end: where the valid WAL of the run ends */
 	int64_t last_commit_us;		 /* 0: none */
 	uint64_t last_commit_lsn;
+	wal_ending stop;				  /* why it ends there, unless a segment is missing (NONE) */
+	char stop_object[WAL_OBJECT_MAX]; /* the object holding that record or page */
 } wal_run;
 typedef struct wal_restore_point {
 	char name[65];
