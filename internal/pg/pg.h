@@ -32,6 +32,16 @@ void wal_name_format(char out[WAL_NAME_LEN + 1], uint32_t tli, uint64_t segno, u
  */
 #define WAL_LONG_HEADER_LEN 40
 bool wal_header_sysid(const unsigned char *buf, size_t len, uint64_t seg_size, uint64_t *sysid);
+/*
+ * Whether a file of size bytes, whose first head_len bytes are head, is what its name (a
+ * segment's, or "<segment>.partial") says: a long page header (magic of PostgreSQL 9.2 or
+ * later, known flags, 8192-byte pages, a segment size PostgreSQL allows: seg_size when not 0,
+ * else the header's own, and size equal to it), the page address of the name's segment and a
+ * timeline not above the name's. Then *sysid is the header's system identifier; else why says
+ * what is wrong.
+ */
+bool wal_segment_check(const char *name, const unsigned char *head, size_t head_len,
+					   uint64_t size, uint64_t seg_size, uint64_t *sysid, char why[128]);
 
 /*
  * WAL records, read from the stream of consecutive segments as far as recovery targets need:

@@ -34,4 +34,34 @@ uint32_t wal_index_tli_for(const wal_index *ix, uint32_t cur, uint64_t s);
 /* Timeline id's entry, or NULL. */
 const timeline *wal_index_timeline(const wal_index *ix, uint32_t id);
 
+/*
+ * The WAL files walc checks by their name (wal-push archives any file, as WAL-G): a segment
+ * or .partial, a timeline history file, a backup history file.
+ */
+typedef enum wal_file_kind {
+	WAL_FILE_OTHER,
+	WAL_FILE_SEGMENT,
+	WAL_FILE_HISTORY,
+	WAL_FILE_BACKUP
+} wal_file_kind;
+wal_file_kind wal_file_kind_of(const char *name);
+#define WAL_FILE_CHECK_MAX ((size_t)1 << 20) /* a history file is read whole up to this */
+/* How many of a file's first bytes wal_file_check needs (0 for other names). */
+size_t wal_file_head_need(const char *name);
+/*
+ * E_CORRUPT, saying what is wrong, when the file named name, of size bytes and starting with
+ * buf (len bytes, wal_file_head_need's or all there are), is not what its name says: a segment
+ * by pg's wal_segment_check (WALG_PG_WAL_SIZE where set) and, with cluster, of the cluster
+ * the repository's marker names when there is one; a history file that parses for its
+ * timeline; a backup history file that starts as PostgreSQL writes one.
+ */
+err_code wal_file_check(repo *r, const config *cfg, const char *name, const unsigned char *buf,
+						size_t len, uint64_t size, bool cluster);
+/* The segment size WALG_PG_WAL_SIZE sets, 0 when it is not set. */
+uint64_t wal_configured_seg_size(const config *cfg);
+/* The system identifier the repository's cluster marker records, 0 when there is none. */
+err_code wal_marker_sysid(repo *r, uint64_t *sysid);
+/* A sink that checks a fetched file (wal_file_check) before next (owned) finishes. */
+sink *wal_check_sink_new(repo *r, const config *cfg, const char *name, sink *next);
+
 #endif

@@ -91,7 +91,7 @@ for fmt in text json; do
 	F=("WALG_LOG_FORMAT=$fmt")
 	mkdir -p "$T/w-$fmt"
 	[ "$fmt" = json ] && seg=000000010000000000000100 || seg=000000010000000000000200
-	{ printf '\x10\xd1'; head -c $((16777216 - 2)) /dev/urandom; } >"$T/w-$fmt/$seg"
+	fake_segment "$seg" 16777216 "$T/w-$fmt/$seg"
 	sec "${F[@]}" -- env
 	expect_rc 0 "walc env ($fmt)"
 	sec "${F[@]}" -- wal-push "$T/w-$fmt/$seg"

@@ -64,7 +64,7 @@ vg() {
 }
 
 mkdir -p "$T/wal"
-{ printf '\x10\xd1'; head -c $((16777216 - 2)) /dev/urandom; } >"$T/wal/0000000100000000000000F0"
+fake_segment 0000000100000000000000F0 16777216 "$T/wal/0000000100000000000000F0"
 vg "wal-push" root "${ENVS[@]}" -- wal-push "$T/wal/0000000100000000000000F0"
 vg "backup-push" pg "${ENVS[@]}" PGHOST="$T" PGPORT="$PORT" WALG_UPLOAD_DISK_CONCURRENCY=2 \
 	WALG_TAR_SIZE_THRESHOLD=10000000 -- backup-push "$SRC"

@@ -21,9 +21,10 @@ SEG=000000010000000000000004
 HIST=00000002.history
 mkdir -p "$T/v1" "$T/v2" "$T/v1b" "$T/out"
 seq 1 300000 >"$T/text"
-head -c 1048576 "$T/text" >"$T/v1/$SEG"
+fake_segment "$SEG" 1048576 "$T/v1/$SEG" "$T/text"
 cp "$T/v1/$SEG" "$T/v1b/$SEG" # same content, another file
-{ head -c 1000 /dev/urandom; tail -c +1001 "$T/v1/$SEG"; } >"$T/v2/$SEG"
+# the same long page header (walc refuses a file named as a segment that is none), other bytes
+{ head -c 40 "$T/v1/$SEG"; head -c 1000 /dev/urandom; tail -c +1041 "$T/v1/$SEG"; } >"$T/v2/$SEG"
 printf '1\t0/3000000\tno recovery target specified\n' >"$T/v1/$HIST"
 cp "$T/v1/$HIST" "$T/v1b/$HIST"
 printf '1\t0/5000000\tno recovery target specified\n' >"$T/v2/$HIST"
@@ -65,7 +66,7 @@ for mode in plain encrypted; do
 	expect_rc 1 "[$mode] WALG_PREVENT_WAL_OVERWRITE=true, different content"
 	log "  [$mode] refused: $W_ERR"
 	assert_eq "$before" "$(obj_id "$obj")" "[$mode] refused overwrite: stored object (sha256 inode mtime)"
-	assert_eq 1 "$(count_files "$repo")" "[$mode] files in the repository after the refused overwrite"
+	assert_eq 1 "$(count_files "$repo/wal_005")" "[$mode] WAL objects after the refused overwrite"
 	fetch_is "$repo" "$SEG" "$T/v1/$SEG" "${envs[@]}"
 done
 ok "WALG_PREVENT_WAL_OVERWRITE=true: identical re-push is a no-op, different content refused"
@@ -139,7 +140,7 @@ for i in "${!pids[@]}"; do
 	wait "${pids[$i]}" || fail "concurrent push $((i + 1)) failed: $(cat "$T/conc.$((i + 1)).log")"
 done
 assert_no_sanitizer_reports "$T"/conc.*.log
-assert_eq "$SEG.zst" "$(find "$repo" -type f -printf '%f\n')" "concurrent pushes: files in the repository"
+assert_eq "$SEG.zst" "$(find "$repo/wal_005" -type f -printf '%f\n')" "concurrent pushes: WAL objects"
 zstd -dcq <"$repo/wal_005/$SEG.zst" >"$T/plain" || fail "concurrent pushes: zstd -d of the object"
 assert_same_file "$T/v1/$SEG" "$T/plain" "concurrent pushes: stored object"
 fetch_is "$repo" "$SEG" "$T/v1/$SEG"

@@ -21,7 +21,8 @@ export AWS_ENDPOINT=$S3_ENDPOINT PGDATA=$T/pgdata
 mkdir -p "$T/wal" "$T/fetch"
 head -c 32 /dev/urandom | base64 -w0 >"$T/key.b64"
 SEG=000000010000000000000001
-{ head -c 100000 /dev/urandom; { yes "tls record" | head -c 400000 || true; }; } >"$T/wal/$SEG"
+{ head -c 100000 /dev/urandom; { yes "tls record" | head -c 948576 || true; }; } >"$T/src"
+fake_segment "$SEG" 1048576 "$T/wal/$SEG" "$T/src"
 
 PGPFX=$ROOT/test/fixtures/walg-v3.0.9-pgp/keys
 for cfg in plain keyed pgp; do

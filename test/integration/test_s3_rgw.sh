@@ -29,7 +29,8 @@ od -An -v -tx1 "$T/key.bin" | tr -d ' \n' >"$T/key.hex"
 SEGS=(000000010000000000000001 000000010000000000000002 000000010000000000000003)
 # WAL-like content: compressible records and random pages
 for s in "${SEGS[@]}"; do
-	{ head -c 300000 /dev/urandom; { yes "walc s3 record $s" | head -c 500000 || true; }; head -c 248576 /dev/zero; } >"$T/wal/$s"
+	{ head -c 300000 /dev/urandom; { yes "walc s3 record $s" | head -c 500000 || true; }; head -c 248576 /dev/zero; } >"$T/src"
+	fake_segment "$s" 1048576 "$T/wal/$s" "$T/src"
 done
 n=0
 for codec in lz4 zstd brotli lzma none; do

@@ -612,6 +612,42 @@ static void test_wal_stitch(void **state)
 	free(g.buf);
 }
 
+/* What wal-push and wal-fetch hold a file named as a segment to, on a fixture's segment. */
+static void test_segment_check(void **state)
+{
+	(void)state;
+	membuf seg;
+	fixture_segment("00000001000000000000002D", &seg);
+	const char *name = "00000001000000000000002D";
+	uint64_t sysid = 0;
+	char why[128];
+	assert_true(wal_segment_check(name, seg.data, 40, SEG1, 0, &sysid, why));
+	assert_true(sysid != 0);
+	assert_true(wal_segment_check(name, seg.data, 40, SEG1, SEG1, &sysid, why));
+	assert_true(wal_segment_check("00000001000000000000002D.partial", seg.data, 40, SEG1, 0,
+								  &sysid, why));
+	/* a later timeline's first segment starts with its parent's pages */
+	assert_true(wal_segment_check("00000002000000000000002D", seg.data, 40, SEG1, 0, &sysid, why));
+	/* WALG_PG_WAL_SIZE says otherwise; the size is not the header's; another segment's name */
+	assert_false(wal_segment_check(name, seg.data, 40, SEG1, SEG16, &sysid, why));
+	assert_false(wal_segment_check(name, seg.data, 40, 50000, 0, &sysid, why));
+	assert_non_null(strstr(why, "50000 bytes"));
+	assert_false(wal_segment_check("00000001000000000000002E", seg.data, 40, SEG1, 0, &sysid, why));
+	assert_non_null(strstr(why, "page address"));
+	/* zeros, random bytes, a file shorter than a header */
+	unsigned char *zeros = xcalloc(1, 40), *noise = pattern(40, 3);
+	assert_false(wal_segment_check(name, zeros, 40, SEG1, 0, &sysid, why));
+	assert_false(wal_segment_check(name, noise, 40, SEG1, 0, &sysid, why));
+	assert_false(wal_segment_check(name, seg.data, 20, 20, 0, &sysid, why));
+	/* a header claiming a segment size PostgreSQL does not allow */
+	memcpy(noise, seg.data, 40);
+	noise[34] = 0x30; /* 3 MiB */
+	assert_false(wal_segment_check(name, noise, 40, 3 * SEG1, 0, &sysid, why));
+	free(zeros);
+	free(noise);
+	free(seg.data);
+}
+
 /* The page rule backup-push --verify and backup-verify share, on PostgreSQL's page. */
 static void test_page_verify(void **state)
 {
@@ -817,6 +853,7 @@ int main(void)
 		cmocka_unit_test(test_page_checksum),	 cmocka_unit_test(test_page_header),
 		cmocka_unit_test(test_wal_records),	 cmocka_unit_test(test_crc32c),
 		cmocka_unit_test(test_wal_record_crc),	 cmocka_unit_test(test_wal_stitch),
+		cmocka_unit_test(test_segment_check),
 		cmocka_unit_test(test_page_verify),		 cmocka_unit_test(test_control_checksums),
 		cmocka_unit_test(test_wal_page_check),	 cmocka_unit_test(test_history_check),
 		cmocka_unit_test(test_wal_msg_parse),
