@@ -47,6 +47,7 @@ static const opt backup_fetch_opts[] = {
 	{ "target-lsn", 0, "LSN", "recover to this LSN" },
 	{ "target-name", 0, "NAME", "recover to this restore point (pg_create_restore_point)" },
 	{ "target-xid", 0, "XID", "recover to the end of this transaction" },
+	{ "target-timeline", 0, "TLI", "with a target: follow this timeline's history, not the newest's" },
 	{ "target-action", 0, "ACTION", "with a target: promote (default), pause or shutdown" },
 	{ "restore-command", 0, "CMD", "with a target: the restore_command (default: this walc)" },
 	{ "restore-only", 0, "NAMES", "not supported by walc (partial restore): refused" },
@@ -156,7 +157,10 @@ static const command cmd_table[] = {
 	  "the newest backup that ends before the target, once the archived WAL has been read far\n"
 	  "enough to prove it reaches the target, then writes restore_command and the target to\n"
 	  "postgresql.auto.conf and creates recovery.signal: starting PostgreSQL recovers to the\n"
-	  "target. A target the archive cannot reach is refused before anything is written.",
+	  "target. A target the archive cannot reach is refused before anything is written, and\n"
+	  "so is one that two timelines' histories both hold (a timeline branched before it while\n"
+	  "its parent's WAL reaches it too) unless --target-timeline says which to follow;\n"
+	  "recovery_target_timeline is written as the timeline the archive was read along.",
 	  true, cmd_backup_fetch, NULL },
 	{ "backup-list", "", 0, 0, backup_list_opts, "list base backups",
 	  "Lists backups with a sentinel, oldest first (by the sentinel's time), in WAL-G's columns.",

@@ -107,11 +107,10 @@ struct wal_archive {
 	wal_path path;
 };
 
-/* The path to the newest timeline, from the index's history files. */
-static void path_of(const wal_index *ix, wal_path *out)
+/* The path to timeline id, from the index's history files. */
+static void path_to(const wal_index *ix, uint32_t id, wal_path *out)
 {
 	memset(out, 0, sizeof(*out));
-	uint32_t id = ix->n > 0 ? ix->tl[ix->n - 1].id : 1;
 	uint32_t rev[WAL_PATH_MAX];
 	uint64_t begin[WAL_PATH_MAX];
 	size_t n = 0;
@@ -140,8 +139,17 @@ err_code wal_archive_open(repo *r, const config *cfg, wal_archive **out)
 		free(a);
 		return rc;
 	}
-	path_of(&a->ix, &a->path);
+	path_to(&a->ix, a->ix.n > 0 ? a->ix.tl[a->ix.n - 1].id : 1, &a->path);
 	*out = a;
+	return E_OK;
+}
+
+err_code wal_archive_follow(wal_archive *a, uint32_t tli)
+{
+	const timeline *tl = wal_index_timeline(&a->ix, tli);
+	if (tl == NULL || (tl->nsegs == 0 && !tl->has_history))
+		return err_set(E_NOTFOUND, "timeline %u: the archive holds none of its WAL", tli);
+	path_to(&a->ix, tli, &a->path);
 	return E_OK;
 }
 
