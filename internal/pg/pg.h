@@ -339,8 +339,17 @@ err_code pg_upload_manifest(pg_session *s, const void *buf, size_t len);
  * session (every major has pg_replication_slots), the rest happens on a replication session.
  * slot names are checked by the caller (lower-case letters, digits, _): they go in unquoted.
  */
-/* *exists: a physical slot of that name; *restart_lsn 0 when it has reserved no WAL yet. */
-err_code pg_slot_read(pg_session *s, const char *slot, bool *exists, uint64_t *restart_lsn);
+/*
+ * A physical slot of that name (exists); restart_lsn 0 when it has reserved no WAL (never, or
+ * no more: an invalidated slot's is gone too); wal_status as pg_replication_slots says it
+ * ("reserved", "extended", "unreserved", "lost"; "" for none).
+ */
+typedef struct pg_slot_info {
+	bool exists;
+	uint64_t restart_lsn;
+	char wal_status[16];
+} pg_slot_info;
+err_code pg_slot_read(pg_session *s, const char *slot, pg_slot_info *out);
 /* CREATE_REPLICATION_SLOT slot PHYSICAL RESERVE_WAL. */
 err_code pg_slot_create(pg_session *s, const char *slot);
 /* TIMELINE_HISTORY tli: the history file's content (a new string of *len bytes). */
@@ -375,7 +384,8 @@ err_code pg_wal_stream_next(pg_session *s, int wait_ms, pg_wal_msg *out);
 err_code pg_wal_stream_status(pg_session *s, uint64_t written, uint64_t flushed);
 /*
  * After PG_WAL_END: ends our side of the stream and reads the server's last results, where its
- * next timeline starts when a timeline ended (*next_tli 0 otherwise).
+ * next timeline starts when a timeline ended (*next_tli 0 otherwise). E_NOTFOUND when the
+ * server ended it because it no longer has the WAL asked for.
  */
 err_code pg_wal_stream_finish(pg_session *s, uint32_t *next_tli, uint64_t *next_lsn);
 

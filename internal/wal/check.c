@@ -302,8 +302,9 @@ err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from
 	return rc;
 }
 
-err_code wal_newest_segment(repo *r, uint64_t seg_size, uint32_t tli, uint64_t *segno,
-							bool *found)
+/* The newest segment of timeline tli, or with `older` of tli or a timeline before it. */
+static err_code newest(repo *r, uint64_t seg_size, uint32_t tli, bool older, uint32_t *tli_out,
+					   uint64_t *segno, bool *found)
 {
 	obj_list l;
 	*found = false;
@@ -323,11 +324,26 @@ err_code wal_newest_segment(repo *r, uint64_t seg_size, uint32_t tli, uint64_t *
 			err_clear();
 			continue;
 		}
-		if (t == tli && (!*found || s > *segno)) {
+		if ((t == tli || (older && t < tli)) &&
+			(!*found || t > *tli_out || (t == *tli_out && s > *segno))) {
+			*tli_out = t;
 			*segno = s;
 			*found = true;
 		}
 	}
 	obj_list_free(&l);
 	return E_OK;
+}
+
+err_code wal_newest_segment(repo *r, uint64_t seg_size, uint32_t tli, uint64_t *segno,
+							bool *found)
+{
+	uint32_t t;
+	return newest(r, seg_size, tli, false, &t, segno, found);
+}
+
+err_code wal_newest_upto(repo *r, uint64_t seg_size, uint32_t tli, uint32_t *tli_out,
+						 uint64_t *segno, bool *found)
+{
+	return newest(r, seg_size, tli, true, tli_out, segno, found);
 }

@@ -177,6 +177,9 @@ err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from
 /* The newest segment of timeline tli in the archive (*found false when it has none). */
 err_code wal_newest_segment(repo *r, uint64_t seg_size, uint32_t tli, uint64_t *segno,
 							bool *found);
+/* The newest segment of timeline tli or of a timeline before it, and its timeline. */
+err_code wal_newest_upto(repo *r, uint64_t seg_size, uint32_t tli, uint32_t *tli_out,
+						 uint64_t *segno, bool *found);
 
 /* The prefetch directory for a destination: <WALG_PREFETCH_DIR or dest's dir>/.wal-g/prefetch. */
 char *prefetch_dir(const config *cfg, const char *dest);

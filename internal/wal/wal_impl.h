@@ -64,4 +64,24 @@ err_code wal_marker_sysid(repo *r, uint64_t *sysid);
 /* A sink that checks a fetched file (wal_file_check) before next (owned) finishes. */
 sink *wal_check_sink_new(repo *r, const config *cfg, const char *name, sink *next);
 
+/*
+ * WAL known lost (wal-receive's invalidated slot): runs of segments recorded in a root object
+ * WAL-G ignores, which wal-verify reports as lost.
+ */
+#define WAL_LOST_OBJECT "walc_wal_lost.json"
+typedef struct wal_lost_gap {
+	uint32_t tli;
+	uint64_t first, last;
+} wal_lost_gap;
+typedef struct wal_lost {
+	wal_lost_gap *gaps;
+	size_t n;
+} wal_lost;
+/* Adds the segments first to last of timeline tli, and why they are lost. */
+err_code wal_lost_record(repo *r, uint32_t tli, const char *first, const char *last,
+						 const char *why);
+err_code wal_lost_read(repo *r, uint64_t seg_size, wal_lost *out);
+bool wal_lost_has(const wal_lost *l, uint32_t tli, uint64_t segno);
+void wal_lost_free(wal_lost *l);
+
 #endif
