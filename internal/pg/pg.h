@@ -28,7 +28,7 @@ void wal_name_format(char out[WAL_NAME_LEN + 1], uint32_t tli, uint64_t segno, u
 /*
  * The system identifier in the long header that starts every WAL segment (and .partial file):
  * false when buf (at least the first 40 bytes) does not start with one. Checks the magic
- * (PostgreSQL 9.x and later), the long-header flag, the page size (8192) and seg_size.
+ * (PostgreSQL 9.x and later), the long-header flag, the page size (8192) and seg_size (0: any).
  */
 #define WAL_LONG_HEADER_LEN 40
 bool wal_header_sysid(const unsigned char *buf, size_t len, uint64_t seg_size, uint64_t *sysid);

@@ -80,7 +80,7 @@ bool wal_header_sysid(const unsigned char *buf, size_t len, uint64_t seg_size, u
 	uint16_t magic = (uint16_t)pg_le(buf, 2), info = (uint16_t)pg_le(buf + 2, 2);
 	if (magic < WAL_MAGIC_MIN || (info & XLP_LONG_HEADER) == 0)
 		return false;
-	if (pg_le(buf + 32, 4) != seg_size || pg_le(buf + 36, 4) != 8192)
+	if ((seg_size != 0 && pg_le(buf + 32, 4) != seg_size) || pg_le(buf + 36, 4) != 8192)
 		return false;
 	*sysid = pg_le(buf + 24, 8);
 	return true;

@@ -56,7 +56,7 @@ static bool looks_complete(const config *cfg, const char *name, const char *path
 	ssize_t n = read(fd, head, sizeof(head));
 	close(fd);
 	bool ok = n == (ssize_t)sizeof(head) &&
-		wal_file_check(NULL, cfg, name, head, sizeof(head), (uint64_t)sb.st_size, false) == E_OK;
+		wal_file_check(NULL, cfg, name, head, sizeof(head), (uint64_t)sb.st_size, NULL) == E_OK;
 	err_clear();
 	return ok;
 }
@@ -129,6 +129,7 @@ typedef struct job {
 	repo *r;
 	const config *cfg;
 	char *dir;
+	const char *dest; /* where wal-fetch put the segment asked for */
 	chan *names;
 	/* atomic: the lowest segment found missing, where the archive ends (UINT64_MAX: none).
 	 * Workers take names in any order: one that finds N+2 missing must not stop another
@@ -167,7 +168,7 @@ static err_code open_ready(void *arg, sink **out)
 	ready_file *f = arg;
 	sink *file;
 	TRY(file_sink_new(f->path, false, false, &file));
-	*out = wal_check_sink_new(f->j->r, f->j->cfg, f->name, file);
+	*out = wal_check_sink_new(f->j->r, f->j->cfg, f->name, f->j->dest, file);
 	return E_OK;
 }
 
@@ -244,7 +245,7 @@ void wal_prefetch(repo *r, const config *cfg, const char *name, const char *dest
 	uint64_t segno, segsize = seg_size(cfg);
 	if (wal_name_parse(name, segsize, &tli, &segno) != E_OK)
 		return;
-	job j = { .r = r, .cfg = cfg, .dir = prefetch_dir(cfg, dest), .end = UINT64_MAX };
+	job j = { .r = r, .cfg = cfg, .dir = prefetch_dir(cfg, dest), .dest = dest, .end = UINT64_MAX };
 	char *running = xasprintf("%s/running", j.dir);
 	if (mkdir_p(running, 0700) != E_OK) {
 		free(running);

@@ -184,7 +184,7 @@ static err_code check_content(const config *cfg, const wal_src *src, uint64_t si
 	}
 	if (rc == E_OK)
 		rc = wal_file_check(NULL, cfg, src->name, src->path ? head : src->buf,
-							src->path ? have : (src->len < need ? src->len : need), size, false);
+							src->path ? have : (src->len < need ? src->len : need), size, NULL);
 	if (rc == E_CORRUPT)
 		err_wrap(rc, "wal-push %s: refused, nothing stored", src->path ? src->path : src->name);
 	free(head);

@@ -6,6 +6,7 @@
 #define WALC_INTERNAL_WAL_WAL_IMPL_H
 
 #include "internal/core/core.h"
+#include "internal/pg/pg.h"
 #include "internal/repo/repo.h"
 
 typedef struct timeline {
@@ -51,18 +52,28 @@ size_t wal_file_head_need(const char *name);
 /*
  * E_CORRUPT, saying what is wrong, when the file named name, of size bytes and starting with
  * buf (len bytes, wal_file_head_need's or all there are), is not what its name says: a segment
- * by pg's wal_segment_check (WALG_PG_WAL_SIZE where set) and, with cluster, of the cluster
- * the repository's marker names when there is one; a history file that parses for its
- * timeline; a backup history file that starts as PostgreSQL writes one.
+ * by pg's wal_segment_check (WALG_PG_WAL_SIZE where set) and, when dest (where wal-fetch puts
+ * it) is given, of the cluster the repository's marker names when there is one (or of the
+ * cluster being recovered there, whose pg_control is beside it); a history file that parses
+ * for its timeline; a backup history file that starts as PostgreSQL writes one.
  */
 err_code wal_file_check(repo *r, const config *cfg, const char *name, const unsigned char *buf,
-						size_t len, uint64_t size, bool cluster);
+						size_t len, uint64_t size, const char *dest);
+/* The first WAL_LONG_HEADER_LEN bytes of object key, decoded: how many there were. */
+size_t wal_object_head(repo *r, const char *key, unsigned char *head);
 /* The segment size WALG_PG_WAL_SIZE sets, 0 when it is not set. */
 uint64_t wal_configured_seg_size(const config *cfg);
+/*
+ * *ok when sysid is the cluster's the repository's marker names (*ours; 0 when there is no
+ * marker, and any is), or the cluster's being recovered where wal-fetch writes dest (NULL:
+ * none).
+ */
+err_code wal_cluster_ok(repo *r, uint64_t sysid, const char *dest, bool *ok, uint64_t *ours);
 /* The system identifier the repository's cluster marker records, 0 when there is none. */
 err_code wal_marker_sysid(repo *r, uint64_t *sysid);
-/* A sink that checks a fetched file (wal_file_check) before next (owned) finishes. */
-sink *wal_check_sink_new(repo *r, const config *cfg, const char *name, sink *next);
+/* A sink that checks a file fetched for dest (wal_file_check) before next (owned) finishes. */
+sink *wal_check_sink_new(repo *r, const config *cfg, const char *name, const char *dest,
+						 sink *next);
 
 /*
  * WAL known lost (wal-receive's invalidated slot): runs of segments recorded in a root object

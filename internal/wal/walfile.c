@@ -7,6 +7,7 @@
 #include "internal/wal/wal_impl.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -117,18 +118,56 @@ size_t wal_file_head_need(const char *name)
 	return 0;
 }
 
+/*
+ * The cluster a restore_command destination belongs to: PostgreSQL runs it in the data
+ * directory with pg_wal/RECOVERYXLOG, the daemon with PGDATA/pg_wal/...: pg_control is then
+ * in ../global beside it.
+ */
+static bool dest_cluster(const char *dest, uint64_t *sysid)
+{
+	const char *slash = strrchr(dest, '/');
+	char *path = slash ? xasprintf("%.*s/../global/pg_control", (int)(slash - dest), dest)
+					   : xstrdup("../global/pg_control");
+	unsigned char buf[PG_PAGE_SIZE];
+	bool on, ok = false;
+	FILE *f = fopen(path, "rb");
+	if (f != NULL) {
+		ok = fread(buf, 1, sizeof(buf), f) == sizeof(buf) &&
+			pg_control_checksums(buf, sizeof(buf), &on);
+		fclose(f);
+	}
+	free(path);
+	if (ok) /* ControlFileData starts with system_identifier */
+		memcpy(sysid, buf, sizeof(*sysid));
+	return ok;
+}
+
+err_code wal_cluster_ok(repo *r, uint64_t sysid, const char *dest, bool *ok, uint64_t *ours)
+{
+	uint64_t restoring = 0;
+	TRY(wal_marker_sysid(r, ours));
+	/*
+	 * A repository that changed clusters (WALG_ALLOW_SYSTEM_ID_CHANGE) still holds the old
+	 * one's WAL, which a restore of an old backup needs: the cluster being recovered says.
+	 */
+	*ok = *ours == 0 || sysid == *ours ||
+		(dest != NULL && dest_cluster(dest, &restoring) && restoring == sysid);
+	return E_OK;
+}
+
 err_code wal_file_check(repo *r, const config *cfg, const char *name, const unsigned char *buf,
-						size_t len, uint64_t size, bool cluster)
+						size_t len, uint64_t size, const char *dest)
 {
 	char why[128] = "";
 	switch (wal_file_kind_of(name)) {
 	case WAL_FILE_SEGMENT: {
 		uint64_t sysid, ours = 0;
+		bool ok = true;
 		if (!wal_segment_check(name, buf, len, size, wal_configured_seg_size(cfg), &sysid, why))
 			return err_set(E_CORRUPT, "not a WAL segment: %s", why);
-		if (cluster)
-			TRY(wal_marker_sysid(r, &ours));
-		if (ours != 0 && sysid != ours)
+		if (dest != NULL)
+			TRY(wal_cluster_ok(r, sysid, dest, &ok, &ours));
+		if (!ok)
 			return err_set(E_CORRUPT,
 						   "a WAL segment of cluster %llu, not of this repository's cluster %llu "
 						   "(" CATALOG_CLUSTER_MARKER ")",
@@ -162,7 +201,7 @@ typedef struct check_sink {
 	sink *next;
 	repo *r;
 	const config *cfg;
-	char *name;
+	char *name, *dest;
 	unsigned char *head;
 	size_t need, have;
 	uint64_t total;
@@ -183,7 +222,7 @@ static err_code ck_write(sink *s, const void *buf, size_t len)
 static err_code ck_finish(sink *s)
 {
 	check_sink *c = (check_sink *)s;
-	TRY(wal_file_check(c->r, c->cfg, c->name, c->head, c->have, c->total, true));
+	TRY(wal_file_check(c->r, c->cfg, c->name, c->head, c->have, c->total, c->dest));
 	return sink_finish(c->next);
 }
 
@@ -193,12 +232,14 @@ static void ck_free(sink *s)
 	sink_free(c->next);
 	free(c->head);
 	free(c->name);
+	free(c->dest);
 	free(c);
 }
 
 static const sink_ops check_sink_ops = { ck_write, ck_finish, ck_free };
 
-sink *wal_check_sink_new(repo *r, const config *cfg, const char *name, sink *next)
+sink *wal_check_sink_new(repo *r, const config *cfg, const char *name, const char *dest,
+						 sink *next)
 {
 	check_sink *c = xcalloc(1, sizeof(*c));
 	c->base.ops = &check_sink_ops;
@@ -206,6 +247,7 @@ sink *wal_check_sink_new(repo *r, const config *cfg, const char *name, sink *nex
 	c->r = r;
 	c->cfg = cfg;
 	c->name = xstrdup(name);
+	c->dest = xstrdup(dest);
 	c->need = wal_file_head_need(name);
 	c->head = xmalloc(c->need ? c->need : 1);
 	return &c->base;

@@ -84,6 +84,18 @@ static void hs_free(sink *s)
 
 static const sink_ops head_sink_ops = { hs_write, hs_finish, hs_free };
 
+size_t wal_object_head(repo *r, const char *key, unsigned char *head)
+{
+	size_t have = 0;
+	head_sink *h = xcalloc(1, sizeof(*h));
+	h->base.ops = &head_sink_ops;
+	h->buf = head;
+	h->have = &have;
+	if (repo_get(r, key, &h->base) != E_OK)
+		err_clear(); /* stopped once the header was in, or unreadable: have says which */
+	return have;
+}
+
 /* The system identifier in the long header of segment segno of timeline tli (false: none). */
 static bool segment_sysid(repo *r, const wal_index *ix, uint32_t tli, uint64_t segno,
 						  uint64_t *sysid)
@@ -93,13 +105,8 @@ static bool segment_sysid(repo *r, const wal_index *ix, uint32_t tli, uint64_t s
 	char *base = xasprintf(REPO_WAL_DIR "%s", name);
 	unsigned char head[WAL_LONG_HEADER_LEN];
 	size_t have = 0;
-	if (repo_find(r, base, &key) == E_OK) {
-		head_sink *h = xcalloc(1, sizeof(*h));
-		h->base.ops = &head_sink_ops;
-		h->buf = head;
-		h->have = &have;
-		repo_get(r, key, &h->base);
-	}
+	if (repo_find(r, base, &key) == E_OK)
+		have = wal_object_head(r, key, head);
 	err_clear();
 	free(key);
 	free(base);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Which history a point-in-time recovery follows (issue 42 §3):
 #   - a foreign cluster's .history (timeline 9, branching off timeline 1 early) stored with
-#     wal-push: wal-show and wal-verify ignore it, saying so, and a PITR reads timeline 1 and
-#     writes recovery_target_timeline = '1' (PostgreSQL's 'latest' would follow timeline 9);
+#     wal-push: wal-show and wal-verify ignore it, saying so; wal-fetch answers that it does
+#     not exist (PostgreSQL's 'latest' would follow it); a PITR reads timeline 1 and writes
+#     recovery_target_timeline = '1';
 #   - a restore of the source, promoted into timeline 2 and archiving into the same repository,
 #     while the source goes on writing on timeline 1: a --target-time after both went on is
 #     held by two histories and refused naming both timelines; with --target-timeline 1 it
@@ -49,6 +50,10 @@ printf '1\t%s\tno recovery target specified\n' "$START" >"$T/00000009.history"
 pg_own "$T/00000009.history"
 wrun_pg "${E[@]}" -- wal-push "$T/00000009.history"
 expect_rc 0 "wal-push of a foreign .history (history files stay accepted)"
+wrun_pg "${E[@]}" -- wal-fetch 00000009.history "$T/h9"
+expect_rc 74 "wal-fetch of a lone .history (PostgreSQL's 'latest' would follow it)"
+assert_contains "$W_ERR" "no WAL segment of timeline 9" "wal-fetch says why"
+assert_absent "$T/h9" "wal-fetch of a lone .history"
 wrun "${E[@]}" -- wal-show --detailed-json
 expect_rc 0 "wal-show"
 assert_eq "1" "$("$PY" -c 'import json, sys; print(",".join(str(t["id"]) for t in json.loads(sys.argv[1])))' "$W_OUT")" \
@@ -93,6 +98,8 @@ archive_all "$PORT" "$SRC"
 pg_stop "$T/tl2"
 pg_stop "$SRC"
 compgen -G "$R/wal_005/00000002.history*" >/dev/null || fail "no 00000002.history archived"
+wrun_pg "${E[@]}" -- wal-fetch 00000002.history "$T/h2"
+expect_rc 0 "wal-fetch of timeline 2's history, its WAL archived"
 
 rm -rf "$T/r"
 wrun_pg "${E[@]}" -- backup-fetch "$T/r" --target-time "$MT"
