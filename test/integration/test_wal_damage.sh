@@ -2,7 +2,8 @@
 # A flipped byte inside a WAL record of an archived segment (issue 42 §3), stored in the clear
 # (WALG_COMPRESSION_METHOD=none), with brotli (no checksum of its own) and re-compressed with
 # lz4 and zstd (whose checksums cover only what they were given: a byte flipped before
-# compression passes them). In every case:
+# compression passes them). Undamaged, backup-verify --wal passes (records crossing segment
+# boundaries are checked once both segments are read). In every case:
 #   - backup-verify --wal exits 1 naming the segment's object and the record's LSN;
 #   - backup-list --detail --json: the backup's recovery window ends before that record;
 #   - backup-fetch --target-time after the record is refused naming the object and the LSN,
@@ -41,7 +42,7 @@ M1=$(mark)
 dump_norm "$PORT" >"$T/at-m1.sql"
 batch 2001 2001 # the commit after M1 where recovery to M1 stops, before the damage
 L=$(q "SELECT pg_current_wal_insert_lsn()")
-batch 2002 4000
+batch 2002 12000 # a few segments, records crossing from one into the next
 M2=$(mark)
 batch 4001 4100
 seg=$(switch_wal "$PORT")
@@ -75,6 +76,10 @@ cp "$T/good" "$T/bad"
 flip_byte "$T/bad" "$OFF"
 log "damaging the record at $LSN in $SEG (byte $OFF)"
 
+# Undamaged, every record checks, across segment boundaries too.
+wrun "${E[@]}" -- backup-verify LATEST --wal
+expect_rc 0 "backup-verify --wal before the damage"
+
 lsn_num() { "$PY" -c 'import sys; h, l = sys.argv[1].split("/"); print((int(h, 16) << 32) | int(l, 16))' "$1"; }
 LSN_N=$(lsn_num "$LSN")
 
@@ -90,6 +95,7 @@ for codec in none brotli lz4 zstd; do
 	expect_rc 1 "[$codec] backup-verify --wal of a damaged record"
 	assert_match "$W_OUT" "PROBLEM $obj: .*WAL record at $LSN: record checksum mismatch" \
 		"[$codec] backup-verify names the object and the LSN"
+	assert_eq 1 "$(grep -c '^PROBLEM' <<<"$W_OUT")" "[$codec] problems backup-verify reports"
 
 	wrun "${E[@]}" -- backup-list --detail --json
 	expect_rc 0 "[$codec] backup-list --detail --json"
