@@ -144,7 +144,7 @@ static err_code check_branches(wal_archive *a, const recovery_target *t,
 		uint64_t branch = path.begin[i];
 		if (reach->reached && reach->lsn < branch)
 			continue; /* reached before the branch: one history */
-		target_reach other;
+		target_reach other = { 0 };
 		rc = wal_archive_follow(a, path.tli[i - 1]);
 		if (rc == E_OK)
 			rc = wal_reach_target(a, branch, t, &other);

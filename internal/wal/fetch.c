@@ -21,10 +21,7 @@ typedef struct fetch_dest {
 static err_code open_dest(void *arg, sink **out)
 {
 	fetch_dest *d = arg;
-	sink *file;
-	TRY(file_sink_new(d->dest, true, true, &file));
-	*out = wal_check_sink_new(d->r, d->cfg, d->name, d->dest, file);
-	return E_OK;
+	return wal_checked_file_new(d->r, d->cfg, d->name, d->dest, d->dest, true, out);
 }
 
 /* A history file is read into memory first: it is small, and judged whole. */

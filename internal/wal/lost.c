@@ -14,14 +14,10 @@
 err_code wal_lost_record(repo *r, uint32_t tli, const char *first, const char *last,
 						 const char *why)
 {
-	json_t *doc = NULL;
-	err_code rc = catalog_read_json(r, WAL_LOST_OBJECT, CATALOG_JSON_MAX, &doc);
-	if (rc == E_NOTFOUND) {
-		err_clear();
+	json_t *doc;
+	TRY(wal_read_json(r, WAL_LOST_OBJECT, &doc));
+	if (doc == NULL)
 		doc = json_object();
-	} else if (rc != E_OK) {
-		return rc;
-	}
 	json_t *gaps = json_object_get(doc, "gaps");
 	if (!json_is_array(gaps)) {
 		gaps = json_array();
@@ -33,7 +29,7 @@ err_code wal_lost_record(repo *r, uint32_t tli, const char *first, const char *l
 										  "last_segment", last, "recorded", when, "reason",
 										  why));
 	free(when);
-	rc = catalog_put_json(r, WAL_LOST_OBJECT, doc);
+	err_code rc = catalog_put_json(r, WAL_LOST_OBJECT, doc);
 	json_decref(doc);
 	return rc;
 }
@@ -41,13 +37,10 @@ err_code wal_lost_record(repo *r, uint32_t tli, const char *first, const char *l
 err_code wal_lost_read(repo *r, uint64_t seg_size, wal_lost *out)
 {
 	memset(out, 0, sizeof(*out));
-	json_t *doc = NULL;
-	err_code rc = catalog_read_json(r, WAL_LOST_OBJECT, CATALOG_JSON_MAX, &doc);
-	if (rc == E_NOTFOUND) {
-		err_clear();
+	json_t *doc;
+	TRY(wal_read_json(r, WAL_LOST_OBJECT, &doc));
+	if (doc == NULL)
 		return E_OK;
-	}
-	TRY(rc);
 	size_t i;
 	json_t *g;
 	json_array_foreach(json_object_get(doc, "gaps"), i, g)

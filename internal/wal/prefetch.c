@@ -166,10 +166,7 @@ typedef struct ready_file {
 static err_code open_ready(void *arg, sink **out)
 {
 	ready_file *f = arg;
-	sink *file;
-	TRY(file_sink_new(f->path, false, false, &file));
-	*out = wal_check_sink_new(f->j->r, f->j->cfg, f->name, f->j->dest, file);
-	return E_OK;
+	return wal_checked_file_new(f->j->r, f->j->cfg, f->name, f->j->dest, f->path, false, out);
 }
 
 static err_code fetch_one(job *j, const char *name)

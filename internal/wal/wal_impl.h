@@ -1,9 +1,12 @@
 /*
  * wal-internal: the index of what wal_005/ holds, per timeline (segments, history), that
- * wal-show, wal-verify and recovery targets read.
+ * wal-show, wal-verify and recovery targets read; what a WAL file must be before it is stored
+ * or handed over; the WAL recorded lost.
  */
 #ifndef WALC_INTERNAL_WAL_WAL_IMPL_H
 #define WALC_INTERNAL_WAL_WAL_IMPL_H
+
+#include <jansson.h>
 
 #include "internal/core/core.h"
 #include "internal/pg/pg.h"
@@ -71,9 +74,14 @@ uint64_t wal_configured_seg_size(const config *cfg);
 err_code wal_cluster_ok(repo *r, uint64_t sysid, const char *dest, bool *ok, uint64_t *ours);
 /* The system identifier the repository's cluster marker records, 0 when there is none. */
 err_code wal_marker_sysid(repo *r, uint64_t *sysid);
-/* A sink that checks a file fetched for dest (wal_file_check) before next (owned) finishes. */
-sink *wal_check_sink_new(repo *r, const config *cfg, const char *name, const char *dest,
-						 sink *next);
+/*
+ * The file a fetch writes at path (file_sink_new: durable or not), made only once what passed
+ * is what name says (wal_file_check, for dest).
+ */
+err_code wal_checked_file_new(repo *r, const config *cfg, const char *name, const char *dest,
+							  const char *path, bool durable, sink **out);
+/* A JSON object at the repository's root; *doc NULL when there is none. */
+err_code wal_read_json(repo *r, const char *key, json_t **doc);
 
 /*
  * WAL known lost (wal-receive's invalidated slot): runs of segments recorded in a root object

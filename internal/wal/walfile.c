@@ -68,16 +68,24 @@ err_code wal_marker_sysid(repo *r, uint64_t *sysid)
 	return E_OK;
 }
 
-static err_code read_marker(repo *r, uint64_t *sysid)
+err_code wal_read_json(repo *r, const char *key, json_t **doc)
 {
-	*sysid = 0;
-	json_t *doc = NULL;
-	err_code rc = catalog_read_json(r, CATALOG_CLUSTER_MARKER, CATALOG_JSON_MAX, &doc);
+	*doc = NULL;
+	err_code rc = catalog_read_json(r, key, CATALOG_JSON_MAX, doc);
 	if (rc == E_NOTFOUND) {
 		err_clear();
 		return E_OK;
 	}
-	TRY(rc);
+	return rc;
+}
+
+static err_code read_marker(repo *r, uint64_t *sysid)
+{
+	*sysid = 0;
+	json_t *doc;
+	TRY(wal_read_json(r, CATALOG_CLUSTER_MARKER, &doc));
+	if (doc == NULL)
+		return E_OK;
 	const char *text = json_string_value(json_object_get(doc, "system_identifier"));
 	char *end = NULL;
 	unsigned long long v = text != NULL ? strtoull(text, &end, 10) : 0;
@@ -238,8 +246,8 @@ static void ck_free(sink *s)
 
 static const sink_ops check_sink_ops = { ck_write, ck_finish, ck_free };
 
-sink *wal_check_sink_new(repo *r, const config *cfg, const char *name, const char *dest,
-						 sink *next)
+static sink *check_sink_new(repo *r, const config *cfg, const char *name, const char *dest,
+							sink *next)
 {
 	check_sink *c = xcalloc(1, sizeof(*c));
 	c->base.ops = &check_sink_ops;
@@ -251,4 +259,13 @@ sink *wal_check_sink_new(repo *r, const config *cfg, const char *name, const cha
 	c->need = wal_file_head_need(name);
 	c->head = xmalloc(c->need ? c->need : 1);
 	return &c->base;
+}
+
+err_code wal_checked_file_new(repo *r, const config *cfg, const char *name, const char *dest,
+							  const char *path, bool durable, sink **out)
+{
+	sink *file;
+	TRY(file_sink_new(path, durable, durable, &file));
+	*out = check_sink_new(r, cfg, name, dest, file);
+	return E_OK;
 }

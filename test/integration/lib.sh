@@ -405,6 +405,23 @@ archiving_source() {
 		{ cat "$dir.pgbench.log" >&2; fail "pgbench -i -s $scale"; }
 }
 
+# pitr_source [VAR=VALUE...]: the repository R and a cluster SRC (1 MiB segments) archiving into
+# it through walc_wrapper, started on PORT; E is the walc environment (WALG_FILE_PREFIX=$R,
+# WALG_PG_WAL_SIZE=1 and the arguments)
+pitr_source() {
+	R=$T/repo
+	mkdir -p "$R"
+	pg_own "$T"
+	E=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1 "$@")
+	walc_wrapper "${E[@]}"
+	SRC=$T/src
+	pg_init "$SRC" --wal-segsize=1
+	PORT=$(free_port)
+	pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_timeout = 0" \
+		"archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push.log'"
+	pg_start "$SRC" "$PORT"
+}
+
 # pg_init DIR [initdb args...]
 pg_init() {
 	local dir=$1

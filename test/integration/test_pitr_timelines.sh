@@ -12,18 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 it_setup pitr-timelines
 
-R=$T/repo
-mkdir -p "$R"
-pg_own "$T"
-E=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1)
-walc_wrapper "${E[@]}"
-SRC=$T/src
-pg_init "$SRC" --wal-segsize=1
-PORT=$(free_port)
-ARCH=("wal_level = replica" "archive_mode = on" "archive_timeout = 0"
-	"archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push.log'")
-pg_conf "$SRC" "${ARCH[@]}"
-pg_start "$SRC" "$PORT"
+pitr_source
 
 q() { psqlc "$1" "$2"; }
 now() { q "$1" "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"; }
@@ -81,7 +70,7 @@ wrun_pg "${E[@]}" -- backup-fetch "$T/tl2" LATEST
 expect_rc 0 "backup-fetch for timeline 2"
 MBPG=${MB/T/ }
 recover_conf "$T/tl2" "${E[*]}" "recovery_target_time = '${MBPG%Z}+00'"
-pg_conf "$T/tl2" "${ARCH[@]}"
+pg_conf "$T/tl2" "archive_mode = on" "archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push2.log'"
 recovered_start "$T/tl2"
 P2=$RPORT
 q "$P2" "INSERT INTO t VALUES (20)"
