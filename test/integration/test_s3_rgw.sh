@@ -71,8 +71,8 @@ log "wal-push/wal-fetch: 10 configurations x ${#SEGS[@]} segments, awscli cross-
 
 # walc reads what awscli uploaded
 lz4 -q -c "$T/wal/${SEGS[0]}" >"$T/dl/up.lz4"
-awsc s3 cp --quiet "$T/dl/up.lz4" "s3://walc/fromaws/wal_005/00000001000000000000000A.lz4" || fail "awscli upload"
-wrun WALG_S3_PREFIX=s3://walc/fromaws AWS_ENDPOINT="$S3_ENDPOINT" -- wal-fetch 00000001000000000000000A "$T/fetch/A"
+awsc s3 cp --quiet "$T/dl/up.lz4" "s3://walc/fromaws/wal_005/${SEGS[0]}.lz4" || fail "awscli upload"
+wrun WALG_S3_PREFIX=s3://walc/fromaws AWS_ENDPOINT="$S3_ENDPOINT" -- wal-fetch "${SEGS[0]}" "$T/fetch/A"
 expect_rc 0 "wal-fetch of an object awscli uploaded"
 assert_same_file "$T/wal/${SEGS[0]}" "$T/fetch/A" "wal-fetch of an object awscli uploaded"
 log "walc reads what awscli wrote"
