@@ -146,7 +146,12 @@ static void page_header(wal_reader *r)
 	r->magic = magic;
 	r->tli = tli;
 	if (info & XLP_FIRST_IS_OVERWRITE_CONTRECORD) {
-		/* The record the last page began was never finished: it is abandoned. */
+		/*
+		 * The record the last page began was never finished: it is abandoned, and the next
+		 * one links back to the record before it, as PostgreSQL's reader expects.
+		 */
+		if (r->in_rec)
+			r->prev_lsn = r->rec_prev;
 		r->in_rec = false;
 		if (!r->started) {
 			r->seam.head_overwrite = true;
@@ -455,8 +460,11 @@ const char *wal_stitch_next(wal_stitch *st, const wal_seam *s, uint64_t *at)
 	const char *bad = NULL;
 	if (!st->known)
 		goto adopt;
-	if (s->head_overwrite)
-		st->open = false; /* PostgreSQL abandoned the record the segment before began */
+	if (s->head_overwrite && st->open) {
+		/* PostgreSQL abandoned the record the segment before began: the next links past it */
+		st->last = st->prev;
+		st->open = false;
+	}
 	if (st->open) {
 		if (s->head_rem == 0)
 			return "record not continued in the next segment";

@@ -463,6 +463,7 @@ typedef struct wgen {
 	unsigned char *buf;
 	uint64_t start, pos;
 	uint64_t rec_total, rec_left;
+	unsigned next_flags; /* added to the next page header's */
 } wgen;
 
 static void gen_put(wgen *g, const unsigned char *p, size_t n)
@@ -473,7 +474,8 @@ static void gen_put(wgen *g, const unsigned char *p, size_t n)
 			bool is_long = g->pos % SEG1 == 0, cont = g->rec_left > 0 && g->rec_left < g->rec_total;
 			uint32_t rem = cont ? (uint32_t)g->rec_left : 0;
 			h[0] = 0x10, h[1] = 0xD1; /* PostgreSQL 15's magic */
-			h[2] = (unsigned char)((cont ? 1 : 0) | (is_long ? 2 : 0));
+			h[2] = (unsigned char)((cont ? 1 : 0) | (is_long ? 2 : 0) | g->next_flags);
+			g->next_flags = 0;
 			h[4] = 1; /* timeline */
 			for (int i = 0; i < 8; i++)
 				h[8 + i] = (unsigned char)(g->pos >> (8 * i));
@@ -492,6 +494,27 @@ static void gen_put(wgen *g, const unsigned char *p, size_t n)
 	}
 }
 
+/* One record of len bytes (body's first) linking back to prev, cut after `write` bytes. */
+static uint64_t gen_record(wgen *g, uint32_t len, uint64_t prev, const unsigned char *body,
+						   uint32_t write)
+{
+	unsigned char h[24] = { 0 };
+	for (int i = 0; i < 4; i++)
+		h[i] = (unsigned char)(len >> (8 * i));
+	for (int i = 0; i < 8; i++)
+		h[8 + i] = (unsigned char)(prev >> (8 * i));
+	h[17] = 10; /* heap */
+	uint32_t crc = pg_crc32c_update(0xFFFFFFFFu, body, len - 24);
+	crc = pg_crc32c_update(crc, h, 20) ^ 0xFFFFFFFFu;
+	for (int i = 0; i < 4; i++)
+		h[20 + i] = (unsigned char)(crc >> (8 * i));
+	g->rec_total = g->rec_left = len;
+	uint64_t at = g->pos % 8192 == 0 ? g->pos + (g->pos % SEG1 == 0 ? 40 : 24) : g->pos;
+	gen_put(g, h, 24);
+	gen_put(g, body, write - 24);
+	return at;
+}
+
 /* Records of random sizes (seeded) until the last segment is half full; their LSNs in l. */
 static void gen_wal(wgen *g, uint32_t seed, rec_list *l)
 {
@@ -506,24 +529,9 @@ static void gen_wal(wgen *g, uint32_t seed, rec_list *l)
 		uint32_t len = 24 + x % 380;
 		if (seed % 4 == 0 && l->n == 3000)
 			len = 1300000; /* crosses a whole segment */
-		unsigned char h[24] = { 0 };
-		for (int i = 0; i < 4; i++)
-			h[i] = (unsigned char)(len >> (8 * i));
-		for (int i = 0; i < 8; i++)
-			h[8 + i] = (unsigned char)(prev >> (8 * i));
-		h[17] = 10; /* heap */
-		uint32_t crc = pg_crc32c_update(0xFFFFFFFFu, body, len - 24);
-		crc = pg_crc32c_update(crc, h, 20) ^ 0xFFFFFFFFu;
-		for (int i = 0; i < 4; i++)
-			h[20 + i] = (unsigned char)(crc >> (8 * i));
-		g->rec_total = g->rec_left = len;
-		uint64_t at = g->pos % 8192 == 0 ? g->pos + (g->pos % SEG1 == 0 ? 40 : 24) : g->pos;
-		gen_put(g, h, 24);
-		gen_put(g, body, len - 24);
-		l->lsn[l->n] = at;
+		prev = l->lsn[l->n] = gen_record(g, len, prev, body, len);
 		l->end[l->n] = g->pos;
 		l->n++;
-		prev = at;
 		g->pos += (8 - g->pos % 8) % 8;
 	}
 	free(body);
@@ -609,6 +617,56 @@ static void test_wal_stitch(void **state)
 	assert_true(long_ones > 0);
 	free(got);
 	free(l);
+	free(g.buf);
+}
+
+/*
+ * A record PostgreSQL never finished (the segment after it lost in a crash): the next segment
+ * starts with XLP_FIRST_IS_OVERWRITE_CONTRECORD and a record linking back past it. Neither the
+ * stream reader nor the stitch calls that damage or the end.
+ */
+static void test_wal_overwrite(void **state)
+{
+	(void)state;
+	wgen g = { .buf = xcalloc(1, GEN_SEGS * SEG1), .start = UINT64_C(0x40) << 20 };
+	unsigned char *body = pattern(20000, 9);
+	uint64_t prev = 0, edge = g.start + SEG1;
+	size_t n = 0;
+	while (g.pos == 0 || g.pos < edge - 3000) {
+		if (g.pos == 0)
+			g.pos = g.start;
+		prev = gen_record(&g, 200, prev, body, 200);
+		g.pos += (8 - g.pos % 8) % 8;
+		n++;
+	}
+	/* begun, never finished: the rest of the segment, and its continuation lost */
+	gen_record(&g, 10000, prev, body, (uint32_t)(edge - g.pos));
+	assert_int_equal(g.pos, edge);
+	g.rec_left = 0;
+	g.next_flags = 0x0008; /* XLP_FIRST_IS_OVERWRITE_CONTRECORD */
+	for (int i = 0; i < 50; i++) {
+		prev = gen_record(&g, 300, prev, body, 300);
+		g.pos += (8 - g.pos % 8) % 8;
+	}
+	rec_list *l = xmalloc(sizeof(*l));
+	uint64_t end, at;
+	wal_ending why;
+	assert_int_equal(read_segments(g.buf, 2 * SEG1, g.start, l, &end, &why), n + 50);
+	assert_int_equal(why.kind, WAL_END_INVALID); /* the zeros after the last record */
+	assert_true(why.lsn > edge);
+	wal_stitch st;
+	memset(&st, 0, sizeof(st));
+	for (int i = 0; i < 2; i++) {
+		wal_reader *r = wal_reader_new(SEG1, g.start + (uint64_t)i * SEG1, list_record, l);
+		l->n = 0;
+		assert_int_equal(wal_reader_feed(r, g.buf + (size_t)i * SEG1, SEG1), E_OK);
+		wal_seam seam;
+		wal_reader_seam(r, &seam);
+		wal_reader_free(r);
+		assert_null(wal_stitch_next(&st, &seam, &at));
+	}
+	free(l);
+	free(body);
 	free(g.buf);
 }
 
@@ -853,7 +911,7 @@ int main(void)
 		cmocka_unit_test(test_page_checksum),	 cmocka_unit_test(test_page_header),
 		cmocka_unit_test(test_wal_records),	 cmocka_unit_test(test_crc32c),
 		cmocka_unit_test(test_wal_record_crc),	 cmocka_unit_test(test_wal_stitch),
-		cmocka_unit_test(test_segment_check),
+		cmocka_unit_test(test_segment_check),	 cmocka_unit_test(test_wal_overwrite),
 		cmocka_unit_test(test_page_verify),		 cmocka_unit_test(test_control_checksums),
 		cmocka_unit_test(test_wal_page_check),	 cmocka_unit_test(test_history_check),
 		cmocka_unit_test(test_wal_msg_parse),
