@@ -26,6 +26,10 @@ cp "$T/v1/$SEG" "$T/v1b/$SEG" # same content, another file
 # the same long page header (walc refuses a file named as a segment that is none), other bytes
 { head -c 40 "$T/v1/$SEG"; head -c 1000 /dev/urandom; tail -c +1041 "$T/v1/$SEG"; } >"$T/v2/$SEG"
 printf '1\t0/3000000\tno recovery target specified\n' >"$T/v1/$HIST"
+# wal-fetch gives a .history only once a segment of its timeline is archived
+TL2=000000020000000000000003
+mkdir -p "$T/tl2"
+fake_segment "$TL2" 1048576 "$T/tl2/$TL2" "$T/text"
 cp "$T/v1/$HIST" "$T/v1b/$HIST"
 printf '1\t0/5000000\tno recovery target specified\n' >"$T/v2/$HIST"
 head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$T/key.hex"
@@ -96,6 +100,8 @@ for setting in false unset true; do
 	[ $setting != unset ] && envs=("WALG_PREVENT_WAL_OVERWRITE=$setting")
 	push "$repo" "$T/v1/$HIST" "${envs[@]}"
 	expect_rc 0 "[$setting] first push of $HIST"
+	push "$repo" "$T/tl2/$TL2"
+	expect_rc 0 "[$setting] push of timeline 2's first segment"
 	obj=$(find "$repo/wal_005" -type f -name "$HIST*")
 	[ -n "$obj" ] || fail "[$setting] no object for $HIST"
 	before=$(obj_id "$obj")
@@ -114,6 +120,8 @@ ok ".history is always protected (false, unset, true)"
 repo=$T/cross
 push "$repo" "$T/v1/$HIST" WALG_COMPRESSION_METHOD=lz4
 expect_rc 0 "cross-codec: first push of $HIST (lz4)"
+push "$repo" "$T/tl2/$TL2"
+expect_rc 0 "cross-codec: push of timeline 2's first segment"
 push "$repo" "$T/v2/$HIST" WALG_COMPRESSION_METHOD=zstd WALG_PREVENT_WAL_OVERWRITE=false
 expect_rc 1 "cross-codec: different $HIST pushed with zstd over an lz4 object"
 fetch_is "$repo" "$HIST" "$T/v1/$HIST"
