@@ -126,12 +126,17 @@ static err_code parse_target(const args *a, recovery_target *t, bool *given)
 		TRY(recovery_target_parse(target_kinds[i], v, t));
 		*given = true;
 	}
-	const char *action = arg(a, "target-action");
-	if (!*given &&
-		(action != NULL || arg(a, "restore-command") != NULL || arg_set(a, "keep-archiving")))
-		return err_set(E_CONFIG, "backup-fetch: --target-action, --restore-command and "
-								 "--keep-archiving go with a recovery target (--target-time, "
-								 "-lsn, -name or -xid)");
+	const char *action = arg(a, "target-action"), *tli = arg(a, "target-timeline");
+	if (!*given && (action != NULL || tli != NULL || arg(a, "restore-command") != NULL ||
+					arg_set(a, "keep-archiving")))
+		return err_set(E_CONFIG, "backup-fetch: --target-action, --target-timeline, "
+								 "--restore-command and --keep-archiving go with a recovery "
+								 "target (--target-time, -lsn, -name or -xid)");
+	if (tli != NULL) {
+		long v;
+		TRY(config_parse_long("--target-timeline", tli, 0, 1, 0x7fffffffL, &v));
+		t->timeline = (uint32_t)v;
+	}
 	if (action != NULL && strcmp(action, "promote") != 0 && strcmp(action, "pause") != 0 &&
 		strcmp(action, "shutdown") != 0)
 		return err_set(E_CONFIG,

@@ -48,6 +48,7 @@ static const opt backup_fetch_opts[] = {
 	{ "target-lsn", 0, "LSN", "recover to this LSN" },
 	{ "target-name", 0, "NAME", "recover to this restore point (pg_create_restore_point)" },
 	{ "target-xid", 0, "XID", "recover to the end of this transaction" },
+	{ "target-timeline", 0, "TLI", "with a target: follow this timeline's history, not the newest's" },
 	{ "target-action", 0, "ACTION", "with a target: promote (default), pause or shutdown" },
 	{ "restore-command", 0, "CMD", "with a target: the restore_command (default: this walc)" },
 	{ "keep-archiving", 0, NULL,
@@ -117,26 +118,34 @@ static const command cmd_table[] = {
 	  "stores it as wal_005/<name>.<ext>. With WALG_PREVENT_WAL_OVERWRITE=true, and always for\n"
 	  ".history files, an archived copy with different content is an error and stays as it was;\n"
 	  "an identical copy is success without upload. A segment of another cluster than the\n"
-	  "repository's is refused (WALG_ALLOW_SYSTEM_ID_CHANGE).",
+	  "repository's is refused (WALG_ALLOW_SYSTEM_ID_CHANGE), and so is a file named as a\n"
+	  "segment that is none (not the segment size: WALG_PG_WAL_SIZE, else its header's own; no\n"
+	  "long page header for its name's place), a .history that does not parse for its timeline\n"
+	  "or a .backup that is not one: nothing is stored.",
 	  true, cmd_wal_push, NULL },
 	{ "wal-fetch", "WAL_NAME DESTINATION", 2, 2, wal_fetch_opts,
 	  "restore one WAL file (restore_command = 'walc wal-fetch %f %p')",
 	  "Finds wal_005/<name> whatever compression it was stored with, decrypts, decompresses and\n"
 	  "writes DESTINATION atomically. Exit 74 when the archive has no such file, 1 on any other\n"
-	  "failure (DESTINATION is then not created).",
+	  "failure (DESTINATION is then not created). A segment must be one, whatever the codec:\n"
+	  "the segment size, a long page header for its name's place, of the repository's cluster\n"
+	  "(or the one being recovered). A .history is given only once a segment of its timeline\n"
+	  "is archived (else exit 74), so recovery does not follow a timeline with no WAL.",
 	  true, cmd_wal_fetch, NULL },
 	{ "wal-show", "", 0, 0, wal_show_opts, "show archived WAL per timeline, with gaps",
 	  "Lists wal_005/ by timeline: parent and switch point (from .history files), first and\n"
 	  "last segment, how many there are and how many the range needs (STATUS LOST_SEGMENTS\n"
-	  "when some are missing), and how many backups start on each timeline.",
+	  "when some are missing), and how many backups start on each timeline. A timeline with\n"
+	  "no segment of this cluster (a lone or foreign .history) is left out, with a warning.",
 	  true, cmd_wal_show, NULL },
 	{ "wal-verify", "integrity|timeline...", 1, 2, wal_verify_opts,
 	  "check that the archive can restore up to now",
 	  "integrity: every segment from the oldest backup's start to the cluster's current one is\n"
 	  "archived (FOUND; MISSING_UPLOADING within WALG_UPLOAD_CONCURRENCY of now; MISSING_DELAYED\n"
-	  "within WALG_INTEGRITY_MAX_DELAYED_WALS; MISSING_LOST otherwise). timeline: the highest\n"
-	  "timeline in storage is the cluster's. Connects with the PG* variables (not with\n"
-	  "--timeline and --lsn). Unlike WAL-G, walc exits 1 when a check reports FAILURE.",
+	  "within WALG_INTEGRITY_MAX_DELAYED_WALS; MISSING_LOST otherwise, or when wal-receive\n"
+	  "recorded them lost). timeline: the highest timeline in storage (that this cluster's\n"
+	  "segments back) is the cluster's. Connects with the PG* variables (not with --timeline\n"
+	  "and --lsn). Unlike WAL-G, walc exits 1 when a check reports FAILURE.",
 	  true, cmd_wal_verify, wal_verify_words_ok },
 	{ "backup-push", "[PGDATA]", 0, 1, backup_push_opts, "take a base backup of a running cluster",
 	  "Starts a non-exclusive backup over a libpq session (PG* variables), streams PGDATA and\n"
@@ -172,7 +181,10 @@ static const command cmd_table[] = {
 	  "the newest backup that ends before the target, once the archived WAL has been read far\n"
 	  "enough to prove it reaches the target, then writes restore_command and the target to\n"
 	  "postgresql.auto.conf and creates recovery.signal: starting PostgreSQL recovers to the\n"
-	  "target. A target the archive cannot reach is refused before anything is written.\n"
+	  "target. A target the archive cannot reach is refused before anything is written, and\n"
+	  "so is one that two timelines' histories both hold (a timeline branched before it while\n"
+	  "its parent's WAL reaches it too) unless --target-timeline says which to follow;\n"
+	  "recovery_target_timeline is written as the timeline the archive was read along.\n"
 	  "Archiving is turned off there too (archive_mode = off, archive_command and\n"
 	  "archive_library empty), so that the promoted cluster does not archive its new\n"
 	  "timeline into the repository it came from; --keep-archiving leaves the backup's\n"
@@ -249,7 +261,9 @@ static const command cmd_table[] = {
 	  "so the server keeps whatever is not: a restart goes on where the slot stands. When the\n"
 	  "server's timeline ends (a promoted standby), the segment so far is stored as .partial\n"
 	  "with the new timeline's history file, and streaming goes on. Runs until SIGINT or\n"
-	  "SIGTERM; exits non-zero when the connection or an upload fails.",
+	  "SIGTERM; exits non-zero when the connection or an upload fails, and when the slot lost\n"
+	  "WAL not yet stored (invalidated past max_slot_wal_keep_size: wal_status lost), naming\n"
+	  "the missing segments, recorded for wal-verify.",
 	  true, cmd_wal_receive, NULL },
 	{ "env", "", 0, 0, none, "list every setting walc reads",
 	  "Prints each setting with its current value (secrets masked) and where it came from,\n"

@@ -39,7 +39,7 @@ typedef struct fetch_options {
 	bool delta;	 /* DEST holds an old copy: fetch only what differs */
 	bool force;	 /* delta restore onto another cluster's directory (or a crashed server's) */
 	/* Point-in-time recovery: the target (name is then NULL), with what recovery needs. */
-	const recovery_target *target;
+	recovery_target *target; /* its timeline is set to the one the archive proves */
 	const config *cfg;
 	const char *restore_command; /* the command, as postgresql.conf takes it */
 	const char *target_action;	 /* recovery_target_action */
@@ -48,11 +48,14 @@ typedef struct fetch_options {
 err_code backup_fetch(repo *r, const fetch_options *opt);
 /*
  * The backup a target needs: the newest whose end is before it (by LSN, and by time for a
- * time), on the timelines recovery follows to the newest; names and transactions are first
- * found in the WAL. E_NOTFOUND, saying what is missing, when the archive does not reach it.
+ * time), on the timelines recovery follows to the newest (or to t->timeline when set); names
+ * and transactions are first found in the WAL. E_NOTFOUND, saying what is missing, when the
+ * archive does not reach it; E_CONFIG when two timelines' histories both hold it (a branch
+ * before the target, its parent's WAL past it) and t->timeline does not choose. Sets
+ * t->timeline to the timeline the proof followed.
  */
-err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_target *t,
-								char **name, target_reach *reach);
+err_code backup_pick_for_target(repo *r, const config *cfg, recovery_target *t, char **name,
+								target_reach *reach);
 /*
  * Appends restore_command and the target to dest's postgresql.auto.conf, with archiving
  * turned off unless keep_archiving (said in one line); recovery.signal.

@@ -137,11 +137,25 @@ static err_code unreachable(const recovery_target *t, const char *from, const ta
 	pg_lsn_format(x->end_lsn, end);
 	if (x->last_commit_us != 0)
 		format_time(x->last_commit_us, last);
+	if (x->stop.kind == WAL_END_DAMAGED) {
+		char at[32];
+		pg_lsn_format(x->stop.lsn, at);
+		return err_set(E_CORRUPT,
+					   "backup-fetch: target %s is not reachable from %s: the WAL record at %s "
+					   "in %s is damaged (%s); the archived WAL is valid only up to %s (last "
+					   "commit: %s)",
+					   t->text, from, at, x->stop_object, x->stop.why, end, last);
+	}
 	if (x->missing[0] != '\0' && x->gap)
 		return err_set(E_NOTFOUND,
 					   "backup-fetch: target %s is not reachable from %s: WAL segment %s is "
 					   "missing from the archive (later segments exist)",
 					   t->text, from, x->missing);
+	if (x->stop.kind == WAL_END_INVALID)
+		return err_set(E_NOTFOUND,
+					   "backup-fetch: target %s is not reachable from %s: the archived WAL of "
+					   "timeline %u ends at %s in %s (%s) (last commit: %s)",
+					   t->text, from, x->timeline, end, x->stop_object, x->stop.why, last);
 	return err_set(E_NOTFOUND,
 				   "backup-fetch: target %s is not reachable from %s: the archived WAL of "
 				   "timeline %u ends at %s%s%s (last commit: %s)",
@@ -149,15 +163,55 @@ static err_code unreachable(const recovery_target *t, const char *from, const ta
 				   x->missing, last);
 }
 
-err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_target *t,
-								char **name, target_reach *reach)
+/*
+ * Two histories after the target: a timeline on the path branched before it while its parent's
+ * archived WAL reaches it too (a test restore that archived its new timeline, an old primary
+ * that went on writing). Which one is meant only the operator knows (--target-timeline).
+ */
+static err_code check_branches(wal_archive *a, const recovery_target *t,
+							   const target_reach *reach)
+{
+	const wal_path path = *wal_archive_path(a);
+	err_code rc = E_OK;
+	for (size_t i = path.n; rc == E_OK && i-- > 1;) {
+		uint64_t branch = path.begin[i];
+		if (reach->reached && reach->lsn < branch)
+			continue; /* reached before the branch: one history */
+		target_reach other = { 0 };
+		rc = wal_archive_follow(a, path.tli[i - 1]);
+		if (rc == E_OK)
+			rc = wal_reach_target(a, branch, t, &other);
+		if (rc == E_OK && other.reached && other.lsn >= branch) {
+			char at[32], there[32];
+			pg_lsn_format(branch, at);
+			pg_lsn_format(other.lsn, there);
+			rc = err_set(E_CONFIG,
+						 "backup-fetch: target %s is after timeline %u branched from timeline "
+						 "%u at %s, and timeline %u's archived WAL reaches it too (at %s): two "
+						 "histories hold it; choose one with --target-timeline %u or "
+						 "--target-timeline %u",
+						 t->text, path.tli[i], path.tli[i - 1], at, path.tli[i - 1], there,
+						 path.tli[path.n - 1], path.tli[i - 1]);
+		}
+	}
+	err_code back = wal_archive_follow(a, path.tli[path.n - 1]);
+	return rc != E_OK ? rc : back;
+}
+
+err_code backup_pick_for_target(repo *r, const config *cfg, recovery_target *t, char **name,
+								target_reach *reach)
 {
 	*name = NULL;
 	wal_archive *a;
 	TRY(wal_archive_open(r, cfg, &a));
+	err_code rc = t->timeline != 0 ? wal_archive_follow(a, t->timeline) : E_OK;
+	if (rc != E_OK) {
+		wal_archive_close(a);
+		return err_wrap(rc, "backup-fetch --target-timeline %u", t->timeline);
+	}
 	const wal_path *path = wal_archive_path(a);
 	candidates cs;
-	err_code rc = list_candidates(r, path, &cs);
+	rc = list_candidates(r, path, &cs);
 	if (rc != E_OK) {
 		wal_archive_close(a);
 		return rc;
@@ -179,6 +233,8 @@ err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_targe
 		}
 		if (rc == E_OK)
 			rc = wal_reach_target(a, pick->start_lsn, t, reach);
+		if (rc == E_OK && t->timeline == 0)
+			rc = check_branches(a, t, reach);
 		if (rc == E_OK && !reach->reached)
 			rc = unreachable(t, pick->name, reach);
 	} else {
@@ -188,6 +244,8 @@ err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_targe
 			if (cs.c[i].start_lsn < oldest->start_lsn)
 				oldest = &cs.c[i];
 		rc = wal_reach_target(a, oldest->start_lsn, t, reach);
+		if (rc == E_OK && t->timeline == 0)
+			rc = check_branches(a, t, reach);
 		if (rc == E_OK && !reach->reached)
 			rc = unreachable(t, oldest->name, reach);
 		if (rc == E_OK)
@@ -207,6 +265,8 @@ err_code backup_pick_for_target(repo *r, const config *cfg, const recovery_targe
 				 "timeline %u",
 				 t->text, pick->name, at, reach->timeline);
 		*name = xstrdup(pick->name);
+		/* what was proven is what recovery follows, not whatever history is newest then */
+		t->timeline = reach->timeline;
 	}
 	candidates_free(&cs);
 	wal_archive_close(a);
@@ -286,7 +346,11 @@ err_code backup_write_recovery(const char *dest, const recovery_target *t,
 		conf_quote(f, restore_command);
 		fprintf(f, "\n%s = ", setting[t->kind]);
 		conf_quote(f, v);
-		fprintf(f, "\nrecovery_target_timeline = 'latest'\nrecovery_target_action = ");
+		if (t->timeline != 0)
+			fprintf(f, "\nrecovery_target_timeline = '%u'\nrecovery_target_action = ",
+					t->timeline);
+		else
+			fprintf(f, "\nrecovery_target_timeline = 'latest'\nrecovery_target_action = ");
 		conf_quote(f, action);
 		fputc('\n', f);
 		if (!keep_archiving)

@@ -28,18 +28,32 @@ void wal_name_format(char out[WAL_NAME_LEN + 1], uint32_t tli, uint64_t segno, u
 /*
  * The system identifier in the long header that starts every WAL segment (and .partial file):
  * false when buf (at least the first 40 bytes) does not start with one. Checks the magic
- * (PostgreSQL 9.x and later), the long-header flag, the page size (8192) and seg_size.
+ * (PostgreSQL 9.x and later), the long-header flag, the page size (8192) and seg_size (0: any).
  */
 #define WAL_LONG_HEADER_LEN 40
 bool wal_header_sysid(const unsigned char *buf, size_t len, uint64_t seg_size, uint64_t *sysid);
+/*
+ * Whether a file of size bytes, whose first head_len bytes are head, is what its name (a
+ * segment's, or "<segment>.partial") says: a long page header (magic of PostgreSQL 9.2 or
+ * later, known flags, 8192-byte pages, a segment size PostgreSQL allows: seg_size when not 0,
+ * else the header's own, and size equal to it), the page address of the name's segment and a
+ * timeline not above the name's. Then *sysid is the header's system identifier; else why says
+ * what is wrong.
+ */
+bool wal_segment_check(const char *name, const unsigned char *head, size_t head_len,
+					   uint64_t size, uint64_t seg_size, uint64_t *sysid, char why[128]);
 
 /*
  * WAL records, read from the stream of consecutive segments as far as recovery targets need:
  * a callback for each record (false stops the reading), with the time and transaction of
  * transaction ends and the name of restore points. Reading starts at the segment holding
- * start_lsn, at its first record boundary. The valid WAL ends where pages or back-links stop
- * matching (zeros, or a recycled segment's old bytes): wal_reader_done then says so, and
- * end_lsn is where the last valid record ended.
+ * start_lsn, at its first record boundary. Every page header is checked as PostgreSQL's
+ * reader checks it (one magic, known flags, the page's own address, the long header's sizes,
+ * a timeline that never goes back, continuation lengths), every record header (length,
+ * resource manager, back-link) and every record's CRC-32C. The valid WAL ends where pages or
+ * headers stop matching (zeros, or a recycled segment's old bytes), or at a record whose
+ * header is right but whose checksum is not: wal_reader_done then says so, end_lsn is where
+ * the last valid record ended, and wal_reader_end says why (damage is told apart).
  */
 typedef enum wal_rec_kind {
 	WAL_REC_OTHER,
@@ -64,6 +78,64 @@ err_code wal_reader_feed(wal_reader *r, const void *buf, size_t len);
 /* Stopped by the callback, or at the end of the valid WAL. */
 bool wal_reader_done(const wal_reader *r, uint64_t *end_lsn);
 void wal_reader_free(wal_reader *r);
+typedef enum wal_end_kind {
+	WAL_END_NONE,	 /* not ended (maybe stopped by the callback) */
+	WAL_END_INVALID, /* pages or a record header stop matching: where PostgreSQL's WAL ends */
+	WAL_END_DAMAGED, /* a record with a sound header and back-link fails its checksum */
+} wal_end_kind;
+typedef struct wal_ending {
+	wal_end_kind kind;
+	uint64_t lsn;	 /* the record, or the page, at fault */
+	const char *why; /* static text */
+} wal_ending;
+void wal_reader_end(const wal_reader *r, wal_ending *out);
+
+/*
+ * Segments read apart (backup-verify reads them in parallel), each by a reader of its own fed
+ * that one segment: a record that crosses from one segment into the next is checked once both
+ * are read, from what each reader kept of it (wal_reader_seam), in segment order
+ * (wal_stitch_next). Nothing of the record's bytes is kept but its header: its checksum is
+ * carried as a CRC register and combined (pg_crc32c_shift).
+ */
+#define WAL_REC_HEADER 24
+typedef struct wal_seam {
+	uint64_t seg_start;
+	/* head: the end of a record begun in the segment before */
+	uint32_t head_rem;	 /* the first page's xlp_rem_len (0: the segment starts a record) */
+	bool head_overwrite; /* the first page says the record before was abandoned */
+	uint64_t head_len;	 /* continuation bytes read in this segment */
+	unsigned char head_first[WAL_REC_HEADER]; /* the first of them */
+	uint32_t head_crc; /* CRC register, from 0, over the ones after head_first */
+	uint64_t first_lsn, first_prev; /* the first record begun here and its back-link (0: none) */
+	uint64_t last_lsn;				/* the last record begun here */
+	/* tail: the record still open at the segment's end */
+	bool tail_open;
+	uint64_t tail_lsn, tail_prev;
+	unsigned char tail_hdr[WAL_REC_HEADER];
+	uint32_t tail_hdr_len, tail_crc;
+	uint64_t tail_got; /* its bytes read, header included */
+} wal_seam;
+void wal_reader_seam(const wal_reader *r, wal_seam *out);
+/* What is carried from segment to segment; zeroed before the first, and after a gap. */
+typedef struct wal_stitch {
+	bool known; /* a segment was read before */
+	uint64_t last; /* the last record begun before */
+	bool open;	   /* a record is still open: */
+	uint64_t lsn, prev;
+	unsigned char hdr[WAL_REC_HEADER];
+	uint32_t hdr_len, crc;
+	uint64_t got;
+} wal_stitch;
+/* The next segment's seam: NULL when it continues what came before, else why not (*at: LSN). */
+const char *wal_stitch_next(wal_stitch *st, const wal_seam *s, uint64_t *at);
+
+/*
+ * PostgreSQL's CRC-32C as a register (COMP_CRC32C without the initial and final inversions):
+ * update adds bytes; shift gives the register as it would be after len more zero bytes, so
+ * that update(c, A then B) = shift(update(c, A), |B|) ^ update(0, B).
+ */
+uint32_t pg_crc32c_update(uint32_t crc, const void *buf, size_t len);
+uint32_t pg_crc32c_shift(uint32_t crc, uint64_t len);
 
 /* Data pages (BLCKSZ 8192): WAL-G's validity rule (reference §8.2) on the page header. */
 #define PG_PAGE_SIZE 8192
@@ -273,8 +345,17 @@ err_code pg_upload_manifest(pg_session *s, const void *buf, size_t len);
  * session (every major has pg_replication_slots), the rest happens on a replication session.
  * slot names are checked by the caller (lower-case letters, digits, _): they go in unquoted.
  */
-/* *exists: a physical slot of that name; *restart_lsn 0 when it has reserved no WAL yet. */
-err_code pg_slot_read(pg_session *s, const char *slot, bool *exists, uint64_t *restart_lsn);
+/*
+ * A physical slot of that name (exists); restart_lsn 0 when it has reserved no WAL (never, or
+ * no more: an invalidated slot's is gone too); wal_status as pg_replication_slots says it
+ * ("reserved", "extended", "unreserved", "lost"; "" for none).
+ */
+typedef struct pg_slot_info {
+	bool exists;
+	uint64_t restart_lsn;
+	char wal_status[16];
+} pg_slot_info;
+err_code pg_slot_read(pg_session *s, const char *slot, pg_slot_info *out);
 /* CREATE_REPLICATION_SLOT slot PHYSICAL RESERVE_WAL. */
 err_code pg_slot_create(pg_session *s, const char *slot);
 /* TIMELINE_HISTORY tli: the history file's content (a new string of *len bytes). */
@@ -309,7 +390,8 @@ err_code pg_wal_stream_next(pg_session *s, int wait_ms, pg_wal_msg *out);
 err_code pg_wal_stream_status(pg_session *s, uint64_t written, uint64_t flushed);
 /*
  * After PG_WAL_END: ends our side of the stream and reads the server's last results, where its
- * next timeline starts when a timeline ended (*next_tli 0 otherwise).
+ * next timeline starts when a timeline ended (*next_tli 0 otherwise). E_NOTFOUND when the
+ * server ended it because it no longer has the WAL asked for.
  */
 err_code pg_wal_stream_finish(pg_session *s, uint32_t *next_tli, uint64_t *next_lsn);
 

@@ -58,27 +58,27 @@ err_code pg_wal_msg_parse(const unsigned char *buf, size_t len, pg_wal_msg *out)
 	}
 }
 
-err_code pg_slot_read(pg_session *s, const char *slot, bool *exists, uint64_t *restart_lsn)
+err_code pg_slot_read(pg_session *s, const char *slot, pg_slot_info *out)
 {
 	/* slot names are unique: one row of aggregates, whether or not the slot exists */
-	char *cols[3] = { NULL, NULL, NULL };
+	char *cols[4] = { NULL, NULL, NULL, NULL };
 	const char *params[1] = { slot };
-	*exists = false;
-	*restart_lsn = 0;
+	memset(out, 0, sizeof(*out));
 	err_code rc = pg_query_row(s,
-							   "SELECT count(*), max(slot_type), max(restart_lsn::text) "
-							   "FROM pg_replication_slots WHERE slot_name = $1",
-							   1, params, 3, cols);
+							   "SELECT count(*), max(slot_type), max(restart_lsn::text), "
+							   "max(wal_status) FROM pg_replication_slots WHERE slot_name = $1",
+							   1, params, 4, cols);
 	if (rc == E_OK && strcmp(cols[0], "0") != 0) {
 		/* a logical slot of that name would make CREATE fail with a less plain message */
 		if (strcmp(cols[1], "physical") != 0)
 			rc = err_set(E_CONFIG, "WALG_SLOTNAME: slot \"%s\" exists and is not physical",
 						 slot);
 		else if (cols[2][0] != '\0')
-			rc = pg_lsn_parse(cols[2], restart_lsn);
-		*exists = rc == E_OK;
+			rc = pg_lsn_parse(cols[2], &out->restart_lsn);
+		snprintf(out->wal_status, sizeof(out->wal_status), "%s", cols[3]);
+		out->exists = rc == E_OK;
 	}
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		free(cols[i]);
 	return rc;
 }
@@ -215,7 +215,11 @@ err_code pg_wal_stream_finish(pg_session *s, uint32_t *next_tli, uint64_t *next_
 			while (PQgetCopyData(s->conn, &buf, 0) > 0)
 				PQfreemem(buf);
 		} else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && rc == E_OK) {
+			const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 			rc = pg_conn_error(s->conn, "ending the WAL stream");
+			/* 58P01: "requested WAL segment ... has already been removed" */
+			if (state != NULL && strcmp(state, "58P01") == 0)
+				rc = err_wrap(E_NOTFOUND, "the server no longer has the WAL asked for");
 		}
 		PQclear(r);
 	}

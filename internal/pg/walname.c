@@ -80,8 +80,62 @@ bool wal_header_sysid(const unsigned char *buf, size_t len, uint64_t seg_size, u
 	uint16_t magic = (uint16_t)pg_le(buf, 2), info = (uint16_t)pg_le(buf + 2, 2);
 	if (magic < WAL_MAGIC_MIN || (info & XLP_LONG_HEADER) == 0)
 		return false;
-	if (pg_le(buf + 32, 4) != seg_size || pg_le(buf + 36, 4) != 8192)
+	if ((seg_size != 0 && pg_le(buf + 32, 4) != seg_size) || pg_le(buf + 36, 4) != 8192)
 		return false;
 	*sysid = pg_le(buf + 24, 8);
+	return true;
+}
+
+static bool valid_seg_size(uint64_t v)
+{
+	return v >= (UINT64_C(1) << 20) && v <= (UINT64_C(1) << 30) && (v & (v - 1)) == 0;
+}
+
+bool wal_segment_check(const char *name, const unsigned char *head, size_t head_len,
+					   uint64_t size, uint64_t seg_size, uint64_t *sysid, char why[128])
+{
+	char seg[WAL_NAME_LEN + 1];
+	snprintf(seg, sizeof(seg), "%.24s", name);
+	uint16_t magic = head_len >= 2 ? (uint16_t)pg_le(head, 2) : 0;
+	if (head_len < WAL_LONG_HEADER_LEN || magic < WAL_MAGIC_MIN) {
+		snprintf(why, 128, "does not start with a WAL page header (%llu bytes)",
+				 (unsigned long long)size);
+		return false;
+	}
+	uint16_t info = (uint16_t)pg_le(head + 2, 2);
+	uint32_t tli = (uint32_t)pg_le(head + 4, 4);
+	uint64_t addr = pg_le(head + 8, 8), own = pg_le(head + 32, 4);
+	uint32_t name_tli;
+	uint64_t segno;
+	if ((info & XLP_LONG_HEADER) == 0 || (info & ~UINT16_C(0x000F)) != 0 ||
+		pg_le(head + 36, 4) != 8192 || !valid_seg_size(own)) {
+		snprintf(why, 128, "does not start with a WAL long page header");
+		return false;
+	}
+	if (seg_size != 0 && own != seg_size) {
+		snprintf(why, 128, "its header says %llu-byte segments, WALG_PG_WAL_SIZE %llu",
+				 (unsigned long long)own, (unsigned long long)seg_size);
+		return false;
+	}
+	if (size != own) {
+		snprintf(why, 128, "is %llu bytes, not a %llu-byte segment", (unsigned long long)size,
+				 (unsigned long long)own);
+		return false;
+	}
+	if (wal_name_parse(seg, own, &name_tli, &segno) != E_OK) {
+		err_clear();
+		snprintf(why, 128, "its name is no segment of %llu bytes", (unsigned long long)own);
+		return false;
+	}
+	if (addr != segno * own) {
+		snprintf(why, 128, "its page address %X/%X is not its name's",
+				 (unsigned)(addr >> 32), (unsigned)addr);
+		return false;
+	}
+	if (tli == 0 || tli > name_tli) {
+		snprintf(why, 128, "its page timeline %u is not its name's or an ancestor's", tli);
+		return false;
+	}
+	*sysid = pg_le(head + 24, 8);
 	return true;
 }

@@ -1,6 +1,9 @@
 /*
  * backup-verify's WAL check: the archived segments of a range read whole through the
- * repository's decoders, each page held to pg's WAL page rule, and the timeline's history.
+ * repository's decoders, each page held to pg's WAL page rule and each record to its header
+ * checks and CRC-32C, and the timeline's history. Segments are read in parallel, each by a
+ * record reader of its own; the records that cross from one segment into the next are checked
+ * afterwards, in order, from what each reader kept of them (pg's seams).
  */
 #include "internal/wal/wal.h"
 
@@ -11,7 +14,7 @@
 
 #define HISTORY_MAX ((size_t)1 << 20)
 
-/* A sink checking one segment's pages as they stream by. */
+/* A sink checking one segment's pages and records as they stream by. */
 typedef struct seg_checker {
 	sink base;
 	pg_wal_check st;
@@ -21,7 +24,19 @@ typedef struct seg_checker {
 	size_t fill;
 	const char *problem; /* the first, static text */
 	uint32_t problem_page;
+	wal_reader *rd;
+	err_code rd_rc; /* the reader could not go on (a record too large to decode) */
+	char rd_msg[160];
+	wal_seam *seam; /* filled in when the segment is whole and sound */
+	bool *whole;
 } seg_checker;
+
+static bool any_record(const wal_record *rec, void *arg)
+{
+	(void)rec;
+	(void)arg;
+	return true;
+}
 
 static void check_page(seg_checker *c, const unsigned char *p)
 {
@@ -41,6 +56,11 @@ static err_code sc_write(sink *s, const void *buf, size_t len)
 	c->total += len;
 	if (c->total > c->seg_size)
 		return E_OK; /* reported at finish */
+	if (c->rd_rc == E_OK && (c->rd_rc = wal_reader_feed(c->rd, buf, len)) != E_OK) {
+		/* kept for finish, which reports it naming the object */
+		snprintf(c->rd_msg, sizeof(c->rd_msg), "%s", err_msg());
+		err_clear();
+	}
 	while (len > 0) {
 		if (c->fill == 0 && len >= PG_WAL_PAGE) {
 			check_page(c, p);
@@ -70,11 +90,25 @@ static err_code sc_finish(sink *s)
 					   (unsigned long long)c->seg_size);
 	if (c->problem != NULL)
 		return err_set(E_CORRUPT, "page %u: %s", c->problem_page, c->problem);
+	if (c->rd_rc != E_OK)
+		return err_set(E_CORRUPT, "records not checked: %s", c->rd_msg);
+	wal_ending end;
+	wal_reader_end(c->rd, &end);
+	char at[32];
+	pg_lsn_format(end.lsn, at);
+	if (end.kind == WAL_END_DAMAGED)
+		return err_set(E_CORRUPT, "WAL record at %s: %s", at, end.why);
+	/* An archived segment is written to its end (or to a switch, after which it is skipped). */
+	if (end.kind == WAL_END_INVALID)
+		return err_set(E_CORRUPT, "the valid WAL ends at %s inside the segment: %s", at, end.why);
+	wal_reader_seam(c->rd, c->seam);
+	*c->whole = true;
 	return E_OK;
 }
 
 static void sc_free(sink *s)
 {
+	wal_reader_free(((seg_checker *)s)->rd);
 	free(s);
 }
 
@@ -151,6 +185,10 @@ typedef struct range_job {
 	void *arg;
 	uint64_t next;	  /* atomic */
 	uint64_t checked; /* atomic */
+	uint64_t from;
+	wal_seam *seams;  /* per segment from `from` on, each written by its worker alone */
+	bool *whole;
+	char **keys;
 } range_job;
 
 static err_code check_segment(range_job *j, uint64_t seg)
@@ -170,16 +208,49 @@ static err_code check_segment(range_job *j, uint64_t seg)
 	c->seg_size = j->seg_size;
 	c->sysid = j->sysid;
 	c->max_tli = j->tli;
+	c->rd = wal_reader_new(j->seg_size, seg * j->seg_size, any_record, NULL);
+	c->seam = &j->seams[seg - j->from];
+	c->whole = &j->whole[seg - j->from];
 	rc = repo_get(j->r, key, &c->base);
-	free(key);
+	j->keys[seg - j->from] = key;
 	if (rc == E_CANCELLED)
 		return rc;
 	__atomic_add_fetch(&j->checked, 1, __ATOMIC_RELAXED);
 	if (rc != E_OK) {
-		j->fn(j->arg, base, err_msg());
+		j->fn(j->arg, key, err_msg());
 		err_clear();
 	}
 	return E_OK;
+}
+
+/*
+ * The records that cross segment boundaries, in order, once every segment is read: a segment
+ * missing or unsound breaks the chain, which starts again after it.
+ */
+static void check_seams(range_job *j, uint64_t to)
+{
+	wal_stitch st;
+	memset(&st, 0, sizeof(st));
+	for (uint64_t seg = j->from; seg <= to; seg++) {
+		size_t i = (size_t)(seg - j->from);
+		if (!j->whole[i]) {
+			memset(&st, 0, sizeof(st));
+			continue;
+		}
+		uint64_t at;
+		const char *bad = wal_stitch_next(&st, &j->seams[i], &at);
+		if (bad == NULL)
+			continue;
+		/* named by the segment the record begins in, when it was read */
+		uint64_t own = at / j->seg_size;
+		const char *key = own >= j->from && own <= seg ? j->keys[own - j->from] : j->keys[i];
+		char lsn[32], *what;
+		pg_lsn_format(at, lsn);
+		what = xasprintf("WAL record at %s: %s", lsn, bad);
+		j->fn(j->arg, key ? key : j->keys[i], what);
+		free(what);
+		memset(&st, 0, sizeof(st));
+	}
 }
 
 static err_code range_worker(void *arg)
@@ -205,7 +276,10 @@ err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from
 		check_history(r, tli, fn, arg);
 	if (to < from)
 		return E_OK;
-	range_job j = { r, seg_size, sysid, to, tli, fn, arg, from, 0 };
+	size_t n = (size_t)(to - from + 1);
+	range_job j = { r, seg_size, sysid, to, tli, fn, arg, from, 0, from,
+					xcalloc(n, sizeof(wal_seam)), xcalloc(n, sizeof(bool)),
+					xcalloc(n, sizeof(char *)) };
 	int fit = (int)(CHECK_MEMORY_BUDGET / codec_decode_memory(r->codec));
 	if (concurrency > fit)
 		concurrency = fit > 0 ? fit : 1;
@@ -217,12 +291,20 @@ err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from
 			break;
 	err_code rc = group_wait(g);
 	group_free(g);
+	if (rc == E_OK)
+		check_seams(&j, to);
 	*checked = j.checked;
+	for (size_t i = 0; i < n; i++)
+		free(j.keys[i]);
+	free(j.keys);
+	free(j.whole);
+	free(j.seams);
 	return rc;
 }
 
-err_code wal_newest_segment(repo *r, uint64_t seg_size, uint32_t tli, uint64_t *segno,
-							bool *found)
+/* The newest segment of timeline tli, or with `older` of tli or a timeline before it. */
+static err_code newest(repo *r, uint64_t seg_size, uint32_t tli, bool older, uint32_t *tli_out,
+					   uint64_t *segno, bool *found)
 {
 	obj_list l;
 	*found = false;
@@ -242,11 +324,26 @@ err_code wal_newest_segment(repo *r, uint64_t seg_size, uint32_t tli, uint64_t *
 			err_clear();
 			continue;
 		}
-		if (t == tli && (!*found || s > *segno)) {
+		if ((t == tli || (older && t < tli)) &&
+			(!*found || t > *tli_out || (t == *tli_out && s > *segno))) {
+			*tli_out = t;
 			*segno = s;
 			*found = true;
 		}
 	}
 	obj_list_free(&l);
 	return E_OK;
+}
+
+err_code wal_newest_segment(repo *r, uint64_t seg_size, uint32_t tli, uint64_t *segno,
+							bool *found)
+{
+	uint32_t t;
+	return newest(r, seg_size, tli, false, &t, segno, found);
+}
+
+err_code wal_newest_upto(repo *r, uint64_t seg_size, uint32_t tli, uint32_t *tli_out,
+						 uint64_t *segno, bool *found)
+{
+	return newest(r, seg_size, tli, true, tli_out, segno, found);
 }

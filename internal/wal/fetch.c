@@ -6,11 +6,136 @@
 #include <string.h>
 
 #include "internal/pg/pg.h"
+#include "internal/wal/wal_impl.h"
 
-/* A file only once it is whole (file_sink_new), durable: PostgreSQL replays it at once. */
-static err_code open_dest(void *dest, sink **out)
+typedef struct fetch_dest {
+	repo *r;
+	const config *cfg;
+	const char *name, *dest;
+} fetch_dest;
+
+/*
+ * A file only once it is whole (file_sink_new), durable: PostgreSQL replays it at once; and
+ * only once it is what its name says (a segment of this cluster...), whatever the codec.
+ */
+static err_code open_dest(void *arg, sink **out)
 {
-	return file_sink_new(dest, true, true, out);
+	fetch_dest *d = arg;
+	return wal_checked_file_new(d->r, d->cfg, d->name, d->dest, d->dest, true, out);
+}
+
+/* A history file is read into memory first: it is small, and judged whole. */
+static err_code open_mem(void *arg, sink **out)
+{
+	membuf *mb = arg;
+	free(mb->data);
+	*mb = (membuf){ .max = WAL_FILE_CHECK_MAX };
+	*out = membuf_sink_new(mb);
+	return E_OK;
+}
+
+/*
+ * A segment of timeline tli in the archive: the one its history says it begins with (one
+ * request), else any (a listing: a lone history file, or a segment size walc was not told).
+ * *key NULL when there is none.
+ */
+static err_code timeline_segment(repo *r, const config *cfg, uint32_t tli, uint64_t begin,
+								 char **key)
+{
+	uint64_t seg_size = (uint64_t)cfg->pg_wal_size_mb << 20;
+	char seg[WAL_NAME_LEN + 1], prefix[16];
+	wal_name_format(seg, tli, begin / seg_size, seg_size);
+	char *base = xasprintf(REPO_WAL_DIR "%s", seg);
+	err_code rc = repo_find(r, base, key);
+	free(base);
+	if (rc != E_NOTFOUND)
+		return rc;
+	err_clear();
+	*key = NULL;
+	obj_list l;
+	TRY(storage_list(r->st, REPO_WAL_DIR, false, &l));
+	snprintf(prefix, sizeof(prefix), "%08X", tli);
+	for (size_t i = 0; i < l.len && *key == NULL; i++) {
+		const char *b = l.items[i].key + strlen(REPO_WAL_DIR);
+		char name[WAL_NAME_LEN + 1];
+		snprintf(name, sizeof(name), "%s", b);
+		if (wal_is_segment_name(name) && strncmp(name, prefix, 8) == 0 &&
+			strstr(b, ".partial") == NULL && strstr(b, ".backup") == NULL)
+			*key = xstrdup(l.items[i].key);
+	}
+	obj_list_free(&l);
+	return E_OK;
+}
+
+/*
+ * PostgreSQL follows the newest timeline whose history file restore_command gives it (its
+ * default recovery_target_timeline, 'latest'): a history file is given only once a segment of
+ * its timeline is archived, of the repository's cluster. A lone history file (a foreign
+ * cluster's, or a promotion's whose WAL has not come yet) would lead recovery off the WAL
+ * that is there.
+ */
+static err_code history_backed(repo *r, const config *cfg, const char *name, const char *dest,
+							   const membuf *mb, bool *backed)
+{
+	unsigned tli = 0;
+	sscanf(name, "%8X", &tli);
+	pg_history_entry e[64];
+	size_t n = 0;
+	*backed = false;
+	if (pg_history_parse((const char *)mb->data, mb->len, tli, e, 64, &n) != NULL || n == 0)
+		return E_OK; /* wal_file_check said what is wrong */
+	char *key = NULL;
+	TRY(timeline_segment(r, cfg, tli, e[n - 1].switch_lsn, &key));
+	if (key == NULL) {
+		log_warn("wal-fetch %s: no WAL segment of timeline %u is archived (yet): answering that "
+				 "the history file does not exist, so that recovery does not follow a timeline "
+				 "with no WAL",
+				 name, tli);
+		return E_OK;
+	}
+	unsigned char head[WAL_LONG_HEADER_LEN];
+	size_t have = wal_object_head(r, key, head);
+	uint64_t sysid = 0, ours = 0;
+	bool same = false;
+	err_code rc = E_OK;
+	if (have == WAL_LONG_HEADER_LEN && wal_header_sysid(head, have, 0, &sysid))
+		rc = wal_cluster_ok(r, sysid, dest, &same, &ours);
+	*backed = rc == E_OK && same;
+	if (rc == E_OK && !*backed)
+		log_warn("wal-fetch %s: %s is not a WAL segment of this repository's cluster: answering "
+				 "that the history file does not exist",
+				 name, key);
+	free(key);
+	return rc;
+}
+
+static err_code fetch_history(repo *r, const config *cfg, const char *name, const char *dest)
+{
+	char *base = xasprintf(REPO_WAL_DIR "%s", name), *key = NULL;
+	membuf mb = { 0 };
+	bool backed = false;
+	err_code rc = repo_get_found(r, base, open_mem, &mb, &key);
+	free(base);
+	if (rc == E_OK)
+		rc = wal_file_check(r, cfg, name, mb.data, mb.len, mb.len, NULL);
+	if (rc == E_OK)
+		rc = history_backed(r, cfg, name, dest, &mb, &backed);
+	if (rc == E_OK && !backed)
+		rc = E_NOTFOUND;
+	sink *file = NULL;
+	if (rc == E_OK)
+		rc = file_sink_new(dest, true, true, &file);
+	if (rc == E_OK)
+		rc = sink_write(file, mb.data, mb.len);
+	if (rc == E_OK)
+		rc = sink_finish(file);
+	sink_free(file);
+	if (rc != E_OK && rc != E_NOTFOUND && rc != E_CANCELLED)
+		err_wrap(rc, "wal-fetch %s: nothing written to %s: object %s", name, dest,
+				 key ? key : name);
+	free(key);
+	free(mb.data);
+	return rc;
 }
 
 err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest,
@@ -28,9 +153,16 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 		return E_OK;
 	}
 
+	if (wal_file_kind_of(name) == WAL_FILE_HISTORY) {
+		err_code rc = fetch_history(r, cfg, name, dest);
+		if (rc == E_NOTFOUND)
+			return err_set(E_NOTFOUND, "Archive '%s' does not exist.", name);
+		return rc;
+	}
 	char *base = xasprintf(REPO_WAL_DIR "%s", name);
 	char *key = NULL;
-	err_code rc = repo_get_found(r, base, open_dest, (void *)(uintptr_t)dest, &key);
+	fetch_dest d = { r, cfg, name, dest };
+	err_code rc = repo_get_found(r, base, open_dest, &d, &key);
 	free(base);
 	if (rc == E_NOTFOUND)
 		return err_set(E_NOTFOUND, "Archive '%s' does not exist.", name);
@@ -38,6 +170,8 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 		log_fields(LOG_DEBUG, "restored WAL file", "file", name, "object", key, "dest", dest,
 				   (const char *)NULL);
 		*prefetch = wal_prefetch_wanted(cfg, name);
+	} else if (rc != E_CANCELLED) {
+		err_wrap(rc, "wal-fetch %s: nothing written to %s", name, dest);
 	}
 	free(key);
 	return rc;

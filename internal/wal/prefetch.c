@@ -19,11 +19,10 @@
 
 #include "internal/pg/pg.h"
 #include "internal/pipe/pipe.h"
+#include "internal/wal/wal_impl.h"
 
 #define WAIT_RUNNING_MS 2000
 #define POLL_MS 5
-/* Oldest XLOG_PAGE_MAGIC WAL-G accepts (9.x); PostgreSQL 15 writes 0xD110. */
-#define WAL_MAGIC_MIN 0xD061
 
 char *prefetch_dir(const config *cfg, const char *dest)
 {
@@ -44,17 +43,21 @@ static uint64_t seg_size(const config *cfg)
 	return (uint64_t)cfg->pg_wal_size_mb << 20;
 }
 
-static bool looks_complete(const config *cfg, const char *path)
+/* A file there may be left from another configuration, or be damaged on disk since. */
+static bool looks_complete(const config *cfg, const char *name, const char *path)
 {
 	struct stat sb;
-	unsigned char magic[2];
-	if (stat(path, &sb) != 0 || (uint64_t)sb.st_size != seg_size(cfg))
+	unsigned char head[WAL_LONG_HEADER_LEN];
+	if (stat(path, &sb) != 0)
 		return false;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	bool ok = read(fd, magic, 2) == 2 && (magic[0] | magic[1] << 8) >= WAL_MAGIC_MIN;
+	ssize_t n = read(fd, head, sizeof(head));
 	close(fd);
+	bool ok = n == (ssize_t)sizeof(head) &&
+		wal_file_check(NULL, cfg, name, head, sizeof(head), (uint64_t)sb.st_size, NULL) == E_OK;
+	err_clear();
 	return ok;
 }
 
@@ -104,7 +107,7 @@ err_code prefetch_take(const config *cfg, const char *name, const char *dest, bo
 		nanosleep(&ts, NULL);
 	}
 	if (access(ready, F_OK) == 0) {
-		if (looks_complete(cfg, ready)) {
+		if (looks_complete(cfg, name, ready)) {
 			rc = hand_over(ready, dest);
 			*taken = rc == E_OK;
 			if (*taken)
@@ -126,6 +129,7 @@ typedef struct job {
 	repo *r;
 	const config *cfg;
 	char *dir;
+	const char *dest; /* where wal-fetch put the segment asked for */
 	chan *names;
 	/* atomic: the lowest segment found missing, where the archive ends (UINT64_MAX: none).
 	 * Workers take names in any order: one that finds N+2 missing must not stop another
@@ -150,10 +154,19 @@ static void archive_ends_at(job *j, uint64_t segno)
 		;
 }
 
-/* The prefetch directory is a cache of the archive: its files are not synced. */
-static err_code open_ready(void *path, sink **out)
+/*
+ * The prefetch directory is a cache of the archive: its files are not synced. What goes there
+ * is checked as wal-fetch checks what it hands over.
+ */
+typedef struct ready_file {
+	job *j;
+	const char *name, *path;
+} ready_file;
+
+static err_code open_ready(void *arg, sink **out)
 {
-	return file_sink_new(path, false, false, out);
+	ready_file *f = arg;
+	return wal_checked_file_new(f->j->r, f->j->cfg, f->name, f->j->dest, f->path, false, out);
 }
 
 static err_code fetch_one(job *j, const char *name)
@@ -169,12 +182,14 @@ static err_code fetch_one(job *j, const char *name)
 	if (fd < 0)
 		goto out; /* another prefetcher has it */
 	dprintf(fd, "%d\n", (int)getpid());
-	err_code rc = repo_get_found(j->r, base, open_ready, ready, NULL);
+	ready_file f = { j, name, ready };
+	err_code rc = repo_get_found(j->r, base, open_ready, &f, NULL);
 	if (rc == E_NOTFOUND) {
 		archive_ends_at(j, segno_of(j, name));
 		log_debug("prefetch: %s is not archived (yet)", name);
 	} else if (rc != E_OK) {
 		log_debug("prefetch of %s failed: %s", name, err_msg());
+		err_clear();
 	}
 out:
 	if (fd >= 0) {
@@ -227,7 +242,7 @@ void wal_prefetch(repo *r, const config *cfg, const char *name, const char *dest
 	uint64_t segno, segsize = seg_size(cfg);
 	if (wal_name_parse(name, segsize, &tli, &segno) != E_OK)
 		return;
-	job j = { .r = r, .cfg = cfg, .dir = prefetch_dir(cfg, dest), .end = UINT64_MAX };
+	job j = { .r = r, .cfg = cfg, .dir = prefetch_dir(cfg, dest), .dest = dest, .end = UINT64_MAX };
 	char *running = xasprintf("%s/running", j.dir);
 	if (mkdir_p(running, 0700) != E_OK) {
 		free(running);

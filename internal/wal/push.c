@@ -11,6 +11,7 @@
 
 #include "internal/catalog/catalog.h"
 #include "internal/pg/pg.h"
+#include "internal/wal/wal_impl.h"
 
 static const char *base_name(const char *path)
 {
@@ -157,6 +158,45 @@ static err_code push_src(repo *r, const config *cfg, const wal_src *src, long lo
 	return rc;
 }
 
+/*
+ * A file named as a WAL file must be one before anything is stored: PostgreSQL would be handed
+ * it at restore. The first bytes the check needs are read from the file, or taken from memory.
+ */
+static err_code check_content(const config *cfg, const wal_src *src, uint64_t size)
+{
+	size_t need = wal_file_head_need(src->name);
+	if (need == 0)
+		return E_OK;
+	unsigned char *head = NULL;
+	size_t have = 0;
+	err_code rc = E_OK;
+	if (src->path != NULL) {
+		head = xmalloc(need);
+		int fd = open(src->path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			rc = err_errno(E_IO, errno, "wal-push: %s", src->path);
+		while (rc == E_OK && have < need) {
+			ssize_t n = read(fd, head + have, need - have);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				rc = err_errno(E_IO, errno, "wal-push: %s", src->path);
+			if (n <= 0)
+				break;
+			have += (size_t)n;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	if (rc == E_OK)
+		rc = wal_file_check(NULL, cfg, src->name, src->path ? head : src->buf,
+							src->path ? have : (src->len < need ? src->len : need), size, NULL);
+	if (rc == E_CORRUPT)
+		err_wrap(rc, "wal-push %s: refused, nothing stored", src->path ? src->path : src->name);
+	free(head);
+	return rc;
+}
+
 err_code wal_push_one(repo *r, const config *cfg, const char *path)
 {
 	const char *name = base_name(path);
@@ -169,6 +209,7 @@ err_code wal_push_one(repo *r, const config *cfg, const char *path)
 	if (!S_ISREG(sb.st_mode))
 		return err_set(E_IO, "wal-push: %s is not a regular file", path);
 	wal_src src = { .name = name, .path = path };
+	TRY(check_content(cfg, &src, (uint64_t)sb.st_size));
 	return push_src(r, cfg, &src, (long long)sb.st_size);
 }
 
@@ -177,6 +218,7 @@ err_code wal_push_mem(repo *r, const config *cfg, const char *name, const void *
 	if (!wal_is_archive_name(name))
 		return err_set(E_CONFIG, "wal-push: \"%s\" is not a WAL file name", name);
 	wal_src src = { .name = name, .buf = buf, .len = len };
+	TRY(check_content(cfg, &src, len));
 	return push_src(r, cfg, &src, (long long)len);
 }
 

@@ -5,6 +5,9 @@
  * every byte not yet stored, across restarts of walc and of the server. When the server's
  * timeline ends (a promoted standby), the part of the segment received on it is stored as
  * <segment>.partial and the new timeline's history file beside it, then streaming goes on.
+ * A slot that lost WAL before it was stored (invalidated past max_slot_wal_keep_size, or a
+ * restart point the server no longer has) stops it with the gap named and recorded for
+ * wal-verify: streaming on from the server's position would leave a hole nobody sees.
  */
 #include "internal/wal/wal.h"
 
@@ -13,6 +16,7 @@
 #include <time.h>
 
 #include "internal/catalog/catalog.h"
+#include "internal/wal/wal_impl.h"
 
 #define STATUS_EVERY_S 10 /* standby status updates, as WAL-G and pg_receivewal send them */
 #define WAIT_MS 1000	  /* longest wait for a message: cancellation is seen this soon */
@@ -28,7 +32,46 @@ typedef struct receiver {
 	unsigned char *buf; /* seg_size bytes */
 	size_t have;
 	time_t status_due;
+	const char *slot;
+	uint64_t server_lsn; /* the server's WAL end, as last told */
 } receiver;
+
+/*
+ * The slot lost WAL walc had not stored: the archive misses everything from the segment after
+ * its newest (or from the slot's restart point) to the one before the server's position, as
+ * far as known. Streaming from the server's position would hide that hole, so it is an error.
+ */
+static err_code lost_wal(receiver *v, uint32_t tli, uint64_t restart_lsn, const char *why)
+{
+	uint32_t have_tli = 0;
+	uint64_t newest = 0, first = 0;
+	bool found = false, known = true;
+	TRY(wal_newest_upto(v->r, v->seg_size, tli, &have_tli, &newest, &found));
+	if (found)
+		first = newest + 1;
+	else if (restart_lsn != 0)
+		first = restart_lsn / v->seg_size;
+	else
+		known = false;
+	uint64_t now = v->server_lsn / v->seg_size;
+	char from[WAL_NAME_LEN + 1] = "", to[WAL_NAME_LEN + 1] = "", at[WAL_NAME_LEN + 1];
+	if (known)
+		wal_name_format(from, found ? have_tli : tli, first, v->seg_size);
+	wal_name_format(to, tli, now > 0 ? now - 1 : 0, v->seg_size);
+	wal_name_format(at, tli, now, v->seg_size);
+	/* so that wal-verify reports them lost, not on their way */
+	if (known && first < now && wal_lost_record(v->r, tli, from, to, why) != E_OK) {
+		log_warn("wal-receive: the lost WAL could not be recorded in " WAL_LOST_OBJECT ": %s",
+				 err_msg());
+		err_clear();
+	}
+	return err_set(E_NOTFOUND,
+				   "wal-receive: replication slot \"%s\" %s: the archive misses the WAL from %s "
+				   "to %s at most (the server is at %s): a restore cannot cross that gap; take a "
+				   "new base backup, then drop the slot (SELECT pg_drop_replication_slot('%s')) "
+				   "for wal-receive to create it anew",
+				   v->slot, why, known ? from : "its last stored segment on", to, at, v->slot);
+}
 
 /* stored: a segment was just stored, the slot may move to its end (v->seg_start now). */
 static err_code send_status(receiver *v, bool stored)
@@ -120,6 +163,8 @@ static err_code stream_timeline(receiver *v, const char *slot, uint32_t *next_tl
 			TRY(send_status(v, false));
 		pg_wal_msg m;
 		TRY(pg_wal_stream_next(v->s, WAIT_MS, &m));
+		if (m.server_end > v->server_lsn)
+			v->server_lsn = m.server_end;
 		if (m.kind == PG_WAL_DATA) {
 			TRY(take(v, &m));
 			pg_lsn_format(v->seg_start, at);
@@ -131,6 +176,13 @@ static err_code stream_timeline(receiver *v, const char *slot, uint32_t *next_tl
 	}
 	/* a shutdown ends the stream too: the segment under way goes on after the restart */
 	err_code frc = pg_wal_stream_finish(v->s, next_tli, next_lsn);
+	if (frc == E_NOTFOUND) {
+		char *why = xasprintf("needs WAL the server no longer has (%s)", err_msg());
+		err_clear();
+		err_code rc = lost_wal(v, v->tli, v->seg_start + v->have, why);
+		free(why);
+		return rc;
+	}
 	if (frc != E_OK || *next_tli == 0) {
 		char *why = xstrdup(frc != E_OK ? err_msg() : "");
 		err_code rc = err_set(E_IO,
@@ -185,11 +237,11 @@ static err_code check_slot_name(const char *slot)
  * The slot, if it exists, from an SQL session: pg_replication_slots needs no privilege, unlike
  * the server facts an SQL session would give (the replication session gives those).
  */
-static err_code read_slot(const char *slot, bool *exists, uint64_t *restart)
+static err_code read_slot(const char *slot, pg_slot_info *info)
 {
 	pg_session *sql = NULL;
 	TRY(pg_connect(false, &sql));
-	err_code rc = pg_slot_read(sql, slot, exists, restart);
+	err_code rc = pg_slot_read(sql, slot, info);
 	pg_disconnect(sql);
 	return rc;
 }
@@ -197,13 +249,14 @@ static err_code read_slot(const char *slot, bool *exists, uint64_t *restart)
 err_code wal_receive(repo *r, const config *cfg)
 {
 	const char *slot = cfg->slot_name;
-	uint64_t restart = 0;
-	bool exists = false;
+	pg_slot_info si;
 	/* checked here, not with the other settings: a name only this command uses */
 	TRY(check_slot_name(slot));
-	TRY(read_slot(slot, &exists, &restart));
+	TRY(read_slot(slot, &si));
+	bool exists = si.exists;
+	uint64_t restart = si.restart_lsn;
 
-	receiver v = { .r = r };
+	receiver v = { .r = r, .slot = slot };
 	pg_server_info ri;
 	TRY(pg_connect(true, &v.s));
 	err_code rc = pg_server_info_get(v.s, &ri);
@@ -220,6 +273,16 @@ err_code wal_receive(repo *r, const config *cfg)
 	own.pg_wal_size_mb = (long)(seg_size >> 20);
 	v.cfg = &own;
 	v.seg_size = seg_size;
+	v.server_lsn = ri.xlogpos;
+	/* invalidated (max_slot_wal_keep_size): its WAL is gone, and so is its restart LSN */
+	if (rc == E_OK && exists && strcmp(si.wal_status, "lost") == 0)
+		rc = lost_wal(&v, ri.timeline, restart,
+					  "was invalidated (wal_status lost: the server removed WAL it kept for "
+					  "the slot, max_slot_wal_keep_size)");
+	if (rc == E_OK && exists && strcmp(si.wal_status, "unreserved") == 0)
+		log_warn("wal-receive: replication slot %s is past max_slot_wal_keep_size (wal_status "
+				 "unreserved): the server may remove WAL it still needs at its next checkpoint",
+				 slot);
 	uint64_t start = exists && restart != 0 ? restart : ri.xlogpos;
 	if (rc == E_OK && !exists) {
 		rc = pg_slot_create(v.s, slot);

@@ -134,11 +134,13 @@ typedef struct run {
 	const char *status;
 } run;
 
-static const char *seg_status(const wal_index *ix, const config *cfg, uint32_t tli, uint64_t s,
-							  uint64_t last)
+static const char *seg_status(const wal_index *ix, const wal_lost *lost, const config *cfg,
+							  uint32_t tli, uint64_t s, uint64_t last)
 {
 	if (wal_index_has(ix, tli, s))
 		return "FOUND";
+	if (wal_lost_has(lost, tli, s))
+		return "MISSING_LOST"; /* wal-receive found it gone from the server */
 	uint64_t behind = last - s;
 	if (behind < (uint64_t)cfg->upload_concurrency)
 		return "MISSING_UPLOADING";
@@ -162,15 +164,15 @@ static void add_run(json_t *details, const run *r, uint64_t segsize)
 }
 
 /* Runs of consecutive segments with one status, as WAL-G's details list them. */
-static json_t *integrity(const wal_index *ix, const config *cfg, uint32_t cur_tli,
-						 uint64_t first, uint64_t last, const char **overall)
+static json_t *integrity(const wal_index *ix, const wal_lost *gone, const config *cfg,
+						 uint32_t cur_tli, uint64_t first, uint64_t last, const char **overall)
 {
 	json_t *details = json_array();
 	run cur = { 0 };
 	bool have = false, lost = false, missing = false;
 	for (uint64_t s = first; first <= last && s <= last; s++) {
 		uint32_t tli = wal_index_tli_for(ix, cur_tli, s);
-		const char *st = seg_status(ix, cfg, tli, s, last);
+		const char *st = seg_status(ix, gone, cfg, tli, s, last);
 		lost |= strcmp(st, "MISSING_LOST") == 0;
 		missing |= strcmp(st, "FOUND") != 0;
 		if (have && cur.tli == tli && strcmp(cur.status, st) == 0 && cur.end + 1 == s) {
@@ -316,7 +318,21 @@ err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *f
 			return rc;
 		}
 		const char *overall;
-		json_t *details = integrity(&ix, cfg, cur_tli, first, cur_seg, &overall);
+		wal_lost lost;
+		rc = wal_lost_read(r, segsize, &lost);
+		if (rc != E_OK) {
+			json_decref(res);
+			wal_index_free(&ix);
+			return rc;
+		}
+		for (size_t i = 0; i < lost.n; i++) {
+			char a[WAL_NAME_LEN + 1], b[WAL_NAME_LEN + 1];
+			wal_name_format(a, lost.gaps[i].tli, lost.gaps[i].first, segsize);
+			wal_name_format(b, lost.gaps[i].tli, lost.gaps[i].last, segsize);
+			log_info("wal-verify: %s to %s are recorded lost in " WAL_LOST_OBJECT, a, b);
+		}
+		json_t *details = integrity(&ix, &lost, cfg, cur_tli, first, cur_seg, &overall);
+		wal_lost_free(&lost);
 		json_t *o = json_object();
 		json_object_set_new(o, "status", json_string(overall));
 		json_object_set_new(o, "details", details);

@@ -107,11 +107,10 @@ struct wal_archive {
 	wal_path path;
 };
 
-/* The path to the newest timeline, from the index's history files. */
-static void path_of(const wal_index *ix, wal_path *out)
+/* The path to timeline id, from the index's history files. */
+static void path_to(const wal_index *ix, uint32_t id, wal_path *out)
 {
 	memset(out, 0, sizeof(*out));
-	uint32_t id = ix->n > 0 ? ix->tl[ix->n - 1].id : 1;
 	uint32_t rev[WAL_PATH_MAX];
 	uint64_t begin[WAL_PATH_MAX];
 	size_t n = 0;
@@ -140,8 +139,17 @@ err_code wal_archive_open(repo *r, const config *cfg, wal_archive **out)
 		free(a);
 		return rc;
 	}
-	path_of(&a->ix, &a->path);
+	path_to(&a->ix, a->ix.n > 0 ? a->ix.tl[a->ix.n - 1].id : 1, &a->path);
 	*out = a;
+	return E_OK;
+}
+
+err_code wal_archive_follow(wal_archive *a, uint32_t tli)
+{
+	const timeline *tl = wal_index_timeline(&a->ix, tli);
+	if (tl == NULL || (tl->nsegs == 0 && !tl->has_history))
+		return err_set(E_NOTFOUND, "timeline %u: the archive holds none of its WAL", tli);
+	path_to(&a->ix, tli, &a->path);
 	return E_OK;
 }
 
@@ -156,6 +164,29 @@ void wal_archive_close(wal_archive *a)
 const wal_path *wal_archive_path(const wal_archive *a)
 {
 	return &a->path;
+}
+
+/* The object holding the record or page where reading ended, for messages. */
+static void stop_object(wal_archive *a, uint32_t newest, const wal_ending *e, char *out)
+{
+	uint64_t seg = e->lsn / a->ix.segsize;
+	char name[WAL_NAME_LEN + 1], *base, *key = NULL;
+	wal_name_format(name, wal_index_tli_for(&a->ix, newest, seg), seg, a->ix.segsize);
+	base = xasprintf(REPO_WAL_DIR "%s", name);
+	if (repo_find(a->r, base, &key) != E_OK)
+		err_clear();
+	snprintf(out, WAL_OBJECT_MAX, "%s", key ? key : base);
+	free(key);
+	free(base);
+}
+
+/* Why a reader ended, and where, for a run or a target that stops there. */
+static void note_stop(wal_archive *a, uint32_t newest, const wal_reader *rd, wal_ending *stop,
+					  char *object)
+{
+	wal_reader_end(rd, stop);
+	if (stop->kind != WAL_END_NONE)
+		stop_object(a, newest, stop, object);
 }
 
 err_code wal_reach_target(wal_archive *a, uint64_t from_lsn, const recovery_target *t,
@@ -185,6 +216,8 @@ err_code wal_reach_target(wal_archive *a, uint64_t from_lsn, const recovery_targ
 	}
 	wal_reader_done(rd, &end);
 	out->end_lsn = end;
+	if (!out->reached)
+		note_stop(a, out->timeline, rd, &out->stop, out->stop_object);
 	wal_reader_free(rd);
 	return rc;
 }
@@ -207,11 +240,19 @@ static bool window_record(const wal_record *rec, void *arg)
 	return true;
 }
 
-static void run_close(wal_windows *w, wal_reader **rd)
+static void run_close(wal_archive *a, wal_windows *w, wal_reader **rd)
 {
 	if (*rd == NULL)
 		return;
-	wal_reader_done(*rd, &w->runs[w->nruns - 1].end_lsn);
+	wal_run *run = &w->runs[w->nruns - 1];
+	wal_reader_done(*rd, &run->end_lsn);
+	note_stop(a, w->timeline, *rd, &run->stop, run->stop_object);
+	if (run->stop.kind == WAL_END_DAMAGED) {
+		char at[32];
+		pg_lsn_format(run->stop.lsn, at);
+		log_warn("the archived WAL is damaged at %s in %s (%s): recovery cannot go past it",
+				 at, run->stop_object, run->stop.why);
+	}
 	wal_reader_free(*rd);
 	*rd = NULL;
 }
@@ -238,7 +279,7 @@ err_code wal_read_windows(wal_archive *a, wal_windows *out)
 		char name[WAL_NAME_LEN + 1];
 		wal_name_format(name, tli, seg, ix->segsize);
 		if (!wal_index_has(ix, tli, seg)) {
-			run_close(out, &rd);
+			run_close(a, out, &rd);
 			continue;
 		}
 		if (rd == NULL) {
@@ -249,9 +290,9 @@ err_code wal_read_windows(wal_archive *a, wal_windows *out)
 		rc = feed_segment(r, name, rd);
 		uint64_t end;
 		if (rc == E_OK && wal_reader_done(rd, &end))
-			run_close(out, &rd); /* invalid WAL: the run ends; a later segment starts another */
+			run_close(a, out, &rd); /* invalid WAL: the run ends; a later segment starts another */
 	}
-	run_close(out, &rd);
+	run_close(a, out, &rd);
 	if (rc != E_OK)
 		wal_windows_free(out);
 	return rc;

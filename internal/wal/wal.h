@@ -80,6 +80,7 @@ typedef struct recovery_target {
 	uint32_t xid;
 	const char *name; /* borrowed */
 	const char *text; /* the value as given, borrowed */
+	uint32_t timeline; /* recovery_target_timeline: the one recovery follows (0: not chosen yet) */
 } recovery_target;
 /* kind: "time", "lsn", "name" or "xid"; errors name the option --target-KIND. */
 err_code recovery_target_parse(const char *kind, const char *value, recovery_target *out);
@@ -89,6 +90,7 @@ err_code recovery_target_parse(const char *kind, const char *value, recovery_tar
  * the LSN where it begins (0 for the first), from the history files.
  */
 #define WAL_PATH_MAX 256
+#define WAL_OBJECT_MAX 64 /* "wal_005/<segment>.<extension>" */
 typedef struct wal_path {
 	size_t n;
 	uint32_t tli[WAL_PATH_MAX];
@@ -102,6 +104,8 @@ typedef struct wal_archive wal_archive;
 err_code wal_archive_open(repo *r, const config *cfg, wal_archive **out);
 void wal_archive_close(wal_archive *a);
 const wal_path *wal_archive_path(const wal_archive *a);
+/* Follows timeline tli's history from now on, not the newest's; E_NOTFOUND if it has no WAL. */
+err_code wal_archive_follow(wal_archive *a, uint32_t tli);
 /* The timeline of the path that holds lsn. */
 uint32_t wal_path_tli_at(const wal_path *p, uint64_t lsn);
 
@@ -110,16 +114,18 @@ typedef struct target_reach {
 	bool reached;
 	uint64_t lsn;	 /* the record where recovery stops */
 	int64_t time_us; /* its time, for transaction ends and restore points */
-	uint32_t timeline; /* the one recovery follows: the newest in the archive */
+	uint32_t timeline; /* the one recovery follows (the archive path's last) */
 	uint64_t end_lsn;  /* where the valid WAL read ends */
 	int64_t last_commit_us; /* the last commit read, and where (0: none) */
 	uint64_t last_commit_lsn;
 	char missing[WAL_NAME_LEN + 1]; /* the segment that was not in the archive, or "" */
 	bool gap;						/* ... while later segments are */
+	wal_ending stop;				/* why the valid WAL read ended (NONE: it did not) */
+	char stop_object[WAL_OBJECT_MAX]; /* the object holding that record or page */
 } target_reach;
 /*
- * Reads the archived WAL from the segment of from_lsn, along the history of the newest
- * timeline, until a record reaches the target (PostgreSQL's stopping rule with
+ * Reads the archived WAL from the segment of from_lsn, along the history of the timeline
+ * followed (the newest unless wal_archive_follow said otherwise), until a record reaches the target (PostgreSQL's stopping rule with
  * recovery_target_inclusive on) or the WAL ends: a segment missing, or invalid bytes.
  */
 err_code wal_reach_target(wal_archive *a, uint64_t from_lsn, const recovery_target *t,
@@ -134,6 +140,8 @@ typedef struct wal_run {
 	uint64_t start_lsn, end_lsn; /* end: where the valid WAL of the run ends */
 	int64_t last_commit_us;		 /* 0: none */
 	uint64_t last_commit_lsn;
+	wal_ending stop;				  /* why it ends there, unless a segment is missing (NONE) */
+	char stop_object[WAL_OBJECT_MAX]; /* the object holding that record or page */
 } wal_run;
 typedef struct wal_restore_point {
 	char name[65];
@@ -169,6 +177,9 @@ err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from
 /* The newest segment of timeline tli in the archive (*found false when it has none). */
 err_code wal_newest_segment(repo *r, uint64_t seg_size, uint32_t tli, uint64_t *segno,
 							bool *found);
+/* The newest segment of timeline tli or of a timeline before it, and its timeline. */
+err_code wal_newest_upto(repo *r, uint64_t seg_size, uint32_t tli, uint32_t *tli_out,
+						 uint64_t *segno, bool *found);
 
 /* The prefetch directory for a destination: <WALG_PREFETCH_DIR or dest's dir>/.wal-g/prefetch. */
 char *prefetch_dir(const config *cfg, const char *dest);

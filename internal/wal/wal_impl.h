@@ -1,11 +1,15 @@
 /*
  * wal-internal: the index of what wal_005/ holds, per timeline (segments, history), that
- * wal-show, wal-verify and recovery targets read.
+ * wal-show, wal-verify and recovery targets read; what a WAL file must be before it is stored
+ * or handed over; the WAL recorded lost.
  */
 #ifndef WALC_INTERNAL_WAL_WAL_IMPL_H
 #define WALC_INTERNAL_WAL_WAL_IMPL_H
 
+#include <jansson.h>
+
 #include "internal/core/core.h"
+#include "internal/pg/pg.h"
 #include "internal/repo/repo.h"
 
 typedef struct timeline {
@@ -33,5 +37,70 @@ bool wal_index_has(const wal_index *ix, uint32_t tli, uint64_t segno);
 uint32_t wal_index_tli_for(const wal_index *ix, uint32_t cur, uint64_t s);
 /* Timeline id's entry, or NULL. */
 const timeline *wal_index_timeline(const wal_index *ix, uint32_t id);
+
+/*
+ * The WAL files walc checks by their name (wal-push archives any file, as WAL-G): a segment
+ * or .partial, a timeline history file, a backup history file.
+ */
+typedef enum wal_file_kind {
+	WAL_FILE_OTHER,
+	WAL_FILE_SEGMENT,
+	WAL_FILE_HISTORY,
+	WAL_FILE_BACKUP
+} wal_file_kind;
+wal_file_kind wal_file_kind_of(const char *name);
+#define WAL_FILE_CHECK_MAX ((size_t)1 << 20) /* a history file is read whole up to this */
+/* How many of a file's first bytes wal_file_check needs (0 for other names). */
+size_t wal_file_head_need(const char *name);
+/*
+ * E_CORRUPT, saying what is wrong, when the file named name, of size bytes and starting with
+ * buf (len bytes, wal_file_head_need's or all there are), is not what its name says: a segment
+ * by pg's wal_segment_check (WALG_PG_WAL_SIZE where set) and, when dest (where wal-fetch puts
+ * it) is given, of the cluster the repository's marker names when there is one (or of the
+ * cluster being recovered there, whose pg_control is beside it); a history file that parses
+ * for its timeline; a backup history file that starts as PostgreSQL writes one.
+ */
+err_code wal_file_check(repo *r, const config *cfg, const char *name, const unsigned char *buf,
+						size_t len, uint64_t size, const char *dest);
+/* The first WAL_LONG_HEADER_LEN bytes of object key, decoded: how many there were. */
+size_t wal_object_head(repo *r, const char *key, unsigned char *head);
+/* The segment size WALG_PG_WAL_SIZE sets, 0 when it is not set. */
+uint64_t wal_configured_seg_size(const config *cfg);
+/*
+ * *ok when sysid is the cluster's the repository's marker names (*ours; 0 when there is no
+ * marker, and any is), or the cluster's being recovered where wal-fetch writes dest (NULL:
+ * none).
+ */
+err_code wal_cluster_ok(repo *r, uint64_t sysid, const char *dest, bool *ok, uint64_t *ours);
+/* The system identifier the repository's cluster marker records, 0 when there is none. */
+err_code wal_marker_sysid(repo *r, uint64_t *sysid);
+/*
+ * The file a fetch writes at path (file_sink_new: durable or not), made only once what passed
+ * is what name says (wal_file_check, for dest).
+ */
+err_code wal_checked_file_new(repo *r, const config *cfg, const char *name, const char *dest,
+							  const char *path, bool durable, sink **out);
+/* A JSON object at the repository's root; *doc NULL when there is none. */
+err_code wal_read_json(repo *r, const char *key, json_t **doc);
+
+/*
+ * WAL known lost (wal-receive's invalidated slot): runs of segments recorded in a root object
+ * WAL-G ignores, which wal-verify reports as lost.
+ */
+#define WAL_LOST_OBJECT "walc_wal_lost.json"
+typedef struct wal_lost_gap {
+	uint32_t tli;
+	uint64_t first, last;
+} wal_lost_gap;
+typedef struct wal_lost {
+	wal_lost_gap *gaps;
+	size_t n;
+} wal_lost;
+/* Adds the segments first to last of timeline tli, and why they are lost. */
+err_code wal_lost_record(repo *r, uint32_t tli, const char *first, const char *last,
+						 const char *why);
+err_code wal_lost_read(repo *r, uint64_t seg_size, wal_lost *out);
+bool wal_lost_has(const wal_lost *l, uint32_t tli, uint64_t segno);
+void wal_lost_free(wal_lost *l);
 
 #endif

@@ -55,6 +55,104 @@ static err_code read_history(repo *r, const char *key, timeline *t)
 	return rc;
 }
 
+/* The first bytes of an object, decoded: the transfer stops once they are in. */
+typedef struct head_sink {
+	sink base;
+	unsigned char *buf;
+	size_t *have;
+} head_sink;
+
+static err_code hs_write(sink *s, const void *buf, size_t len)
+{
+	head_sink *h = (head_sink *)s;
+	size_t n = WAL_LONG_HEADER_LEN - *h->have < len ? WAL_LONG_HEADER_LEN - *h->have : len;
+	memcpy(h->buf + *h->have, buf, n);
+	*h->have += n;
+	return *h->have == WAL_LONG_HEADER_LEN ? err_set(E_FAIL, "header read") : E_OK;
+}
+
+static err_code hs_finish(sink *s)
+{
+	(void)s;
+	return E_OK;
+}
+
+static void hs_free(sink *s)
+{
+	free(s);
+}
+
+static const sink_ops head_sink_ops = { hs_write, hs_finish, hs_free };
+
+size_t wal_object_head(repo *r, const char *key, unsigned char *head)
+{
+	size_t have = 0;
+	head_sink *h = xcalloc(1, sizeof(*h));
+	h->base.ops = &head_sink_ops;
+	h->buf = head;
+	h->have = &have;
+	if (repo_get(r, key, &h->base) != E_OK)
+		err_clear(); /* stopped once the header was in, or unreadable: have says which */
+	return have;
+}
+
+/* The system identifier in the long header of segment segno of timeline tli (false: none). */
+static bool segment_sysid(repo *r, const wal_index *ix, uint32_t tli, uint64_t segno,
+						  uint64_t *sysid)
+{
+	char name[WAL_NAME_LEN + 1], *key = NULL;
+	wal_name_format(name, tli, segno, ix->segsize);
+	char *base = xasprintf(REPO_WAL_DIR "%s", name);
+	unsigned char head[WAL_LONG_HEADER_LEN];
+	size_t have = 0;
+	if (repo_find(r, base, &key) == E_OK)
+		have = wal_object_head(r, key, head);
+	err_clear();
+	free(key);
+	free(base);
+	return have == WAL_LONG_HEADER_LEN &&
+		wal_header_sysid(head, sizeof(head), ix->segsize, sysid);
+}
+
+/*
+ * A history file is archived before its timeline's first segment, and by anyone who can write
+ * to the repository: a timeline is followed only once a segment of this cluster backs it (the
+ * marker's system identifier, else that of the oldest timeline's segments). The others are
+ * left out of the index, saying so.
+ */
+static err_code drop_unbacked(repo *r, wal_index *ix)
+{
+	uint64_t cluster;
+	TRY(wal_marker_sysid(r, &cluster));
+	for (size_t i = 0; cluster == 0 && i < ix->n; i++)
+		if (ix->tl[i].nsegs > 0 &&
+			!segment_sysid(r, ix, ix->tl[i].id, ix->tl[i].segs[0], &cluster))
+			break;
+	size_t k = 0;
+	for (size_t i = 0; i < ix->n; i++) {
+		timeline *t = &ix->tl[i];
+		uint64_t sysid = 0;
+		bool backed = !t->has_history ||
+			(t->nsegs > 0 && segment_sysid(r, ix, t->id, t->segs[0], &sysid) &&
+			 (cluster == 0 || sysid == cluster));
+		if (backed) {
+			ix->tl[k++] = *t;
+			continue;
+		}
+		if (t->nsegs == 0)
+			log_warn(REPO_WAL_DIR "%08X.history: no WAL segment of timeline %u is archived; "
+					 "the timeline is ignored until one of this cluster's is",
+					 t->id, t->id);
+		else
+			log_warn(REPO_WAL_DIR "%08X.history: timeline %u's WAL is not this cluster's "
+					 "(system identifier %llu, the repository's is %llu); the timeline is ignored",
+					 t->id, t->id, (unsigned long long)sysid, (unsigned long long)cluster);
+		free(t->segs);
+	}
+	ix->n = k;
+	return E_OK;
+}
+
 void wal_index_free(wal_index *ix)
 {
 	for (size_t i = 0; i < ix->n; i++)
@@ -103,6 +201,9 @@ err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix
 				t->segs[k++] = t->segs[j];
 		t->nsegs = k;
 	}
+	if (ix->n > 0)
+		qsort(ix->tl, ix->n, sizeof(timeline), cmp_tl);
+	TRY(drop_unbacked(r, ix));
 	if (backups) {
 		backup_refs refs;
 		TRY(catalog_backups(r, &refs));

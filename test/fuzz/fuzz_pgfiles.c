@@ -1,7 +1,8 @@
 /*
  * libFuzzer target for what backup-verify reads of PostgreSQL's own files, untrusted bytes
  * from a repository: pg_control (data checksums), WAL pages, timeline history files and data
- * pages. The checks must never read past their input, whatever it holds.
+ * pages; and the long page header wal-push and wal-fetch hold a segment to. The checks must
+ * never read past their input, whatever it holds.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	free(page);
+
+	/* The input as the start of a file named as a segment, of its own size or a segment's. */
+	static const char *const names[] = { "000000030000000000000003", "000000010000000100000000",
+										 "000000010000000000000003.partial" };
+	uint64_t sysid;
+	char why[128];
+	for (size_t i = 0; i < 3; i++)
+		for (uint64_t seg = 0; seg <= ((uint64_t)1 << 24); seg += (uint64_t)1 << 24)
+			if (!wal_segment_check(names[i], data, size < 40 ? size : 40, seg ? seg : size, seg,
+								   &sysid, why) &&
+				memchr(why, '\0', sizeof(why)) == NULL)
+				abort();
 	err_clear();
 	return 0;
 }

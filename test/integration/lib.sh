@@ -105,6 +105,21 @@ with open(sys.argv[1], "r+b") as f:
     f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 1]))' "$1" "$2"
 }
 count_files() { find "$1" -type f 2>/dev/null | wc -l | tr -d ' '; }
+# A file wal-push and wal-fetch take as segment NAME (walc checks the long page header, not the
+# records): SIZE bytes (a PostgreSQL segment size), a long page header for NAME's place, then
+# SOURCE's bytes (repeated as needed; random when no SOURCE). SYSID defaults to a fixed one.
+fake_segment() { # NAME SIZE OUT [SOURCE [SYSID]]
+	"$PY" -c 'import os, struct, sys
+name, size, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+src = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
+sysid = int(sys.argv[5]) if len(sys.argv) > 5 else 7000000000000000042
+tli, hi, lo = int(name[:8], 16), int(name[8:16], 16), int(name[16:24], 16)
+segno = hi * ((1 << 32) // size) + lo
+head = struct.pack("<HHIQI4xQII", 0xD110, 2, tli, segno * size, 0, sysid, size, 8192)
+body = open(src, "rb").read() if src else os.urandom(size)
+body = (body * (size // max(len(body), 1) + 1))[: size - len(head)]
+open(out, "wb").write(head + body)' "$@"
+}
 
 # ------------------------------------------------------------------------------------------
 # Setup, cleanup, running as postgres
@@ -423,6 +438,23 @@ archiving_source() {
 	pg_start "$dir" "$SPORT"
 	as_pg "$PGBIN/pgbench" -h "$T" -p "$SPORT" -i -s "$scale" -q postgres >"$dir.pgbench.log" 2>&1 ||
 		{ cat "$dir.pgbench.log" >&2; fail "pgbench -i -s $scale"; }
+}
+
+# pitr_source [VAR=VALUE...]: the repository R and a cluster SRC (1 MiB segments) archiving into
+# it through walc_wrapper, started on PORT; E is the walc environment (WALG_FILE_PREFIX=$R,
+# WALG_PG_WAL_SIZE=1 and the arguments)
+pitr_source() {
+	R=$T/repo
+	mkdir -p "$R"
+	pg_own "$T"
+	E=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1 "$@")
+	walc_wrapper "${E[@]}"
+	SRC=$T/src
+	pg_init "$SRC" --wal-segsize=1
+	PORT=$(free_port)
+	pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_timeout = 0" \
+		"archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push.log'"
+	pg_start "$SRC" "$PORT"
 }
 
 # pg_init DIR [initdb args...]

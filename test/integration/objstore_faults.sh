@@ -21,7 +21,9 @@ mkdir -p "$T/wal" "$T/fetch"
 N=${OBJSTORE_FAULT_N:-30}
 for i in $(seq 1 "$N"); do
 	seg=$(printf '0000000100000000000000%02X' "$i")
-	{ head -c 65536 /dev/urandom; { yes "segment $seg" | head -c 200000 || true; }; } >"$T/wal/$seg"
+	{ head -c 65536 /dev/urandom; { yes "segment $seg" | head -c 983040 || true; }; } >"$T/wal/src"
+	fake_segment "$seg" 1048576 "$T/wal/$seg" "$T/wal/src"
+	rm "$T/wal/src"
 done
 tokens_start --assertion-file "$T/fed.tok"
 echo "walc-it-federated-$RANDOM" >"$T/fed.tok"

@@ -20,7 +20,7 @@ it_setup config
 SEG=000000010000000000000003
 mkdir -p "$T/wal" "$T/cwd"
 seq 1 300000 >"$T/text"
-head -c 1048576 "$T/text" >"$T/wal/$SEG"
+fake_segment "$SEG" 1048576 "$T/wal/$SEG" "$T/text"
 SECRET=Zq7SecretKeyValue-9f3b2c1d8e7a6X # 32 characters, easy to spot
 printf '%s' "$(head -c 16 /dev/urandom | od -An -v -tx1 | tr -d ' \n')" >"$T/key16.hex"   # 16 bytes
 printf '%s' "$(head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n')" >"$T/key32.hex"   # 32 bytes

@@ -112,7 +112,7 @@ ok "hostile keys: backup-fetch exit 1 ($(first_error)); delete retain exit $W_RC
 
 # ---- credentials and settings with CR/LF --------------------------------------------------------------
 mkdir -p "$T/wal"
-{ printf '\x10\xd1'; head -c $((1048576 - 2)) /dev/urandom; } >"$T/wal/000000010000000000000001"
+fake_segment 000000010000000000000001 1048576 "$T/wal/000000010000000000000001"
 NL='
 '
 injected() { grep -c '"X-Injected"' "$T/log/fake.jsonl" || true; }

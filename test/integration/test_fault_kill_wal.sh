@@ -52,10 +52,10 @@ for i in $(seq 16 23); do
 	s=$(printf '0000000100000000000000%02X' "$i")
 	SEGS+=("$s")
 	{
-		printf '\x10\xd1'
-		head -c $((8 * 1048576 - 2)) /dev/urandom
+		head -c $((8 * 1048576)) /dev/urandom
 		head -c $((8 * 1048576)) "$T/text"
-	} >"$T/segs/$s"
+	} >"$T/src"
+	fake_segment "$s" "$SEGSIZE" "$T/segs/$s" "$T/src"
 	[ "$(stat -c %s "$T/segs/$s")" = "$SEGSIZE" ] || fail "segment $s size"
 done
 

@@ -46,11 +46,13 @@ E=(WALG_S3_PREFIX=s3://walc/load AWS_ENDPOINT="http://127.0.0.1:$PPORT" AWS_S3_F
 
 mkdir -p "$T/wal" "$T/back" "$T/rc"
 "$PY" - "$T/wal" "$N" <<'EOF'
-import os, sys
+import os, struct, sys
 d, n = sys.argv[1], int(sys.argv[2])
 for i in range(1, n + 1):
     name = "00000001%08X%08X" % (i // 4096, i % 4096)
-    body = b"\x10\xd1" + (name.encode() * 20) + os.urandom(262144)
+    # a long page header for the name's place: walc refuses a "segment" without one
+    head = struct.pack("<HHIQI4xQII", 0xD110, 2, 1, i << 20, 0, 7000000000000000042, 1 << 20, 8192)
+    body = head + (name.encode() * 20) + os.urandom(262144)
     body += (b"segment " + name.encode() + b" ") * 40000
     with open(os.path.join(d, name), "wb") as f:
         f.write(body[: 1 << 20].ljust(1 << 20, b"\0"))

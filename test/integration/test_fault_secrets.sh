@@ -87,11 +87,12 @@ log "PostgreSQL with scram-sha-256 on port $PORT; s3rver on $SPORT"
 
 # ---- every command at DEVEL ----------------------------------------------------------------------
 PGE=(PGHOST="$T" PGPORT="$PORT" PGUSER=postgres PGDATA="$SRC")
+SYSID=$(psqlc "$PORT" "SELECT system_identifier FROM pg_control_system()")
 for fmt in text json; do
 	F=("WALG_LOG_FORMAT=$fmt")
 	mkdir -p "$T/w-$fmt"
-	[ "$fmt" = json ] && seg=000000010000000000000100 || seg=000000010000000000000200
-	{ printf '\x10\xd1'; head -c $((16777216 - 2)) /dev/urandom; } >"$T/w-$fmt/$seg"
+	[ "$fmt" = json ] && seg=0000000100000001000000F0 || seg=0000000100000002000000F0
+	fake_segment "$seg" 16777216 "$T/w-$fmt/$seg" "" "$SYSID"
 	sec "${F[@]}" -- env
 	expect_rc 0 "walc env ($fmt)"
 	sec "${F[@]}" -- wal-push "$T/w-$fmt/$seg"
@@ -135,9 +136,10 @@ ok "$NCMDS commands at DEVEL (text and json), $SCANNED lines: no secret, prefix,
 
 # ---- key file permissions ------------------------------------------------------------------------
 printf '%s' "$KEY" >"$T/key.raw"
+mkdir -p "$T/keyrepo"
 for mode in 644 640 600; do
 	chmod "$mode" "$T/key.raw"
-	wrun WALG_FILE_PREFIX="$T/keyrepo" WALG_LIBSODIUM_KEY_PATH="$T/key.raw" -- wal-push "$T/w-text/000000010000000000000200"
+	wrun WALG_FILE_PREFIX="$T/keyrepo" WALG_LIBSODIUM_KEY_PATH="$T/key.raw" -- wal-push "$T/w-text/0000000100000002000000F0"
 	expect_rc 0 "wal-push with a key file of mode $mode"
 	scan "wal-push with a key file of mode $mode" "$T/.w_out" "$T/.w_err"
 	if [ "$mode" = 600 ]; then

@@ -64,7 +64,9 @@ vg() {
 }
 
 mkdir -p "$T/wal"
-{ printf '\x10\xd1'; head -c $((16777216 - 2)) /dev/urandom; } >"$T/wal/0000000100000000000000F0"
+# of the cluster whose archive_command records the repository's marker meanwhile
+fake_segment 0000000100000000000000F0 16777216 "$T/wal/0000000100000000000000F0" "" \
+	"$(psqlc "$PORT" "SELECT system_identifier FROM pg_control_system()")"
 vg "wal-push" root "${ENVS[@]}" -- wal-push "$T/wal/0000000100000000000000F0"
 vg "backup-push" pg "${ENVS[@]}" PGHOST="$T" PGPORT="$PORT" WALG_UPLOAD_DISK_CONCURRENCY=2 \
 	WALG_TAR_SIZE_THRESHOLD=10000000 -- backup-push "$SRC"

@@ -21,10 +21,15 @@ SEG=000000010000000000000004
 HIST=00000002.history
 mkdir -p "$T/v1" "$T/v2" "$T/v1b" "$T/out"
 seq 1 300000 >"$T/text"
-head -c 1048576 "$T/text" >"$T/v1/$SEG"
+fake_segment "$SEG" 1048576 "$T/v1/$SEG" "$T/text"
 cp "$T/v1/$SEG" "$T/v1b/$SEG" # same content, another file
-{ head -c 1000 /dev/urandom; tail -c +1001 "$T/v1/$SEG"; } >"$T/v2/$SEG"
+# the same long page header (walc refuses a file named as a segment that is none), other bytes
+{ head -c 40 "$T/v1/$SEG"; head -c 1000 /dev/urandom; tail -c +1041 "$T/v1/$SEG"; } >"$T/v2/$SEG"
 printf '1\t0/3000000\tno recovery target specified\n' >"$T/v1/$HIST"
+# wal-fetch gives a .history only once a segment of its timeline is archived
+TL2=000000020000000000000003
+mkdir -p "$T/tl2"
+fake_segment "$TL2" 1048576 "$T/tl2/$TL2" "$T/text"
 cp "$T/v1/$HIST" "$T/v1b/$HIST"
 printf '1\t0/5000000\tno recovery target specified\n' >"$T/v2/$HIST"
 head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$T/key.hex"
@@ -65,7 +70,7 @@ for mode in plain encrypted; do
 	expect_rc 1 "[$mode] WALG_PREVENT_WAL_OVERWRITE=true, different content"
 	log "  [$mode] refused: $W_ERR"
 	assert_eq "$before" "$(obj_id "$obj")" "[$mode] refused overwrite: stored object (sha256 inode mtime)"
-	assert_eq 1 "$(count_files "$repo")" "[$mode] files in the repository after the refused overwrite"
+	assert_eq 1 "$(count_files "$repo/wal_005")" "[$mode] WAL objects after the refused overwrite"
 	fetch_is "$repo" "$SEG" "$T/v1/$SEG" "${envs[@]}"
 done
 ok "WALG_PREVENT_WAL_OVERWRITE=true: identical re-push is a no-op, different content refused"
@@ -95,6 +100,8 @@ for setting in false unset true; do
 	[ $setting != unset ] && envs=("WALG_PREVENT_WAL_OVERWRITE=$setting")
 	push "$repo" "$T/v1/$HIST" "${envs[@]}"
 	expect_rc 0 "[$setting] first push of $HIST"
+	push "$repo" "$T/tl2/$TL2"
+	expect_rc 0 "[$setting] push of timeline 2's first segment"
 	obj=$(find "$repo/wal_005" -type f -name "$HIST*")
 	[ -n "$obj" ] || fail "[$setting] no object for $HIST"
 	before=$(obj_id "$obj")
@@ -113,6 +120,8 @@ ok ".history is always protected (false, unset, true)"
 repo=$T/cross
 push "$repo" "$T/v1/$HIST" WALG_COMPRESSION_METHOD=lz4
 expect_rc 0 "cross-codec: first push of $HIST (lz4)"
+push "$repo" "$T/tl2/$TL2"
+expect_rc 0 "cross-codec: push of timeline 2's first segment"
 push "$repo" "$T/v2/$HIST" WALG_COMPRESSION_METHOD=zstd WALG_PREVENT_WAL_OVERWRITE=false
 expect_rc 1 "cross-codec: different $HIST pushed with zstd over an lz4 object"
 fetch_is "$repo" "$HIST" "$T/v1/$HIST"
@@ -139,7 +148,7 @@ for i in "${!pids[@]}"; do
 	wait "${pids[$i]}" || fail "concurrent push $((i + 1)) failed: $(cat "$T/conc.$((i + 1)).log")"
 done
 assert_no_sanitizer_reports "$T"/conc.*.log
-assert_eq "$SEG.zst" "$(find "$repo" -type f -printf '%f\n')" "concurrent pushes: files in the repository"
+assert_eq "$SEG.zst" "$(find "$repo/wal_005" -type f -printf '%f\n')" "concurrent pushes: WAL objects"
 zstd -dcq <"$repo/wal_005/$SEG.zst" >"$T/plain" || fail "concurrent pushes: zstd -d of the object"
 assert_same_file "$T/v1/$SEG" "$T/plain" "concurrent pushes: stored object"
 fetch_is "$repo" "$SEG" "$T/v1/$SEG"

@@ -10,17 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 it_setup pitr-target
 
-R=$T/repo
-mkdir -p "$R"
-pg_own "$T"
-E=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1)
-walc_wrapper "${E[@]}"
-SRC=$T/src
-pg_init "$SRC" --wal-segsize=1
-PORT=$(free_port)
-pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_timeout = 0" \
-	"archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push.log'"
-pg_start "$SRC" "$PORT"
+pitr_source
 
 q() { psqlc "$PORT" "$1"; }
 rows() { psqlc "$1" "SELECT coalesce(string_agg(i::text, ',' ORDER BY i), '') FROM t"; }

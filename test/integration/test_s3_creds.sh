@@ -23,7 +23,7 @@ REAL_SECRET=$AWS_SECRET_ACCESS_KEY
 export AWS_REGION=us-east-1 PGDATA=$T/pgdata WALG_S3_PREFIX=s3://walc/creds
 mkdir -p "$T/wal" "$T/fetch"
 SEG=000000010000000000000001
-head -c 200000 /dev/urandom >"$T/wal/$SEG"
+fake_segment "$SEG" 1048576 "$T/wal/$SEG"
 
 # ---- 1. static keys under other names, shared credentials file -------------------------------
 wrun -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY AWS_ACCESS_KEY="  $REAL_KEY " \

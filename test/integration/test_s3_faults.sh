@@ -41,7 +41,9 @@ LIMIT=60 # seconds for any single command: a few stalls and backoffs, never a ha
 mkdir -p "$T/wal" "$T/fetch"
 for i in $(seq 1 "$N"); do
 	seg=$(printf '0000000100000000000000%02X' "$i")
-	{ head -c 65536 /dev/urandom; { yes "segment $seg" | head -c 200000 || true; }; } >"$T/wal/$seg"
+	{ head -c 65536 /dev/urandom; { yes "segment $seg" | head -c 983040 || true; }; } >"$T/wal/src"
+	fake_segment "$seg" 1048576 "$T/wal/$seg" "$T/wal/src"
+	rm "$T/wal/src"
 done
 worst=0
 for f in "$T"/wal/*; do

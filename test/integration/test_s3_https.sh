@@ -21,7 +21,8 @@ export AWS_ENDPOINT=$S3_ENDPOINT PGDATA=$T/pgdata
 mkdir -p "$T/wal" "$T/fetch"
 head -c 32 /dev/urandom | base64 -w0 >"$T/key.b64"
 SEG=000000010000000000000001
-{ head -c 100000 /dev/urandom; { yes "tls record" | head -c 400000 || true; }; } >"$T/wal/$SEG"
+{ head -c 100000 /dev/urandom; { yes "tls record" | head -c 948576 || true; }; } >"$T/src"
+fake_segment "$SEG" 1048576 "$T/wal/$SEG" "$T/src"
 
 PGPFX=$ROOT/test/fixtures/walg-v3.0.9-pgp/keys
 for cfg in plain keyed pgp; do
@@ -49,8 +50,8 @@ lz4 -d -q -c "$T/aws.lz4" >"$T/aws.plain"
 assert_same_file "$T/wal/$SEG" "$T/aws.plain" "awscli download of a walc object over HTTPS"
 # walc reads what awscli wrote (the WALG_ alias of the CA setting)
 "$AWSCLI" --endpoint-url "$S3_ENDPOINT" --ca-bundle "$CA" s3 cp --quiet "$T/aws.lz4" \
-	"s3://test/https/fromaws/wal_005/000000010000000000000002.lz4" || fail "awscli upload over HTTPS"
-wrun WALG_S3_PREFIX=s3://test/https/fromaws WALG_S3_CA_CERT_FILE="$CA" -- wal-fetch 000000010000000000000002 "$T/fetch/aws"
+	"s3://test/https/fromaws/wal_005/$SEG.lz4" || fail "awscli upload over HTTPS"
+wrun WALG_S3_PREFIX=s3://test/https/fromaws WALG_S3_CA_CERT_FILE="$CA" -- wal-fetch "$SEG" "$T/fetch/aws"
 expect_rc 0 "wal-fetch of an awscli object with WALG_S3_CA_CERT_FILE"
 assert_same_file "$T/wal/$SEG" "$T/fetch/aws" "wal-fetch of an awscli object over HTTPS"
 log "HTTPS wal-push/wal-fetch with S3_CA_CERT_FILE, with no key, libsodium and OpenPGP; awscli both ways"

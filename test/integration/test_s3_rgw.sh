@@ -29,7 +29,8 @@ od -An -v -tx1 "$T/key.bin" | tr -d ' \n' >"$T/key.hex"
 SEGS=(000000010000000000000001 000000010000000000000002 000000010000000000000003)
 # WAL-like content: compressible records and random pages
 for s in "${SEGS[@]}"; do
-	{ head -c 300000 /dev/urandom; { yes "walc s3 record $s" | head -c 500000 || true; }; head -c 248576 /dev/zero; } >"$T/wal/$s"
+	{ head -c 300000 /dev/urandom; { yes "walc s3 record $s" | head -c 500000 || true; }; head -c 248576 /dev/zero; } >"$T/src"
+	fake_segment "$s" 1048576 "$T/wal/$s" "$T/src"
 done
 n=0
 for codec in lz4 zstd brotli lzma none; do
@@ -70,8 +71,8 @@ log "wal-push/wal-fetch: 10 configurations x ${#SEGS[@]} segments, awscli cross-
 
 # walc reads what awscli uploaded
 lz4 -q -c "$T/wal/${SEGS[0]}" >"$T/dl/up.lz4"
-awsc s3 cp --quiet "$T/dl/up.lz4" "s3://walc/fromaws/wal_005/00000001000000000000000A.lz4" || fail "awscli upload"
-wrun WALG_S3_PREFIX=s3://walc/fromaws AWS_ENDPOINT="$S3_ENDPOINT" -- wal-fetch 00000001000000000000000A "$T/fetch/A"
+awsc s3 cp --quiet "$T/dl/up.lz4" "s3://walc/fromaws/wal_005/${SEGS[0]}.lz4" || fail "awscli upload"
+wrun WALG_S3_PREFIX=s3://walc/fromaws AWS_ENDPOINT="$S3_ENDPOINT" -- wal-fetch "${SEGS[0]}" "$T/fetch/A"
 expect_rc 0 "wal-fetch of an object awscli uploaded"
 assert_same_file "$T/wal/${SEGS[0]}" "$T/fetch/A" "wal-fetch of an object awscli uploaded"
 log "walc reads what awscli wrote"

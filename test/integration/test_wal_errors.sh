@@ -24,7 +24,8 @@ seq 1 200000 >"$T/text"
 {
 	head -c 524288 /dev/urandom
 	head -c 524288 "$T/text"
-} >"$T/wal/$SEG"
+} >"$T/src"
+fake_segment "$SEG" 1048576 "$T/wal/$SEG" "$T/src"
 [ "$(wc -c <"$T/wal/$SEG")" = 1048576 ] || fail "test segment size"
 head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$T/keys/a.hex"
 head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$T/keys/b.hex"

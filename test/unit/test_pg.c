@@ -10,6 +10,7 @@
 
 #include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
+#include "test/unit/unit.h"
 
 #define SEG16 (UINT64_C(16) << 20)
 #define SEG1 (UINT64_C(1) << 20)
@@ -333,6 +334,378 @@ static void test_wal_records(void **state)
 		free(segs[i].data);
 }
 
+/* PostgreSQL's CRC-32C: the standard check value, and registers combined without the bytes. */
+static void test_crc32c(void **state)
+{
+	(void)state;
+	assert_int_equal(pg_crc32c_update(0xFFFFFFFFu, "123456789", 9) ^ 0xFFFFFFFFu, 0xE3069283u);
+	unsigned char *b = pattern(70000, 7);
+	for (size_t cut = 0; cut < 70000; cut = cut * 3 + 1) {
+		uint32_t whole = pg_crc32c_update(0x12345678u, b, 70000);
+		uint32_t a = pg_crc32c_update(0x12345678u, b, cut);
+		uint32_t tail = pg_crc32c_update(0, b + cut, 70000 - cut);
+		assert_int_equal(pg_crc32c_shift(a, 70000 - cut) ^ tail, whole);
+	}
+	free(b);
+}
+
+/* Every record of a segment, with where each starts and ends. */
+typedef struct rec_list {
+	size_t n;
+	uint64_t lsn[20000], end[20000];
+} rec_list;
+
+static bool list_record(const wal_record *rec, void *arg)
+{
+	rec_list *l = arg;
+	if (l->n < 20000) {
+		l->lsn[l->n] = rec->lsn;
+		l->end[l->n] = rec->end_lsn;
+		l->n++;
+	}
+	return true;
+}
+
+/* Reads buf as the segment starting at start; *end and *why as the reader left them. */
+static size_t read_segments(const unsigned char *buf, size_t len, uint64_t start, rec_list *l,
+							uint64_t *end, wal_ending *why)
+{
+	memset(l, 0, sizeof(*l));
+	wal_reader *r = wal_reader_new(SEG1, start, list_record, l);
+	assert_int_equal(wal_reader_feed(r, buf, len), E_OK);
+	wal_reader_done(r, end);
+	wal_reader_end(r, why);
+	wal_reader_free(r);
+	return l->n;
+}
+
+/*
+ * Record checksums on PostgreSQL's WAL (the fixtures' segments): all pass; one flipped byte in
+ * a record's data, on its first page or on the page it continues on, is damage at that
+ * record; a zero-filled or stale tail is the end of the WAL, not damage.
+ */
+static void test_wal_record_crc(void **state)
+{
+	(void)state;
+	membuf seg;
+	fixture_segment("00000001000000000000002D", &seg);
+	uint64_t start = UINT64_C(0x2D) << 20, end;
+	wal_ending why;
+	rec_list *l = xmalloc(sizeof(*l));
+	size_t n = read_segments(seg.data, seg.len, start, l, &end, &why);
+	assert_true(n > 100);
+	assert_int_equal(why.kind, WAL_END_NONE);
+	unsigned char *bad = xmalloc(seg.len);
+
+	/* a byte inside a record wholly on one page */
+	size_t k = n / 2;
+	while ((l->lsn[k] / 8192) != ((l->end[k] - 1) / 8192) || l->end[k] - l->lsn[k] < 40)
+		k++;
+	memcpy(bad, seg.data, seg.len);
+	bad[l->lsn[k] - start + 30] ^= 0x10;
+	assert_int_equal(read_segments(bad, seg.len, start, l, &end, &why), k);
+	assert_int_equal(why.kind, WAL_END_DAMAGED);
+	assert_int_equal(why.lsn, l->end[k - 1] + (8 - l->end[k - 1] % 8) % 8);
+	assert_int_equal(end, l->end[k - 1]);
+
+	/* a byte of a record's part on the next page */
+	read_segments(seg.data, seg.len, start, l, &end, &why);
+	for (k = 1; k < n && (l->lsn[k] / 8192 == (l->end[k] - 1) / 8192 ||
+						  (l->end[k] - 1) % 8192 < 24 + 8);
+		 k++)
+		;
+	assert_true(k < n);
+	uint64_t lsn = l->lsn[k], rec_end = l->end[k];
+	memcpy(bad, seg.data, seg.len);
+	bad[rec_end - 1 - start] ^= 0x01;
+	assert_int_equal(read_segments(bad, seg.len, start, l, &end, &why), k);
+	assert_int_equal(why.kind, WAL_END_DAMAGED);
+	assert_int_equal(why.lsn, lsn);
+	/* the same byte unchanged but the record's header: its back-link is the end, not damage */
+	memcpy(bad, seg.data, seg.len);
+	bad[lsn - start + 8] ^= 0x08;
+	read_segments(bad, seg.len, start, l, &end, &why);
+	assert_int_equal(why.kind, WAL_END_INVALID);
+	assert_int_equal(why.lsn, lsn);
+
+	/* zeros from a record boundary on: the end of the WAL written, where the last record ended */
+	read_segments(seg.data, seg.len, start, l, &end, &why);
+	k = n / 3;
+	uint64_t cut = l->end[k] + (8 - l->end[k] % 8) % 8;
+	memcpy(bad, seg.data, seg.len);
+	memset(bad + (cut - start), 0, seg.len - (cut - start));
+	assert_int_equal(read_segments(bad, seg.len, start, l, &end, &why), k + 1);
+	assert_int_equal(why.kind, WAL_END_INVALID);
+	assert_int_equal(end, cut - (cut - l->end[k]));
+	/* a recycled segment's stale pages from a page on: the end too */
+	membuf old;
+	fixture_segment("00000001000000000000002C", &old);
+	uint64_t page = (l->end[n / 3] / 8192 + 1) * 8192 - start;
+	memcpy(bad, seg.data, seg.len);
+	memcpy(bad + page, old.data + page, seg.len - page);
+	read_segments(bad, seg.len, start, l, &end, &why);
+	assert_int_equal(why.kind, WAL_END_INVALID);
+	assert_true(end <= start + page);
+	free(old.data);
+	free(bad);
+	free(l);
+	free(seg.data);
+}
+
+/*
+ * Synthetic WAL laid out as PostgreSQL lays it out (page headers, continuation lengths,
+ * MAXALIGNed records with back-links and CRC-32C), so that records cross segment boundaries
+ * where the tests want them: the fixtures' segments all end with a switch. The checksum itself
+ * is PostgreSQL's (test_wal_record_crc checks it on PostgreSQL's records).
+ */
+#define GEN_SEGS 4
+typedef struct wgen {
+	unsigned char *buf;
+	uint64_t start, pos;
+	uint64_t rec_total, rec_left;
+	unsigned next_flags; /* added to the next page header's */
+} wgen;
+
+static void gen_put(wgen *g, const unsigned char *p, size_t n)
+{
+	while (n > 0) {
+		if (g->pos % 8192 == 0) {
+			unsigned char *h = g->buf + (g->pos - g->start);
+			bool is_long = g->pos % SEG1 == 0, cont = g->rec_left > 0 && g->rec_left < g->rec_total;
+			uint32_t rem = cont ? (uint32_t)g->rec_left : 0;
+			h[0] = 0x10, h[1] = 0xD1; /* PostgreSQL 15's magic */
+			h[2] = (unsigned char)((cont ? 1 : 0) | (is_long ? 2 : 0) | g->next_flags);
+			g->next_flags = 0;
+			h[4] = 1; /* timeline */
+			for (int i = 0; i < 8; i++)
+				h[8 + i] = (unsigned char)(g->pos >> (8 * i));
+			for (int i = 0; i < 4; i++)
+				h[16 + i] = (unsigned char)(rem >> (8 * i));
+			if (is_long) {
+				h[24] = 42;				  /* system identifier */
+				h[34] = 0x10;			  /* 1 MiB segments */
+				h[37] = 0x20;			  /* 8192-byte pages */
+			}
+			g->pos += is_long ? 40 : 24;
+		}
+		size_t room = 8192 - g->pos % 8192, k = n < room ? n : room;
+		memcpy(g->buf + (g->pos - g->start), p, k);
+		g->pos += k, p += k, n -= k, g->rec_left -= k;
+	}
+}
+
+/* One record of len bytes (body's first) linking back to prev, cut after `write` bytes. */
+static uint64_t gen_record(wgen *g, uint32_t len, uint64_t prev, const unsigned char *body,
+						   uint32_t write)
+{
+	unsigned char h[24] = { 0 };
+	for (int i = 0; i < 4; i++)
+		h[i] = (unsigned char)(len >> (8 * i));
+	for (int i = 0; i < 8; i++)
+		h[8 + i] = (unsigned char)(prev >> (8 * i));
+	h[17] = 10; /* heap */
+	uint32_t crc = pg_crc32c_update(0xFFFFFFFFu, body, len - 24);
+	crc = pg_crc32c_update(crc, h, 20) ^ 0xFFFFFFFFu;
+	for (int i = 0; i < 4; i++)
+		h[20 + i] = (unsigned char)(crc >> (8 * i));
+	g->rec_total = g->rec_left = len;
+	uint64_t at = g->pos % 8192 == 0 ? g->pos + (g->pos % SEG1 == 0 ? 40 : 24) : g->pos;
+	gen_put(g, h, 24);
+	gen_put(g, body, write - 24);
+	return at;
+}
+
+/* Records of random sizes (seeded) until the last segment is half full; their LSNs in l. */
+static void gen_wal(wgen *g, uint32_t seed, rec_list *l)
+{
+	memset(g->buf, 0, GEN_SEGS * SEG1);
+	g->pos = g->start;
+	l->n = 0;
+	uint64_t prev = 0;
+	uint32_t x = seed * 2654435761u + 7;
+	unsigned char *body = pattern(1400000, seed);
+	while (g->pos < g->start + (GEN_SEGS - 1) * SEG1 + SEG1 / 2) {
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+		uint32_t len = 24 + x % 380;
+		if (seed % 4 == 0 && l->n == 3000)
+			len = 1300000; /* crosses a whole segment */
+		prev = l->lsn[l->n] = gen_record(g, len, prev, body, len);
+		l->end[l->n] = g->pos;
+		l->n++;
+		g->pos += (8 - g->pos % 8) % 8;
+	}
+	free(body);
+}
+
+/* Each segment read by a reader of its own, stitched in order: the first problem. */
+static const char *stitch_all(const wgen *g, uint64_t *at)
+{
+	wal_stitch st;
+	memset(&st, 0, sizeof(st));
+	for (int i = 0; i < GEN_SEGS; i++) {
+		seen s = { .ordered = true };
+		wal_reader *r = wal_reader_new(SEG1, g->start + (uint64_t)i * SEG1, count_record, &s);
+		assert_int_equal(wal_reader_feed(r, g->buf + (size_t)i * SEG1, SEG1), E_OK);
+		wal_ending why;
+		wal_reader_end(r, &why);
+		/* alone, each segment is whole; the last one's zeros end its WAL */
+		assert_int_equal(why.kind, i < GEN_SEGS - 1 ? WAL_END_NONE : WAL_END_INVALID);
+		wal_seam seam;
+		wal_reader_seam(r, &seam);
+		wal_reader_free(r);
+		const char *bad = wal_stitch_next(&st, &seam, at);
+		if (bad != NULL)
+			return bad;
+	}
+	return NULL;
+}
+
+/*
+ * Records crossing from one segment into the next (headers split across the boundary, and
+ * one record longer than a segment) pass when read whole and when stitched; a flipped byte of
+ * one, on either side, is found by the stitch, at that record.
+ */
+static void test_wal_stitch(void **state)
+{
+	(void)state;
+	wgen g = { .buf = xmalloc(GEN_SEGS * SEG1), .start = UINT64_C(0x40) << 20 };
+	rec_list *l = xmalloc(sizeof(*l)), *got = xmalloc(sizeof(*got));
+	int split_headers = 0, long_ones = 0;
+	for (uint32_t seed = 1; seed <= 48; seed++) {
+		gen_wal(&g, seed, l);
+		uint64_t end, at;
+		wal_ending why;
+		size_t n = read_segments(g.buf, GEN_SEGS * SEG1, g.start, got, &end, &why);
+		assert_int_equal(n, l->n);
+		assert_int_equal(why.kind, WAL_END_INVALID); /* the zeros after the last */
+		assert_int_equal(end, l->end[l->n - 1]);
+		assert_null(stitch_all(&g, &at));
+		/* the first record crossing each boundary */
+		for (uint64_t b = 1; b < GEN_SEGS; b++) {
+			uint64_t edge = g.start + b * SEG1;
+			size_t k = 0;
+			while (k < l->n && l->end[k] <= edge)
+				k++;
+			if (k == l->n || l->lsn[k] >= edge)
+				continue;
+			split_headers += edge - l->lsn[k] < 24;
+			long_ones += l->end[k] - l->lsn[k] > SEG1;
+			/* its last byte, then a byte of it before the boundary */
+			uint64_t spots[2] = { l->end[k] - 1, edge - 1 };
+			for (int i = 0; i < 2; i++) {
+				if (spots[i] < l->lsn[k] + 24)
+					continue; /* a header byte: the header checks say so, not the checksum */
+				g.buf[spots[i] - g.start] ^= 0x20;
+				const char *bad = stitch_all(&g, &at);
+				assert_non_null(bad);
+				assert_string_equal(bad, "record checksum mismatch");
+				assert_int_equal(at, l->lsn[k]);
+				g.buf[spots[i] - g.start] ^= 0x20;
+			}
+			if (edge - l->lsn[k] <= 8) {
+				/* a back-link cut by the boundary, changed on its far side (after the long header) */
+				uint64_t byte = edge + 40 + (12 - (edge - l->lsn[k]));
+				g.buf[byte - g.start] ^= 0x01;
+				const char *bad = stitch_all(&g, &at);
+				assert_non_null(bad);
+				assert_string_equal(bad, "record back-link does not point to the record before");
+				g.buf[byte - g.start] ^= 0x01;
+			}
+		}
+	}
+	assert_true(split_headers > 0);
+	assert_true(long_ones > 0);
+	free(got);
+	free(l);
+	free(g.buf);
+}
+
+/*
+ * A record PostgreSQL never finished (the segment after it lost in a crash): the next segment
+ * starts with XLP_FIRST_IS_OVERWRITE_CONTRECORD and a record linking back past it. Neither the
+ * stream reader nor the stitch calls that damage or the end.
+ */
+static void test_wal_overwrite(void **state)
+{
+	(void)state;
+	wgen g = { .buf = xcalloc(1, GEN_SEGS * SEG1), .start = UINT64_C(0x40) << 20 };
+	unsigned char *body = pattern(20000, 9);
+	uint64_t prev = 0, edge = g.start + SEG1;
+	size_t n = 0;
+	while (g.pos == 0 || g.pos < edge - 3000) {
+		if (g.pos == 0)
+			g.pos = g.start;
+		prev = gen_record(&g, 200, prev, body, 200);
+		g.pos += (8 - g.pos % 8) % 8;
+		n++;
+	}
+	/* begun, never finished: the rest of the segment, and its continuation lost */
+	gen_record(&g, 10000, prev, body, (uint32_t)(edge - g.pos));
+	assert_int_equal(g.pos, edge);
+	g.rec_left = 0;
+	g.next_flags = 0x0008; /* XLP_FIRST_IS_OVERWRITE_CONTRECORD */
+	for (int i = 0; i < 50; i++) {
+		prev = gen_record(&g, 300, prev, body, 300);
+		g.pos += (8 - g.pos % 8) % 8;
+	}
+	rec_list *l = xmalloc(sizeof(*l));
+	uint64_t end, at;
+	wal_ending why;
+	assert_int_equal(read_segments(g.buf, 2 * SEG1, g.start, l, &end, &why), n + 50);
+	assert_int_equal(why.kind, WAL_END_INVALID); /* the zeros after the last record */
+	assert_true(why.lsn > edge);
+	wal_stitch st;
+	memset(&st, 0, sizeof(st));
+	for (int i = 0; i < 2; i++) {
+		wal_reader *r = wal_reader_new(SEG1, g.start + (uint64_t)i * SEG1, list_record, l);
+		l->n = 0;
+		assert_int_equal(wal_reader_feed(r, g.buf + (size_t)i * SEG1, SEG1), E_OK);
+		wal_seam seam;
+		wal_reader_seam(r, &seam);
+		wal_reader_free(r);
+		assert_null(wal_stitch_next(&st, &seam, &at));
+	}
+	free(l);
+	free(body);
+	free(g.buf);
+}
+
+/* What wal-push and wal-fetch hold a file named as a segment to, on a fixture's segment. */
+static void test_segment_check(void **state)
+{
+	(void)state;
+	membuf seg;
+	fixture_segment("00000001000000000000002D", &seg);
+	const char *name = "00000001000000000000002D";
+	uint64_t sysid = 0;
+	char why[128];
+	assert_true(wal_segment_check(name, seg.data, 40, SEG1, 0, &sysid, why));
+	assert_true(sysid != 0);
+	assert_true(wal_segment_check(name, seg.data, 40, SEG1, SEG1, &sysid, why));
+	assert_true(wal_segment_check("00000001000000000000002D.partial", seg.data, 40, SEG1, 0,
+								  &sysid, why));
+	/* a later timeline's first segment starts with its parent's pages */
+	assert_true(wal_segment_check("00000002000000000000002D", seg.data, 40, SEG1, 0, &sysid, why));
+	/* WALG_PG_WAL_SIZE says otherwise; the size is not the header's; another segment's name */
+	assert_false(wal_segment_check(name, seg.data, 40, SEG1, SEG16, &sysid, why));
+	assert_false(wal_segment_check(name, seg.data, 40, 50000, 0, &sysid, why));
+	assert_non_null(strstr(why, "50000 bytes"));
+	assert_false(wal_segment_check("00000001000000000000002E", seg.data, 40, SEG1, 0, &sysid, why));
+	assert_non_null(strstr(why, "page address"));
+	/* zeros, random bytes, a file shorter than a header */
+	unsigned char *zeros = xcalloc(1, 40), *noise = pattern(40, 3);
+	assert_false(wal_segment_check(name, zeros, 40, SEG1, 0, &sysid, why));
+	assert_false(wal_segment_check(name, noise, 40, SEG1, 0, &sysid, why));
+	assert_false(wal_segment_check(name, seg.data, 20, 20, 0, &sysid, why));
+	/* a header claiming a segment size PostgreSQL does not allow */
+	memcpy(noise, seg.data, 40);
+	noise[34] = 0x30; /* 3 MiB */
+	assert_false(wal_segment_check(name, noise, 40, 3 * SEG1, 0, &sysid, why));
+	free(zeros);
+	free(noise);
+	free(seg.data);
+}
+
 /* The page rule backup-push --verify and backup-verify share, on PostgreSQL's page. */
 static void test_page_verify(void **state)
 {
@@ -536,7 +909,9 @@ int main(void)
 		cmocka_unit_test(test_file_names),		 cmocka_unit_test(test_name_parse_and_format),
 		cmocka_unit_test(test_lsn),				 cmocka_unit_test(test_wal_long_header),
 		cmocka_unit_test(test_page_checksum),	 cmocka_unit_test(test_page_header),
-		cmocka_unit_test(test_wal_records),
+		cmocka_unit_test(test_wal_records),	 cmocka_unit_test(test_crc32c),
+		cmocka_unit_test(test_wal_record_crc),	 cmocka_unit_test(test_wal_stitch),
+		cmocka_unit_test(test_segment_check),	 cmocka_unit_test(test_wal_overwrite),
 		cmocka_unit_test(test_page_verify),		 cmocka_unit_test(test_control_checksums),
 		cmocka_unit_test(test_wal_page_check),	 cmocka_unit_test(test_history_check),
 		cmocka_unit_test(test_wal_msg_parse),
