@@ -291,7 +291,9 @@ static err_code select_target(retain_set *st, const delete_options *o, retain_sc
 	for (size_t i = 0; i < st->n; i++) {
 		st->b[i].keep = !st->b[i].gone;
 		if (st->b[i].gone && st->b[i].permanent)
-			return err_set(E_CONFIG, "delete target: %s is permanent", st->b[i].name);
+			return err_set(E_CONFIG, "delete target: %s is permanent: nothing deleted "
+									 "(backup-mark -i %s first)",
+						   st->b[i].name, st->b[i].name);
 	}
 	for (size_t i = 0; i < st->running.len; i++) {
 		retain_backup *base = retain_find(st, st->running.items[i].delta_from);

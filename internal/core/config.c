@@ -223,9 +223,26 @@ static err_code parse_var(const config_var *v, const found *f, config *c)
 }
 
 /* A refused setting that is set (to something but its "off" value) stops walc. */
+/* Whether an OpenPGP key is given (WALG_PGP_KEY or WALG_PGP_KEY_PATH, any source). */
+static bool pgp_key_given(void)
+{
+	for (size_t i = 0; i < config_nvars; i++) {
+		found f;
+		if (config_vars[i].kind == V_TEXT &&
+			(strcmp(config_vars[i].name, "WALG_PGP_KEY") == 0 ||
+			 strcmp(config_vars[i].name, "WALG_PGP_KEY_PATH") == 0) &&
+			find_var(&config_vars[i], &f) && f.value[0] != '\0')
+			return true;
+	}
+	return false;
+}
+
 static err_code check_refused(const config_var *v, const found *f)
 {
 	if (v->def != NULL && strcmp(f->value, v->def) == 0)
+		return E_OK;
+	/* WAL-G encrypts with the key and never reads the id beside it. */
+	if ((v->flags & F_KEY_ID) && pgp_key_given())
 		return E_OK;
 	return err_set(E_CONFIG, "%s is set, but %s (nothing was done)", label(f), v->help);
 }
@@ -507,6 +524,10 @@ static void warn_one(const char *name, size_t len, const char *where, log_level 
 		log_msg(level, "%.*s%s is unknown to walc and ignored", (int)len, name, in);
 	else if (v->kind == V_WARN)
 		log_msg(level, "%.*s%s is not implemented by walc and ignored", (int)len, name, in);
+	else if ((v->flags & F_KEY_ID) && pgp_key_given())
+		log_msg(level, "%.*s%s is ignored: walc encrypts with the OpenPGP key given, as WAL-G does, "
+				"and reads no key id",
+				(int)len, name, in);
 	else if (v->kind == V_NOOP)
 		log_debug("%.*s%s has no effect in walc (%s)", (int)len, name, in,
 				  v->help ? v->help : "what it tunes does not exist here");

@@ -22,6 +22,8 @@ typedef enum var_kind {
 #define F_WALE (1u << 2)   /* a WALG_ name also read as WALE_ (WAL-E's prefixes) */
 #define F_EXT (1u << 3)	   /* a walc extension, not a WAL-G setting */
 #define F_RAW (1u << 4)	   /* may hold any character (key material, JSON) */
+/* A gpg key id: refused alone; beside an OpenPGP key ignored with a warning, as WAL-G ignores it */
+#define F_KEY_ID (1u << 5)
 #define NO_FIELD ((size_t)-1) /* read by a library from the environment (libpq's PG*) */
 
 typedef struct config_var {

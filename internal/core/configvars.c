@@ -262,8 +262,8 @@ const config_var config_vars[] = {
 		 "GCS JSON API base URL (default https://storage.googleapis.com), with credentials"),
 
 	/* WAL-G's settings that walc refuses: they change what is stored or how it is protected. */
-	REFUSED("WALG_GPG_KEY_ID", 0, NULL, NO_GPG),
-	REFUSED("WALE_GPG_KEY_ID", 0, NULL, NO_GPG),
+	REFUSED("WALG_GPG_KEY_ID", F_KEY_ID, NULL, NO_GPG),
+	REFUSED("WALE_GPG_KEY_ID", F_KEY_ID, NULL, NO_GPG),
 	REFUSED("WALG_ENVELOPE_PGP_KEY", F_SECRET | F_RAW, NULL, NO_ENVELOPE),
 	REFUSED("WALG_ENVELOPE_PGP_KEY_PATH", 0, NULL, NO_ENVELOPE),
 	REFUSED("WALG_ENVELOPE_PGP_YC_CSE_KMS_KEY_ID", 0, NULL, NO_ENVELOPE),

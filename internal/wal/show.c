@@ -163,17 +163,24 @@ static void add_run(json_t *details, const run *r, uint64_t segsize)
 	json_array_append_new(details, o);
 }
 
-/* Runs of consecutive segments with one status, as WAL-G's details list them. */
+/*
+ * Runs of consecutive segments with one status, as WAL-G's details list them. With no
+ * backup to start from (no_backup), the scan starts at the timeline's first segment and, as
+ * in WAL-G, what is missing before the first segment found is only a warning: the archive
+ * may simply begin later.
+ */
 static json_t *integrity(const wal_index *ix, const wal_lost *gone, const config *cfg,
-						 uint32_t cur_tli, uint64_t first, uint64_t last, const char **overall)
+						 uint32_t cur_tli, uint64_t first, uint64_t last, bool no_backup,
+						 const char **overall)
 {
 	json_t *details = json_array();
 	run cur = { 0 };
-	bool have = false, lost = false, missing = false;
+	bool have = false, lost = false, missing = false, found = false;
 	for (uint64_t s = first; first <= last && s <= last; s++) {
 		uint32_t tli = wal_index_tli_for(ix, cur_tli, s);
 		const char *st = seg_status(ix, gone, cfg, tli, s, last);
-		lost |= strcmp(st, "MISSING_LOST") == 0;
+		found |= strcmp(st, "FOUND") == 0;
+		lost |= strcmp(st, "MISSING_LOST") == 0 && (found || !no_backup);
 		missing |= strcmp(st, "FOUND") != 0;
 		if (have && cur.tli == tli && strcmp(cur.status, st) == 0 && cur.end + 1 == s) {
 			cur.end = s;
@@ -242,10 +249,11 @@ static bool reaches(wal_index *ix, uint32_t cur, uint32_t tli, uint64_t seg)
 /*
  * Where integrity starts: the named backup's start, or the earliest backup that is not
  * permanent (a permanent one keeps only its own WAL after delete garbage) and reaches the
- * current timeline (WAL-G's findEarliestBackup). *first stays at cur_seg when none does.
+ * current timeline (WAL-G's findEarliestBackup). *first stays at cur_seg, and *none is set,
+ * when none does.
  */
 static err_code integrity_start(repo *r, wal_index *ix, const verify_options *o, uint32_t cur_tli,
-								uint64_t *first)
+								uint64_t *first, bool *none)
 {
 	backup_refs refs;
 	TRY(catalog_backups(r, &refs));
@@ -289,6 +297,7 @@ static err_code integrity_start(repo *r, wal_index *ix, const verify_options *o,
 					 storage_describe(r->st));
 	else if (picked != NULL)
 		log_info("wal-verify: checking from backup %s", picked);
+	*none = picked == NULL;
 	catalog_backups_free(&refs);
 	return rc;
 }
@@ -311,7 +320,13 @@ err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *f
 	json_t *res = json_object();
 	if (o->integrity) {
 		uint64_t first = cur_seg;
-		err_code rc = integrity_start(r, &ix, o, cur_tli, &first);
+		bool no_backup = false;
+		err_code rc = integrity_start(r, &ix, o, cur_tli, &first, &no_backup);
+		/* No backup to start from: WAL-G scans back to the first segment a cluster writes. */
+		if (rc == E_OK && no_backup) {
+			log_warn("wal-verify: no backup to start from: checking from the first segment");
+			first = 1;
+		}
 		if (rc != E_OK) {
 			json_decref(res);
 			wal_index_free(&ix);
@@ -331,7 +346,7 @@ err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *f
 			wal_name_format(b, lost.gaps[i].tli, lost.gaps[i].last, segsize);
 			log_info("wal-verify: %s to %s are recorded lost in " WAL_LOST_OBJECT, a, b);
 		}
-		json_t *details = integrity(&ix, &lost, cfg, cur_tli, first, cur_seg, &overall);
+		json_t *details = integrity(&ix, &lost, cfg, cur_tli, first, cur_seg, no_backup, &overall);
 		wal_lost_free(&lost);
 		json_t *o = json_object();
 		json_object_set_new(o, "status", json_string(overall));
