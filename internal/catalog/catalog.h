@@ -113,8 +113,13 @@ sink *catalog_files_sink_new(const char *what, catalog_file_fn fn, catalog_set_f
 #define FILE_SKIPPED 0x02u	   /* IsSkipped: unchanged since the base, stored there */
 #define FILE_FRAME 0x04u	   /* frame holds FrameOffset */
 #define FILE_SIZE 0x08u		   /* Size is recorded */
-#define FILE_SUM 0x10u		   /* Checksum is recorded, an xxh3-128 text */
-#define FILE_SUM_OTHER 0x20u   /* Checksum is some other text: a whole-file sum never matches */
+/*
+ * The entry's checksum is recorded as an xxh3-128 text: a whole file's Checksum, or an
+ * increment's IncrementChecksum (walc's, of the member's stored bytes: header, block list,
+ * pages), which the entry of an increment reads in place of Checksum.
+ */
+#define FILE_SUM 0x10u
+#define FILE_SUM_OTHER 0x20u /* that checksum is some other text: no content ever matches it */
 #define FILE_SUMMED (FILE_SIZE | FILE_SUM | FILE_SUM_OTHER) /* entries with a file_sum */
 
 /* One entry, as a lookup gives it. */

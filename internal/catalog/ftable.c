@@ -49,7 +49,9 @@ err_code file_table_add(void *table, const char *name, const json_t *rec)
 		fs.size = (uint64_t)json_integer_value(size);
 		flags |= FILE_SIZE;
 	}
-	const json_t *sum = catalog_json_get(rec, "Checksum");
+	/* an increment's pages alone say nothing of the whole file: its sum is its own */
+	const json_t *sum =
+		catalog_json_get(rec, (flags & FILE_INCREMENTED) ? "IncrementChecksum" : "Checksum");
 	if (json_is_string(sum))
 		flags |= hash_text_parse(json_string_value(sum), fs.sum) ? FILE_SUM : FILE_SUM_OTHER;
 	if (t->recs == NULL)

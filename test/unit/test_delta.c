@@ -74,8 +74,9 @@ static void test_scan_and_golden_increment(void **state)
 	tar_writer *tw = tar_writer_new(membuf_sink_new(&mb));
 	unsigned char buf[PG_PAGE_SIZE];
 	tar_entry te = { .name = "/base/5/16384", .mode = 0600 };
-	assert_int_equal(delta_write_increment(tw, &te, fd, path, 6 * PG_PAGE_SIZE, blocks, n, buf),
-					 E_OK);
+	hasher *h = hasher_new();
+	assert_int_equal(
+		delta_write_increment(tw, &te, fd, path, 6 * PG_PAGE_SIZE, blocks, n, buf, h), E_OK);
 	assert_int_equal(tar_writer_finish(tw), E_OK);
 	size_t want_len = 16 + 4 * 4 + 4 * PG_PAGE_SIZE;
 	assert_int_equal(te.size, want_len);
@@ -94,6 +95,14 @@ static void test_scan_and_golden_increment(void **state)
 	/* Content follows the 512-byte header. */
 	assert_true(mb.len >= 512 + want_len);
 	assert_memory_equal(mb.data + 512, want, want_len);
+	/* IncrementChecksum: of exactly the member's stored bytes, header and block list too. */
+	uint64_t v[2];
+	char got[HASH_TEXT_LEN + 1], expect[HASH_TEXT_LEN + 1];
+	hash128(want, want_len, v);
+	hash_text_format(v, expect);
+	hasher_text(h, got);
+	assert_string_equal(got, expect);
+	hasher_free(h);
 	free(want);
 	free(blocks);
 	free(mb.data);
@@ -326,7 +335,7 @@ static err_code rec_end(void *ctx)
 	return E_OK;
 }
 
-static const member_ops rec_ops = { rec_begin, rec_increment, rec_data, rec_end };
+static const member_ops rec_ops = { rec_begin, rec_increment, rec_data, rec_end, NULL };
 
 static void test_member_reader(void **state)
 {
@@ -354,7 +363,7 @@ static void test_member_reader(void **state)
 	assert_int_equal(tar_writer_begin(tw, &skip), E_OK);
 	assert_int_equal(tar_writer_write(tw, "xx", 2), E_OK);
 	assert_int_equal(tar_writer_end(tw), E_OK);
-	assert_int_equal(delta_write_increment(tw, &inc, fd, path, 3 * PG_PAGE_SIZE, blocks, 2, buf),
+	assert_int_equal(delta_write_increment(tw, &inc, fd, path, 3 * PG_PAGE_SIZE, blocks, 2, buf, NULL),
 					 E_OK);
 	assert_int_equal(tar_writer_finish(tw), E_OK);
 	tar_writer_free(tw);
@@ -366,7 +375,7 @@ static void test_member_reader(void **state)
 	json_decref(inc_rec);
 	const file_table *files = &ft;
 	seen s = { 0 };
-	sink *r = member_reader_new(&rec_ops, &s, files);
+	sink *r = member_reader_new(&rec_ops, &s, files, NULL);
 	assert_int_equal(sink_write(r, mb.data, mb.len), E_OK);
 	assert_int_equal(sink_finish(r), E_OK);
 	sink_free(r);
@@ -384,13 +393,13 @@ static void test_member_reader(void **state)
 	memcpy(hostile, mb.data, mb.len);
 	hostile[(size_t)(magic - mb.data) + 12] = 3; /* claims 3 pages */
 	memset(&s, 0, sizeof(s));
-	r = member_reader_new(&rec_ops, &s, files);
+	r = member_reader_new(&rec_ops, &s, files, NULL);
 	assert_int_equal(sink_write(r, hostile, mb.len), E_CORRUPT);
 	assert_non_null(strstr(err_msg(), "/base/5/16384: increment of 3 pages needs"));
 	sink_free(r);
 	/* Without IsIncremented in Files the member is a plain file. */
 	memset(&s, 0, sizeof(s));
-	r = member_reader_new(&rec_ops, &s, NULL);
+	r = member_reader_new(&rec_ops, &s, NULL, NULL);
 	assert_int_equal(sink_write(r, mb.data, mb.len), E_OK);
 	assert_int_equal(sink_finish(r), E_OK);
 	sink_free(r);
@@ -398,6 +407,158 @@ static void test_member_reader(void **state)
 	err_clear();
 	free(hostile);
 	file_table_free(&ft);
+	free(mb.data);
+	close(fd);
+	unlink(path);
+	free(path);
+	free(pages);
+}
+
+/* A Files table with sizes and checksums, from JSON text {"name": {...}, ...}. */
+static void files_from(file_table *t, const char *json)
+{
+	json_error_t jerr;
+	json_t *doc = json_loads(json, 0, &jerr);
+	assert_non_null(doc);
+	memset(t, 0, sizeof(*t));
+	t->keep_sums = true;
+	const char *name;
+	json_t *rec;
+	json_object_foreach(doc, name, rec)
+	{
+		assert_int_equal(file_table_add(t, name, rec), E_OK);
+	}
+	assert_int_equal(file_table_end(t, "unit"), E_OK);
+	json_decref(doc);
+}
+
+/* The mismatch callback of a checker that reports and goes on (backup-verify's way). */
+static err_code rec_mismatch(void *ctx, const char *member, const char *what)
+{
+	seen *s = ctx;
+	size_t n = strlen(s->log);
+	snprintf(s->log + n, sizeof(s->log) - n, "MISMATCH %s: %s;", member, what);
+	return E_OK;
+}
+
+static const member_ops report_ops = { rec_begin, rec_increment, rec_data, rec_end, rec_mismatch };
+
+/* Reads tar bytes with files; returns the reader's result, held and log in h and s. */
+static err_code read_with(const membuf *tar, const file_table *files, const member_ops *ops,
+						  seen *s, held *h)
+{
+	memset(s, 0, sizeof(*s));
+	if (h != NULL) {
+		free(h->files);
+		h->files = xcalloc(files->n + 1, 1);
+		h->label = false;
+	}
+	sink *r = member_reader_new(ops, s, files, h);
+	err_code rc = sink_write(r, tar->data, tar->len);
+	if (rc == E_OK)
+		rc = sink_finish(r);
+	sink_free(r);
+	return rc;
+}
+
+/*
+ * Each member taken is held to its Files entry as it passes: a whole file's Size and Checksum,
+ * an increment's IncrementChecksum (of its stored bytes); the stream fails naming the member,
+ * or a reporting checker hears of it and the stream goes on. What the partition held is marked.
+ */
+static void test_member_checks(void **state)
+{
+	(void)state;
+	unsigned char *pages = xcalloc(2, PG_PAGE_SIZE);
+	make_page(pages, 0x300, 'a');
+	make_page(pages + PG_PAGE_SIZE, 0x300, 'b');
+	char *path = write_pages(pages, 2);
+	int fd = open(path, O_RDONLY);
+	uint32_t blocks[2] = { 0, 1 };
+	unsigned char buf[PG_PAGE_SIZE];
+	membuf mb = { 0 };
+	tar_writer *tw = tar_writer_new(membuf_sink_new(&mb));
+	tar_entry file = { .name = "/PG_VERSION", .type = TAR_FILE, .size = 3, .mode = 0600 };
+	tar_entry label = { .name = "backup_label", .type = TAR_FILE, .size = 1, .mode = 0600 };
+	tar_entry inc = { .name = "/base/5/16384", .mode = 0600 };
+	assert_int_equal(tar_writer_begin(tw, &file), E_OK);
+	assert_int_equal(tar_writer_write(tw, "15\n", 3), E_OK);
+	assert_int_equal(tar_writer_end(tw), E_OK);
+	assert_int_equal(tar_writer_begin(tw, &label), E_OK);
+	assert_int_equal(tar_writer_write(tw, "x", 1), E_OK);
+	assert_int_equal(tar_writer_end(tw), E_OK);
+	hasher *h = hasher_new();
+	assert_int_equal(
+		delta_write_increment(tw, &inc, fd, path, 2 * PG_PAGE_SIZE, blocks, 2, buf, h), E_OK);
+	assert_int_equal(tar_writer_finish(tw), E_OK);
+	tar_writer_free(tw);
+	char inc_sum[HASH_TEXT_LEN + 1], pgv_sum[HASH_TEXT_LEN + 1], other[HASH_TEXT_LEN + 1];
+	hasher_text(h, inc_sum);
+	hasher_free(h);
+	uint64_t v[2];
+	hash128("15\n", 3, v);
+	hash_text_format(v, pgv_sum);
+	hash128("16\n", 3, v);
+	hash_text_format(v, other);
+
+	char *json = xasprintf("{\"/PG_VERSION\": {\"Size\": 3, \"Checksum\": \"%s\"},"
+						   " \"/base/5/16384\": {\"IsIncremented\": true, \"IncrementChecksum\": \"%s\"},"
+						   " \"/gone\": {\"Size\": 1}}",
+						   pgv_sum, inc_sum);
+	file_table ft;
+	files_from(&ft, json);
+	free(json);
+	seen s;
+	held hd = { NULL, false };
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, &hd), E_OK);
+	file_rec f;
+	assert_true(file_table_find(&ft, "/PG_VERSION", &f) && hd.files[f.idx]);
+	assert_true(file_table_find(&ft, "/base/5/16384", &f) && hd.files[f.idx]);
+	assert_true(file_table_find(&ft, "/gone", &f) && !hd.files[f.idx]);
+	assert_true(hd.label);
+	file_table_free(&ft);
+
+	/* A whole file's checksum, then its size, disagree: the stream fails naming the file. */
+	json = xasprintf("{\"/PG_VERSION\": {\"Size\": 3, \"Checksum\": \"%s\"}}", other);
+	files_from(&ft, json);
+	free(json);
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "/PG_VERSION: content is xxh3-128:"));
+	assert_non_null(strstr(err_msg(), "files_metadata.json says xxh3-128:"));
+	/* backup-verify's way: reported, the stream goes on to its end */
+	assert_int_equal(read_with(&mb, &ft, &report_ops, &s, NULL), E_OK);
+	assert_non_null(strstr(s.log, "MISMATCH /PG_VERSION: content is"));
+	assert_non_null(strstr(s.log, "begin /base/5/16384"));
+	file_table_free(&ft);
+	files_from(&ft, "{\"/PG_VERSION\": {\"Size\": 4}}");
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "/PG_VERSION: 3 bytes, files_metadata.json says 4"));
+	file_table_free(&ft);
+	files_from(&ft, "{\"/PG_VERSION\": {\"Checksum\": \"md5:0123\"}}");
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "Checksum is not an xxh3-128 sum"));
+	file_table_free(&ft);
+
+	/* A flipped byte in the increment's pages: its own checksum catches it. */
+	json = xasprintf("{\"/base/5/16384\": {\"IsIncremented\": true, \"IncrementChecksum\": \"%s\"}}",
+					 inc_sum);
+	files_from(&ft, json);
+	free(json);
+	unsigned char *page_b = memmem(mb.data, mb.len, pages + PG_PAGE_SIZE, PG_PAGE_SIZE);
+	assert_non_null(page_b);
+	page_b[4000] ^= 1;
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "/base/5/16384: increment is xxh3-128:"));
+	assert_non_null(strstr(err_msg(), "IncrementChecksum says"));
+	page_b[4000] ^= 1;
+	file_table_free(&ft);
+	/* Entries that record nothing (WAL-G's) are taken as they are. */
+	files_from(&ft, "{\"/PG_VERSION\": {\"IsSkipped\": false}, \"/base/5/16384\": {\"IsIncremented\": true}}");
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_OK);
+	file_table_free(&ft);
+
+	err_clear();
+	free(hd.files);
 	free(mb.data);
 	close(fd);
 	unlink(path);
@@ -415,6 +576,7 @@ int main(void)
 		cmocka_unit_test(test_base_name_twice),
 		cmocka_unit_test(test_name_keys_many),
 		cmocka_unit_test(test_member_reader),
+		cmocka_unit_test(test_member_checks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -204,7 +204,7 @@ static unsigned char *convert_apply(const unsigned char *f, size_t len, uint32_t
 	assert_int_equal(file_table_end(&files, "files"), E_OK);
 	json_decref(rec);
 	extract_level lvl = { .dest = dir, .files = &files, .backup = "unit" };
-	sink *x = extract_sink_new(&lvl);
+	sink *x = extract_sink_new(&lvl, NULL);
 	assert_int_equal(sink_write(x, mb.data, mb.len), E_OK);
 	assert_int_equal(sink_finish(x), E_OK);
 	sink_free(x);
