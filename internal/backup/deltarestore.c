@@ -267,6 +267,17 @@ err_code delta_restore_prepare(repo *r, const fetch_options *opt, const char *de
 	keytab_free(top->need);
 	top->need = top_need.kept;
 
+	/*
+	 * From here on the directory is neither the old cluster nor the backup: without its
+	 * pg_control nothing can start it until the restore writes the backup's, last.
+	 */
+	char *ctl = xasprintf("%s/global/pg_control", dest);
+	int gone = unlink(ctl) == 0 || errno == ENOENT ? 0 : errno;
+	free(ctl);
+	if (gone != 0) {
+		keytab_free(intact);
+		return err_errno(E_IO, gone, "backup-fetch --delta: removing %s/global/pg_control", dest);
+	}
 	size_t removed = 0;
 	prune(dest, "/", files, spec, &removed);
 	log_info("delta restore: %zu of %zu files intact, %zu to restore, %zu local entries "

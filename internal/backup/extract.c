@@ -148,7 +148,13 @@ static err_code mr_entry(void *ctx, const tar_entry *e)
 		return E_OK; /* devices, fifos: never part of a data directory worth restoring */
 	if (rel[0] == '\0')
 		return E_OK; /* the data directory itself */
-	bool listed = file_table_find(m->files, e->name, &m->rec);
+	/* a directory's name may end in "/" (tar writers differ); Files names it without */
+	size_t len = strlen(e->name);
+	while (len > 1 && e->name[len - 1] == '/')
+		len--;
+	char *bare = e->name[len] != '\0' ? xasprintf("%.*s", (int)len, e->name) : NULL;
+	bool listed = file_table_find(m->files, bare ? bare : e->name, &m->rec);
+	free(bare);
 	if (listed && m->held != NULL)
 		__atomic_store_n(&m->held->files[m->rec.idx], 1, __ATOMIC_RELAXED);
 	if (m->held != NULL && e->type == TAR_FILE && strcmp(rel, "backup_label") == 0)
