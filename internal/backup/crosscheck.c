@@ -203,12 +203,6 @@ err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, 
 	cross c = { r, name, s, "", fn, arg };
 	snprintf(c.sentinel, sizeof(c.sentinel), REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, name);
 	char a[32], b[32];
-	if (s->finish_lsn != 0 && s->finish_lsn < s->lsn) {
-		lsn_text(s->finish_lsn, a);
-		lsn_text(s->lsn, b);
-		say(&c, NULL, "finish LSN %s is before the start LSN %s", a, b);
-	}
-
 	membuf mb = { 0 };
 	bool found;
 	label_info li = { 0 };
@@ -220,6 +214,11 @@ err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, 
 	if (rc == E_OK && found) {
 		parse_label(&mb, &li);
 		check_label(&c, &li, seg_size);
+	}
+	if (s->finish_lsn != 0 && s->finish_lsn < s->lsn) {
+		lsn_text(s->finish_lsn, a);
+		lsn_text(s->lsn, b);
+		say(&c, NULL, "finish LSN %s is before the start LSN %s", a, b);
 	}
 
 	key = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/pg_control.tar", name);

@@ -10,8 +10,9 @@ usage:
   restore_damage.py files META KEY [not] the names of files_metadata.json's Files whose entry
                                          has KEY true (e.g. IsIncremented), one a line; with
                                          "not", the regular files whose entry has not
-  restore_damage.py sentinel SENTINEL    moves the sentinel's LSN back one WAL segment (16 MiB)
-                                         and prints the old and the new LSN
+  restore_damage.py sentinel SENTINEL KEY ADD
+                                         adds ADD to the sentinel's number KEY (LSN, FinishLSN,
+                                         SystemIdentifier)
 """
 import json
 import sys
@@ -59,12 +60,10 @@ def files(meta, key, negate=""):
     return 0
 
 
-def sentinel(path):
+def sentinel(path, key, add):
     d = json.load(open(path))
-    old = d["LSN"]
-    d["LSN"] = old - (16 << 20)
+    d[key] += int(add)
     json.dump(d, open(path, "w"))
-    print(old, d["LSN"])
     return 0
 
 
@@ -76,8 +75,8 @@ def main():
         return drop(*sys.argv[2:])
     if cmd == "files" and len(sys.argv) in (4, 5):
         return files(*sys.argv[2:])
-    if cmd == "sentinel" and len(sys.argv) == 3:
-        return sentinel(sys.argv[2])
+    if cmd == "sentinel" and len(sys.argv) == 5:
+        return sentinel(*sys.argv[2:])
     sys.stderr.write(__doc__)
     return 64
 
