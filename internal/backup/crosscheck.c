@@ -106,6 +106,7 @@ typedef struct cross {
 	char sentinel[512]; /* the sentinel's key, the object a disagreement names */
 	crosscheck_fn fn;
 	void *arg;
+	char *locked; /* the first record the configured key cannot decrypt, and why */
 } cross;
 
 static void say(cross *c, const char *object, const char *fmt, ...)
@@ -121,16 +122,19 @@ static void say(cross *c, const char *object, const char *fmt, ...)
 	c->fn(c->arg, object != NULL ? object : c->sentinel, what);
 }
 
+typedef enum rec_state { REC_ABSENT, REC_READ, REC_BAD, REC_LOCKED } rec_state;
+
 /*
- * Reads one small record: a member of a tar object, or (member NULL) a plain object. Sets
- * *found when it exists; a failure to read it is said of the object and not returned,
- * except cancellation.
+ * Reads one small record: a member of a tar object, or (member NULL) a plain object. A failure
+ * to read it is said of the object (REC_BAD), except one of the configuration (REC_LOCKED: an
+ * OpenPGP key without a usable secret key, which encrypts but cannot read); only a
+ * cancellation is returned.
  */
 static err_code read_record(cross *c, const char *base_key, const char *member, membuf *out,
-							bool *found)
+							rec_state *st)
 {
 	char *key = NULL;
-	*found = false;
+	*st = REC_ABSENT;
 	err_code rc = repo_find(c->r, base_key, &key);
 	if (rc == E_NOTFOUND) {
 		err_clear();
@@ -145,13 +149,20 @@ static err_code read_record(cross *c, const char *base_key, const char *member, 
 	if (rc == E_OK && member != NULL && !g.found)
 		rc = err_set(E_CORRUPT, "it holds no %s", member);
 	if (rc == E_OK) {
-		*found = true;
+		*st = REC_READ;
 		if (member != NULL) {
 			free(out->data);
 			*out = g.out;
 			g.out.data = NULL;
 		}
+	} else if (rc == E_CONFIG) {
+		*st = REC_LOCKED;
+		if (c->locked == NULL)
+			c->locked = xstrdup(err_msg());
+		err_clear();
+		rc = E_OK;
 	} else if (rc != E_CANCELLED) {
+		*st = REC_BAD;
 		say(c, key ? key : base_key, "%s", err_msg());
 		err_clear();
 		rc = E_OK;
@@ -164,6 +175,46 @@ static err_code read_record(cross *c, const char *base_key, const char *member, 
 static void lsn_text(uint64_t lsn, char out[32])
 {
 	pg_lsn_format(lsn, out);
+}
+
+/* metadata.json, written beside the sentinel (and plain, like it): the same LSNs and system. */
+static void check_metadata(cross *c)
+{
+	char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", c->name);
+	json_t *m = NULL;
+	err_code rc = catalog_read_json(c->r, key, CATALOG_JSON_MAX, &m);
+	if (rc != E_OK) {
+		if (rc != E_NOTFOUND)
+			say(c, key, "%s", err_msg());
+		err_clear();
+		free(key);
+		return;
+	}
+	static const char *const fields[] = { "start_lsn", "finish_lsn", "system_identifier" };
+	const uint64_t mine[] = { c->s->lsn, c->s->finish_lsn, c->s->system_id };
+	for (size_t i = 0; i < 3; i++) {
+		const json_t *v = catalog_json_get(m, fields[i]);
+		if (!json_is_integer(v) || (i == 2 && !c->s->have_system_id))
+			continue;
+		uint64_t theirs = (uint64_t)json_integer_value(v);
+		char a[32], b[32];
+		if (theirs == mine[i])
+			continue;
+		if (i < 2) {
+			lsn_text(mine[i], a);
+			lsn_text(theirs, b);
+		} else {
+			snprintf(a, sizeof(a), "%llu", (unsigned long long)mine[i]);
+			snprintf(b, sizeof(b), "%llu", (unsigned long long)theirs);
+		}
+		say(c, NULL, "%s %s, but %s says %s %s",
+			i == 0	 ? "start LSN"
+			: i == 1 ? "finish LSN"
+					 : "system identifier",
+			a, key, fields[i], b);
+	}
+	json_decref(m);
+	free(key);
 }
 
 /* The label's start and timeline against the sentinel's LSN and the name's timeline. */
@@ -198,20 +249,21 @@ static void check_label(cross *c, const label_info *li, uint64_t seg_size)
 }
 
 err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, uint64_t seg_size,
-						   crosscheck_fn fn, void *arg)
+						   crosscheck_fn fn, void *arg, char **locked)
 {
-	cross c = { r, name, s, "", fn, arg };
+	cross c = { r, name, s, "", fn, arg, NULL };
 	snprintf(c.sentinel, sizeof(c.sentinel), REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, name);
 	char a[32], b[32];
 	membuf mb = { 0 };
-	bool found;
+	rec_state st;
 	label_info li = { 0 };
+
 	char *key = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/backup_label.tar", name);
-	err_code rc = read_record(&c, key, "backup_label", &mb, &found);
-	if (rc == E_OK && !found)
+	err_code rc = read_record(&c, key, "backup_label", &mb, &st);
+	if (rc == E_OK && st == REC_ABSENT)
 		say(&c, key, "missing: the start LSN cannot be checked");
 	free(key);
-	if (rc == E_OK && found) {
+	if (rc == E_OK && st == REC_READ) {
 		parse_label(&mb, &li);
 		check_label(&c, &li, seg_size);
 	}
@@ -223,11 +275,11 @@ err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, 
 
 	key = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/pg_control.tar", name);
 	if (rc == E_OK)
-		rc = read_record(&c, key, "global/pg_control", &mb, &found);
-	if (rc == E_OK && !found)
+		rc = read_record(&c, key, "global/pg_control", &mb, &st);
+	if (rc == E_OK && st == REC_ABSENT)
 		say(&c, key, "missing: the system identifier cannot be checked");
 	uint64_t sysid;
-	if (rc == E_OK && found && s->have_system_id && mb.len >= sizeof(sysid)) {
+	if (rc == E_OK && st == REC_READ && s->have_system_id && mb.len >= sizeof(sysid)) {
 		memcpy(&sysid, mb.data, sizeof(sysid));
 		sysid = le64toh(sysid);
 		if (sysid != s->system_id)
@@ -240,8 +292,8 @@ err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, 
 	if (rc == E_OK && li.start_ok && li.file[0] != '\0' && seg_size > 0) {
 		key = xasprintf("wal_005/%s.%08X.backup", li.file, (unsigned)(li.start % seg_size));
 		label_info hi;
-		rc = read_record(&c, key, NULL, &mb, &found);
-		if (rc == E_OK && found) {
+		rc = read_record(&c, key, NULL, &mb, &st);
+		if (rc == E_OK && st == REC_READ) {
 			parse_label(&mb, &hi);
 			lsn_text(s->finish_lsn, a);
 			lsn_text(hi.stop, b);
@@ -255,6 +307,12 @@ err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, 
 		}
 		free(key);
 	}
+	if (rc == E_OK)
+		check_metadata(&c);
 	free(mb.data);
+	if (locked != NULL)
+		*locked = c.locked;
+	else
+		free(c.locked);
 	return rc;
 }

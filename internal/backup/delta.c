@@ -131,15 +131,23 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 	}
 	/* A base whose start LSN is wrong would make this delta leave changed pages out. */
 	base_doubt bd = { 0, "" };
-	rc = backup_crosscheck(r, cand, &cs, (uint64_t)cfg->pg_wal_size_mb << 20, doubt, &bd);
+	char *locked = NULL;
+	rc = backup_crosscheck(r, cand, &cs, (uint64_t)cfg->pg_wal_size_mb << 20, doubt, &bd,
+						   &locked);
 	if (rc != E_OK)
 		goto out;
 	if (bd.n > 0) {
+		free(locked);
 		log_warn("not taking a delta from %s: %s%s; taking a full backup (backup-verify %s "
 				 "lists what disagrees)",
 				 cand, bd.first, bd.n > 1 ? " (and more)" : "", cand);
 		goto out;
 	}
+	/* an encrypt-only key: what is plain (metadata.json) was checked, the rest cannot be */
+	if (locked != NULL)
+		log_info("the sentinel of %s was checked against its metadata.json only: %s", cand,
+				 locked);
+	free(locked);
 	if ((rc = catalog_files_each(r, cand, delta_add_file, NULL, d)) != E_OK)
 		goto out;
 	delta_files_finish(d);

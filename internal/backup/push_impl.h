@@ -47,12 +47,14 @@ void delta_free(delta_base *d);
  * the start LSN against backup_label's START WAL LOCATION, the name's timeline against its
  * START TIMELINE (and the start segment), the system identifier against pg_control, the
  * finish LSN against the STOP WAL LOCATION of the .backup history file in wal_005 (when there
- * is one). fn(arg, object, what) for each disagreement and each record that cannot be read;
- * only a cancellation is returned. seg_size: the WAL segment size.
+ * is one), all three against metadata.json. fn(arg, object, what) for each disagreement and
+ * each record that cannot be read; only a cancellation is returned. A record the configured
+ * key cannot decrypt (OpenPGP without a usable secret key) is left unchecked: *locked (when
+ * not NULL) says why, or is NULL. seg_size: the WAL segment size.
  */
 typedef void (*crosscheck_fn)(void *arg, const char *object, const char *what);
 err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, uint64_t seg_size,
-						   crosscheck_fn fn, void *arg);
+						   crosscheck_fn fn, void *arg, char **locked);
 /*
  * The base's table, filled from catalog_files_each (a catalog_file_fn taking d), then
  * finished once every entry is in; a name recorded twice is never skipped.

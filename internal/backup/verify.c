@@ -388,7 +388,7 @@ static err_code verify_level(repo *r, const backup_verify_options *o, vrun *v, c
 		rc = check_listed(vl, &lp);
 	/* The sentinel's LSNs and identity: what the next delta push builds on. */
 	if (rc == E_OK)
-		rc = backup_crosscheck(r, l->name, &l->s, o->seg_size, crosscheck_problem, v);
+		rc = backup_crosscheck(r, l->name, &l->s, o->seg_size, crosscheck_problem, v, NULL);
 	level_parts_free(&lp);
 out:
 	free(vl->held.files);
