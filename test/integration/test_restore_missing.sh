@@ -3,8 +3,9 @@
 # partition that TarFileSets lists but storage lacks fails backup-fetch of the full and of a
 # delta chain that needs files from it; a file removed from its partition (TarFileSets still
 # listing it) fails the restore naming the file; --delta checks what it writes, and a failed
-# --delta leaves no pg_control behind (the old one goes before any file is changed). Each:
-# exit 1, one error line naming the object, no global/pg_control. Uncompressed partitions of
+# --delta leaves no pg_control behind (the old one goes before any file is changed); a backup
+# with no files metadata whose backup_label.tar is gone is refused. Each: exit 1, one error
+# line naming the object, no global/pg_control. Uncompressed partitions of
 # about 4 MB, so the backup has several.
 . "$(dirname "$0")/lib.sh"
 it_setup restore_missing
@@ -27,6 +28,8 @@ as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -n -t 300 -c 2 postgres >"$T/log/pgben
 psqlc "$PORT" "CHECKPOINT"
 DELTA=$(push)
 [[ $DELTA == *_D_${FULL:5:24} ]] || fail "the second push must be a delta: $DELTA"
+E+=(WALG_WITHOUT_FILES_METADATA=true)
+NOFM=$(push)
 pg_stop "$SRC"
 nparts=$(find "$T/repo/basebackups_005/$FULL/tar_partitions" -name 'part_*' | wc -l)
 [ "$nparts" -ge 3 ] || fail "the full backup should have several partitions, has $nparts"
@@ -102,3 +105,10 @@ expect_rc 0 "--delta again, the partition repaired: $W_ERR"
 cmp -s "$T/node$member" <(cd "$T/dmg/$(tp "$FULL")" && tar -xOf "$(basename "$part")" "$member" 2>/dev/null) ||
 	fail "--delta: $member is not the backup's copy"
 ok "--delta checks what it writes; a failed one leaves no pg_control"
+
+# 4. A backup without files metadata (nothing lists its partitions) whose backup_label.tar is
+# gone: PostgreSQL would start from pg_control's checkpoint, not from the backup's start.
+clone
+rm "$T/dmg/$(tp "$NOFM")"/backup_label.tar
+refused "$NOFM" "no backup_label" "backup $NOFM has no backup_label in any tar partition"
+ok "a backup without backup_label is not restored"
