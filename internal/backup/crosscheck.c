@@ -244,7 +244,8 @@ static void check_label(cross *c, const label_info *li, uint64_t seg_size)
 		say(c, NULL, "the name says timeline %u, but backup_label says START TIMELINE %u", tli,
 			li->tli);
 	/* WAL-G names a backup by the segment of its start, or of the byte before it */
-	if (seg_size > 0 && segno != s->lsn / seg_size && (s->lsn == 0 || segno != (s->lsn - 1) / seg_size))
+	if (seg_size > 0 && segno != s->lsn / seg_size &&
+		(s->lsn == 0 || segno != (s->lsn - 1) / seg_size))
 		say(c, NULL, "start LSN %s is not in segment %s that the name gives", a, seg);
 }
 

@@ -93,7 +93,8 @@ static void mr_reset(member_reader *m)
 }
 
 /* A member's content and its Files entry disagree: the consumer's call, else an error. */
-static err_code mismatch(member_reader *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static err_code mismatch(member_reader *m, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 static err_code mismatch(member_reader *m, const char *fmt, ...)
 {

@@ -303,7 +303,8 @@ static err_code extract_one(void *arg, const char *key)
 		log_debug("extracting %s bytes %llu to %llu", key, (unsigned long long)b->off,
 				  (unsigned long long)(b->off + b->len));
 		size_t seen = 0;
-		TRY(repo_get_range(lr->ex->r, key, b->off, b->len, extract_run_sink_new(lr->ex, lr->held, &seen)));
+		TRY(repo_get_range(lr->ex->r, key, b->off, b->len,
+						   extract_run_sink_new(lr->ex, lr->held, &seen)));
 		/* a frame offset that lies would otherwise leave a needed file unrestored, silently */
 		if (seen != b->members)
 			return err_set(E_CORRUPT,

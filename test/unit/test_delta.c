@@ -337,9 +337,13 @@ static err_code rec_end(void *ctx)
 
 static const member_ops rec_ops = { rec_begin, rec_increment, rec_data, rec_end, NULL };
 
-static void test_member_reader(void **state)
+/*
+ * The partition the member-reader tests read: a directory, two small files, a backup_label and
+ * an increment of pages 1 and 2 of a 3-page relation whose page 0 is older ('a', 'b', 'c');
+ * h (or NULL) hashes the increment member's bytes.
+ */
+static void member_tar(membuf *mb, hasher *h)
 {
-	(void)state;
 	unsigned char *pages = xcalloc(3, PG_PAGE_SIZE);
 	make_page(pages, 0x100, 'a');
 	make_page(pages + PG_PAGE_SIZE, 0x300, 'b');
@@ -348,25 +352,38 @@ static void test_member_reader(void **state)
 	int fd = open(path, O_RDONLY);
 	uint32_t blocks[2] = { 1, 2 };
 	unsigned char buf[PG_PAGE_SIZE];
-
-	membuf mb = { 0 };
-	tar_writer *tw = tar_writer_new(membuf_sink_new(&mb));
-	tar_entry dir = { .name = "/base", .type = TAR_DIR, .mode = 0700 };
-	tar_entry file = { .name = "/PG_VERSION", .type = TAR_FILE, .size = 3, .mode = 0600 };
-	tar_entry skip = { .name = "/skipped", .type = TAR_FILE, .size = 2, .mode = 0600 };
+	static const struct {
+		tar_entry e;
+		const char *data;
+	} small[] = {
+		{ { .name = "/base", .type = TAR_DIR, .mode = 0700 }, NULL },
+		{ { .name = "/PG_VERSION", .type = TAR_FILE, .size = 3, .mode = 0600 }, "15\n" },
+		{ { .name = "/skipped", .type = TAR_FILE, .size = 2, .mode = 0600 }, "xx" },
+		{ { .name = "backup_label", .type = TAR_FILE, .size = 1, .mode = 0600 }, "x" },
+	};
+	tar_writer *tw = tar_writer_new(membuf_sink_new(mb));
+	for (size_t i = 0; i < sizeof(small) / sizeof(*small); i++) {
+		assert_int_equal(tar_writer_begin(tw, &small[i].e), E_OK);
+		if (small[i].data != NULL)
+			assert_int_equal(tar_writer_write(tw, small[i].data, small[i].e.size), E_OK);
+		assert_int_equal(tar_writer_end(tw), E_OK);
+	}
 	tar_entry inc = { .name = "/base/5/16384", .mode = 0600 };
-	assert_int_equal(tar_writer_begin(tw, &dir), E_OK);
-	assert_int_equal(tar_writer_end(tw), E_OK);
-	assert_int_equal(tar_writer_begin(tw, &file), E_OK);
-	assert_int_equal(tar_writer_write(tw, "15\n", 3), E_OK);
-	assert_int_equal(tar_writer_end(tw), E_OK);
-	assert_int_equal(tar_writer_begin(tw, &skip), E_OK);
-	assert_int_equal(tar_writer_write(tw, "xx", 2), E_OK);
-	assert_int_equal(tar_writer_end(tw), E_OK);
-	assert_int_equal(delta_write_increment(tw, &inc, fd, path, 3 * PG_PAGE_SIZE, blocks, 2, buf, NULL),
-					 E_OK);
+	assert_int_equal(
+		delta_write_increment(tw, &inc, fd, path, 3 * PG_PAGE_SIZE, blocks, 2, buf, h), E_OK);
 	assert_int_equal(tar_writer_finish(tw), E_OK);
 	tar_writer_free(tw);
+	close(fd);
+	unlink(path);
+	free(path);
+	free(pages);
+}
+
+static void test_member_reader(void **state)
+{
+	(void)state;
+	membuf mb = { 0 };
+	member_tar(&mb, NULL);
 
 	json_t *inc_rec = json_pack("{s:b}", "IsIncremented", 1);
 	file_table ft = { 0 };
@@ -382,9 +399,10 @@ static void test_member_reader(void **state)
 	assert_string_equal(s.log, "begin /base base 0;"
 							   "begin /PG_VERSION PG_VERSION 1;@0;end;"
 							   "begin /skipped skipped 1;"
+							   "begin backup_label backup_label 1;@0;end;"
 							   "begin /base/5/16384 base/5/16384 2;inc 24576 2 first 1;"
 							   "@8192;@16384;end;");
-	assert_int_equal(s.bytes, 3 + 2 * PG_PAGE_SIZE);
+	assert_int_equal(s.bytes, 3 + 1 + 2 * PG_PAGE_SIZE);
 
 	/* The same increment cut short: the header's page count and the member disagree. */
 	const unsigned char *magic = memmem(mb.data, mb.len, "wi1\x55", 4);
@@ -408,10 +426,6 @@ static void test_member_reader(void **state)
 	free(hostile);
 	file_table_free(&ft);
 	free(mb.data);
-	close(fd);
-	unlink(path);
-	free(path);
-	free(pages);
 }
 
 /* A Files table with sizes and checksums, from JSON text {"name": {...}, ...}. */
@@ -469,29 +483,9 @@ static err_code read_with(const membuf *tar, const file_table *files, const memb
 static void test_member_checks(void **state)
 {
 	(void)state;
-	unsigned char *pages = xcalloc(2, PG_PAGE_SIZE);
-	make_page(pages, 0x300, 'a');
-	make_page(pages + PG_PAGE_SIZE, 0x300, 'b');
-	char *path = write_pages(pages, 2);
-	int fd = open(path, O_RDONLY);
-	uint32_t blocks[2] = { 0, 1 };
-	unsigned char buf[PG_PAGE_SIZE];
 	membuf mb = { 0 };
-	tar_writer *tw = tar_writer_new(membuf_sink_new(&mb));
-	tar_entry file = { .name = "/PG_VERSION", .type = TAR_FILE, .size = 3, .mode = 0600 };
-	tar_entry label = { .name = "backup_label", .type = TAR_FILE, .size = 1, .mode = 0600 };
-	tar_entry inc = { .name = "/base/5/16384", .mode = 0600 };
-	assert_int_equal(tar_writer_begin(tw, &file), E_OK);
-	assert_int_equal(tar_writer_write(tw, "15\n", 3), E_OK);
-	assert_int_equal(tar_writer_end(tw), E_OK);
-	assert_int_equal(tar_writer_begin(tw, &label), E_OK);
-	assert_int_equal(tar_writer_write(tw, "x", 1), E_OK);
-	assert_int_equal(tar_writer_end(tw), E_OK);
 	hasher *h = hasher_new();
-	assert_int_equal(
-		delta_write_increment(tw, &inc, fd, path, 2 * PG_PAGE_SIZE, blocks, 2, buf, h), E_OK);
-	assert_int_equal(tar_writer_finish(tw), E_OK);
-	tar_writer_free(tw);
+	member_tar(&mb, h);
 	char inc_sum[HASH_TEXT_LEN + 1], pgv_sum[HASH_TEXT_LEN + 1], other[HASH_TEXT_LEN + 1];
 	hasher_text(h, inc_sum);
 	hasher_free(h);
@@ -502,8 +496,8 @@ static void test_member_checks(void **state)
 	hash_text_format(v, other);
 
 	char *json = xasprintf("{\"/PG_VERSION\": {\"Size\": 3, \"Checksum\": \"%s\"},"
-						   " \"/base/5/16384\": {\"IsIncremented\": true, \"IncrementChecksum\": \"%s\"},"
-						   " \"/gone\": {\"Size\": 1}}",
+						   " \"/base/5/16384\": {\"IsIncremented\": true,"
+						   " \"IncrementChecksum\": \"%s\"}, \"/gone\": {\"Size\": 1}}",
 						   pgv_sum, inc_sum);
 	file_table ft;
 	files_from(&ft, json);
@@ -544,26 +538,25 @@ static void test_member_checks(void **state)
 					 inc_sum);
 	files_from(&ft, json);
 	free(json);
-	unsigned char *page_b = memmem(mb.data, mb.len, pages + PG_PAGE_SIZE, PG_PAGE_SIZE);
-	assert_non_null(page_b);
-	page_b[4000] ^= 1;
+	unsigned char fill[64];
+	memset(fill, 'c', sizeof(fill));
+	unsigned char *page_c = memmem(mb.data, mb.len, fill, sizeof(fill));
+	assert_non_null(page_c);
+	page_c[100] ^= 1;
 	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_CORRUPT);
 	assert_non_null(strstr(err_msg(), "/base/5/16384: increment is xxh3-128:"));
 	assert_non_null(strstr(err_msg(), "IncrementChecksum says"));
-	page_b[4000] ^= 1;
+	page_c[100] ^= 1;
 	file_table_free(&ft);
 	/* Entries that record nothing (WAL-G's) are taken as they are. */
-	files_from(&ft, "{\"/PG_VERSION\": {\"IsSkipped\": false}, \"/base/5/16384\": {\"IsIncremented\": true}}");
+	files_from(&ft, "{\"/PG_VERSION\": {\"IsSkipped\": false},"
+					"\"/base/5/16384\": {\"IsIncremented\": true}}");
 	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_OK);
 	file_table_free(&ft);
 
 	err_clear();
 	free(hd.files);
 	free(mb.data);
-	close(fd);
-	unlink(path);
-	free(path);
-	free(pages);
 }
 
 int main(void)
