@@ -8,13 +8,17 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <endian.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "test/unit/unit.h"
+
 #include "internal/backup/extract.h"
 #include "internal/backup/push_impl.h"
+#include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 
 /* A valid heap-page header with the given LSN; the body is a recognisable pattern. */
@@ -559,6 +563,117 @@ static void test_member_checks(void **state)
 	free(mb.data);
 }
 
+/* A plain object of a file repository. */
+static void put_object(repo *r, const char *key, const void *data, size_t len)
+{
+	sink *s;
+	assert_int_equal(storage_put(r->st, key, &s), E_OK);
+	assert_int_equal(sink_write(s, data, len), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+}
+
+/* A tar object of one member. */
+static void put_tar(repo *r, const char *key, const char *member, const void *data, size_t len)
+{
+	membuf mb = { 0 };
+	tar_writer *tw = tar_writer_new(membuf_sink_new(&mb));
+	tar_entry e = { .name = member, .type = TAR_FILE, .size = len, .mode = 0600 };
+	assert_int_equal(tar_writer_begin(tw, &e), E_OK);
+	assert_int_equal(tar_writer_write(tw, data, len), E_OK);
+	assert_int_equal(tar_writer_end(tw), E_OK);
+	assert_int_equal(tar_writer_finish(tw), E_OK);
+	tar_writer_free(tw);
+	put_object(r, key, mb.data, mb.len);
+	free(mb.data);
+}
+
+static void collect(void *arg, const char *object, const char *what)
+{
+	seen *s = arg;
+	size_t n = strlen(s->log);
+	snprintf(s->log + n, sizeof(s->log) - n, "%s: %s;", object, what);
+}
+
+#define XNAME "base_000000010000000000000002"
+#define XDIR "basebackups_005/" XNAME "/tar_partitions/"
+
+/*
+ * The sentinel against the backup's own records: backup_label (with and without START
+ * TIMELINE, as PostgreSQL before 11 writes it), pg_control, the .backup history file (named by
+ * the label's start), metadata.json; absent records and a label the name disagrees with.
+ */
+static void test_crosscheck(void **state)
+{
+	(void)state;
+	char *root = unit_tmpdir();
+	repo r = { 0 };
+	r.codec = codec_by_name("none");
+	assert_int_equal(storage_fs_open(root, &r.st), E_OK);
+	const uint64_t seg = 16u << 20, sysid = 7000000000000000001ull;
+	backup_sentinel s = { .lsn = 0x2000028, .finish_lsn = 0x2000100, .have_system_id = true,
+						  .system_id = sysid };
+	seen got = { 0 };
+	/* nothing stored: both tar records are missing */
+	assert_int_equal(backup_crosscheck(&r, XNAME, &s, seg, collect, &got, NULL), E_OK);
+	assert_non_null(strstr(got.log, XDIR "backup_label.tar: missing"));
+	assert_non_null(strstr(got.log, XDIR "pg_control.tar: missing"));
+
+	const char *label = "START WAL LOCATION: 0/2000028 (file 000000010000000000000002)\n"
+						"CHECKPOINT LOCATION: 0/2000060\n";
+	put_tar(&r, XDIR "backup_label.tar", "backup_label", label, strlen(label));
+	unsigned char control[8192] = { 0 };
+	uint64_t le = htole64(sysid);
+	memcpy(control, &le, sizeof(le));
+	put_tar(&r, XDIR "pg_control.tar", "/global/pg_control", control, sizeof(control));
+	const char *hist = "START WAL LOCATION: 0/2000028 (file 000000010000000000000002)\n"
+					   "STOP WAL LOCATION: 0/2000100 (file 000000010000000000000002)\n";
+	put_object(&r, "wal_005/000000010000000000000002.00000028.backup", hist, strlen(hist));
+	const char *meta = "{\"start_lsn\": 33554472, \"finish_lsn\": 33554688, "
+					   "\"system_identifier\": 7000000000000000001}";
+	put_object(&r, "basebackups_005/" XNAME "/metadata.json", meta, strlen(meta));
+	memset(&got, 0, sizeof(got));
+	char *locked = NULL;
+	assert_int_equal(backup_crosscheck(&r, XNAME, &s, seg, collect, &got, &locked), E_OK);
+	assert_string_equal(got.log, "");
+	assert_null(locked);
+
+	/* every field of the sentinel moved: each disagreement said of the sentinel */
+	backup_sentinel moved = s;
+	moved.lsn += seg;
+	moved.finish_lsn += 8;
+	moved.system_id++;
+	assert_int_equal(backup_crosscheck(&r, XNAME, &moved, seg, collect, &got, NULL), E_OK);
+	const char *sen = "basebackups_005/" XNAME "_backup_stop_sentinel.json: ";
+	char want[256];
+	static const char *const needles[] = {
+		"start LSN 0/3000028, but backup_label says START WAL LOCATION 0/2000028",
+		"start LSN 0/3000028 is not in segment 000000010000000000000002 that the name gives",
+		"system identifier 7000000000000000002, but pg_control says 7000000000000000001",
+		"finish LSN 0/2000108, but wal_005/000000010000000000000002.00000028.backup says STOP "
+		"WAL LOCATION 0/2000100",
+		"start LSN 0/3000028, but basebackups_005/" XNAME "/metadata.json says start_lsn "
+		"0/2000028",
+	};
+	for (size_t i = 0; i < sizeof(needles) / sizeof(*needles); i++) {
+		snprintf(want, sizeof(want), "%s%s;", sen, needles[i]);
+		if (strstr(got.log, want) == NULL)
+			fail_msg("no \"%s\" in: %s", want, got.log);
+	}
+
+	/* a label whose START TIMELINE is not the name's */
+	const char *label2 = "START WAL LOCATION: 0/2000028 (file 000000010000000000000002)\n"
+						 "START TIMELINE: 2\n";
+	put_tar(&r, XDIR "backup_label.tar", "backup_label", label2, strlen(label2));
+	memset(&got, 0, sizeof(got));
+	assert_int_equal(backup_crosscheck(&r, XNAME, &s, seg, collect, &got, NULL), E_OK);
+	assert_non_null(strstr(got.log, "the name says timeline 1, but backup_label says START TIMELINE 2"));
+
+	storage_free(r.st);
+	assert_int_equal(unit_rmtree(root), 0);
+	free(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -570,6 +685,7 @@ int main(void)
 		cmocka_unit_test(test_name_keys_many),
 		cmocka_unit_test(test_member_reader),
 		cmocka_unit_test(test_member_checks),
+		cmocka_unit_test(test_crosscheck),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
