@@ -26,9 +26,28 @@ void chain_free(chain *c)
 		file_table_free(&c->lv[i].files);
 		keytab_free(c->lv[i].need);
 		free(c->lv[i].held.files);
+		for (size_t k = 0; k < c->lv[i].nlisted; k++)
+			free(c->lv[i].listed[k].part);
+		free(c->lv[i].listed);
 	}
 	free(c->lv);
 	memset(c, 0, sizeof(*c));
+}
+
+/* TarFileSets read with Files: each list's partition and number of members. */
+static err_code list_part(void *arg, const char *part, const char *member)
+{
+	level *l = arg;
+	if (l->nlisted == 0 || l->listed[l->nlisted - 1].part != NULL) { /* a new list */
+		l->listed = xrealloc(l->listed, (l->nlisted + 1) * sizeof(*l->listed));
+		l->listed[l->nlisted++] = (struct listed_part){ NULL, 0 };
+	}
+	struct listed_part *lp = &l->listed[l->nlisted - 1];
+	if (member != NULL)
+		lp->members++;
+	else
+		lp->part = xstrdup(part);
+	return E_OK;
 }
 
 /* The table checks every entry's flags: a restore trusts them. */
@@ -36,7 +55,7 @@ static err_code load_files_meta(repo *r, level *l)
 {
 	if (l->s.files_metadata_disabled || l->s.version < 2)
 		return E_OK;
-	TRY(catalog_file_table(r, l->name, true, &l->files));
+	TRY(catalog_file_table_sets(r, l->name, true, &l->files, list_part, l));
 	l->has_files = true;
 	l->held.files = xcalloc(l->files.n + 1, 1);
 	return E_OK;
@@ -325,12 +344,21 @@ static bool rangeable(const extract_level *ex, const char *key)
 	return ex->mask == NULL && repo_has_range(ex->r) && codec_has_frames(repo_codec_for_key(key));
 }
 
-static bool stored(const level_parts *lp, const char *part)
+static bool is_stored(const level_parts *lp, const char *part)
 {
 	for (size_t i = 0; i < lp->tars.len; i++)
 		if (strcmp(strrchr(lp->tars.items[i].key, '/') + 1, part) == 0)
 			return true;
 	return false;
+}
+
+/* A partition TarFileSets lists, with n files the restore takes, that storage lacks. */
+static err_code missing_part(const extract_level *ex, const char *part, size_t n)
+{
+	return err_set(E_CORRUPT,
+				   "tar partition " REPO_BACKUP_DIR "%s/tar_partitions/%s is missing from %s "
+				   "(files_metadata.json lists it, with %zu files the restore needs)",
+				   ex->backup, part, storage_describe(ex->r->st), n);
 }
 
 /*
@@ -348,7 +376,7 @@ static err_code plan_member(void *arg, const char *part, const char *member)
 		for (size_t i = 0; i < lr->n && lr->cur == NULL; i++)
 			if (strcmp(strrchr(lr->parts[i].key, '/') + 1, part) == 0)
 				lr->cur = &lr->parts[i];
-		lr->missing = lr->cur == NULL && !stored(lr->lp, part);
+		lr->missing = lr->cur == NULL && !is_stored(lr->lp, part);
 		lr->wanted = 0;
 		if (lr->cur != NULL)
 			part_frames_start(&lr->pf, lr->cur->size);
@@ -368,10 +396,7 @@ static err_code plan_member(void *arg, const char *part, const char *member)
 	}
 	lr->in_list = false;
 	if (lr->missing && lr->wanted > 0)
-		return err_set(E_CORRUPT,
-					   "tar partition " REPO_BACKUP_DIR "%s/tar_partitions/%s is missing from %s "
-					   "(files_metadata.json lists it, with %zu files the restore needs)",
-					   lr->ex->backup, part, storage_describe(lr->ex->r->st), lr->wanted);
+		return missing_part(lr->ex, part, lr->wanted);
 	if (p == NULL)
 		return E_OK;
 	free(p->ranges);
@@ -384,8 +409,10 @@ static err_code plan_member(void *arg, const char *part, const char *member)
 }
 
 /*
- * Plans every partition's read from the level's TarFileSets, read as a stream (when it has
- * files metadata): the partitions to read move to the front of lp->keys (lp->n of them).
+ * Plans every partition's read: when the restore takes only some files of the level (a need
+ * set, --mask), from its TarFileSets, read again as a stream; the partitions to read move to
+ * the front of lp->keys (lp->n of them). When it takes all, every listed partition must be
+ * stored (TarFileSets as load_chain read it).
  */
 static err_code plan_reads(level *l, level_parts *lp, level_reads *lr, size_t *skipped,
 						   uint64_t *read, uint64_t *stored)
@@ -404,8 +431,12 @@ static err_code plan_reads(level *l, level_parts *lp, level_reads *lr, size_t *s
 				lr->parts[i].size = lp->tars.items[j].size;
 	}
 	err_code rc = E_OK;
-	if (l->has_files)
+	if (l->has_files && (l->need != NULL || l->ex.mask != NULL))
 		rc = catalog_files_each(l->ex.r, l->name, NULL, plan_member, lr);
+	else
+		for (size_t i = 0; i < l->nlisted && rc == E_OK; i++)
+			if (l->listed[i].members > 0 && !is_stored(lp, l->listed[i].part))
+				rc = missing_part(&l->ex, l->listed[i].part, l->listed[i].members);
 	part_frames_free(&lr->pf);
 	TRY(rc);
 	size_t n = 0;

@@ -11,6 +11,12 @@ typedef struct level {
 	file_table files;
 	keytab *need;	  /* owned set of member names' pg_name_key, NULL = every member */
 	held held;		  /* what its partitions held, as the restore reads them */
+	/* the partitions TarFileSets lists members of, and how many: read with files */
+	struct listed_part {
+		char *part;
+		size_t members;
+	} *listed;
+	size_t nlisted;
 	extract_level ex;
 } level;
 

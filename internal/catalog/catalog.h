@@ -151,6 +151,9 @@ typedef struct file_table {
  * object, a flag is not true or false, or a name is listed twice.
  */
 err_code catalog_file_table(repo *r, const char *backup, bool sums, file_table *out);
+/* The same, with set_fn(arg, ...) called for TarFileSets in the same read (catalog_files_each). */
+err_code catalog_file_table_sets(repo *r, const char *backup, bool sums, file_table *out,
+								 catalog_set_fn set_fn, void *arg);
 /* The same steps for bytes from elsewhere: file_table_add per entry, then file_table_end. */
 err_code file_table_add(void *table, const char *name, const json_t *rec);
 err_code file_table_end(file_table *t, const char *what);
