@@ -4,7 +4,8 @@
  * of the repository) would silently drop changed pages from every later delta. PostgreSQL
  * wrote the truth three times: backup_label (START WAL LOCATION, START TIMELINE), pg_control
  * (the system identifier) and the .backup history file archived in wal_005 (STOP WAL
- * LOCATION). backup-verify reports each disagreement; backup-push does not build on it.
+ * LOCATION); metadata.json, written with the sentinel, must agree too. backup-verify reports
+ * each disagreement; backup-push does not build a delta on it.
  */
 #include "internal/backup/push_impl.h"
 
@@ -61,15 +62,17 @@ typedef struct label_info {
 	char file[WAL_NAME_LEN + 1]; /* the start segment, "" when not given */
 } label_info;
 
+/* "KEY: X/Y (file SEGMENT)": the LSN, and the segment's name when file is given. */
 static bool location(const char *line, const char *key, uint64_t *lsn, char *file)
 {
-	unsigned hi, lo;
-	char f[WAL_NAME_LEN + 1] = "";
+	char text[32], f[WAL_NAME_LEN + 1] = "";
 	size_t n = strlen(key);
-	if (strncmp(line, key, n) != 0 ||
-		sscanf(line + n, ": %X/%X (file %24[0-9A-F])", &hi, &lo, f) < 2)
+	if (strncmp(line, key, n) != 0 || sscanf(line + n, ": %31s (file %24[0-9A-F])", text, f) < 1)
 		return false;
-	*lsn = (uint64_t)hi << 32 | lo;
+	if (pg_lsn_parse(text, lsn) != E_OK) {
+		err_clear();
+		return false;
+	}
 	if (file != NULL && strlen(f) == WAL_NAME_LEN)
 		memcpy(file, f, sizeof(f));
 	return true;
@@ -172,11 +175,6 @@ static err_code read_record(cross *c, const char *base_key, const char *member, 
 	return rc;
 }
 
-static void lsn_text(uint64_t lsn, char out[32])
-{
-	pg_lsn_format(lsn, out);
-}
-
 /* metadata.json, written beside the sentinel (and plain, like it): the same LSNs and system. */
 static void check_metadata(cross *c)
 {
@@ -201,8 +199,8 @@ static void check_metadata(cross *c)
 		if (theirs == mine[i])
 			continue;
 		if (i < 2) {
-			lsn_text(mine[i], a);
-			lsn_text(theirs, b);
+			pg_lsn_format(mine[i], a);
+			pg_lsn_format(theirs, b);
 		} else {
 			snprintf(a, sizeof(a), "%llu", (unsigned long long)mine[i]);
 			snprintf(b, sizeof(b), "%llu", (unsigned long long)theirs);
@@ -226,8 +224,8 @@ static void check_label(cross *c, const label_info *li, uint64_t seg_size)
 		say(c, NULL, "backup_label has no START WAL LOCATION: the start LSN cannot be checked");
 		return;
 	}
-	lsn_text(s->lsn, a);
-	lsn_text(li->start, b);
+	pg_lsn_format(s->lsn, a);
+	pg_lsn_format(li->start, b);
 	if (s->lsn != li->start)
 		say(c, NULL, "start LSN %s, but backup_label says START WAL LOCATION %s", a, b);
 	uint32_t tli;
@@ -269,8 +267,8 @@ err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, 
 		check_label(&c, &li, seg_size);
 	}
 	if (s->finish_lsn != 0 && s->finish_lsn < s->lsn) {
-		lsn_text(s->finish_lsn, a);
-		lsn_text(s->lsn, b);
+		pg_lsn_format(s->finish_lsn, a);
+		pg_lsn_format(s->lsn, b);
 		say(&c, NULL, "finish LSN %s is before the start LSN %s", a, b);
 	}
 
@@ -296,13 +294,13 @@ err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, 
 		rc = read_record(&c, key, NULL, &mb, &st);
 		if (rc == E_OK && st == REC_READ) {
 			parse_label(&mb, &hi);
-			lsn_text(s->finish_lsn, a);
-			lsn_text(hi.stop, b);
+			pg_lsn_format(s->finish_lsn, a);
+			pg_lsn_format(hi.stop, b);
 			if (hi.stop_ok && hi.stop != s->finish_lsn)
 				say(&c, NULL, "finish LSN %s, but %s says STOP WAL LOCATION %s", a, key, b);
 			if (hi.start_ok && hi.start != li.start) {
-				lsn_text(li.start, a);
-				lsn_text(hi.start, b);
+				pg_lsn_format(li.start, a);
+				pg_lsn_format(hi.start, b);
 				say(&c, key, "START WAL LOCATION %s, but backup_label says %s", b, a);
 			}
 		}
