@@ -6,6 +6,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -59,6 +60,19 @@ void delta_files_finish(delta_base *d)
 	if (d->files == NULL)
 		d->files = keytab_new(1);
 	keytab_finish(d->files); /* a name listed twice keeps fingerprint 0 */
+}
+
+/* The first disagreement between a candidate base's sentinel and its own records. */
+typedef struct base_doubt {
+	int n;
+	char first[ERR_MSG_MAX + 512];
+} base_doubt;
+
+static void doubt(void *arg, const char *object, const char *what)
+{
+	base_doubt *bd = arg;
+	if (bd->n++ == 0)
+		snprintf(bd->first, sizeof(bd->first), "%s: %s", object, what);
 }
 
 err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d)
@@ -115,6 +129,25 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 		full_because("the base backup has no files metadata");
 		goto out;
 	}
+	/* A base whose start LSN is wrong would make this delta leave changed pages out. */
+	base_doubt bd = { 0, "" };
+	char *locked = NULL;
+	rc = backup_crosscheck(r, cand, &cs, (uint64_t)cfg->pg_wal_size_mb << 20, doubt, &bd,
+						   &locked);
+	if (rc != E_OK)
+		goto out;
+	if (bd.n > 0) {
+		free(locked);
+		log_warn("not taking a delta from %s: %s%s; taking a full backup (backup-verify %s "
+				 "lists what disagrees)",
+				 cand, bd.first, bd.n > 1 ? " (and more)" : "", cand);
+		goto out;
+	}
+	/* an encrypt-only key: what is plain (metadata.json) was checked, the rest cannot be */
+	if (locked != NULL)
+		log_info("the sentinel of %s was checked against its metadata.json only: %s", cand,
+				 locked);
+	free(locked);
 	if ((rc = catalog_files_each(r, cand, delta_add_file, NULL, d)) != E_OK)
 		goto out;
 	delta_files_finish(d);
@@ -271,9 +304,16 @@ uint64_t delta_increment_size(uint32_t n)
 	return 16 + (uint64_t)n * (4 + PG_PAGE_SIZE);
 }
 
+err_code delta_put(tar_writer *tw, hasher *h, const void *buf, size_t len)
+{
+	if (h != NULL)
+		hasher_update(h, buf, len);
+	return tar_writer_write(tw, buf, len);
+}
+
 err_code delta_write_increment(tar_writer *tw, tar_entry *te, int fd, const char *path,
 							   uint64_t file_size, const uint32_t *blocks, uint32_t n,
-							   unsigned char *buf)
+							   unsigned char *buf, hasher *h)
 {
 	unsigned char head[16] = { 'w', 'i', '1', 0x55 };
 	uint64_t size_le = htole64(file_size);
@@ -283,10 +323,10 @@ err_code delta_write_increment(tar_writer *tw, tar_entry *te, int fd, const char
 	te->type = TAR_FILE;
 	te->size = delta_increment_size(n);
 	TRY(tar_writer_begin(tw, te));
-	TRY(tar_writer_write(tw, head, sizeof(head)));
+	TRY(delta_put(tw, h, head, sizeof(head)));
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t le = htole32(blocks[i]);
-		TRY(tar_writer_write(tw, &le, 4));
+		TRY(delta_put(tw, h, &le, 4));
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		ssize_t got = pread(fd, buf, PG_PAGE_SIZE, (off_t)blocks[i] * PG_PAGE_SIZE);
@@ -295,7 +335,7 @@ err_code delta_write_increment(tar_writer *tw, tar_entry *te, int fd, const char
 		/* A page truncated away since the scan: WAL replay recreates what matters. */
 		if (got < PG_PAGE_SIZE)
 			memset(buf + got, 0, PG_PAGE_SIZE - (size_t)got);
-		TRY(tar_writer_write(tw, buf, PG_PAGE_SIZE));
+		TRY(delta_put(tw, h, buf, PG_PAGE_SIZE));
 	}
 	return tar_writer_end(tw);
 }

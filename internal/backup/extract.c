@@ -2,12 +2,15 @@
  * Tar members to files: directories, whole files, and WAL-G increments applied page by page.
  * The member reader checks every name so nothing is written outside the destination, refuses
  * link members (WAL-G never stores them; tablespace links are made from the spec) and parses
- * increments; the extractor writes what it passes on, backup-verify checks it instead.
+ * increments; the extractor writes what it passes on, backup-verify checks it instead. Both
+ * get every member held to what files_metadata.json recorded for it, checked as the bytes
+ * pass (XXH3 at memory speed), never by reading a written file back.
  */
 #include "internal/backup/extract.h"
 
 #include <endian.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fnmatch.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -56,9 +59,13 @@ typedef struct member_reader {
 	const member_ops *ops;
 	void *ctx;
 	const file_table *files;
+	held *held;
 	char *name; /* current member, for messages */
 	bool take;
 	bool increment;
+	file_rec rec;		 /* its Files entry, */
+	const file_sum *sum; /* and what that records, or NULL */
+	hasher *h;			 /* of the member's bytes, when a checksum is recorded */
 	uint64_t offset;	/* of a whole file's next byte */
 	/* increment parsing */
 	unsigned char head[INC_HEADER];
@@ -78,14 +85,53 @@ static void mr_reset(member_reader *m)
 	m->name = NULL;
 	free(m->blocks);
 	m->blocks = NULL;
+	hasher_free(m->h);
+	m->h = NULL;
+	m->sum = NULL;
 	m->take = false;
 	m->increment = false;
 }
 
-static bool is_incremented(const file_table *files, const char *member)
+/* A member's content and its Files entry disagree: the consumer's call, else an error. */
+static err_code mismatch(member_reader *m, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static err_code mismatch(member_reader *m, const char *fmt, ...)
 {
-	file_rec f;
-	return file_table_find(files, member, &f) && (f.flags & FILE_INCREMENTED) != 0;
+	char what[ERR_MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (m->ops->mismatch != NULL)
+		return m->ops->mismatch(m->ctx, m->name, what);
+	return err_set(E_CORRUPT, "%s: %s", m->name, what);
+}
+
+/* The size and checksum recorded for a member taken, once its last byte has passed. */
+static err_code check_recorded(member_reader *m)
+{
+	const file_sum *fs = m->sum;
+	if (fs == NULL)
+		return E_OK;
+	err_code rc = E_OK;
+	if (!m->increment && (m->rec.flags & FILE_SIZE) && fs->size != m->offset)
+		rc = mismatch(m, "%llu bytes, files_metadata.json says %llu",
+					  (unsigned long long)m->offset, (unsigned long long)fs->size);
+	if (rc != E_OK || m->h == NULL)
+		return rc;
+	const char *what = m->increment ? "increment" : "content",
+			   *key = m->increment ? "IncrementChecksum" : "Checksum";
+	char got[HASH_TEXT_LEN + 1], want[HASH_TEXT_LEN + 1];
+	hasher_text(m->h, got);
+	if (!(m->rec.flags & FILE_SUM))
+		return mismatch(m, "%s is %s, files_metadata.json's %s is not an xxh3-128 sum", what, got,
+						key);
+	hash_text_format(fs->sum, want);
+	if (strcmp(got, want) != 0)
+		return mismatch(m, "%s is %s, files_metadata.json%s%s says %s", what, got,
+						m->increment ? "'s " : "", m->increment ? key : "", want);
+	return E_OK;
 }
 
 static err_code mr_entry(void *ctx, const tar_entry *e)
@@ -103,7 +149,18 @@ static err_code mr_entry(void *ctx, const tar_entry *e)
 		return E_OK; /* devices, fifos: never part of a data directory worth restoring */
 	if (rel[0] == '\0')
 		return E_OK; /* the data directory itself */
-	m->increment = e->type == TAR_FILE && is_incremented(m->files, e->name);
+	/* a directory's name may end in "/" (tar writers differ); Files names it without */
+	size_t len = strlen(e->name);
+	while (len > 1 && e->name[len - 1] == '/')
+		len--;
+	char *bare = e->name[len] != '\0' ? xasprintf("%.*s", (int)len, e->name) : NULL;
+	bool listed = file_table_find(m->files, bare ? bare : e->name, &m->rec);
+	free(bare);
+	if (listed && m->held != NULL)
+		__atomic_store_n(&m->held->files[m->rec.idx], 1, __ATOMIC_RELAXED);
+	if (m->held != NULL && e->type == TAR_FILE && strcmp(rel, "backup_label") == 0)
+		__atomic_store_n(&m->held->label, true, __ATOMIC_RELAXED);
+	m->increment = e->type == TAR_FILE && listed && (m->rec.flags & FILE_INCREMENTED);
 	member_kind kind = e->type == TAR_DIR ? MEMBER_DIR
 		: m->increment					  ? MEMBER_INCREMENT
 										  : MEMBER_FILE;
@@ -113,6 +170,9 @@ static err_code mr_entry(void *ctx, const tar_entry *e)
 		return E_OK;
 	m->take = true;
 	m->name = xstrdup(e->name);
+	m->sum = listed ? file_table_sum(m->files, &m->rec) : NULL;
+	if (m->sum != NULL && (m->rec.flags & (FILE_SUM | FILE_SUM_OTHER)))
+		m->h = hasher_new();
 	m->offset = 0;
 	m->head_len = 0;
 	m->page = 0;
@@ -142,6 +202,15 @@ static err_code inc_header(member_reader *m)
 	return E_OK;
 }
 
+/* The header and block list read: the file size is checked, the consumer told. */
+static err_code inc_ready(member_reader *m)
+{
+	if (m->sum != NULL && (m->rec.flags & FILE_SIZE) && m->sum->size != m->file_size)
+		TRY(mismatch(m, "increment is of a %llu-byte file, files_metadata.json says %llu",
+					 (unsigned long long)m->file_size, (unsigned long long)m->sum->size));
+	return m->ops->increment(m->ctx, m->file_size, m->npages, m->blocks);
+}
+
 static err_code inc_data(member_reader *m, const unsigned char *p, size_t len)
 {
 	while (len > 0) {
@@ -155,7 +224,7 @@ static err_code inc_data(member_reader *m, const unsigned char *p, size_t len)
 			if (m->head_len == INC_HEADER) {
 				TRY(inc_header(m));
 				if (m->npages == 0)
-					TRY(m->ops->increment(m->ctx, m->file_size, 0, m->blocks));
+					TRY(inc_ready(m));
 			}
 			continue;
 		}
@@ -174,7 +243,7 @@ static err_code inc_data(member_reader *m, const unsigned char *p, size_t len)
 						return err_set(E_CORRUPT, "%s: increment block %u is past the file size",
 									   m->name, m->blocks[i]);
 				}
-				TRY(m->ops->increment(m->ctx, m->file_size, m->npages, m->blocks));
+				TRY(inc_ready(m));
 			}
 			continue;
 		}
@@ -198,6 +267,8 @@ static err_code mr_data(void *ctx, const void *buf, size_t len)
 	member_reader *m = ctx;
 	if (!m->take)
 		return E_OK;
+	if (m->h != NULL)
+		hasher_update(m->h, buf, len); /* an increment's stored bytes, or a whole file's */
 	if (m->increment)
 		return inc_data(m, buf, len);
 	m->remaining -= len;
@@ -213,6 +284,8 @@ static err_code mr_entry_end(void *ctx)
 	if (m->take) {
 		if (m->increment && m->head_len < INC_HEADER)
 			rc = err_set(E_CORRUPT, "%s: increment shorter than its header", m->name);
+		if (rc == E_OK)
+			rc = check_recorded(m);
 		err_code rc2 = m->ops->end(m->ctx);
 		if (rc == E_OK)
 			rc = rc2;
@@ -244,21 +317,22 @@ static void mr_free(sink *s)
 static const sink_ops member_reader_ops = { mr_write, mr_finish, mr_free };
 
 static sink *member_reader_make(const member_ops *ops, void *ctx, const file_table *files,
-								bool partial)
+								held *h, bool partial)
 {
 	member_reader *m = xcalloc(1, sizeof(*m));
 	m->base.ops = &member_reader_ops;
 	m->ops = ops;
 	m->ctx = ctx;
 	m->files = files;
+	m->held = h;
 	m->tar = partial ? tar_reader_new_partial(&member_handler, m)
 					 : tar_reader_new(&member_handler, m);
 	return &m->base;
 }
 
-sink *member_reader_new(const member_ops *ops, void *ctx, const file_table *files)
+sink *member_reader_new(const member_ops *ops, void *ctx, const file_table *files, held *h)
 {
-	return member_reader_make(ops, ctx, files, false);
+	return member_reader_make(ops, ctx, files, h, false);
 }
 
 /* The extractor: the member reader's output written under the destination */
@@ -291,16 +365,24 @@ static void close_member(extractor *x)
 	x->final_path = NULL;
 }
 
-static bool needed(const extractor *x, const char *member)
+bool extract_wanted(const extract_level *lvl, const char *member, const uint64_t key[2])
 {
 	/* --mask, as WAL-G matches it: "/" + mask against the member's name, '*' not across '/'. */
-	if (x->lvl->mask != NULL && fnmatch(x->lvl->mask, member, FNM_PATHNAME) != 0)
+	if (lvl->mask != NULL && fnmatch(lvl->mask, member, FNM_PATHNAME) != 0)
 		return false;
-	if (x->lvl->need == NULL)
+	if (lvl->need == NULL)
 		return true;
-	uint64_t key[2];
-	pg_name_key(member, key);
-	return keytab_find(x->lvl->need, key, NULL, NULL);
+	uint64_t k[2];
+	if (key == NULL) {
+		pg_name_key(member, k);
+		key = k;
+	}
+	return keytab_find(lvl->need, key, NULL, NULL);
+}
+
+static bool needed(const extractor *x, const char *member)
+{
+	return extract_wanted(x->lvl, member, NULL);
 }
 
 /*
@@ -431,7 +513,7 @@ static err_code ex_end(void *ctx)
 	return rc;
 }
 
-static const member_ops extract_member_ops = { ex_begin, ex_increment, ex_data, ex_end };
+static const member_ops extract_member_ops = { ex_begin, ex_increment, ex_data, ex_end, NULL };
 
 /* The extractor rides in front of its member reader: one sink owning both. */
 typedef struct extract_sink {
@@ -471,23 +553,23 @@ static void es_free(sink *s)
 
 static const sink_ops extract_ops = { es_write, es_finish, es_free };
 
-static sink *extract_make(const extract_level *lvl, bool partial, size_t *seen)
+static sink *extract_make(const extract_level *lvl, held *h, bool partial, size_t *seen)
 {
 	extract_sink *es = xcalloc(1, sizeof(*es));
 	es->base.ops = &extract_ops;
 	es->x.lvl = lvl;
 	es->x.seen = seen;
 	es->x.fd = -1;
-	es->x.reader = member_reader_make(&extract_member_ops, &es->x, lvl->files, partial);
+	es->x.reader = member_reader_make(&extract_member_ops, &es->x, lvl->files, h, partial);
 	return &es->base;
 }
 
-sink *extract_sink_new(const extract_level *lvl)
+sink *extract_sink_new(const extract_level *lvl, held *h)
 {
-	return extract_make(lvl, false, NULL);
+	return extract_make(lvl, h, false, NULL);
 }
 
-sink *extract_run_sink_new(const extract_level *lvl, size_t *seen)
+sink *extract_run_sink_new(const extract_level *lvl, held *h, size_t *seen)
 {
-	return extract_make(lvl, true, seen);
+	return extract_make(lvl, h, true, seen);
 }

@@ -27,14 +27,28 @@ typedef struct member_ops {
 	 */
 	err_code (*data)(void *ctx, uint64_t offset, const void *buf, size_t len);
 	err_code (*end)(void *ctx);
+	/*
+	 * A member taken disagrees with the Size or checksum its Files entry records (what: how,
+	 * one line). NULL: the stream fails there, naming the member.
+	 */
+	err_code (*mismatch)(void *ctx, const char *member, const char *what);
 } member_ops;
+
+/* What the partitions read for one backup held, marked by its member readers on any thread. */
+typedef struct held {
+	unsigned char *files; /* per entry of the backup's Files (file_rec.idx): a partition held it */
+	bool label;			  /* a backup_label file was met */
+} held;
 
 /*
  * A sink reading one tar partition of a backup whose files_metadata Files are files (borrowed,
- * NULL = none; IsIncremented says which members are increments): refuses names that leave the directory and link members, parses increments
- * (untrusted bytes: sizes, block numbers and lengths are checked) and calls ops with ctx.
+ * NULL = none; IsIncremented says which members are increments): refuses names that leave the
+ * directory and link members, parses increments (untrusted bytes: sizes, block numbers and
+ * lengths are checked) and calls ops with ctx. Each member taken is held to its Files entry
+ * as its bytes pass: a whole file to its Size and Checksum, an increment to the file size
+ * and IncrementChecksum recorded. What it meets is marked in h (borrowed, NULL = nothing).
  */
-sink *member_reader_new(const member_ops *ops, void *ctx, const file_table *files);
+sink *member_reader_new(const member_ops *ops, void *ctx, const file_table *files, held *h);
 
 /* What one backup of a chain contributes, shared read-only by its extraction workers. */
 typedef struct extract_level {
@@ -48,12 +62,18 @@ typedef struct extract_level {
 	bool flush; /* start each file's writeback as it is written (the restore syncs at the end) */
 } extract_level;
 
-/* A sink that extracts a tar stream into lvl->dest (borrows lvl). */
-sink *extract_sink_new(const extract_level *lvl);
+/* Whether the restore of lvl takes member (key: its pg_name_key, or NULL): --mask, need set. */
+bool extract_wanted(const extract_level *lvl, const char *member, const uint64_t key[2]);
+
+/*
+ * A sink that extracts a tar stream into lvl->dest (borrows lvl), each file held to its Files
+ * entry (member_reader_new); what it meets is marked in h (borrowed, NULL = nothing).
+ */
+sink *extract_sink_new(const extract_level *lvl, held *h);
 /* The same for a run of whole members cut out of a partition (a ranged read), which ends
  * between two members rather than at the end-of-archive block; *seen counts the needed
  * members it met (borrowed). */
-sink *extract_run_sink_new(const extract_level *lvl, size_t *seen);
+sink *extract_run_sink_new(const extract_level *lvl, held *h, size_t *seen);
 
 /* Refuses names that could leave the destination; returns the relative path in out. */
 err_code extract_safe_path(const char *member, char *out, size_t outlen);

@@ -25,23 +25,44 @@ void chain_free(chain *c)
 		catalog_sentinel_free(&c->lv[i].s);
 		file_table_free(&c->lv[i].files);
 		keytab_free(c->lv[i].need);
+		free(c->lv[i].held.files);
+		for (size_t k = 0; k < c->lv[i].nlisted; k++)
+			free(c->lv[i].listed[k].part);
+		free(c->lv[i].listed);
 	}
 	free(c->lv);
 	memset(c, 0, sizeof(*c));
 }
 
+/* TarFileSets read with Files: each list's partition and number of members. */
+static err_code list_part(void *arg, const char *part, const char *member)
+{
+	level *l = arg;
+	if (l->nlisted == 0 || l->listed[l->nlisted - 1].part != NULL) { /* a new list */
+		l->listed = xrealloc(l->listed, (l->nlisted + 1) * sizeof(*l->listed));
+		l->listed[l->nlisted++] = (struct listed_part){ NULL, 0 };
+	}
+	struct listed_part *lp = &l->listed[l->nlisted - 1];
+	if (member != NULL)
+		lp->members++;
+	else
+		lp->part = xstrdup(part);
+	return E_OK;
+}
+
 /* The table checks every entry's flags: a restore trusts them. */
-static err_code load_files_meta(repo *r, level *l, bool sums)
+static err_code load_files_meta(repo *r, level *l)
 {
 	if (l->s.files_metadata_disabled || l->s.version < 2)
 		return E_OK;
-	TRY(catalog_file_table(r, l->name, sums, &l->files));
+	TRY(catalog_file_table_sets(r, l->name, true, &l->files, list_part, l));
 	l->has_files = true;
+	l->held.files = xcalloc(l->files.n + 1, 1);
 	return E_OK;
 }
 
 /* Newest first while walking DeltaFrom, then reversed so lv[0] is the full. */
-err_code load_chain(repo *r, const char *name, bool checks, chain *c)
+err_code load_chain(repo *r, const char *name, chain *c)
 {
 	size_t cap = 4;
 	char *cur = xstrdup(name);
@@ -60,8 +81,7 @@ err_code load_chain(repo *r, const char *name, bool checks, chain *c)
 		l->name = cur;
 		c->n++;
 		TRY(catalog_sentinel_read(r, cur, &l->s));
-		if (checks || l->s.is_delta || c->n > 1)
-			TRY(load_files_meta(r, l, checks));
+		TRY(load_files_meta(r, l));
 		if (!l->s.is_delta)
 			break;
 		cur = xstrdup(l->s.delta_from);
@@ -208,18 +228,22 @@ typedef struct part_read {
 
 typedef struct level_reads {
 	const extract_level *ex;
+	held *held; /* what the level's partitions held */
+	const level_parts *lp;
 	part_read *parts;
 	size_t n;
 	/* while TarFileSets is read: inside a list, and its partition if it is one of ours */
 	bool in_list;
 	part_read *cur;
+	bool missing;  /* the list's partition is not stored at all */
+	size_t wanted; /* members of the list the restore takes */
 	part_frames pf;
 } level_reads;
 
-static err_code extract_whole(const extract_level *ex, const char *key)
+static err_code extract_whole(const extract_level *ex, held *h, const char *key)
 {
 	log_debug("extracting %s", key);
-	return repo_get(ex->r, key, extract_sink_new(ex));
+	return repo_get(ex->r, key, extract_sink_new(ex, h));
 }
 
 static err_code extract_one(void *arg, const char *key)
@@ -230,13 +254,14 @@ static err_code extract_one(void *arg, const char *key)
 		if (lr->parts[i].key == key)
 			p = &lr->parts[i];
 	if (p == NULL || p->ranges == NULL)
-		return extract_whole(lr->ex, key);
+		return extract_whole(lr->ex, lr->held, key);
 	for (size_t i = 0; i < p->n; i++) {
 		const byte_range *b = &p->ranges[i];
 		log_debug("extracting %s bytes %llu to %llu", key, (unsigned long long)b->off,
 				  (unsigned long long)(b->off + b->len));
 		size_t seen = 0;
-		TRY(repo_get_range(lr->ex->r, key, b->off, b->len, extract_run_sink_new(lr->ex, &seen)));
+		TRY(repo_get_range(lr->ex->r, key, b->off, b->len,
+						   extract_run_sink_new(lr->ex, lr->held, &seen)));
 		/* a frame offset that lies would otherwise leave a needed file unrestored, silently */
 		if (seen != b->members)
 			return err_set(E_CORRUPT,
@@ -257,10 +282,28 @@ static bool rangeable(const extract_level *ex, const char *key)
 	return ex->mask == NULL && repo_has_range(ex->r) && codec_has_frames(repo_codec_for_key(key));
 }
 
+static bool is_stored(const level_parts *lp, const char *part)
+{
+	for (size_t i = 0; i < lp->tars.len; i++)
+		if (strcmp(strrchr(lp->tars.items[i].key, '/') + 1, part) == 0)
+			return true;
+	return false;
+}
+
+/* A partition TarFileSets lists, with n files the restore takes, that storage lacks. */
+static err_code missing_part(const extract_level *ex, const char *part, size_t n)
+{
+	return err_set(E_CORRUPT,
+				   "tar partition " REPO_BACKUP_DIR "%s/tar_partitions/%s is missing from %s "
+				   "(files_metadata.json lists it, with %zu files the restore needs)",
+				   ex->backup, part, storage_describe(ex->r->st), n);
+}
+
 /*
  * One name of a TarFileSets list (NULL: the list ended). A partition is skipped only when its
  * list is known and holds nothing needed; with no list it is read whole. A partition listed
- * twice takes its last list, as a JSON reader would.
+ * twice takes its last list, as a JSON reader would. A listed partition that is not stored
+ * fails the restore when it lists anything the restore takes.
  */
 static err_code plan_member(void *arg, const char *part, const char *member)
 {
@@ -271,22 +314,27 @@ static err_code plan_member(void *arg, const char *part, const char *member)
 		for (size_t i = 0; i < lr->n && lr->cur == NULL; i++)
 			if (strcmp(strrchr(lr->parts[i].key, '/') + 1, part) == 0)
 				lr->cur = &lr->parts[i];
+		lr->missing = lr->cur == NULL && !is_stored(lr->lp, part);
+		lr->wanted = 0;
 		if (lr->cur != NULL)
 			part_frames_start(&lr->pf, lr->cur->size);
 	}
 	part_read *p = lr->cur;
 	if (member != NULL) {
+		uint64_t key[2];
+		pg_name_key(member, key);
+		bool want = extract_wanted(lr->ex, member, key);
+		lr->wanted += want;
 		if (p != NULL) {
-			uint64_t key[2];
 			file_rec f;
-			pg_name_key(member, key);
 			bool listed = file_table_find_key(lr->ex->files, key, &f);
-			part_frames_add(&lr->pf, listed ? &f : NULL,
-							keytab_find(lr->ex->need, key, NULL, NULL));
+			part_frames_add(&lr->pf, listed ? &f : NULL, want);
 		}
 		return E_OK;
 	}
 	lr->in_list = false;
+	if (lr->missing && lr->wanted > 0)
+		return missing_part(lr->ex, part, lr->wanted);
 	if (p == NULL)
 		return E_OK;
 	free(p->ranges);
@@ -299,14 +347,17 @@ static err_code plan_member(void *arg, const char *part, const char *member)
 }
 
 /*
- * Plans every partition's read: with a need set, from the level's TarFileSets, read as a
- * stream; the partitions to read move to the front of lp->keys (lp->n of them).
+ * Plans every partition's read: when the restore takes only some files of the level (a need
+ * set, --mask), from its TarFileSets, read again as a stream; the partitions to read move to
+ * the front of lp->keys (lp->n of them). When it takes all, every listed partition must be
+ * stored (TarFileSets as load_chain read it).
  */
 static err_code plan_reads(level *l, level_parts *lp, level_reads *lr, size_t *skipped,
 						   uint64_t *read, uint64_t *stored)
 {
 	lr->parts = xcalloc(lp->n + 1, sizeof(*lr->parts));
 	lr->n = lp->n;
+	lr->lp = lp;
 	*read = *stored = 0;
 	*skipped = 0;
 	for (size_t i = 0; i < lp->tars.len; i++)
@@ -318,8 +369,12 @@ static err_code plan_reads(level *l, level_parts *lp, level_reads *lr, size_t *s
 				lr->parts[i].size = lp->tars.items[j].size;
 	}
 	err_code rc = E_OK;
-	if (l->need != NULL && l->has_files)
+	if (l->has_files && (l->need != NULL || l->ex.mask != NULL))
 		rc = catalog_files_each(l->ex.r, l->name, NULL, plan_member, lr);
+	else
+		for (size_t i = 0; i < l->nlisted && rc == E_OK; i++)
+			if (l->listed[i].members > 0 && !is_stored(lp, l->listed[i].part))
+				rc = missing_part(&l->ex, l->listed[i].part, l->listed[i].members);
 	part_frames_free(&lr->pf);
 	TRY(rc);
 	size_t n = 0;
@@ -339,12 +394,74 @@ static err_code plan_reads(level *l, level_parts *lp, level_reads *lr, size_t *s
 	return E_OK;
 }
 
+/* What a level's Files entries say it stored, and no partition read held (see check_held). */
+typedef struct unheld {
+	const level *l;
+	uint64_t root[2]; /* the key of "/": the data directory itself, never extracted */
+	size_t n;
+	char *first;
+} unheld;
+
+/* Stored by this level (not IsSkipped), taken by the restore (need set), and not met. */
+static bool is_unheld(const level *l, const uint64_t key[2], const file_rec *f)
+{
+	return !(f->flags & FILE_SKIPPED) && !l->held.files[f->idx] &&
+		(l->need == NULL || keytab_find(l->need, key, NULL, NULL));
+}
+
+static void count_unheld(void *arg, const uint64_t key[2], const file_rec *f)
+{
+	unheld *u = arg;
+	if (is_unheld(u->l, key, f) && (key[0] != u->root[0] || key[1] != u->root[1]))
+		u->n++;
+}
+
+static err_code name_unheld(void *arg, const char *name, const json_t *rec)
+{
+	unheld *u = arg;
+	uint64_t key[2];
+	file_rec f;
+	(void)rec;
+	pg_name_key(name, key);
+	if (strcmp(name, "/") != 0 && file_table_find_key(&u->l->files, key, &f) &&
+		is_unheld(u->l, key, &f) && extract_wanted(&u->l->ex, name, key) && u->n++ == 0)
+		u->first = xstrdup(name);
+	return E_OK;
+}
+
+/*
+ * Every file the level's Files says it stored, and the restore takes, was met in a partition
+ * read: one that TarFileSets places wrongly, or a member missing from its partition, would
+ * otherwise be left out of the restore without a word. Ranged reads are covered too: they
+ * meet every needed member of their frames.
+ */
+static err_code check_held(const level *l)
+{
+	if (!l->has_files)
+		return E_OK;
+	unheld u = { l, { 0, 0 }, 0, NULL };
+	pg_name_key("/", u.root);
+	file_table_each(&l->files, count_unheld, &u);
+	if (u.n == 0)
+		return E_OK;
+	/* The table keeps no names: Files read again for them (and for --mask, which needs them). */
+	u.n = 0;
+	err_code rc = catalog_files_each(l->ex.r, l->name, name_unheld, NULL, &u);
+	if (rc == E_OK && u.n > 0)
+		rc = err_set(E_CORRUPT,
+					 "backup %s: files_metadata.json lists %s as stored in this backup, but no "
+					 "tar partition held it (%zu such file%s)",
+					 l->name, u.first, u.n, u.n > 1 ? "s" : "");
+	free(u.first);
+	return rc;
+}
+
 static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
 {
 	level_parts lp;
 	TRY(level_parts_list(r, l->name, &lp));
 	l->ex.r = r;
-	level_reads lr = { &l->ex, NULL, 0, false, NULL, { 0 } };
+	level_reads lr = { &l->ex, &l->held, NULL, NULL, 0, false, NULL, false, 0, { 0 } };
 	uint64_t read, stored;
 	size_t skipped;
 	err_code rc = plan_reads(l, &lp, &lr, &skipped, &read, &stored);
@@ -359,13 +476,21 @@ static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
 
 	/* Our backup_label overrides any stale one; pg_control last makes the directory usable. */
 	if (rc == E_OK && top && lp.label != NULL)
-		rc = extract_whole(&l->ex, lp.label);
+		rc = extract_whole(&l->ex, &l->held, lp.label);
+	/* Everything checked before pg_control: a restore that failed never looks complete. */
+	if (rc == E_OK)
+		rc = check_held(l);
+	if (rc == E_OK && top && l->ex.mask == NULL && !l->held.label)
+		rc = err_set(E_CORRUPT,
+					 "backup %s has no backup_label in any tar partition: PostgreSQL would not "
+					 "know where recovery must start",
+					 l->name);
 	if (rc == E_OK && top) {
 		if (lp.control == NULL)
 			rc = err_set(E_CORRUPT, "backup %s has no pg_control.tar in %s", l->name,
 						 storage_describe(r->st));
 		else
-			rc = extract_whole(&l->ex, lp.control);
+			rc = extract_whole(&l->ex, &l->held, lp.control);
 	}
 	for (size_t i = 0; i < lr.n; i++)
 		free(lr.parts[i].ranges);
@@ -469,7 +594,7 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 		? catalog_resolve(r, opt->name, &name)
 		: catalog_find_by_user_data(r, opt->user_data, "backup-fetch --target-user-data", &name);
 	if (rc == E_OK)
-		rc = load_chain(r, name, opt->delta, &c);
+		rc = load_chain(r, name, &c);
 	if (rc == E_OK)
 		rc = compute_needs(&c);
 	if (rc == E_OK)

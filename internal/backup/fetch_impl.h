@@ -10,6 +10,13 @@ typedef struct level {
 	bool has_files;	  /* files_metadata.json was read into files */
 	file_table files;
 	keytab *need;	  /* owned set of member names' pg_name_key, NULL = every member */
+	held held;		  /* what its partitions held, as the restore reads them */
+	/* the partitions TarFileSets lists members of, and how many: read with files */
+	struct listed_part {
+		char *part;
+		size_t members;
+	} *listed;
+	size_t nlisted;
 	extract_level ex;
 } level;
 
@@ -19,11 +26,10 @@ typedef struct chain {
 } chain;
 
 /*
- * The chain ending at backup name, full first, each level's Files read into its table. With
- * checks (delta restore, backup-verify) the tables hold sizes and checksums, and a lone full
- * backup's is read too; a restore of a lone full backup whole needs nothing of it.
+ * The chain ending at backup name, full first, each level's Files read into its table with
+ * sizes and checksums: every restore holds what it writes to them.
  */
-err_code load_chain(repo *r, const char *name, bool checks, chain *c);
+err_code load_chain(repo *r, const char *name, chain *c);
 void chain_free(chain *c);
 /* A level's Files, or NULL when it has no files_metadata.json. */
 const file_table *files_of(const level *l);

@@ -144,15 +144,21 @@ static bool verifying(const push_state *st, const walk_entry *e)
 		!str_has_suffix(e->member, "pg_internal.init");
 }
 
-/* An increment member, counted and paced like any file content. */
+/* An increment member, counted and paced like any file content; its own checksum in c. */
 static err_code pack_increment(push_state *st, part *p, const walk_entry *e, int fd,
-							   const uint32_t *blocks, uint32_t n, unsigned char *buf)
+							   const uint32_t *blocks, uint32_t n, unsigned char *buf, corrupt *c)
 {
 	tar_entry te = { .name = e->member, .type = TAR_FILE, .mode = e->st.st_mode & 07777,
 					 .mtime = e->st.st_mtim.tv_sec, .uid = e->st.st_uid, .gid = e->st.st_gid };
 	uint64_t member_size = delta_increment_size(n);
 	rate_take(st->disk, (size_t)n * PG_PAGE_SIZE);
-	TRY(delta_write_increment(p->tw, &te, fd, e->path, (uint64_t)e->st.st_size, blocks, n, buf));
+	hasher *h = hasher_new();
+	err_code rc = delta_write_increment(p->tw, &te, fd, e->path, (uint64_t)e->st.st_size, blocks,
+										n, buf, h);
+	if (rc == E_OK)
+		hasher_text(h, c->checksum);
+	hasher_free(h);
+	TRY(rc);
 	p->content += member_size;
 	__atomic_add_fetch(&st->read_bytes, (uint64_t)n * PG_PAGE_SIZE, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&st->uncompressed, member_size, __ATOMIC_RELAXED);
@@ -185,7 +191,7 @@ static err_code pack_file(push_state *st, part *p, const walk_entry *e, unsigned
 						PG_PAGE_SIZE)
 						verify_pages(st, e, fd, buf, PG_PAGE_SIZE,
 									 (uint64_t)blocks[i] * PG_PAGE_SIZE, c);
-			rc = pack_increment(st, p, e, fd, blocks, n, buf);
+			rc = pack_increment(st, p, e, fd, blocks, n, buf, c);
 		}
 		free(blocks);
 		if (rc != E_OK || usable) {
@@ -252,10 +258,16 @@ static err_code record(push_state *st, const walk_entry *e, delta_kind kind, cor
 	if (frame >= 0)
 		json_object_set_new(rec, "FrameOffset", json_integer((json_int_t)frame));
 	/*
-	 * walc extension for delta restore (WAL-G ignores it): the whole content's checksum. A
-	 * skipped file has none here; delta restore takes the one of the backup that stored it.
+	 * walc extensions (WAL-G ignores them): the whole content's checksum, which restores and
+	 * delta restore check; a skipped file has none here (delta restore takes the one of the
+	 * backup that stored it). An increment's is of its own stored bytes (IncrementChecksum):
+	 * the pages it leaves out are the base's copies, checked at the base's own level, and a
+	 * sum of the file as read now would not match base + increment (a page can change without
+	 * its LSN moving, hint bits).
 	 */
-	if (c->checksum[0] != '\0' && S_ISREG(e->st.st_mode)) {
+	if (c->checksum[0] != '\0' && kind == DELTA_INCREMENT) {
+		json_object_set_new(rec, "IncrementChecksum", json_string(c->checksum));
+	} else if (c->checksum[0] != '\0' && S_ISREG(e->st.st_mode)) {
 		json_object_set_new(rec, "Checksum", json_string(c->checksum));
 		json_object_set_new(rec, "Size", json_integer((json_int_t)e->st.st_size));
 	}

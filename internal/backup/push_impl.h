@@ -41,6 +41,20 @@ typedef enum delta_kind { DELTA_WHOLE, DELTA_INCREMENT, DELTA_SKIP } delta_kind;
 err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d);
 err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn);
 void delta_free(delta_base *d);
+
+/*
+ * backup name's sentinel s against what PostgreSQL recorded in the backup itself (crosscheck.c):
+ * the start LSN against backup_label's START WAL LOCATION, the name's timeline against its
+ * START TIMELINE (and the start segment), the system identifier against pg_control, the
+ * finish LSN against the STOP WAL LOCATION of the .backup history file in wal_005 (when there
+ * is one), all three against metadata.json. fn(arg, object, what) for each disagreement and
+ * each record that cannot be read; only a cancellation is returned. A record the configured
+ * key cannot decrypt (OpenPGP without a usable secret key) is left unchecked: *locked (when
+ * not NULL) says why, or is NULL. seg_size: the WAL segment size.
+ */
+typedef void (*crosscheck_fn)(void *arg, const char *object, const char *what);
+err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, uint64_t seg_size,
+						   crosscheck_fn fn, void *arg, char **locked);
 /*
  * The base's table, filled from catalog_files_each (a catalog_file_fn taking d), then
  * finished once every entry is in; a name recorded twice is never skipped.
@@ -65,11 +79,14 @@ err_code delta_scan(int fd, const char *path, uint64_t size, uint64_t since_lsn,
 uint64_t delta_increment_size(uint32_t n);
 /*
  * Writes one increment member (reference §8.3) for the pages `blocks` of fd: te gives the
- * name, mode and times; its type and size are set here. buf holds at least one page.
+ * name, mode and times; its type and size are set here. buf holds at least one page. h (or
+ * NULL) hashes the member's bytes as written: its IncrementChecksum.
  */
 err_code delta_write_increment(tar_writer *tw, tar_entry *te, int fd, const char *path,
 							   uint64_t file_size, const uint32_t *blocks, uint32_t n,
-							   unsigned char *buf);
+							   unsigned char *buf, hasher *h);
+/* Part of an increment member's content: written, and hashed into h (or NULL). */
+err_code delta_put(tar_writer *tw, hasher *h, const void *buf, size_t len);
 
 /* One file or directory found by the walker, sent to a packer. */
 typedef struct walk_entry {
@@ -232,6 +249,8 @@ err_code incr_conv_write(incr_conv *c, tar_writer *tw, const void *buf, size_t l
 err_code incr_conv_end(incr_conv *c, tar_writer *tw);
 /* The increment member's size (once begun). */
 uint64_t incr_conv_stored(const incr_conv *c);
+/* The checksum of the increment member's bytes (once ended): its IncrementChecksum. */
+void incr_conv_sum(incr_conv *c, char out[HASH_TEXT_LEN + 1]);
 void incr_conv_free(incr_conv *c);
 
 #endif

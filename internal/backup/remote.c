@@ -130,8 +130,11 @@ static err_code rm_entry_end(void *ctx)
 		namelist_add(&rm->p.members, rm->member);
 	if (strcmp(rm->member, "/") != 0) {
 		json_t *rec = file_record(&rm->sb, rm->inc ? DELTA_INCREMENT : DELTA_WHOLE);
-		if (rm->hash != NULL) {
-			char sum[HASH_TEXT_LEN + 1];
+		char sum[HASH_TEXT_LEN + 1];
+		if (rm->inc != NULL) { /* as pack.c's record(): the increment's own bytes */
+			incr_conv_sum(rm->inc, sum);
+			json_object_set_new(rec, "IncrementChecksum", json_string(sum));
+		} else if (rm->hash != NULL) {
 			hasher_text(rm->hash, sum);
 			json_object_set_new(rec, "Checksum", json_string(sum));
 			json_object_set_new(rec, "Size", json_integer((json_int_t)rm->sb.st_size));

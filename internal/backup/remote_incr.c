@@ -15,6 +15,7 @@
 
 struct incr_conv {
 	pg_incr *parser;
+	hasher *h; /* of the increment member's bytes: its IncrementChecksum */
 	tar_entry te; /* name borrowed from the caller until the header is written */
 	uint32_t *zero;	 /* blocks past the truncation length the server did not send */
 	uint32_t nzero;
@@ -26,6 +27,7 @@ incr_conv *incr_conv_new(uint64_t member_size, const tar_entry *te)
 {
 	incr_conv *c = xcalloc(1, sizeof(*c));
 	c->parser = pg_incr_new(member_size);
+	c->h = hasher_new();
 	c->te = *te;
 	return c;
 }
@@ -35,6 +37,7 @@ void incr_conv_free(incr_conv *c)
 	if (c == NULL)
 		return;
 	pg_incr_free(c->parser);
+	hasher_free(c->h);
 	free(c->zero);
 	free(c);
 }
@@ -72,10 +75,10 @@ static err_code begin_member(incr_conv *c, tar_writer *tw)
 	c->te.size = delta_increment_size(n + c->nzero);
 	TRY(tar_writer_begin(tw, &c->te));
 	c->begun = true;
-	TRY(tar_writer_write(tw, head, sizeof(head)));
+	TRY(delta_put(tw, c->h, head, sizeof(head)));
 	for (uint32_t i = 0; i < n + c->nzero; i++) {
 		uint32_t le = htole32(i < n ? b[i] : c->zero[i - n]);
-		TRY(tar_writer_write(tw, &le, 4));
+		TRY(delta_put(tw, c->h, &le, 4));
 	}
 	c->pages_left = (uint64_t)n * PG_PAGE_SIZE;
 	return E_OK;
@@ -96,7 +99,7 @@ err_code incr_conv_write(incr_conv *c, tar_writer *tw, const void *buf, size_t l
 	if (len > c->pages_left)
 		return err_set(E_CORRUPT, "incremental file longer than its header says");
 	c->pages_left -= len;
-	return len ? tar_writer_write(tw, p, len) : E_OK;
+	return len ? delta_put(tw, c->h, p, len) : E_OK;
 }
 
 err_code incr_conv_end(incr_conv *c, tar_writer *tw)
@@ -105,8 +108,13 @@ err_code incr_conv_end(incr_conv *c, tar_writer *tw)
 	if (!c->begun || c->pages_left != 0)
 		return err_set(E_CORRUPT, "incremental file ended early");
 	for (uint32_t i = 0; i < c->nzero; i++)
-		TRY(tar_writer_write(tw, zero_page, sizeof(zero_page)));
+		TRY(delta_put(tw, c->h, zero_page, sizeof(zero_page)));
 	return tar_writer_end(tw);
+}
+
+void incr_conv_sum(incr_conv *c, char out[HASH_TEXT_LEN + 1])
+{
+	hasher_text(c->h, out);
 }
 
 uint64_t incr_conv_stored(const incr_conv *c)

@@ -90,7 +90,7 @@ typedef struct vlevel {
 	const level *l;
 	const level *base; /* the level l is a delta of; NULL for a full */
 	const file_table *files;
-	unsigned char *seen; /* per record of files: a partition read holds it (atomic) */
+	held held; /* what the partitions read held */
 	bool checksums;
 	unsigned char control[CONTROL_READ];
 	size_t control_len;
@@ -102,10 +102,6 @@ typedef struct checker {
 	const char *key;
 	char *name;
 	member_kind kind;
-	uint64_t size;
-	file_rec rec;
-	bool listed; /* rec holds the member's Files entry */
-	hasher *h;
 	bool paged;
 	bool control; /* global/pg_control: keep its first bytes */
 	uint32_t first_block;
@@ -122,40 +118,35 @@ static err_code ck_begin(void *ctx, const tar_entry *e, const char *rel, member_
 	vrun *v = c->vl->v;
 	free(c->name);
 	c->name = xstrdup(e->name);
-	c->listed = file_table_find(c->vl->files, e->name, &c->rec);
-	if (c->listed)
-		__atomic_store_n(&c->vl->seen[c->rec.idx], 1, __ATOMIC_RELAXED);
 	*take = kind != MEMBER_DIR;
 	if (!*take)
 		return E_OK;
 	__atomic_add_fetch(&v->files, 1, __ATOMIC_RELAXED);
 	c->kind = kind;
-	c->size = e->size;
 	c->page_len = 0;
 	c->bad_pages = 0;
 	c->control = strcmp(rel, "global/pg_control") == 0;
 	c->first_block = pg_relation_first_block(e->name);
-	if (kind == MEMBER_INCREMENT) {
-		c->paged = true;
-	} else {
-		c->paged = delta_is_paged(e->name, e->size) && !str_has_suffix(e->name, "pg_internal.init");
-		hasher_free(c->h);
-		c->h = hasher_new();
-	}
+	c->paged = kind == MEMBER_INCREMENT ||
+		(delta_is_paged(e->name, e->size) && !str_has_suffix(e->name, "pg_internal.init"));
+	return E_OK;
+}
+
+/* The member reader holds each file to its size and checksum; a difference is a problem. */
+static err_code ck_mismatch(void *ctx, const char *member, const char *what)
+{
+	checker *c = ctx;
+	problem(c->vl->v, c->key, member, -1, "%s", what);
 	return E_OK;
 }
 
 static err_code ck_increment(void *ctx, uint64_t file_size, uint32_t npages,
 							 const uint32_t *blocks)
 {
-	checker *c = ctx;
+	(void)ctx;
+	(void)file_size;
 	(void)npages;
 	(void)blocks;
-	const file_sum *fs = c->listed ? file_table_sum(c->vl->files, &c->rec) : NULL;
-	if (fs != NULL && (c->rec.flags & FILE_SIZE) && fs->size != file_size)
-		problem(c->vl->v, c->key, c->name, -1,
-				"increment is of a %llu-byte file, files_metadata.json says %llu",
-				(unsigned long long)file_size, (unsigned long long)fs->size);
 	return E_OK;
 }
 
@@ -177,8 +168,6 @@ static err_code ck_data(void *ctx, uint64_t offset, const void *buf, size_t len)
 	checker *c = ctx;
 	const unsigned char *p = buf;
 	progress(c->vl->v, len);
-	if (c->h != NULL && c->kind == MEMBER_FILE)
-		hasher_update(c->h, buf, len);
 	if (c->control && offset < CONTROL_READ) {
 		size_t n = CONTROL_READ - offset < len ? (size_t)(CONTROL_READ - offset) : len;
 		memcpy(c->vl->control + offset, p, n);
@@ -218,30 +207,10 @@ static err_code ck_end(void *ctx)
 	if (c->bad_pages > PROBLEMS_PER_FILE)
 		problem(v, c->key, c->name, -1, "%u bad pages in all (the first %d listed)",
 				c->bad_pages, PROBLEMS_PER_FILE);
-	if (c->kind != MEMBER_FILE)
-		return E_OK;
-	const file_rec *f = &c->rec;
-	const file_sum *fs = c->listed ? file_table_sum(c->vl->files, f) : NULL;
-	if (fs == NULL)
-		return E_OK;
-	if ((f->flags & FILE_SIZE) && fs->size != c->size)
-		problem(v, c->key, c->name, -1, "%llu bytes, files_metadata.json says %llu",
-				(unsigned long long)c->size, (unsigned long long)fs->size);
-	char got[HASH_TEXT_LEN + 1], want[HASH_TEXT_LEN + 1];
-	hasher_text(c->h, got);
-	if (f->flags & FILE_SUM) {
-		hash_text_format(fs->sum, want);
-		if (strcmp(want, got) != 0)
-			problem(v, c->key, c->name, -1, "content is %s, files_metadata.json says %s", got,
-					want);
-	} else if (f->flags & FILE_SUM_OTHER) {
-		problem(v, c->key, c->name, -1,
-				"content is %s, files_metadata.json's Checksum is not an xxh3-128 sum", got);
-	}
 	return E_OK;
 }
 
-static const member_ops check_ops = { ck_begin, ck_increment, ck_data, ck_end };
+static const member_ops check_ops = { ck_begin, ck_increment, ck_data, ck_end, ck_mismatch };
 
 /* One object: decode and check it all; a failure of the stream is a problem of the object. */
 static err_code verify_object(void *arg, const char *key)
@@ -251,12 +220,11 @@ static err_code verify_object(void *arg, const char *key)
 	c->vl = vl;
 	c->key = key;
 	log_debug("verifying %s", key);
-	err_code rc = repo_get(vl->r, key, member_reader_new(&check_ops, c, vl->files));
+	err_code rc = repo_get(vl->r, key, member_reader_new(&check_ops, c, vl->files, &vl->held));
 	__atomic_add_fetch(&vl->v->objects, 1, __ATOMIC_RELAXED);
 	if (rc != E_OK && rc != E_CANCELLED)
 		problem(vl->v, key, c->name, -1, "%s", err_msg());
 	free(c->name);
-	hasher_free(c->h);
 	free(c);
 	err_clear();
 	return rc == E_CANCELLED ? rc : E_OK;
@@ -276,13 +244,13 @@ static void mark_seen(vlevel *vl, const char *member)
 {
 	file_rec f;
 	if (file_table_find(vl->files, member, &f))
-		vl->seen[f.idx] = 1;
+		vl->held.files[f.idx] = 1;
 }
 
 /* f: the member's entry, NULL when Files does not list it */
 static bool rec_seen(const vlevel *vl, const file_rec *f)
 {
-	return f == NULL || (f->flags & FILE_SKIPPED) || vl->seen[f->idx];
+	return f == NULL || (f->flags & FILE_SKIPPED) || vl->held.files[f->idx];
 }
 
 static bool was_seen(const vlevel *vl, const char *member)
@@ -376,15 +344,22 @@ static err_code check_listed(vlevel *vl, const level_parts *lp)
 	return rc;
 }
 
-static err_code verify_level(repo *r, vrun *v, const level *l, const level *base, int concurrency)
+static void crosscheck_problem(void *arg, const char *object, const char *what)
 {
+	problem(arg, object, NULL, -1, "%s", what);
+}
+
+static err_code verify_level(repo *r, const backup_verify_options *o, vrun *v, const level *l,
+							 const level *base)
+{
+	int concurrency = o->concurrency;
 	vlevel *vl = xcalloc(1, sizeof(*vl));
 	vl->v = v;
 	vl->r = r;
 	vl->l = l;
 	vl->base = base;
 	vl->files = files_of(l);
-	vl->seen = xcalloc(vl->files ? vl->files->n + 1 : 1, 1);
+	vl->held.files = xcalloc(vl->files ? vl->files->n + 1 : 1, 1);
 	level_parts lp;
 	err_code rc = level_parts_list(r, l->name, &lp);
 	if (rc != E_OK)
@@ -411,9 +386,12 @@ static err_code verify_level(repo *r, vrun *v, const level *l, const level *base
 		rc = parts_run(lp.keys, lp.n, concurrency, verify_object, vl);
 	if (rc == E_OK && vl->files != NULL)
 		rc = check_listed(vl, &lp);
+	/* The sentinel's LSNs and identity: what the next delta push builds on. */
+	if (rc == E_OK)
+		rc = backup_crosscheck(r, l->name, &l->s, o->seg_size, crosscheck_problem, v, NULL);
 	level_parts_free(&lp);
 out:
-	free(vl->seen);
+	free(vl->held.files);
 	free(vl);
 	return rc;
 }
@@ -507,7 +485,7 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 	v->backup = name;
 	v->objects = v->files = v->pages = v->wal_segments = v->done = v->total = 0;
 	v->started = v->last_log = time(NULL);
-	err_code rc = load_chain(r, name, true, &c);
+	err_code rc = load_chain(r, name, &c);
 	if (rc != E_OK) {
 		/* A chain that cannot be read is this backup's problem, not the end of --all. */
 		if (rc == E_CANCELLED)
@@ -527,7 +505,7 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 				 "a volume snapshot): its WAL is checked",
 				 name);
 	for (size_t i = 0; rc == E_OK && !meta_only && i < c.n; i++)
-		rc = verify_level(r, v, &c.lv[i], i > 0 ? &c.lv[i - 1] : NULL, o->concurrency);
+		rc = verify_level(r, o, v, &c.lv[i], i > 0 ? &c.lv[i - 1] : NULL);
 	if (rc == E_OK)
 		rc = verify_wal(r, o, v, &c.lv[c.n - 1]);
 	if (rc != E_OK)

@@ -148,8 +148,13 @@ sink *catalog_files_sink_new(const char *what, catalog_file_fn fn, catalog_set_f
 #define FILE_SKIPPED 0x02u	   /* IsSkipped: unchanged since the base, stored there */
 #define FILE_FRAME 0x04u	   /* frame holds FrameOffset */
 #define FILE_SIZE 0x08u		   /* Size is recorded */
-#define FILE_SUM 0x10u		   /* Checksum is recorded, an xxh3-128 text */
-#define FILE_SUM_OTHER 0x20u   /* Checksum is some other text: a whole-file sum never matches */
+/*
+ * The entry's checksum is recorded as an xxh3-128 text: a whole file's Checksum, or an
+ * increment's IncrementChecksum (walc's, of the member's stored bytes: header, block list,
+ * pages), which the entry of an increment reads in place of Checksum.
+ */
+#define FILE_SUM 0x10u
+#define FILE_SUM_OTHER 0x20u /* that checksum is some other text: no content ever matches it */
 #define FILE_SUMMED (FILE_SIZE | FILE_SUM | FILE_SUM_OTHER) /* entries with a file_sum */
 
 /* One entry, as a lookup gives it. */
@@ -181,6 +186,9 @@ typedef struct file_table {
  * object, a flag is not true or false, or a name is listed twice.
  */
 err_code catalog_file_table(repo *r, const char *backup, bool sums, file_table *out);
+/* The same, with set_fn(arg, ...) called for TarFileSets in the same read (catalog_files_each). */
+err_code catalog_file_table_sets(repo *r, const char *backup, bool sums, file_table *out,
+								 catalog_set_fn set_fn, void *arg);
 /* The same steps for bytes from elsewhere: file_table_add per entry, then file_table_end. */
 err_code file_table_add(void *table, const char *name, const json_t *rec);
 err_code file_table_end(file_table *t, const char *what);

@@ -49,7 +49,9 @@ err_code file_table_add(void *table, const char *name, const json_t *rec)
 		fs.size = (uint64_t)json_integer_value(size);
 		flags |= FILE_SIZE;
 	}
-	const json_t *sum = catalog_json_get(rec, "Checksum");
+	/* an increment's pages alone say nothing of the whole file: its sum is its own */
+	const json_t *sum =
+		catalog_json_get(rec, (flags & FILE_INCREMENTED) ? "IncrementChecksum" : "Checksum");
 	if (json_is_string(sum))
 		flags |= hash_text_parse(json_string_value(sum), fs.sum) ? FILE_SUM : FILE_SUM_OTHER;
 	if (t->recs == NULL)
@@ -83,6 +85,8 @@ err_code file_table_end(file_table *t, const char *what)
 typedef struct named_table {
 	file_table *t;
 	const char *what;
+	catalog_set_fn set_fn; /* the caller's, with its own argument */
+	void *set_arg;
 } named_table;
 
 /* An entry's error names the object too (the scanner's own errors do already). */
@@ -93,13 +97,25 @@ static err_code add_named(void *arg, const char *name, const json_t *rec)
 	return rc == E_OK ? E_OK : err_wrap(rc, "%s", nt->what);
 }
 
+static err_code pass_set(void *arg, const char *part, const char *member)
+{
+	named_table *nt = arg;
+	return nt->set_fn(nt->set_arg, part, member);
+}
+
 err_code catalog_file_table(repo *r, const char *backup, bool sums, file_table *out)
+{
+	return catalog_file_table_sets(r, backup, sums, out, NULL, NULL);
+}
+
+err_code catalog_file_table_sets(repo *r, const char *backup, bool sums, file_table *out,
+								 catalog_set_fn set_fn, void *arg)
 {
 	memset(out, 0, sizeof(*out));
 	out->keep_sums = sums;
 	char *what = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", backup);
-	named_table nt = { out, what };
-	err_code rc = catalog_files_each(r, backup, add_named, NULL, &nt);
+	named_table nt = { out, what, set_fn, arg };
+	err_code rc = catalog_files_each(r, backup, add_named, set_fn ? pass_set : NULL, &nt);
 	if (rc == E_OK)
 		rc = file_table_end(out, what);
 	free(what);

@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	tar_writer_free(tw);
 
-	sink *x = extract_sink_new(&lvl);
+	sink *x = extract_sink_new(&lvl, NULL);
 	if (sink_write(x, mb.data, mb.len) == E_OK)
 		(void)sink_finish(x);
 	sink_free(x);

@@ -5,7 +5,8 @@ usage: fault_hostile.py CASE REPO [ARG]
 
 Every repository holds the full backup FULL = base_000000010000000000000002 (minimal sentinel,
 no Version, so no files_metadata.json; pg_control.tar.zst with /global/pg_control of 8192
-bytes; tar_partitions/part_001.tar.zst), compressed with the zstd CLI. Cases:
+bytes; backup_label.tar.zst with a backup_label; tar_partitions/part_001.tar.zst), compressed
+with the zstd CLI. Cases:
 
   big MB        FULL's part holds /PG_VERSION and /base/1/big: MB MiB of incompressible data
                 (ARG: MB), for restores into a full disk
@@ -220,6 +221,8 @@ def put_backup(repo, name, sentinel, part, files_meta=None, metadata=None):
     tp = os.path.join(base, name, "tar_partitions")
     write(os.path.join(tp, "pg_control.tar.zst"),
           zstd(tar_of([("/global", None), ("/global/pg_control", b"\0" * PAGE)])))
+    write(os.path.join(tp, "backup_label.tar.zst"),
+          zstd(tar_of([("backup_label", b"START WAL LOCATION: 0/2000028 (file 000000010000000000000002)\n")])))
     write(os.path.join(tp, "part_001.tar.zst"), zstd(part))
     if files_meta is not None:
         write(os.path.join(base, name, "files_metadata.json"), files_meta)

@@ -2,7 +2,8 @@
 # backup-fetch against hostile and broken tar partitions.
 #
 # Each case is a fresh file repository holding one backup base_000000010000000000000002: a
-# minimal sentinel (no Version, so no files_metadata.json is needed), a valid pg_control.tar.zst
+# minimal sentinel (no Version, so no files_metadata.json is needed), a backup_label.tar.zst
+# (every backup has its backup_label: a restore without one is refused), a valid pg_control.tar.zst
 # (/global/pg_control, 8192 zero bytes) and tar_partitions/part_001.tar.zst built by
 # backup_hostile.py (Python's tarfile) and compressed with the zstd CLI:
 #   ok         benign members: backup-fetch succeeds (the fixture itself is sound)
@@ -56,6 +57,9 @@ with tarfile.open(sys.argv[2], "w", format=tarfile.PAX_FORMAT) as tf:
         tf.addfile(ti, f)
 EOF
 	zstd -q -c "$T/work/pg_control.tar" >"$tp/pg_control.tar.zst"
+	printf 'START WAL LOCATION: 0/2000028 (file 000000010000000000000002)\n' >"$T/work/backup_label"
+	tar -C "$T/work" -cf "$T/work/backup_label.tar" backup_label
+	zstd -q -f -c "$T/work/backup_label.tar" >"$tp/backup_label.tar.zst"
 	case $c in
 	trunc-zstd)
 		"$PY" "$IT_DIR/backup_hostile.py" ok "$T/work/part.tar"

@@ -2,7 +2,8 @@
 # WAL-G restores what walc wrote: a cluster archives with walc wal-push (zstd, libsodium key)
 # and walc takes a full and a delta backup-push; WAL-G v3.0.9 lists both, restores the chain
 # with backup-fetch LATEST and recovers with wal-fetch as restore_command, and the restored
-# cluster's normalized pg_dumpall equals the source's after its last archived write.
+# cluster's normalized pg_dumpall equals the source's after its last archived write. The delta's
+# increments carry walc's IncrementChecksum, a key WAL-G ignores.
 #
 # Needs the WAL-G binary: $WALC_WALG, default <repo>/../shared/tools/wal-g (walc's developers
 # have it there; it is not part of walc). Without it the test prints "skipped: ..." and passes.
@@ -21,6 +22,9 @@ as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -n -t 300 -c 2 postgres >"
 	{ cat "$T/log/pgbench.log" >&2; fail "pgbench"; }
 delta=$(push)
 [[ $delta == *_D_${full:5:24} ]] || fail "the second backup must be a delta of $full: $delta"
+# walc's own keys in the delta's Files (IncrementChecksum, Checksum, Size), which WAL-G must ignore
+incs=$(grep -o '"IncrementChecksum":"xxh3-128:[0-9a-f]*"' "$T/repo/basebackups_005/$delta/files_metadata.json" | wc -l)
+[ "$incs" -gt 0 ] || fail "the delta records no IncrementChecksum"
 sql "UPDATE after_full SET v = v || '-after-delta' WHERE id % 3 = 0; CREATE TABLE marker AS SELECT 'after the delta'::text AS note"
 last=$(switch_wal "$PORT")
 wait_archived "$SRC" "$last" 120

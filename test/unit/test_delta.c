@@ -8,13 +8,17 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <endian.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "test/unit/unit.h"
+
 #include "internal/backup/extract.h"
 #include "internal/backup/push_impl.h"
+#include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 
 /* A valid heap-page header with the given LSN; the body is a recognisable pattern. */
@@ -74,8 +78,9 @@ static void test_scan_and_golden_increment(void **state)
 	tar_writer *tw = tar_writer_new(membuf_sink_new(&mb));
 	unsigned char buf[PG_PAGE_SIZE];
 	tar_entry te = { .name = "/base/5/16384", .mode = 0600 };
-	assert_int_equal(delta_write_increment(tw, &te, fd, path, 6 * PG_PAGE_SIZE, blocks, n, buf),
-					 E_OK);
+	hasher *h = hasher_new();
+	assert_int_equal(
+		delta_write_increment(tw, &te, fd, path, 6 * PG_PAGE_SIZE, blocks, n, buf, h), E_OK);
 	assert_int_equal(tar_writer_finish(tw), E_OK);
 	size_t want_len = 16 + 4 * 4 + 4 * PG_PAGE_SIZE;
 	assert_int_equal(te.size, want_len);
@@ -94,6 +99,14 @@ static void test_scan_and_golden_increment(void **state)
 	/* Content follows the 512-byte header. */
 	assert_true(mb.len >= 512 + want_len);
 	assert_memory_equal(mb.data + 512, want, want_len);
+	/* IncrementChecksum: of exactly the member's stored bytes, header and block list too. */
+	uint64_t v[2];
+	char got[HASH_TEXT_LEN + 1], expect[HASH_TEXT_LEN + 1];
+	hash128(want, want_len, v);
+	hash_text_format(v, expect);
+	hasher_text(h, got);
+	assert_string_equal(got, expect);
+	hasher_free(h);
 	free(want);
 	free(blocks);
 	free(mb.data);
@@ -326,11 +339,15 @@ static err_code rec_end(void *ctx)
 	return E_OK;
 }
 
-static const member_ops rec_ops = { rec_begin, rec_increment, rec_data, rec_end };
+static const member_ops rec_ops = { rec_begin, rec_increment, rec_data, rec_end, NULL };
 
-static void test_member_reader(void **state)
+/*
+ * The partition the member-reader tests read: a directory, two small files, a backup_label and
+ * an increment of pages 1 and 2 of a 3-page relation whose page 0 is older ('a', 'b', 'c');
+ * h (or NULL) hashes the increment member's bytes.
+ */
+static void member_tar(membuf *mb, hasher *h)
 {
-	(void)state;
 	unsigned char *pages = xcalloc(3, PG_PAGE_SIZE);
 	make_page(pages, 0x100, 'a');
 	make_page(pages + PG_PAGE_SIZE, 0x300, 'b');
@@ -339,25 +356,38 @@ static void test_member_reader(void **state)
 	int fd = open(path, O_RDONLY);
 	uint32_t blocks[2] = { 1, 2 };
 	unsigned char buf[PG_PAGE_SIZE];
-
-	membuf mb = { 0 };
-	tar_writer *tw = tar_writer_new(membuf_sink_new(&mb));
-	tar_entry dir = { .name = "/base", .type = TAR_DIR, .mode = 0700 };
-	tar_entry file = { .name = "/PG_VERSION", .type = TAR_FILE, .size = 3, .mode = 0600 };
-	tar_entry skip = { .name = "/skipped", .type = TAR_FILE, .size = 2, .mode = 0600 };
+	static const struct {
+		tar_entry e;
+		const char *data;
+	} small[] = {
+		{ { .name = "/base", .type = TAR_DIR, .mode = 0700 }, NULL },
+		{ { .name = "/PG_VERSION", .type = TAR_FILE, .size = 3, .mode = 0600 }, "15\n" },
+		{ { .name = "/skipped", .type = TAR_FILE, .size = 2, .mode = 0600 }, "xx" },
+		{ { .name = "backup_label", .type = TAR_FILE, .size = 1, .mode = 0600 }, "x" },
+	};
+	tar_writer *tw = tar_writer_new(membuf_sink_new(mb));
+	for (size_t i = 0; i < sizeof(small) / sizeof(*small); i++) {
+		assert_int_equal(tar_writer_begin(tw, &small[i].e), E_OK);
+		if (small[i].data != NULL)
+			assert_int_equal(tar_writer_write(tw, small[i].data, small[i].e.size), E_OK);
+		assert_int_equal(tar_writer_end(tw), E_OK);
+	}
 	tar_entry inc = { .name = "/base/5/16384", .mode = 0600 };
-	assert_int_equal(tar_writer_begin(tw, &dir), E_OK);
-	assert_int_equal(tar_writer_end(tw), E_OK);
-	assert_int_equal(tar_writer_begin(tw, &file), E_OK);
-	assert_int_equal(tar_writer_write(tw, "15\n", 3), E_OK);
-	assert_int_equal(tar_writer_end(tw), E_OK);
-	assert_int_equal(tar_writer_begin(tw, &skip), E_OK);
-	assert_int_equal(tar_writer_write(tw, "xx", 2), E_OK);
-	assert_int_equal(tar_writer_end(tw), E_OK);
-	assert_int_equal(delta_write_increment(tw, &inc, fd, path, 3 * PG_PAGE_SIZE, blocks, 2, buf),
-					 E_OK);
+	assert_int_equal(
+		delta_write_increment(tw, &inc, fd, path, 3 * PG_PAGE_SIZE, blocks, 2, buf, h), E_OK);
 	assert_int_equal(tar_writer_finish(tw), E_OK);
 	tar_writer_free(tw);
+	close(fd);
+	unlink(path);
+	free(path);
+	free(pages);
+}
+
+static void test_member_reader(void **state)
+{
+	(void)state;
+	membuf mb = { 0 };
+	member_tar(&mb, NULL);
 
 	json_t *inc_rec = json_pack("{s:b}", "IsIncremented", 1);
 	file_table ft = { 0 };
@@ -366,16 +396,17 @@ static void test_member_reader(void **state)
 	json_decref(inc_rec);
 	const file_table *files = &ft;
 	seen s = { 0 };
-	sink *r = member_reader_new(&rec_ops, &s, files);
+	sink *r = member_reader_new(&rec_ops, &s, files, NULL);
 	assert_int_equal(sink_write(r, mb.data, mb.len), E_OK);
 	assert_int_equal(sink_finish(r), E_OK);
 	sink_free(r);
 	assert_string_equal(s.log, "begin /base base 0;"
 							   "begin /PG_VERSION PG_VERSION 1;@0;end;"
 							   "begin /skipped skipped 1;"
+							   "begin backup_label backup_label 1;@0;end;"
 							   "begin /base/5/16384 base/5/16384 2;inc 24576 2 first 1;"
 							   "@8192;@16384;end;");
-	assert_int_equal(s.bytes, 3 + 2 * PG_PAGE_SIZE);
+	assert_int_equal(s.bytes, 3 + 1 + 2 * PG_PAGE_SIZE);
 
 	/* The same increment cut short: the header's page count and the member disagree. */
 	const unsigned char *magic = memmem(mb.data, mb.len, "wi1\x55", 4);
@@ -384,13 +415,13 @@ static void test_member_reader(void **state)
 	memcpy(hostile, mb.data, mb.len);
 	hostile[(size_t)(magic - mb.data) + 12] = 3; /* claims 3 pages */
 	memset(&s, 0, sizeof(s));
-	r = member_reader_new(&rec_ops, &s, files);
+	r = member_reader_new(&rec_ops, &s, files, NULL);
 	assert_int_equal(sink_write(r, hostile, mb.len), E_CORRUPT);
 	assert_non_null(strstr(err_msg(), "/base/5/16384: increment of 3 pages needs"));
 	sink_free(r);
 	/* Without IsIncremented in Files the member is a plain file. */
 	memset(&s, 0, sizeof(s));
-	r = member_reader_new(&rec_ops, &s, NULL);
+	r = member_reader_new(&rec_ops, &s, NULL, NULL);
 	assert_int_equal(sink_write(r, mb.data, mb.len), E_OK);
 	assert_int_equal(sink_finish(r), E_OK);
 	sink_free(r);
@@ -399,10 +430,248 @@ static void test_member_reader(void **state)
 	free(hostile);
 	file_table_free(&ft);
 	free(mb.data);
-	close(fd);
-	unlink(path);
-	free(path);
-	free(pages);
+}
+
+/* A Files table with sizes and checksums, from JSON text {"name": {...}, ...}. */
+static void files_from(file_table *t, const char *json)
+{
+	json_error_t jerr;
+	json_t *doc = json_loads(json, 0, &jerr);
+	assert_non_null(doc);
+	memset(t, 0, sizeof(*t));
+	t->keep_sums = true;
+	const char *name;
+	json_t *rec;
+	json_object_foreach(doc, name, rec)
+	{
+		assert_int_equal(file_table_add(t, name, rec), E_OK);
+	}
+	assert_int_equal(file_table_end(t, "unit"), E_OK);
+	json_decref(doc);
+}
+
+/* The mismatch callback of a checker that reports and goes on (backup-verify's way). */
+static err_code rec_mismatch(void *ctx, const char *member, const char *what)
+{
+	seen *s = ctx;
+	size_t n = strlen(s->log);
+	snprintf(s->log + n, sizeof(s->log) - n, "MISMATCH %s: %s;", member, what);
+	return E_OK;
+}
+
+static const member_ops report_ops = { rec_begin, rec_increment, rec_data, rec_end, rec_mismatch };
+
+/* Reads tar bytes with files; returns the reader's result, held and log in h and s. */
+static err_code read_with(const membuf *tar, const file_table *files, const member_ops *ops,
+						  seen *s, held *h)
+{
+	memset(s, 0, sizeof(*s));
+	if (h != NULL) {
+		free(h->files);
+		h->files = xcalloc(files->n + 1, 1);
+		h->label = false;
+	}
+	sink *r = member_reader_new(ops, s, files, h);
+	err_code rc = sink_write(r, tar->data, tar->len);
+	if (rc == E_OK)
+		rc = sink_finish(r);
+	sink_free(r);
+	return rc;
+}
+
+/*
+ * Each member taken is held to its Files entry as it passes: a whole file's Size and Checksum,
+ * an increment's IncrementChecksum (of its stored bytes); the stream fails naming the member,
+ * or a reporting checker hears of it and the stream goes on. What the partition held is marked.
+ */
+static void test_member_checks(void **state)
+{
+	(void)state;
+	membuf mb = { 0 };
+	hasher *h = hasher_new();
+	member_tar(&mb, h);
+	char inc_sum[HASH_TEXT_LEN + 1], pgv_sum[HASH_TEXT_LEN + 1], other[HASH_TEXT_LEN + 1];
+	hasher_text(h, inc_sum);
+	hasher_free(h);
+	uint64_t v[2];
+	hash128("15\n", 3, v);
+	hash_text_format(v, pgv_sum);
+	hash128("16\n", 3, v);
+	hash_text_format(v, other);
+
+	char *json = xasprintf("{\"/PG_VERSION\": {\"Size\": 3, \"Checksum\": \"%s\"},"
+						   " \"/base/5/16384\": {\"IsIncremented\": true,"
+						   " \"IncrementChecksum\": \"%s\"}, \"/gone\": {\"Size\": 1}}",
+						   pgv_sum, inc_sum);
+	file_table ft;
+	files_from(&ft, json);
+	free(json);
+	seen s;
+	held hd = { NULL, false };
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, &hd), E_OK);
+	file_rec f;
+	assert_true(file_table_find(&ft, "/PG_VERSION", &f) && hd.files[f.idx]);
+	assert_true(file_table_find(&ft, "/base/5/16384", &f) && hd.files[f.idx]);
+	assert_true(file_table_find(&ft, "/gone", &f) && !hd.files[f.idx]);
+	assert_true(hd.label);
+	file_table_free(&ft);
+
+	/* A whole file's checksum, then its size, disagree: the stream fails naming the file. */
+	json = xasprintf("{\"/PG_VERSION\": {\"Size\": 3, \"Checksum\": \"%s\"}}", other);
+	files_from(&ft, json);
+	free(json);
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "/PG_VERSION: content is xxh3-128:"));
+	assert_non_null(strstr(err_msg(), "files_metadata.json says xxh3-128:"));
+	/* backup-verify's way: reported, the stream goes on to its end */
+	assert_int_equal(read_with(&mb, &ft, &report_ops, &s, NULL), E_OK);
+	assert_non_null(strstr(s.log, "MISMATCH /PG_VERSION: content is"));
+	assert_non_null(strstr(s.log, "begin /base/5/16384"));
+	file_table_free(&ft);
+	files_from(&ft, "{\"/PG_VERSION\": {\"Size\": 4}}");
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "/PG_VERSION: 3 bytes, files_metadata.json says 4"));
+	file_table_free(&ft);
+	files_from(&ft, "{\"/PG_VERSION\": {\"Checksum\": \"md5:0123\"}}");
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "Checksum is not an xxh3-128 sum"));
+	file_table_free(&ft);
+
+	/* A flipped byte in the increment's pages: its own checksum catches it. */
+	json = xasprintf("{\"/base/5/16384\": {\"IsIncremented\": true, \"IncrementChecksum\": \"%s\"}}",
+					 inc_sum);
+	files_from(&ft, json);
+	free(json);
+	unsigned char fill[64];
+	memset(fill, 'c', sizeof(fill));
+	unsigned char *page_c = memmem(mb.data, mb.len, fill, sizeof(fill));
+	assert_non_null(page_c);
+	page_c[100] ^= 1;
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "/base/5/16384: increment is xxh3-128:"));
+	assert_non_null(strstr(err_msg(), "IncrementChecksum says"));
+	page_c[100] ^= 1;
+	file_table_free(&ft);
+	/* Entries that record nothing (WAL-G's) are taken as they are. */
+	files_from(&ft, "{\"/PG_VERSION\": {\"IsSkipped\": false},"
+					"\"/base/5/16384\": {\"IsIncremented\": true}}");
+	assert_int_equal(read_with(&mb, &ft, &rec_ops, &s, NULL), E_OK);
+	file_table_free(&ft);
+
+	err_clear();
+	free(hd.files);
+	free(mb.data);
+}
+
+/* A plain object of a file repository. */
+static void put_object(repo *r, const char *key, const void *data, size_t len)
+{
+	sink *s;
+	assert_int_equal(storage_put(r->st, key, &s), E_OK);
+	assert_int_equal(sink_write(s, data, len), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+}
+
+/* A tar object of one member. */
+static void put_tar(repo *r, const char *key, const char *member, const void *data, size_t len)
+{
+	membuf mb = { 0 };
+	tar_writer *tw = tar_writer_new(membuf_sink_new(&mb));
+	tar_entry e = { .name = member, .type = TAR_FILE, .size = len, .mode = 0600 };
+	assert_int_equal(tar_writer_begin(tw, &e), E_OK);
+	assert_int_equal(tar_writer_write(tw, data, len), E_OK);
+	assert_int_equal(tar_writer_end(tw), E_OK);
+	assert_int_equal(tar_writer_finish(tw), E_OK);
+	tar_writer_free(tw);
+	put_object(r, key, mb.data, mb.len);
+	free(mb.data);
+}
+
+static void collect(void *arg, const char *object, const char *what)
+{
+	seen *s = arg;
+	size_t n = strlen(s->log);
+	snprintf(s->log + n, sizeof(s->log) - n, "%s: %s;", object, what);
+}
+
+#define XNAME "base_000000010000000000000002"
+#define XDIR "basebackups_005/" XNAME "/tar_partitions/"
+
+/*
+ * The sentinel against the backup's own records: backup_label (with and without START
+ * TIMELINE, as PostgreSQL before 11 writes it), pg_control, the .backup history file (named by
+ * the label's start), metadata.json; absent records and a label the name disagrees with.
+ */
+static void test_crosscheck(void **state)
+{
+	(void)state;
+	char *root = unit_tmpdir();
+	repo r = { 0 };
+	r.codec = codec_by_name("none");
+	assert_int_equal(storage_fs_open(root, &r.st), E_OK);
+	const uint64_t seg = 16u << 20, sysid = 7000000000000000001ull;
+	backup_sentinel s = { .lsn = 0x2000028, .finish_lsn = 0x2000100, .have_system_id = true,
+						  .system_id = sysid };
+	seen got = { 0 };
+	/* nothing stored: both tar records are missing */
+	assert_int_equal(backup_crosscheck(&r, XNAME, &s, seg, collect, &got, NULL), E_OK);
+	assert_non_null(strstr(got.log, XDIR "backup_label.tar: missing"));
+	assert_non_null(strstr(got.log, XDIR "pg_control.tar: missing"));
+
+	const char *label = "START WAL LOCATION: 0/2000028 (file 000000010000000000000002)\n"
+						"CHECKPOINT LOCATION: 0/2000060\n";
+	put_tar(&r, XDIR "backup_label.tar", "backup_label", label, strlen(label));
+	unsigned char control[8192] = { 0 };
+	uint64_t le = htole64(sysid);
+	memcpy(control, &le, sizeof(le));
+	put_tar(&r, XDIR "pg_control.tar", "/global/pg_control", control, sizeof(control));
+	const char *hist = "START WAL LOCATION: 0/2000028 (file 000000010000000000000002)\n"
+					   "STOP WAL LOCATION: 0/2000100 (file 000000010000000000000002)\n";
+	put_object(&r, "wal_005/000000010000000000000002.00000028.backup", hist, strlen(hist));
+	const char *meta = "{\"start_lsn\": 33554472, \"finish_lsn\": 33554688, "
+					   "\"system_identifier\": 7000000000000000001}";
+	put_object(&r, "basebackups_005/" XNAME "/metadata.json", meta, strlen(meta));
+	memset(&got, 0, sizeof(got));
+	char *locked = NULL;
+	assert_int_equal(backup_crosscheck(&r, XNAME, &s, seg, collect, &got, &locked), E_OK);
+	assert_string_equal(got.log, "");
+	assert_null(locked);
+
+	/* every field of the sentinel moved: each disagreement said of the sentinel */
+	backup_sentinel moved = s;
+	moved.lsn += seg;
+	moved.finish_lsn += 8;
+	moved.system_id++;
+	assert_int_equal(backup_crosscheck(&r, XNAME, &moved, seg, collect, &got, NULL), E_OK);
+	const char *sen = "basebackups_005/" XNAME "_backup_stop_sentinel.json: ";
+	char want[256];
+	static const char *const needles[] = {
+		"start LSN 0/3000028, but backup_label says START WAL LOCATION 0/2000028",
+		"start LSN 0/3000028 is not in segment 000000010000000000000002 that the name gives",
+		"system identifier 7000000000000000002, but pg_control says 7000000000000000001",
+		"finish LSN 0/2000108, but wal_005/000000010000000000000002.00000028.backup says STOP "
+		"WAL LOCATION 0/2000100",
+		"start LSN 0/3000028, but basebackups_005/" XNAME "/metadata.json says start_lsn "
+		"0/2000028",
+	};
+	for (size_t i = 0; i < sizeof(needles) / sizeof(*needles); i++) {
+		snprintf(want, sizeof(want), "%s%s;", sen, needles[i]);
+		if (strstr(got.log, want) == NULL)
+			fail_msg("no \"%s\" in: %s", want, got.log);
+	}
+
+	/* a label whose START TIMELINE is not the name's */
+	const char *label2 = "START WAL LOCATION: 0/2000028 (file 000000010000000000000002)\n"
+						 "START TIMELINE: 2\n";
+	put_tar(&r, XDIR "backup_label.tar", "backup_label", label2, strlen(label2));
+	memset(&got, 0, sizeof(got));
+	assert_int_equal(backup_crosscheck(&r, XNAME, &s, seg, collect, &got, NULL), E_OK);
+	assert_non_null(strstr(got.log, "the name says timeline 1, but backup_label says START TIMELINE 2"));
+
+	storage_free(r.st);
+	assert_int_equal(unit_rmtree(root), 0);
+	free(root);
 }
 
 int main(void)
@@ -415,6 +684,8 @@ int main(void)
 		cmocka_unit_test(test_base_name_twice),
 		cmocka_unit_test(test_name_keys_many),
 		cmocka_unit_test(test_member_reader),
+		cmocka_unit_test(test_member_checks),
+		cmocka_unit_test(test_crosscheck),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

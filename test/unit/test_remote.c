@@ -194,17 +194,20 @@ static unsigned char *convert_apply(const unsigned char *f, size_t len, uint32_t
 	for (size_t off = 0; off < len; off += 1000)
 		assert_int_equal(incr_conv_write(c, tw, f + off, len - off < 1000 ? len - off : 1000), E_OK);
 	assert_int_equal(incr_conv_end(c, tw), E_OK);
+	char sum[HASH_TEXT_LEN + 1];
+	incr_conv_sum(c, sum);
 	incr_conv_free(c);
 	assert_int_equal(tar_writer_finish(tw), E_OK);
 	tar_writer_free(tw);
 
-	json_t *rec = json_pack("{s:b}", "IsIncremented", 1);
-	file_table files = { 0 };
+	/* IncrementChecksum, as remote.c records it: the extractor holds the member to it */
+	json_t *rec = json_pack("{s:b, s:s}", "IsIncremented", 1, "IncrementChecksum", sum);
+	file_table files = { .keep_sums = true };
 	assert_int_equal(file_table_add(&files, "/rel", rec), E_OK);
 	assert_int_equal(file_table_end(&files, "files"), E_OK);
 	json_decref(rec);
 	extract_level lvl = { .dest = dir, .files = &files, .backup = "unit" };
-	sink *x = extract_sink_new(&lvl);
+	sink *x = extract_sink_new(&lvl, NULL);
 	assert_int_equal(sink_write(x, mb.data, mb.len), E_OK);
 	assert_int_equal(sink_finish(x), E_OK);
 	sink_free(x);
