@@ -63,9 +63,12 @@ expect_rc 1 "a bad --timeout"
 assert_contains "$W_ERR" "--timeout" "the error names the option"
 
 walg_required
-seg=$(cd "$T/src/pg_wal" && ls | grep -E '^[0-9A-F]{24}$' | tail -n 1)
-[ -n "$seg" ] || fail "no segment left in the source's pg_wal"
-cp "$T/src/pg_wal/$seg" "$T/seg.copy"
+# a segment walc archived, put back in the stopped source's pg_wal for WAL-G's daemon to push
+seg=$(cd "$T/repo/wal_005" && ls | sed -n 's/^\([0-9A-F]\{24\}\)\..*/\1/p' | sort | tail -n 1)
+wrun WALG_FILE_PREFIX="$T/repo" -- wal-fetch "$seg" "$T/seg.copy"
+expect_rc 0 "wal-fetch of $seg from walc's repository"
+cp "$T/seg.copy" "$T/src/pg_wal/$seg"
+pg_own "$T/src/pg_wal/$seg"
 E=(WALG_FILE_PREFIX="$T/walg-repo" WALG_COMPRESSION_METHOD=lz4)
 mkdir -p "$T/walg-repo"
 pg_own "$T/walg-repo"

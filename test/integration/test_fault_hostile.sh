@@ -184,18 +184,22 @@ for c in meta-notjson meta-array meta-huge-numbers meta-types; do
 			fi
 			[ "$W_RC" = 0 ] || assert_contains "$W_ERR" metadata.json "$c: backup-list --detail $fmt"
 		else
-			expect_rc 1 "$c: backup-list --detail $fmt"
+			# one damaged metadata.json must not hide every other backup: listed, with a
+			# WARNING naming the object
+			expect_rc 0 "$c: backup-list --detail $fmt"
+			assert_contains "$W_ERR" "WARNING" "$c: backup-list --detail $fmt warns"
 			assert_contains "$W_ERR" "$FULL/metadata.json" "$c: backup-list --detail $fmt names the object"
+			assert_contains "$W_OUT" "$FULL" "$c: backup-list --detail $fmt still lists the backup"
 		fi
 	done
 	log "  $c: backup-list --detail exit $W_RC $(first_error)"
 done
-ok "hostile metadata.json: backup-list --detail exits 1 naming it (wrong field types: no crash)"
+ok "hostile metadata.json: backup-list --detail warns naming it and lists the backups (wrong field types: no crash)"
 
 # ---- names with path separators --------------------------------------------------------------------
 R=$T/repo-names
 mkdir -p "$R" "$T/names"
-head -c 16777216 /dev/zero >"$T/names/000000010000000000000001"
+fake_segment 000000010000000000000001 16777216 "$T/names/000000010000000000000001"
 wrun WALG_FILE_PREFIX="$R" -- wal-push "$T/names/000000010000000000000001"
 expect_rc 0 "wal-push of a benign segment"
 mkdir -p "$T/names/a/b"
