@@ -509,6 +509,8 @@ static err_code ex_end(void *ctx)
 		x->pending_final = x->final_path;
 		x->path = x->final_path = NULL;
 	}
+	if (rc == E_OK)
+		progress_add(x->lvl->prog, 0, 1);
 	close_member(x);
 	return rc;
 }

@@ -60,6 +60,7 @@ typedef struct extract_level {
 	const char *backup;		/* name, for messages */
 	const char *mask;		/* only members matching this glob ("/" + --mask), or NULL */
 	bool flush; /* start each file's writeback as it is written (the restore syncs at the end) */
+	progress *prog; /* files written are counted here (bytes by the reader of the stream), or NULL */
 } extract_level;
 
 /* Whether the restore of lvl takes member (key: its pg_name_key, or NULL): --mask, need set. */

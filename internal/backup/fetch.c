@@ -240,10 +240,16 @@ typedef struct level_reads {
 	part_frames pf;
 } level_reads;
 
+/* The stored bytes read count toward the level's progress, as they arrive. */
+static sink *counted(const extract_level *ex, sink *next)
+{
+	return ex->prog != NULL ? tap_sink_new(progress_bytes, ex->prog, next) : next;
+}
+
 static err_code extract_whole(const extract_level *ex, held *h, const char *key)
 {
 	log_debug("extracting %s", key);
-	return repo_get(ex->r, key, extract_sink_new(ex, h));
+	return repo_get(ex->r, key, counted(ex, extract_sink_new(ex, h)));
 }
 
 static err_code extract_one(void *arg, const char *key)
@@ -261,7 +267,7 @@ static err_code extract_one(void *arg, const char *key)
 				  (unsigned long long)(b->off + b->len));
 		size_t seen = 0;
 		TRY(repo_get_range(lr->ex->r, key, b->off, b->len,
-						   extract_run_sink_new(lr->ex, lr->held, &seen)));
+						   counted(lr->ex, extract_run_sink_new(lr->ex, lr->held, &seen))));
 		/* a frame offset that lies would otherwise leave a needed file unrestored, silently */
 		if (seen != b->members)
 			return err_set(E_CORRUPT,
@@ -465,6 +471,9 @@ static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
 	uint64_t read, stored;
 	size_t skipped;
 	err_code rc = plan_reads(l, &lp, &lr, &skipped, &read, &stored);
+	char *what = xasprintf("backup-fetch %s", l->name);
+	progress_start(&l->prog, what, read);
+	l->ex.prog = &l->prog;
 	if (rc == E_OK) {
 		log_info("restoring %s: %zu tar partitions%s%s; reading %.1f of %.1f MiB stored",
 				 l->name, lp.tars.len - skipped,
@@ -472,6 +481,7 @@ static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
 				 skipped ? ", the others hold nothing needed" : "", (double)read / 1048576.0,
 				 (double)stored / 1048576.0);
 		rc = parts_run(lp.keys, lp.n, concurrency, extract_one, &lr);
+		progress_log(&l->prog);
 	}
 
 	/* Our backup_label overrides any stale one; pg_control last makes the directory usable. */
@@ -492,6 +502,8 @@ static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
 		else
 			rc = extract_whole(&l->ex, &l->held, lp.control);
 	}
+	l->ex.prog = NULL;
+	free(what);
 	for (size_t i = 0; i < lr.n; i++)
 		free(lr.parts[i].ranges);
 	free(lr.parts);

@@ -18,6 +18,7 @@ typedef struct level {
 	} *listed;
 	size_t nlisted;
 	extract_level ex;
+	progress prog; /* of this level's extraction */
 } level;
 
 typedef struct chain {

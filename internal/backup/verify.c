@@ -18,7 +18,6 @@
 
 #define CONTROL_READ 8192
 #define PROBLEMS_PER_FILE 100 /* lines for one file's pages; the rest are counted */
-#define PROGRESS_EVERY 10	  /* seconds */
 
 /* One verify run: counters, problems, progress. */
 typedef struct vrun {
@@ -30,8 +29,8 @@ typedef struct vrun {
 	/* the backup being verified */
 	const char *backup;
 	uint64_t objects, files, pages, wal_segments; /* atomic */
-	uint64_t done, total;						  /* bytes, atomic */
-	time_t started, last_log;
+	progress prog; /* bytes of the files read, of the backups' sizes */
+	char *what;	   /* the progress line's name */
 } vrun;
 
 static void problem(vrun *v, const char *object, const char *file, int64_t block,
@@ -67,20 +66,6 @@ static void problem(vrun *v, const char *object, const char *file, int64_t block
 		fflush(v->out);
 	}
 	pthread_mutex_unlock(&v->lock);
-}
-
-static void progress(vrun *v, size_t len)
-{
-	__atomic_add_fetch(&v->done, len, __ATOMIC_RELAXED);
-	time_t now = time(NULL), last = __atomic_load_n(&v->last_log, __ATOMIC_RELAXED);
-	if (now - last < PROGRESS_EVERY ||
-		!__atomic_compare_exchange_n(&v->last_log, &last, now, false, __ATOMIC_RELAXED,
-									 __ATOMIC_RELAXED))
-		return;
-	double mib = (double)__atomic_load_n(&v->done, __ATOMIC_RELAXED) / 1048576.0;
-	double secs = now > v->started ? (double)(now - v->started) : 1.0;
-	log_info("backup-verify %s: %.0f of about %.0f MiB read (%.1f MiB/s)", v->backup, mib,
-			 (double)v->total / 1048576.0, mib / secs);
 }
 
 /* What one level of the chain checks against, shared by its workers. */
@@ -122,6 +107,7 @@ static err_code ck_begin(void *ctx, const tar_entry *e, const char *rel, member_
 	if (!*take)
 		return E_OK;
 	__atomic_add_fetch(&v->files, 1, __ATOMIC_RELAXED);
+	progress_add(&v->prog, 0, 1);
 	c->kind = kind;
 	c->page_len = 0;
 	c->bad_pages = 0;
@@ -167,7 +153,7 @@ static err_code ck_data(void *ctx, uint64_t offset, const void *buf, size_t len)
 {
 	checker *c = ctx;
 	const unsigned char *p = buf;
-	progress(c->vl->v, len);
+	progress_add(&c->vl->v->prog, len, 0);
 	if (c->control && offset < CONTROL_READ) {
 		size_t n = CONTROL_READ - offset < len ? (size_t)(CONTROL_READ - offset) : len;
 		memcpy(c->vl->control + offset, p, n);
@@ -483,8 +469,10 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 	bool meta_only = false;
 	uint64_t before = v->nproblems;
 	v->backup = name;
-	v->objects = v->files = v->pages = v->wal_segments = v->done = v->total = 0;
-	v->started = v->last_log = time(NULL);
+	v->objects = v->files = v->pages = v->wal_segments = 0;
+	free(v->what);
+	v->what = xasprintf("backup-verify %s", name);
+	progress_start(&v->prog, v->what, 0);
 	err_code rc = load_chain(r, name, &c);
 	if (rc != E_OK) {
 		/* A chain that cannot be read is this backup's problem, not the end of --all. */
@@ -496,7 +484,7 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 		goto summary;
 	}
 	for (size_t i = 0; i < c.n; i++)
-		v->total += c.lv[i].s.uncompressed_size;
+		v->prog.total += c.lv[i].s.uncompressed_size;
 	if (c.n > 1)
 		log_info("%s is a delta: verifying %zu backups from %s", name, c.n, c.lv[0].name);
 	rc = metadata_only(r, &c, &meta_only);
@@ -520,7 +508,7 @@ summary:;
 		json_object_set_new(s, "files", json_integer((json_int_t)v->files));
 		json_object_set_new(s, "pages", json_integer((json_int_t)v->pages));
 		json_object_set_new(s, "wal_segments", json_integer((json_int_t)v->wal_segments));
-		json_object_set_new(s, "bytes", json_integer((json_int_t)v->done));
+		json_object_set_new(s, "bytes", json_integer((json_int_t)v->prog.done));
 		json_object_set_new(s, "problems", json_integer((json_int_t)found));
 		if (meta_only)
 			json_object_set_new(s, "metadata_only", json_true());
@@ -580,5 +568,6 @@ err_code backup_verify(repo *r, const backup_verify_options *o, uint64_t *proble
 	json_decref(summaries);
 	json_decref(v.problems);
 	pthread_mutex_destroy(&v.lock);
+	free(v.what);
 	return rc;
 }

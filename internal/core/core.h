@@ -130,6 +130,21 @@ err_code membuf_add(membuf *mb, const void *buf, size_t len);
 sink *tap_sink_new(void (*on_bytes)(void *arg, const void *buf, size_t len), void *arg, sink *next);
 /* A sink that adds the bytes passing through to *counter (atomically) and forwards them. */
 sink *count_sink_new(uint64_t *counter, sink *next);
+/*
+ * Progress of a long transfer (progress.c): bytes of total (0: unknown), files, logged at
+ * most every ten seconds by progress_add from any thread, with the rate and the time left;
+ * progress_log logs it now (the last line). progress_bytes suits tap_sink_new.
+ */
+typedef struct progress {
+	const char *what; /* "backup-fetch base_...", borrowed */
+	uint64_t total;
+	uint64_t done, files; /* atomic */
+	int64_t started_ms, last_ms;
+} progress;
+void progress_start(progress *p, const char *what, uint64_t total);
+void progress_add(progress *p, uint64_t bytes, uint64_t files);
+void progress_bytes(void *arg, const void *buf, size_t len);
+void progress_log(progress *p);
 /* A sink that discards. */
 sink *null_sink_new(void);
 /* A sink that compares the stream with a file's bytes: *equal set at finish. Borrows path. */

@@ -326,6 +326,9 @@ EOF
 	fi
 	wrun "${envs[@]}" -- backup-fetch "$R" "$name" "${args[@]}"
 	expect_rc 0 "$what: backup-fetch"
+	# each level's progress ends with a line of what it read and wrote
+	assert_match "$W_ERR" "backup-fetch base_[0-9A-F_D]+: [0-9.]+ MiB of [0-9.]+ MiB \(100%\), [1-9][0-9]* files, [0-9.]+ MiB/s" \
+		"$what: backup-fetch's progress"
 	if [ "$mode" = dest ]; then
 		if [ ! -d "$tsdir" ] || [ -L "$tsdir" ]; then fail "$what: pg_tblspc/$TSOID is not a directory"; fi
 		grep -qx 'allow_in_place_tablespaces = on' "$R/postgresql.auto.conf" ||

@@ -553,6 +553,55 @@ static void test_keytab(void **state)
 	keytab_free(t);
 }
 
+/* What progress logs between two calls, read back from stderr redirected to a file. */
+static char *progress_lines(progress *p, uint64_t bytes, uint64_t files, int64_t age_ms)
+{
+	char path[] = "/tmp/walc-unit-progress-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	int saved = dup(2);
+	dup2(fd, 2);
+	p->last_ms -= age_ms;
+	progress_add(p, bytes, files);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	off_t n = lseek(fd, 0, SEEK_END);
+	char *text = xcalloc((size_t)n + 1, 1);
+	assert_int_equal(pread(fd, text, (size_t)n, 0), n);
+	close(fd);
+	unlink(path);
+	return text;
+}
+
+/* A progress line at most every ten seconds: bytes of the total, files, rate, time left. */
+static void test_progress(void **state)
+{
+	(void)state;
+	progress p;
+	progress_start(&p, "backup-fetch base_X", (uint64_t)100 << 20);
+	char *quiet = progress_lines(&p, (uint64_t)10 << 20, 3, 0);
+	assert_string_equal(quiet, "");
+	free(quiet);
+	p.started_ms -= 4000; /* 20 MiB in about 4 s */
+	char *line = progress_lines(&p, (uint64_t)10 << 20, 2, 10000);
+	assert_non_null(strstr(line, "backup-fetch base_X: 20.0 MiB of 100.0 MiB (20%), 5 files, "));
+	assert_non_null(strstr(line, " MiB/s, about 1"));
+	assert_non_null(strstr(line, " s left"));
+	free(line);
+	/* the turn was taken: the next call within ten seconds logs nothing */
+	char *again = progress_lines(&p, 1, 0, 0);
+	assert_string_equal(again, "");
+	free(again);
+	/* no total known: no share, no time left */
+	progress_start(&p, "backup-verify base_Y", 0);
+	line = progress_lines(&p, (uint64_t)3 << 20, 1, 10000);
+	assert_non_null(strstr(line, "backup-verify base_Y: 3.0 MiB, 1 files, "));
+	assert_null(strstr(line, "left"));
+	free(line);
+}
+
 static void expect_target_time(const char *text, time_t want_sec, long want_nsec)
 {
 	time_t sec = 0;
@@ -619,6 +668,7 @@ int main(void)
 		cmocka_unit_test(test_recs),
 		cmocka_unit_test(test_keytab),
 		cmocka_unit_test(test_time_target),
+		cmocka_unit_test(test_progress),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
