@@ -150,9 +150,13 @@ static err_code derive_from_file(const char *path, const char *transform, unsign
 	while (len > start && is_space(buf[len - 1]))
 		len--;
 	rc = crypt_key_derive((const char *)buf + start, len - start, transform, key, var);
-	/* Warned only for a usable key, so a bad configuration still prints one line. */
-	if (rc == E_OK && S_ISREG(st.st_mode) && (st.st_mode & (S_IRGRP | S_IROTH)) != 0)
-		log_warn("%s: %s is readable by group or others", var, path);
+	/*
+	 * Warned only for a usable key, so a bad configuration still prints one line; and only
+	 * when others may read it: a key shared with a group is how Kubernetes mounts a Secret
+	 * for a pod's fsGroup, and a warning there would repeat with every archived segment.
+	 */
+	if (rc == E_OK && S_ISREG(st.st_mode) && (st.st_mode & S_IROTH) != 0)
+		log_warn("%s: %s is readable by others", var, path);
 out:
 	if (buf != NULL) {
 		sodium_memzero(buf, KEY_FILE_MAX + 1);

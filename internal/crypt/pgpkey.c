@@ -444,7 +444,8 @@ static err_code read_key_file(const char *path, pgp_buf *out, bool *loose)
 		return err_errno(E_CONFIG, errno, "%s: cannot read %s", var, path);
 	if (fstat(fd, &st) != 0)
 		rc = err_errno(E_CONFIG, errno, "%s: cannot read %s", var, path);
-	*loose = rc == E_OK && S_ISREG(st.st_mode) && (st.st_mode & (S_IRGRP | S_IROTH)) != 0;
+	/* others, not the group: see crypt_key_load's file (key.c) */
+	*loose = rc == E_OK && S_ISREG(st.st_mode) && (st.st_mode & S_IROTH) != 0;
 	while (rc == E_OK) {
 		ssize_t n = read(fd, chunk, sizeof(chunk));
 		if (n < 0 && errno == EINTR)
@@ -509,7 +510,7 @@ err_code pgp_keys_load(const config *cfg, pgp_keys **out)
 	if (rc == E_OK)
 		rc = pgp_keys_parse(text.len ? (const char *)text.data : "", text.len, pw, var, out);
 	if (rc == E_OK && loose && (*out)->have_secret)
-		log_warn("%s: %s holds a secret key and is readable by group or others", var, path);
+		log_warn("%s: %s holds a secret key and is readable by others", var, path);
 	pgp_buf_wipe(&text);
 	if (pw != NULL) {
 		rnp_buffer_clear(pw, strlen(pw));

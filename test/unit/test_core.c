@@ -553,26 +553,23 @@ static void test_keytab(void **state)
 	keytab_free(t);
 }
 
-/* What progress logs between two calls, read back from stderr redirected to a file. */
+typedef struct progress_call {
+	progress *p;
+	uint64_t bytes, files;
+} progress_call;
+
+static void add_progress(void *arg)
+{
+	progress_call *c = arg;
+	progress_add(c->p, c->bytes, c->files);
+}
+
+/* What progress logs when age_ms have passed since it last logged. */
 static char *progress_lines(progress *p, uint64_t bytes, uint64_t files, int64_t age_ms)
 {
-	char path[] = "/tmp/walc-unit-progress-XXXXXX";
-	int fd = mkstemp(path);
-	assert_true(fd >= 0);
-	fflush(stderr);
-	int saved = dup(2);
-	dup2(fd, 2);
+	progress_call c = { p, bytes, files };
 	p->last_ms -= age_ms;
-	progress_add(p, bytes, files);
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	off_t n = lseek(fd, 0, SEEK_END);
-	char *text = xcalloc((size_t)n + 1, 1);
-	assert_int_equal(pread(fd, text, (size_t)n, 0), n);
-	close(fd);
-	unlink(path);
-	return text;
+	return capture_stderr(add_progress, &c);
 }
 
 /* A progress line at most every ten seconds: bytes of the total, files, rate, time left. */

@@ -195,4 +195,29 @@ static inline int setup_env(void **state)
 	return 0;
 }
 
+/* What fn(arg) writes to stderr (the log), read back from a file it was redirected to. */
+static inline char *capture_stderr(void (*fn)(void *), void *arg)
+{
+	char path[] = "/tmp/walc-unit-log-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	int saved = dup(2);
+	dup2(fd, 2);
+	fn(arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(fd);
+	size_t len;
+	unsigned char *out = read_all(path, &len);
+	unlink(path);
+	assert_non_null(out);
+	char *s = xmalloc(len + 1);
+	memcpy(s, out, len);
+	s[len] = '\0';
+	free(out);
+	return s;
+}
+
 #endif
