@@ -48,6 +48,21 @@ err_code pg_connect(bool replication, pg_session **out)
 	PGconn *conn = PQconnectdbParams(keys, vals, 1);
 	if (conn == NULL)
 		return err_set(E_IO, "connecting to PostgreSQL: out of memory");
+	/*
+	 * walc's SQL sessions read only what is the same in every database (backup start and
+	 * stop, WAL positions, slots). Without PGDATABASE libpq takes the role's name, which a
+	 * role made for backups (walc_backup) seldom has: then the postgres database will do.
+	 */
+	const char *db = getenv("PGDATABASE");
+	if (!replication && (db == NULL || db[0] == '\0') && PQstatus(conn) != CONNECTION_OK &&
+		strstr(PQerrorMessage(conn), "\" does not exist") != NULL) {
+		PQfinish(conn);
+		const char *k2[] = { "application_name", "dbname", NULL };
+		const char *v2[] = { vals[0], "postgres", NULL };
+		conn = PQconnectdbParams(k2, v2, 1);
+		if (conn == NULL)
+			return err_set(E_IO, "connecting to PostgreSQL: out of memory");
+	}
 	if (PQstatus(conn) != CONNECTION_OK) {
 		err_code rc = pg_conn_error(conn, "connecting to PostgreSQL (PGHOST, PGPORT, PGUSER)");
 		PQfinish(conn);

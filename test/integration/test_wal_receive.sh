@@ -30,11 +30,12 @@ wrun "${ENV[@]}" WALG_SLOTNAME=Bad-Name -- wal-show
 expect_rc 0 "wal-show with a slot name only wal-receive reads"
 
 # start_receiver PORT: walc wal-receive in the background, as walc_rcv (a role with
-# REPLICATION and nothing else); RECV is walc's pid
+# REPLICATION and nothing else) without PGDATABASE (no database is named walc_rcv: its SQL
+# session must find one); RECV is walc's pid
 start_receiver() {
 	local env
 	read -ra env <<<"$(env_for "$1")"
-	as_pg env "${env[@]}" PGUSER=walc_rcv ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" wal-receive >>"$T/receive.log" 2>&1 &
+	as_pg env "${env[@]}" PGUSER=walc_rcv PGDATABASE= ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" wal-receive >>"$T/receive.log" 2>&1 &
 	RECV_JOB=$!
 	BG_PIDS+=("$RECV_JOB")
 	RECV=""
