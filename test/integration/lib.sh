@@ -707,3 +707,15 @@ daemon_wait() {
 	BG_PIDS+=("$pid")
 	DAEMON_PID=$pid
 }
+
+# pid_of CMDLINE VAR=VALUE: the pid of the process running exactly CMDLINE with VAR=VALUE in
+# its environment (several tests may run the same command line at once: a port tells them apart)
+pid_of() {
+	local p
+	for p in $(pgrep -xf "$1" || true); do
+		if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "$2"; then
+			echo "$p"
+			return
+		fi
+	done
+}

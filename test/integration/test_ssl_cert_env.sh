@@ -73,11 +73,11 @@ roundtrip() {
 	shift
 	n=$((n + 1))
 	seg=$(printf '0000000100000000000000%02X' "$n")
-	{ head -c 200000 /dev/urandom; yes "segment $n" | head -c 300000 || true; } >"$T/wal/$seg"
+	fake_segment "$seg" 1048576 "$T/wal/$seg"
 	local -n st=$store
-	wrun "${st[@]}" "$@" -- wal-push "$T/wal/$seg"
+	wrun "${st[@]}" WALG_PG_WAL_SIZE=1 "$@" -- wal-push "$T/wal/$seg"
 	expect_rc 0 "$store wal-push with $*"
-	wrun "${st[@]}" "$@" -- wal-fetch "$seg" "$T/got/$seg"
+	wrun "${st[@]}" WALG_PG_WAL_SIZE=1 "$@" -- wal-fetch "$seg" "$T/got/$seg"
 	expect_rc 0 "$store wal-fetch with $*"
 	assert_same_file "$T/wal/$seg" "$T/got/$seg" "$store segment $seg"
 }

@@ -87,8 +87,8 @@ for codec in none brotli lz4 zstd; do
 		"[$codec] backup-verify names the object and the LSN"
 	assert_eq 1 "$(grep -c '^PROBLEM' <<<"$W_OUT")" "[$codec] problems backup-verify reports"
 
-	wrun "${E[@]}" -- backup-list --detail --json
-	expect_rc 0 "[$codec] backup-list --detail --json"
+	wrun "${E[@]}" -- backup-list --detail --json --recovery-windows
+	expect_rc 0 "[$codec] backup-list --detail --json --recovery-windows"
 	assert_contains "$W_ERR" "$obj" "[$codec] backup-list warns naming the object"
 	"$PY" - "$W_OUT" "$LSN_N" <<'EOF' || fail "[$codec] recovery window: $W_OUT"
 import json, sys

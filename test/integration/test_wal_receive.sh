@@ -40,7 +40,7 @@ start_receiver() {
 	BG_PIDS+=("$RECV_JOB")
 	RECV=""
 	for _ in $(seq 1 200); do
-		RECV=$(pgrep -xf "$WALC_PG wal-receive" || true)
+		RECV=$(pid_of "$WALC_PG wal-receive" "PGPORT=$1")
 		[ -z "$RECV" ] || break
 		sleep 0.05
 	done

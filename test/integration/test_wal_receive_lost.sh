@@ -29,7 +29,7 @@ RECV_JOB=$!
 BG_PIDS+=("$RECV_JOB")
 RECV=""
 for _ in $(seq 1 200); do
-	RECV=$(pgrep -xf "$WALC_PG wal-receive" || true)
+	RECV=$(pid_of "$WALC_PG wal-receive" "PGPORT=$PORT")
 	[ -n "$RECV" ] && [ "$(psqlc "$PORT" "SELECT count(*) FROM pg_replication_slots WHERE active")" = 1 ] && break
 	sleep 0.05
 done
