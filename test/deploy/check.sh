@@ -9,6 +9,7 @@
 #   - YAML sources and rendered output pass yamllint;
 #   - every rendered object and every manifest in deploy/kubernetes validates against the
 #     Kubernetes 1.27 schema, unknown fields rejected, security rules enforced (validate.mjs);
+#     the manifests' CronJob and restore Job run the chart's pods (same-pod.mjs);
 #   - the CronJob runs exactly what the integration tests proved (assert-cronjob.mjs); each
 #     store's objects and sidecars agree on the store, key files, secrets, workload identity,
 #     deltas, wal-receive and the restore Job (assert-chart.mjs); the walc binary, when built,
@@ -80,7 +81,7 @@ flags_of() {
 
 check "yamllint: chart values and metadata, test values" \
 	"${YAMLLINT[@]}" helm/walc/Chart.yaml helm/walc/values.yaml "$HERE/yamllint.yaml" \
-	"$HERE/values-full.yaml" "$HERE/values-gcs.yaml" "$HERE/values-azure.yaml"
+	"$HERE/values-full.yaml" "$HERE/values-gcs.yaml" "$HERE/values-azure.yaml" "$HERE/values-plain.yaml"
 check "helm lint --strict, default values" "$HELM" lint --strict helm/walc
 for v in "${VARIANTS[@]}"; do
 	mapfile -t flags < <(flags_of "$v")
@@ -273,6 +274,15 @@ check "yamllint: deploy/kubernetes" "${YAMLLINT[@]}" "${manifests[@]}"
 check "schema and security rules: deploy/kubernetes" "${VALIDATE[@]}" "${manifests[@]}"
 kustomize() { "$KUBECTL" kustomize deploy/kubernetes >"$OUT/kustomize.yaml" && "${VALIDATE[@]}" "$OUT/kustomize.yaml"; }
 check "kubectl kustomize deploy/kubernetes, then schema" kustomize
+# The hand-written CronJob and restore Job run the chart's pods (so what make e2e-pod proves of
+# the chart's holds for them).
+plain_is_chart() {
+	render "$OUT/plain.yaml" -f "$HERE/values-plain.yaml" &&
+		node "$HERE/same-pod.mjs" CronJob deploy/kubernetes/backup-cronjob.yaml walc-backup "$OUT/plain.yaml" walc &&
+		node "$HERE/same-pod.mjs" Job deploy/kubernetes/restore-job.yaml walc-restore "$OUT/plain.yaml" walc-restore
+}
+check "deploy/kubernetes: backup-cronjob.yaml and restore-job.yaml run the chart's pods (values-plain.yaml)" \
+	plain_is_chart
 
 # The validator must reject what it exists to reject.
 cat >"$OUT/broken.yaml.in" <<'YAML'
