@@ -3,14 +3,15 @@
 //     WALG_AZ_PREFIX), and no other store's settings;
 //   - every container that runs walc (the CronJob's and restore Job's steps, the sidecars, and
 //     the PostgreSQL container when it runs the copied binary) reads the ConfigMap, mounts each
-//     Secret file the ConfigMap points to (key files, the GCS service-account key) at that path,
-//     and gets the same secretKeyRef variables;
+//     file the ConfigMap points to (key files and the GCS service-account key from Secrets, the
+//     CA bundle from a ConfigMap) at that path, and gets the same secretKeyRef variables;
 //   - workload identities: with a ServiceAccount annotated for GKE, AKS or EKS, every pod
 //     running walc uses that ServiceAccount, and with AKS's, is labelled
 //     azure.workload.identity/use: "true" (the webhook injects nothing otherwise);
 //   - remote deltas: WALG_DELTA_MAX_STEPS > 0 reaches backup-push, and the PostgreSQL container
 //     gets summarize_wal=on;
-//   - wal-receive: a replication connection (PGHOST, PGPORT, PGUSER) and WALG_SLOTNAME;
+//   - wal-receive: its connection (PGHOST, PGPORT, PGUSER, and PGDATABASE for the session that
+//     reads its slot) and WALG_SLOTNAME;
 //   - the restore Job: backup-fetch into the PostgreSQL container's PGDATA on a claim mounted
 //     where the StatefulSet mounts its data volume, as the PostgreSQL user; with --target-time,
 //     the restore_command it writes is the one the PostgreSQL container is given, and no
@@ -89,7 +90,7 @@ for (const p of pods)
 		if (runsWalc(c)) walcContainers.push({ pod: p, c, id: `${p.owner} ${c.name}` });
 if (walcContainers.length === 0) fail("no container runs walc");
 
-const fileVars = ["WALG_LIBSODIUM_KEY_PATH", "WALG_PGP_KEY_PATH", "GOOGLE_APPLICATION_CREDENTIALS"];
+const fileVars = ["WALG_LIBSODIUM_KEY_PATH", "WALG_PGP_KEY_PATH", "GOOGLE_APPLICATION_CREDENTIALS", "SSL_CERT_FILE"];
 const secretRefs = (c) => (c.env ?? []).filter((e) => e.valueFrom?.secretKeyRef && e.name !== "PGPASSWORD")
 	.map((e) => `${e.name}=${e.valueFrom.secretKeyRef.name}/${e.valueFrom.secretKeyRef.key}`).sort();
 const reference = walcContainers.length ? JSON.stringify(secretRefs(walcContainers[0].c)) : "";
@@ -104,9 +105,11 @@ for (const { pod, c, id } of walcContainers) {
 		const file = path.posix.basename(data[v]);
 		const m = (c.volumeMounts ?? []).find((x) => x.mountPath === dir);
 		const vol = m && (pod.t.spec.volumes ?? []).find((x) => x.name === m.name);
-		if (!vol?.secret) fail(`${id}: ${v}=${data[v]}: no Secret volume mounted at ${dir}`);
-		else if (!(vol.secret.items ?? []).some((i) => i.path === file))
-			fail(`${id}: ${v}=${data[v]}: Secret ${vol.secret.secretName} has no item ${file}`);
+		// Keys come from Secrets; the CA bundle, public, from a ConfigMap.
+		const src = v === "SSL_CERT_FILE" ? vol?.configMap : vol?.secret;
+		if (!src) fail(`${id}: ${v}=${data[v]}: no ${v === "SSL_CERT_FILE" ? "ConfigMap" : "Secret"} volume mounted at ${dir}`);
+		else if (!(src.items ?? []).some((i) => i.path === file))
+			fail(`${id}: ${v}=${data[v]}: volume ${m.name} has no item ${file}`);
 	}
 }
 
@@ -141,7 +144,7 @@ if (Number(data.WALG_DELTA_MAX_STEPS ?? 0) > 0) {
 const receive = walcContainers.find((w) => args(w.c)[1] === "wal-receive");
 if (receive) {
 	const env = Object.fromEntries((receive.c.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
-	for (const v of ["PGHOST", "PGPORT", "PGUSER", "WALG_SLOTNAME"])
+	for (const v of ["PGHOST", "PGPORT", "PGUSER", "PGDATABASE", "WALG_SLOTNAME"])
 		if (!env[v]) fail(`wal-receive: ${v} is not set`);
 	if (outDir) {
 		const lines = Object.entries({ ...data, ...env }).map(([k, v]) => `${k}=${v}`);

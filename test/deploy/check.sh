@@ -247,10 +247,11 @@ walc_backup_fetch() {
 	return "$bad"
 }
 # wal-receive with the rendered variables (the ConfigMap's and the container's), but the
-# repository (a file one instead) and the key files; PGPORT a closed port: as far as connecting.
+# repository (a file one instead), the key files and CA bundle; PGPORT a closed port: as far as
+# connecting.
 walc_wal_receive() {
 	local envs err
-	mapfile -t envs < <(grep -vE '^(WALG_(S3|GS|AZ)_PREFIX|AZURE_|AWS_|WALG_[A-Z]+_KEY_(PATH|TRANSFORM)|GOOGLE_APPLICATION_CREDENTIALS|PGPORT)=' \
+	mapfile -t envs < <(grep -vE '^(WALG_(S3|GS|AZ)_PREFIX|AZURE_|AWS_|WALG_[A-Z]+_KEY_(PATH|TRANSFORM)|GOOGLE_APPLICATION_CREDENTIALS|SSL_CERT_FILE|PGPORT)=' \
 		"$OUT/args/wal-receive.env")
 	err=$(walc_try "${envs[@]}" PGPORT=1 PGCONNECT_TIMEOUT=5 -- wal-receive)
 	echo "$err"

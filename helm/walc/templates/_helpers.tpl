@@ -115,9 +115,9 @@ release renders.
 {{- end }}
 
 {{/*
-Files mounted from Secrets into every container running walc, as a YAML list of
-{volume, secret, key, file, mountPath, variable}: the file is <mountPath>/<file>, and the
-ConfigMap's <variable> names it.
+Files mounted into every container running walc, from Secrets (keys) or a ConfigMap (the CA
+bundle), as a YAML list of {volume, secret | configMap, key, file, mountPath, variable}: the file
+is <mountPath>/<file>, and the ConfigMap's <variable> names it.
 */}}
 {{- define "walc.secretFiles" -}}
 {{- with .Values.encryption.libsodium }}
@@ -133,6 +133,11 @@ ConfigMap's <variable> names it.
 {{- with .Values.storage.gcs.credentials }}
 {{- if .existingSecret }}
 - {volume: walc-gcs-credentials, secret: {{ .existingSecret | quote }}, key: {{ .secretKey | quote }}, file: key.json, mountPath: {{ .mountPath | quote }}, variable: GOOGLE_APPLICATION_CREDENTIALS}
+{{- end }}
+{{- end }}
+{{- with .Values.caBundle }}
+{{- if .configMap }}
+- {volume: walc-ca-bundle, configMap: {{ .configMap | quote }}, key: {{ .key | quote }}, file: ca.crt, mountPath: {{ .mountPath | quote }}, variable: SSL_CERT_FILE}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -182,7 +187,7 @@ ConfigMap's <variable> names it.
 {{- end }}
 {{- end }}
 
-{{/* The Secret files as volumes (readable by the pod's fsGroup only). */}}
+{{/* The files as volumes (keys readable by the pod's fsGroup only). */}}
 {{- define "walc.keyVolume" -}}
 {{- include "walc.keyVolumeItems" . | trim }}
 {{- end }}
@@ -190,9 +195,14 @@ ConfigMap's <variable> names it.
 {{- define "walc.keyVolumeItems" -}}
 {{- range (include "walc.secretFiles" . | fromYamlArray) }}
 - name: {{ .volume }}
+  {{- if .secret }}
   secret:
     secretName: {{ .secret }}
     defaultMode: 288 # 0440
+  {{- else }}
+  configMap:
+    name: {{ .configMap }}
+  {{- end }}
     items:
       - key: {{ .key }}
         path: {{ .file }}
@@ -472,6 +482,8 @@ wal-receive (a replication connection to the pod's PostgreSQL), each when enable
       value: /tmp
     - name: WALG_SLOTNAME
       value: {{ .slotName | quote }}
+    - name: PGDATABASE
+      value: {{ .database | quote }}
     {{- include "walc.pgEnv" (dict "root" $ "host" .host "port" .port "sslMode" .sslMode) | nindent 4 }}
     {{- with (include "walc.env" $) }}
     {{- . | nindent 4 }}
