@@ -4,8 +4,9 @@
 // the deployment's security rules (docs/DEPLOY.md):
 //   - every container of the walc image: no privilege escalation, all capabilities dropped, a
 //     read-only root file system and a non-root user;
-//   - no secret in plain text: an env var or ConfigMap key that names a secret (password, secret
-//     key, token, libsodium key material) must come from a Secret.
+//   - no secret in plain text: an env var or ConfigMap key that names a secret (password,
+//     passphrase, secret or storage access key, token, libsodium or OpenPGP key material) must
+//     come from a Secret.
 // Prints one line per object ("ok" or "FAIL ...") and, last, "objects: N valid, N invalid"
 // (check.sh counts this tool as one check). Exit 1 when any object is invalid or none was read.
 //
@@ -79,7 +80,7 @@ function describe(e) {
 	}
 }
 
-const secretName = /(PASSWORD|SECRET|TOKEN|^WALG_LIBSODIUM_KEY$|^WALG_GPG_KEY$|^S3_SSE_C$|PRIVATE_KEY)/i;
+const secretName = /(PASSWORD|PASSPHRASE|SECRET|TOKEN|STORAGE_ACCESS_KEY|^WALG_LIBSODIUM_KEY$|^WALG_(PGP|GPG)_KEY$|^S3_SSE_C$|^GCS_ENCRYPTION_KEY$|PRIVATE_KEY)/i;
 
 function podSpecs(obj) {
 	switch (obj.kind) {

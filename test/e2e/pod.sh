@@ -5,16 +5,25 @@
 #   2. PostgreSQL 15 (Debian's packages, deploy/image/postgres + the archive module) in the
 #      StatefulSet pod that test/e2e/postgres-statefulset.yaml builds from the chart's sidecar
 #      templates: walc-install copies the binary, the walc-daemon sidecar archives through the
-#      walc_archive module; pgbench writes;
+#      walc_archive module, and the walc-wal-receive sidecar streams the same WAL through its
+#      replication slot into the repository; pgbench writes;
 #   3. the chart's CronJob as a pod: backup-push in remote mode (BASE_BACKUP over a replication
 #      connection, as walc_backup) while pgbench runs, then delete retain FULL 1; backup-list
 #      shows the backup; both pushed their metrics to the Pushgateway;
-#   4. deploy/kubernetes/restore-job.yaml as a pod: backup-fetch into a fresh volume and
-#      recovery.signal; a PostgreSQL pod (copy mode) starts on it, recovers through wal-fetch,
-#      and its pg_dumpall equals the source's at the recovery point; it archives its new
-#      timeline through the copied binary's archive_command;
+#   4. the chart's restore Job as a pod, to a target time taken from the source's now() (between
+#      two tables written after the backup): backup-fetch --target-time into a fresh volume; a
+#      PostgreSQL pod (copy mode) starts on it, recovers through wal-fetch to that time, and its
+#      pg_dumpall equals the source's at the target; it archives its new timeline through the
+#      copied binary's archive_command;
 #   5. Prometheus scraped the daemon's /metrics (promtool check metrics passes on it) and the
-#      Pushgateway: queries show archived segments and the last backup's time.
+#      Pushgateway: queries show archived segments and the last backup's time;
+#   6. the chart on the other stores, with their workload identities as kube-to-pods.mjs
+#      emulates them: on the GCS emulator with GKE Workload Identity (tokens from a fake
+#      metadata server) and OpenPGP keys, the CronJob's pod, then the restore Job without a
+#      target (backup-fetch LATEST decrypting with the secret key and its passphrase, then
+#      recovery.signal); on Azurite with AKS workload identity (the webhook's variables and
+#      federated token, a fake Azure AD) and the CA bundle of Azurite's certificate, the
+#      CronJob's pod.
 # What podman runs differently from Kubernetes: test/e2e/kube-to-pods.mjs.
 #
 # Needs root and podman; `make e2e-pod` builds the images first (deploy/image/build.sh).
@@ -37,7 +46,7 @@ S3_KEY=S3RVER
 S3_SECRET=S3RVER
 PG_PASSWORD=e2e-postgres-password
 BACKUP_PASSWORD=e2e-walc-backup-password
-SECRETS=(walc-s3 postgres-credentials walc-backup-password walc-libsodium)
+SECRETS=(walc-s3 postgres-credentials walc-backup-password walc-libsodium walc-pgp)
 
 say() { printf '[e2e %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 fail() { echo "FAIL $1"; failed=$((failed + 1)); }
@@ -94,6 +103,7 @@ cleanup() {
 	done
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	"$ROOT/test/servers/s3rver.sh" stop "$WORK/s3" >/dev/null 2>&1
+	"$ROOT/test/servers/azurite.sh" stop "$WORK/azurite" >/dev/null 2>&1
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 	for c in "${VOLUMES[@]}"; do podman volume rm -f "$c" >/dev/null 2>&1; done
 	for c in "${SECRETS[@]}"; do podman secret rm "$c" >/dev/null 2>&1; done
@@ -133,7 +143,7 @@ play() {
 	local name
 	name=$(basename "$1" .yaml)
 	PODS+=("$name")
-	local cms=("$WORK"/pods/configmap-*.yaml)
+	local cms=("$WORK"/pods*/configmap-*.yaml)
 	# From a directory of its own: podman 4.3 builds an image from ./<image name>/ when there is
 	# such a path (here the repository's ./walc binary), --build=false notwithstanding.
 	(cd "$WORK/pods" && podman kube play --configmap "$(IFS=,; echo "${cms[*]}")" "$1") \
@@ -171,6 +181,21 @@ need "promtool check config" promtool check config "$WORK/prometheus.yml"
 prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/prometheus" \
 	--web.listen-address="127.0.0.1:$PROM_PORT" >"$LOGS/prometheus.log" 2>&1 &
 PIDS+=($!)
+# The other stores' servers, started now and awaited where used: the GCS emulator, Azurite
+# (HTTPS, Azure AD tokens accepted), and the fake token endpoints standing in for GKE's
+# metadata server and Azure AD (test/integration/objstore_tool.py), which take the federated
+# token written here only.
+GCS_PORT=$(free_port) AZ_PORT=$(free_port) TOK_PORT=$(free_port)
+mkdir -p "$WORK/gcs" "$WORK/azure-token"
+node "$ROOT/test/servers/gcs-emulator.js" 127.0.0.1 "$GCS_PORT" "$WORK/gcs" </dev/null \
+	>"$LOGS/gcs-emulator.log" 2>&1 &
+PIDS+=($!)
+"$ROOT/test/servers/azurite.sh" start "$WORK/azurite" "$AZ_PORT" oauth >"$LOGS/azurite.out" 2>&1 &
+AZURITE=$!
+echo "walc-e2e-federated-$RANDOM" >"$WORK/azure-token/azure-identity-token"
+python3 "$ROOT/test/integration/objstore_tool.py" tokens "$TOK_PORT" "$LOGS/tokens.log" \
+	--assertion-file "$WORK/azure-token/azure-identity-token" >"$LOGS/tokens.out" 2>&1 &
+PIDS+=($!)
 need "Prometheus and the Pushgateway answer" wait_for 60 bash -c \
 	"curl -sf http://127.0.0.1:$PROM_PORT/-/ready && curl -sf http://127.0.0.1:$GW_PORT/-/ready"
 
@@ -206,12 +231,14 @@ secrets() {
 need "Secrets: S3 keys, passwords, libsodium key" secrets
 
 # The chart, by Helm: ConfigMap and CronJob as released, the StatefulSet from the sidecar
-# templates (daemon mode for the source, copy mode for the restored cluster).
+# templates (daemon mode and wal-receive for the source, copy mode for the restored cluster);
+# the restore Job later, once its target time is known (render_restore).
+COMMON=(-f "$HERE/values.yaml" --set "storage.endpoint=http://127.0.0.1:$S3_PORT"
+	--set "postgresql.port=$PG_PORT" --set "sidecar.walReceive.port=$PG_PORT"
+	--set "sidecar.daemon.metricsPort=$METRICS_PORT" --set "image.tag=$WALC_VERSION"
+	--set-string "extraConfig.WALG_PUSHGATEWAY_URL=http://127.0.0.1:$GW_PORT")
 render() {
-	local common=(-f "$HERE/values.yaml" --set "storage.endpoint=http://127.0.0.1:$S3_PORT"
-		--set "postgresql.port=$PG_PORT" --set "sidecar.daemon.metricsPort=$METRICS_PORT"
-		--set "image.tag=$WALC_VERSION"
-		--set-string "extraConfig.WALG_PUSHGATEWAY_URL=http://127.0.0.1:$GW_PORT")
+	local common=("${COMMON[@]}")
 	mkdir -p "$WORK/chart" && cp -r "$ROOT/helm/walc" "$WORK/chart/" &&
 		cp "$HERE/postgres-statefulset.yaml" "$WORK/chart/walc/templates/" || return 1
 	"$HELM" template walc "$WORK/chart/walc" "${common[@]}" \
@@ -223,9 +250,10 @@ render() {
 		"$HELM" template walc "$WORK/chart/walc" "${common[@]}" \
 			--show-only templates/postgres-statefulset.yaml --set global.e2e.name=postgres-restore \
 			--set "global.e2e.port=$PG2_PORT" --set "global.e2e.image=$PG_WALC_IMAGE" \
-			--set sidecar.daemon.enabled=false >"$WORK/postgres-restore.yaml" &&
+			--set sidecar.daemon.enabled=false --set sidecar.walReceive.enabled=false \
+			>"$WORK/postgres-restore.yaml" &&
 		node "$HERE/kube-to-pods.mjs" "$WORK/pods" "$WORK/chart.yaml" "$WORK/postgres.yaml" \
-			"$WORK/postgres-restore.yaml" "$ROOT/deploy/kubernetes/restore-job.yaml" &&
+			"$WORK/postgres-restore.yaml" &&
 		cp "$WORK"/*.yaml "$WORK"/pods/*.yaml "$LOGS/"
 }
 need "helm template: ConfigMap, CronJob, PostgreSQL StatefulSets; as pods for podman" render
@@ -235,8 +263,8 @@ while read -r c; do podman volume create "$c" >/dev/null; done <"$WORK/pods/clai
 
 # --- the source: PostgreSQL with the walc sidecar, archiving ----------------------------------
 
-say "source PostgreSQL pod (daemon mode)"
-need "podman kube play: PostgreSQL with walc-install and the walc-daemon sidecar" \
+say "source PostgreSQL pod (daemon mode, wal-receive)"
+need "podman kube play: PostgreSQL with walc-install, the walc-daemon and walc-wal-receive sidecars" \
 	play "$WORK/pods/postgres-0.yaml"
 need "PostgreSQL accepts connections" wait_for 120 podman exec postgres-0-postgresql pg_isready -q
 check "walc-install copied the binary for archive_command and restore_command" \
@@ -249,6 +277,15 @@ archiving() {
 			-c 'SELECT archived_count > 0 AND failed_count = 0 FROM pg_stat_archiver')\" = t ]"
 }
 check "PostgreSQL archives through archive_library = walc_archive and the daemon" archiving
+# The sidecar started with PostgreSQL and exited until the server accepted it (Kubernetes, and
+# podman here, restart it): it ends up streaming through its slot, as the CronJob's role.
+receiving() {
+	[ "$(psql_in postgres-0 "SELECT active FROM pg_replication_slots WHERE slot_name = 'walg'")" = t ] &&
+		[ "$(psql_in postgres-0 "SELECT r.usename FROM pg_stat_replication r JOIN pg_replication_slots s
+			ON s.active_pid = r.pid WHERE s.slot_name = 'walg'")" = walc_backup ] &&
+		podman logs postgres-0-walc-wal-receive 2>&1 | grep -q 'wal-receive: streaming timeline 1 from'
+}
+check "wal-receive streams through its slot walg, as walc_backup (a REPLICATION role)" wait_for 60 receiving
 need "pgbench -i" podman exec postgres-0-postgresql pgbench -q -i -s 4 postgres
 podman exec postgres-0-postgresql pgbench -n -c 2 -T 25 postgres >"$LOGS/pgbench.log" 2>&1 &
 WORKLOAD=$!
@@ -288,26 +325,43 @@ backup_listed() {
 }
 check "backup-list shows the CronJob's backup" backup_listed
 
-# The recovery point: the workload has stopped; one more table after the backup, then every
-# segment up to here archived.
+# The target: the workload has stopped; one table after the backup, the source's dump, the
+# target time as PostgreSQL prints now() (what a user copies from psql), one more table that
+# recovery must not replay; then every segment up to here archived by the daemon and stored by
+# wal-receive (its slot only moves past what is stored).
 recovery_point() {
 	psql_in postgres-0 "CREATE TABLE after_backup AS SELECT g AS n FROM generate_series(1, 5000) g" &&
-		podman exec postgres-0-postgresql pg_dumpall -U postgres >"$WORK/source.dump" || return 1
-	local seg
-	seg=$(psql_in postgres-0 "SELECT pg_walfile_name(pg_switch_wal())") || return 1
-	echo "waiting for $seg to be archived"
-	wait_for 120 podman exec postgres-0-postgresql test -e "/var/lib/postgresql/data/pgdata/pg_wal/archive_status/$seg.done"
+		podman exec postgres-0-postgresql pg_dumpall -U postgres >"$WORK/source.dump" &&
+		TARGET=$(psql_in postgres-0 "SELECT clock_timestamp()") &&
+		psql_in postgres-0 "CREATE TABLE after_target AS SELECT g AS n FROM generate_series(1, 5000) g" ||
+		return 1
+	local seg lsn
+	lsn=$(psql_in postgres-0 "SELECT pg_switch_wal()") &&
+		seg=$(psql_in postgres-0 "SELECT pg_walfile_name('$lsn')") || return 1
+	echo "target $TARGET; waiting for $seg to be archived and stored by wal-receive"
+	wait_for 120 podman exec postgres-0-postgresql test -e "/var/lib/postgresql/data/pgdata/pg_wal/archive_status/$seg.done" &&
+		wait_for 60 bash -c "[ \"\$(podman exec postgres-0-postgresql psql -X -At -d postgres -c \
+			\"SELECT restart_lsn > '$lsn' FROM pg_replication_slots WHERE slot_name = 'walg'\")\" = t ]"
 }
-need "recovery point: dump of the source, its last segment archived" recovery_point
+need "target time: dump of the source, its last segment archived and stored by wal-receive" recovery_point
 
 # --- restore: the Job's pod, then PostgreSQL on the restored volume ---------------------------
 
-say "restore Job pod, then PostgreSQL on the restored volume (copy mode)"
-need "podman kube play: the restore Job's pod" play "$WORK/pods/walc-restore.yaml"
-check "backup-fetch exited 0" wait_for 600 ctr_exited walc-restore-backup-fetch
-need "backup-fetch restored the backup" ctr_ok walc-restore-backup-fetch
-check "recovery.signal written" wait_for 60 ctr_exited walc-restore-recovery-signal
-need "recovery-signal exited 0" ctr_ok walc-restore-recovery-signal
+# The chart's restore Job to TARGET, as a pod (the Job's own volumes added to VOLUMES).
+render_restore() {
+	"$HELM" template walc "$WORK/chart/walc" "${COMMON[@]}" --show-only templates/restore-job.yaml \
+		--set restore.enabled=true --set restore.claimName=data-postgres-restore-0 \
+		--set-string "restore.targetTime=$TARGET" >"$WORK/restore-job.yaml" &&
+		node "$HERE/kube-to-pods.mjs" "$WORK/pods-restore" "$WORK/restore-job.yaml" &&
+		cp "$WORK/restore-job.yaml" "$WORK/pods-restore/walc-restore.yaml" "$LOGS/" || return 1
+	mapfile -t -O "${#VOLUMES[@]}" VOLUMES <"$WORK/pods-restore/volumes.txt"
+}
+say "restore Job pod to $TARGET, then PostgreSQL on the restored volume (copy mode)"
+need "helm template: the restore Job to the target time; as a pod" render_restore
+need "podman kube play: the restore Job's pod" play "$WORK/pods-restore/walc-restore.yaml"
+check "backup-fetch --target-time exited 0" wait_for 600 ctr_exited walc-restore-backup-fetch
+need "backup-fetch restored the backup before the target and wrote the recovery settings" \
+	ctr_ok walc-restore-backup-fetch
 need "podman kube play: PostgreSQL on the restored volume" play "$WORK/pods/postgres-restore-0.yaml"
 promoted() { [ "$(psql_in postgres-restore-0 "SELECT pg_is_in_recovery()")" = f ]; }
 need "the restored cluster recovered and promoted" wait_for 300 promoted
@@ -316,18 +370,22 @@ restored_through_wal_fetch() {
 	log=$(podman logs postgres-restore-0-postgresql 2>&1)
 	n=$(grep -c 'LOG:  restored log file' <<<"$log")
 	echo "$n segments restored from the archive"
-	[ "$n" -gt 0 ] && grep -q 'LOG:  archive recovery complete' <<<"$log"
+	[ "$n" -gt 0 ] && grep -q 'LOG:  starting point-in-time recovery to ' <<<"$log" &&
+		grep -q 'LOG:  recovery stopping before commit of transaction' <<<"$log" &&
+		grep -q 'LOG:  archive recovery complete' <<<"$log"
 }
-check "recovery replayed WAL fetched by wal-fetch (restore_command of the copied binary)" \
+check "recovery replayed WAL fetched by wal-fetch (the copied binary) and stopped at the target time" \
 	restored_through_wal_fetch
 dumps_equal() {
 	podman exec postgres-restore-0-postgresql pg_dumpall -U postgres >"$WORK/restored.dump" || return 1
 	# pg_dumpall 15.14+ writes a random \restrict key into each dump.
 	diff <(grep -v '^\\\(un\)\?restrict ' "$WORK/source.dump") \
 		<(grep -v '^\\\(un\)\?restrict ' "$WORK/restored.dump") | head -n 20
-	[ "${PIPESTATUS[0]}" = 0 ] && grep -q after_backup "$WORK/restored.dump"
+	[ "${PIPESTATUS[0]}" = 0 ] && grep -q after_backup "$WORK/restored.dump" &&
+		! grep -q after_target "$WORK/restored.dump"
 }
-check "pg_dumpall of the restored cluster equals the source's at the recovery point" dumps_equal
+check "pg_dumpall of the restored cluster equals the source's at the target time (after_target not replayed)" \
+	dumps_equal
 copy_mode_archiving() {
 	psql_in postgres-restore-0 "SELECT pg_switch_wal() IS NOT NULL" &&
 		wait_for 60 bash -c "[ \"\$(podman exec postgres-restore-0-postgresql psql -X -At -d postgres \
@@ -378,5 +436,89 @@ failed_push() {
 		curl -sf "http://127.0.0.1:$GW_PORT/metrics" | grep '^walc_run_last_success_timestamp_seconds{command="backup-push"'
 }
 check "a failed backup-push pushes walc_run_success 0 and keeps the last success" failed_push
+
+# --- the other stores: GCS and Azure, with their workload identities ---------------------------
+
+say "GCS (GKE Workload Identity, OpenPGP) and Azure (AKS workload identity): CronJob pods, restore Job"
+# A release on another store: the e2e values but S3's and the Pushgateway's (whose groups the
+# checks above read).
+STORE_COMMON=(-f "$HERE/values.yaml" --set "postgresql.port=$PG_PORT" --set "image.tag=$WALC_VERSION"
+	--set storage.s3Prefix= --set storage.credentials.existingSecret=)
+# store_pods NAME FLAGS...: release NAME rendered with FLAGS (ServiceAccount, ConfigMap, CronJob
+# and, when enabled, the restore Job) as pods in $WORK/pods-NAME, the identities emulated.
+store_pods() {
+	local name=$1
+	shift
+	"$HELM" template "$name" "$WORK/chart/walc" "${STORE_COMMON[@]}" "$@" >"$WORK/$name.yaml" &&
+		node "$HERE/kube-to-pods.mjs" --gke-metadata "127.0.0.1:$TOK_PORT" \
+			--aks-webhook "walc-tenant,http://127.0.0.1:$TOK_PORT/,$WORK/azure-token" \
+			--secret-dir "$WORK/secrets" "$WORK/pods-$name" "$WORK/$name.yaml" &&
+		cp "$WORK/$name.yaml" "$LOGS/" || return 1
+	mapfile -t -O "${#VOLUMES[@]}" VOLUMES <"$WORK/pods-$name/volumes.txt"
+	while read -r c; do podman volume create "$c" >/dev/null; done <"$WORK/pods-$name/claims.txt"
+}
+# ran_ok POD CONTAINER...: each container of the pod exited 0, in turn
+ran_ok() {
+	local pod=$1 c
+	shift
+	for c in "$@"; do
+		wait_for 300 ctr_exited "$pod-$c" && ctr_ok "$pod-$c" || return 1
+	done
+}
+tokens_issued() { grep -c "^$1 " "$LOGS/tokens.log"; }
+gcs_pods() {
+	mkdir -p "$WORK/secrets/walc-pgp" &&
+		cp "$ROOT/test/fixtures/walg-v3.0.9-pgp/keys/pgp-secret.asc" "$WORK/secrets/walc-pgp/key.asc" &&
+		chmod 0644 "$WORK/secrets/walc-pgp/key.asc" &&
+		json_secret walc-pgp passphrase "walc pgp fixture passphrase" &&
+		wait_for 60 grep -q '^ready' "$LOGS/gcs-emulator.log" &&
+		store_pods walc-gcs --set storage.gcs.prefix=gs://walc/e2e \
+			--set storage.gcs.workloadIdentityServiceAccount=walc-e2e@walc-e2e.iam.gserviceaccount.com \
+			--set-string "extraConfig.GCS_ENDPOINT=http://127.0.0.1:$GCS_PORT" \
+			--set encryption.libsodium.existingSecret= --set encryption.pgp.existingSecret=walc-pgp \
+			--set encryption.pgp.secretKey=key --set encryption.pgp.passphraseKey=passphrase \
+			--set restore.enabled=true --set restore.claimName=data-walc-gcs-restore
+}
+check "GCS: the chart with GKE Workload Identity and OpenPGP keys, as pods" gcs_pods
+gcs_backup() {
+	play "$WORK/pods-walc-gcs/walc-gcs-manual.yaml" && ran_ok walc-gcs-manual backup-push delete-retain &&
+		echo "metadata server tokens: $(tokens_issued gce-metadata)" && [ "$(tokens_issued gce-metadata)" -ge 2 ]
+}
+check "GCS: the CronJob's pod (backup-push, delete retain FULL 1) with tokens from the metadata server" gcs_backup
+gcs_restore() {
+	local dir
+	play "$WORK/pods-walc-gcs/walc-gcs-restore.yaml" && ran_ok walc-gcs-restore backup-fetch recovery-signal &&
+		dir=$(podman volume inspect --format '{{.Mountpoint}}' data-walc-gcs-restore) || return 1
+	ls -l "$dir/pgdata"
+	[ -s "$dir/pgdata/PG_VERSION" ] && [ -s "$dir/pgdata/global/pg_control" ] && [ -e "$dir/pgdata/recovery.signal" ] &&
+		[ "$(tokens_issued gce-metadata)" -ge 3 ]
+}
+check "GCS: the restore Job (backup-fetch LATEST with the OpenPGP secret key and passphrase, recovery.signal)" \
+	gcs_restore
+az_pods() {
+	local key
+	wait "$AZURITE" || { cat "$LOGS/azurite.out"; return 1; }
+	key=$(sed -n 's/.*AZURE_STORAGE_ACCESS_KEY=\([^ ]*\).*/\1/p' "$LOGS/azurite.out")
+	python3 "$ROOT/test/integration/objstore_tool.py" mkcontainer "https://devstoreaccount1.blob.localhost:$AZ_PORT" \
+		devstoreaccount1 "$key" walc "$WORK/azurite/cert.pem" || return 1
+	# Azurite's certificate as a CA bundle, in a ConfigMap as a user would keep one.
+	node -e 'const y = require(process.argv[1]); const fs = require("fs");
+		fs.writeFileSync(process.argv[3], y.dump({ apiVersion: "v1", kind: "ConfigMap",
+			metadata: { name: "azurite-ca" }, data: { "ca.crt": fs.readFileSync(process.argv[2], "utf8") } }));' \
+		"$ROOT/test/deploy/node_modules/js-yaml" "$WORK/azurite/cert.pem" "$WORK/pods/configmap-azurite-ca.yaml" &&
+		store_pods walc-az --set storage.azure.prefix=azure://walc/e2e \
+			--set storage.azure.storageAccount=devstoreaccount1 \
+			--set "storage.azure.endpointSuffix=localhost:$AZ_PORT" \
+			--set storage.azure.workloadIdentityClientId=walc-e2e-client \
+			--set caBundle.configMap=azurite-ca
+}
+check "Azure: the chart with AKS workload identity and a CA bundle, as pods" az_pods
+az_backup() {
+	play "$WORK/pods-walc-az/walc-az-manual.yaml" && ran_ok walc-az-manual backup-push delete-retain &&
+		echo "Azure AD tokens for the federated token: $(tokens_issued workload)" &&
+		[ "$(tokens_issued workload)" -ge 2 ]
+}
+check "Azure: the CronJob's pod (backup-push, delete retain FULL 1) with Azure AD tokens for the federated token" \
+	az_backup
 
 finish
