@@ -240,16 +240,10 @@ typedef struct level_reads {
 	part_frames pf;
 } level_reads;
 
-/* The stored bytes read count toward the level's progress, as they arrive. */
-static sink *counted(const extract_level *ex, sink *next)
-{
-	return ex->prog != NULL ? tap_sink_new(progress_bytes, ex->prog, next) : next;
-}
-
 static err_code extract_whole(const extract_level *ex, held *h, const char *key)
 {
 	log_debug("extracting %s", key);
-	return repo_get(ex->r, key, counted(ex, extract_sink_new(ex, h)));
+	return repo_get_counted(ex->r, key, ex->prog, extract_sink_new(ex, h));
 }
 
 static err_code extract_one(void *arg, const char *key)
@@ -266,8 +260,8 @@ static err_code extract_one(void *arg, const char *key)
 		log_debug("extracting %s bytes %llu to %llu", key, (unsigned long long)b->off,
 				  (unsigned long long)(b->off + b->len));
 		size_t seen = 0;
-		TRY(repo_get_range(lr->ex->r, key, b->off, b->len,
-						   counted(lr->ex, extract_run_sink_new(lr->ex, lr->held, &seen))));
+		TRY(repo_get_range_counted(lr->ex->r, key, b->off, b->len, lr->ex->prog,
+								   extract_run_sink_new(lr->ex, lr->held, &seen)));
 		/* a frame offset that lies would otherwise leave a needed file unrestored, silently */
 		if (seen != b->members)
 			return err_set(E_CORRUPT,

@@ -175,23 +175,47 @@ static err_code encrypted_without_key(repo *r, const char *key, const sniffed *f
 				   key, storage_describe(r->st), method, crypter_vars(method));
 }
 
-err_code repo_get(repo *r, const char *key, sink *into)
+/*
+ * An object (whole: ranged false; else len stored bytes from offset) decoded into `into`;
+ * the stored bytes counted toward p (NULL: none) as they arrive.
+ */
+static err_code get_object(repo *r, const char *key, bool ranged, uint64_t offset, uint64_t len,
+						   progress *p, sink *into)
 {
 	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
-	chain = repo_decrypt_new(r, chain);
-	sniffed sniff = { 0 };
-	chain = sniff_new(r, &sniff, chain);
+	if (!ranged)
+		chain = repo_decrypt_new(r, chain);
+	/* only an object's start shows what it is */
+	sniffed head = { 0 }, *sniff = !ranged || offset == 0 ? &head : NULL;
+	chain = sniff_new(r, sniff, chain);
+	if (p != NULL)
+		chain = tap_sink_new(progress_bytes, p, chain);
 	if (r->net != NULL)
 		chain = rate_sink_new(r->net, chain);
-	err_code rc = storage_get(r->st, key, chain);
+	err_code rc = !ranged				? storage_get(r->st, key, chain)
+		: r->crypt != NULL ? err_set(E_FAIL, "an encrypted object cannot be read in part")
+						   : storage_get_range(r->st, key, offset, len, chain);
 	if (rc == E_OK)
 		rc = sink_finish(chain);
 	bool said;
-	rc = encrypted_without_key(r, key, &sniff, rc, &said);
+	rc = encrypted_without_key(r, key, sniff, rc, &said);
 	sink_free(chain);
-	if (rc != E_OK && rc != E_NOTFOUND && !said)
+	if (rc != E_OK && rc != E_NOTFOUND && !said && !ranged)
 		err_wrap(rc, "object %s in %s", key, storage_describe(r->st));
+	else if (rc != E_OK && rc != E_NOTFOUND && !said)
+		err_wrap(rc, "object %s (bytes %llu to %llu) in %s", key, (unsigned long long)offset,
+				 (unsigned long long)(offset + len), storage_describe(r->st));
 	return rc;
+}
+
+err_code repo_get(repo *r, const char *key, sink *into)
+{
+	return get_object(r, key, false, 0, 0, NULL, into);
+}
+
+err_code repo_get_counted(repo *r, const char *key, progress *p, sink *into)
+{
+	return get_object(r, key, false, 0, 0, p, into);
 }
 
 bool repo_has_range(const repo *r)
@@ -201,23 +225,13 @@ bool repo_has_range(const repo *r)
 
 err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len, sink *into)
 {
-	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
-	sniffed head = { 0 }, *sniff = offset == 0 ? &head : NULL; /* only an object's start shows */
-	chain = sniff_new(r, sniff, chain);
-	if (r->net != NULL)
-		chain = rate_sink_new(r->net, chain);
-	err_code rc = r->crypt != NULL
-		? err_set(E_FAIL, "an encrypted object cannot be read in part")
-		: storage_get_range(r->st, key, offset, len, chain);
-	if (rc == E_OK)
-		rc = sink_finish(chain);
-	bool said;
-	rc = encrypted_without_key(r, key, sniff, rc, &said);
-	sink_free(chain);
-	if (rc != E_OK && rc != E_NOTFOUND && !said)
-		err_wrap(rc, "object %s (bytes %llu to %llu) in %s", key, (unsigned long long)offset,
-				 (unsigned long long)(offset + len), storage_describe(r->st));
-	return rc;
+	return get_object(r, key, true, offset, len, NULL, into);
+}
+
+err_code repo_get_range_counted(repo *r, const char *key, uint64_t offset, uint64_t len,
+								progress *p, sink *into)
+{
+	return get_object(r, key, true, offset, len, p, into);
 }
 
 /*

@@ -47,6 +47,8 @@ err_code repo_put_new(repo *r, const char *base_key, sink **out, char **key_out)
  * in every case. Failures name the object.
  */
 err_code repo_get(repo *r, const char *key, sink *into);
+/* As repo_get, the stored bytes counted toward p (NULL: none) as they arrive. */
+err_code repo_get_counted(repo *r, const char *key, progress *p, sink *into);
 /*
  * As repo_get, for len stored bytes of key from offset on, which must start a compression
  * frame (a partition's FrameOffset): decoded from there. Only where repo_has_range says so
@@ -54,6 +56,8 @@ err_code repo_get(repo *r, const char *key, sink *into);
  */
 bool repo_has_range(const repo *r);
 err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len, sink *into);
+err_code repo_get_range_counted(repo *r, const char *key, uint64_t offset, uint64_t len,
+								progress *p, sink *into);
 /*
  * Finds the object stored for base_key whatever its extension: the configured codec's first,
  * then the others. E_NOTFOUND when none exists.

@@ -151,6 +151,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(200, listing(prefix, []))
             return self.send(404, b"<Error><Code>NoSuchKey</Code></Error>")
         if not is_list:
+            # the bucket exists (a HEAD of it follows a 404 on an object, to tell the two apart)
+            if key == "" and self.command == "HEAD":
+                return self.send(200, b"")
             if mode == "hugesentinel" and key.endswith("_backup_stop_sentinel.json"):
                 return self.stream(200, b'{"LSN": 1, "x": "', b" " * 65536, length=256 << 20)
             if mode == "hostilekeys" and key.endswith("_backup_stop_sentinel.json"):

@@ -41,7 +41,6 @@ for c in lz4 zstd brotli; do
 	wrun WALG_FILE_PREFIX="$T/repo-$c" -- backup-fetch "$T/clean-$c" "${DELTA[$c]}"
 	expect_rc 0 "clean chain ($c)"
 	[ -s "$T/clean-$c/global/pg_control" ] || fail "clean chain ($c): no pg_control"
-	rm -rf "$T/clean-$c"
 done
 restore_start "$T/clean-none" "${DELTA[none]}" WALG_FILE_PREFIX="$T/repo-none" -- \
 	"recovery_target_timeline = 'latest'"
@@ -97,6 +96,19 @@ for c in "${CODECS[@]}"; do
 	part=$(largest_part "$T/dmg-$c" "${DELTA[$c]}")
 	meta "$c" "${DELTA[$c]}" IsIncremented not >"$T/whole"
 	read -r off member < <(flip_in "$c" "$part" "$T/whole") || fail "$c: no whole file in $part"
+	if [ "$c" != none ]; then
+		# The middle of a compressed object may decode into bytes no check covers (a tar
+		# member's padding, an unused header field): then the restore must equal the clean
+		# one, never differ while it says success.
+		rm -rf "$T/out-$c"
+		wrun WALG_FILE_PREFIX="$T/dmg-$c" -- backup-fetch "$T/out-$c" "${DELTA[$c]}"
+		if [ "$W_RC" = 0 ]; then
+			diff -r --no-dereference -x postgresql.auto.conf "$T/clean-$c" "$T/out-$c" >"$T/flip-diff" 2>&1 ||
+				{ head "$T/flip-diff" >&2; fail "flipped byte in the delta ($c): restored with exit 0 and different files"; }
+			log "flipped byte in the delta, chain restore ($c): it decoded into bytes no file holds; the restore is the clean one"
+			continue
+		fi
+	fi
 	refused "$c" "${DELTA[$c]}" "$part" "${member:-}" "flipped byte in the delta, chain restore ($c)"
 done
 ok "a flipped byte fails the restore of the full and of the chain with every codec"
