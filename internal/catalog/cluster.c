@@ -161,6 +161,7 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 {
 	if (verified(r, sysid))
 		return E_OK;
+	TRY(storage_prepare_write(r->st));
 	for (int attempt = 0; attempt < 2; attempt++) {
 		json_t *doc = NULL;
 		err_code rc = catalog_read_json(r, CATALOG_CLUSTER_MARKER, CATALOG_JSON_MAX, &doc);
@@ -230,6 +231,7 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 err_code catalog_check_encryption(repo *r, const char *what)
 {
 	json_t *doc = NULL;
+	TRY(storage_prepare_write(r->st));
 	TRY(catalog_read_optional(r, CATALOG_CLUSTER_MARKER, &doc));
 	err_code rc = check_encryption(r, what, json_string_value(json_object_get(doc, "encryption")));
 	json_decref(doc);

@@ -122,6 +122,12 @@ static err_code fs_put_start(storage *st, const char *key, bool exclusive, sink 
 	return rc;
 }
 
+static err_code fs_prepare_write(storage *st)
+{
+	fs_storage *fs = (fs_storage *)st;
+	return fs_denied(fs, fs->root, W_OK, mkdir_p_owned(fs->root, 0755, &fs->owner));
+}
+
 static err_code fs_put_open(storage *st, const char *key, sink **out)
 {
 	return fs_put_start(st, key, false, out);
@@ -412,6 +418,7 @@ static const storage_ops fs_ops = {
 	.put_new = fs_put_new,
 	.list_temporaries = fs_list_temporaries,
 	.get_range = fs_get_range,
+	.prepare_write = fs_prepare_write,
 };
 
 err_code storage_fs_open(const char *root, storage **out)

@@ -130,6 +130,11 @@ err_code storage_remove_many(storage *st, const char *const *keys, size_t n)
 	return E_OK;
 }
 
+err_code storage_prepare_write(storage *st)
+{
+	return st->ops->prepare_write != NULL ? st->ops->prepare_write(st) : E_OK;
+}
+
 err_code storage_locked_until(storage *st, const char *const *keys, size_t n, time_t *until)
 {
 	memset(until, 0, n * sizeof(*until));

@@ -43,6 +43,8 @@ typedef struct storage_ops {
 	err_code (*remove_many)(storage *st, const char *const *keys, size_t n);
 	/* Optional: as put, for a long stream (storage_put_long). */
 	err_code (*put_long)(storage *st, const char *key, sink **out);
+	/* Optional: makes the repository's own folder, if the store has one (storage_prepare_write). */
+	err_code (*prepare_write)(storage *st);
 	/* Optional: until which time each of n objects is locked (storage_locked_until). */
 	err_code (*locked_until)(storage *st, const char *const *keys, size_t n, time_t *until);
 	/* Optional: len bytes of an object from offset (storage_get_range). */
@@ -119,6 +121,13 @@ err_code storage_remove(storage *st, const char *key);
  * or one by one where it has none. Absent keys succeed. On failure some may be gone.
  */
 err_code storage_remove_many(storage *st, const char *const *keys, size_t n);
+/*
+ * Before a writer's first read: the repository may not exist yet, as a new archive's does
+ * not (its first write makes it). A reader of an absent file repository gets an error, not
+ * "does not exist" (a mistyped prefix must not look like the end of the archive), so a writer
+ * that reads first (the cluster marker) makes the repository's folder here. No-op elsewhere.
+ */
+err_code storage_prepare_write(storage *st);
 /*
  * until[i]: the time until which keys[i] may not be deleted (S3 Object Lock), 0 when it may.
  * Stores without locks, and buckets without Object Lock, answer 0 for every key without

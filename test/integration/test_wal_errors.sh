@@ -85,6 +85,19 @@ expect_rc 1 "wal-push with the prefix below a regular file"
 assert_contains "$W_ERR" "$T/afile" "wal-push, prefix below a regular file: message names the path"
 ok "prefix below a regular file: exit 1 naming the path"
 
+# A new archive's folder does not exist before its first wal-push, which makes it (as WAL-G
+# does); a fetch from an absent folder is a mistyped prefix, never "does not exist" (74).
+newdest
+wrun "WALG_FILE_PREFIX=$T/absent/repo" -- wal-fetch "$SEG" "$d"
+expect_rc 1 "wal-fetch from an absent repository"
+assert_absent "$T/absent" "the absent repository after a fetch"
+wrun "WALG_FILE_PREFIX=$T/absent/repo" -- wal-push "$T/wal/$SEG"
+expect_rc 0 "the first wal-push into an absent repository"
+wrun "WALG_FILE_PREFIX=$T/absent/repo" -- wal-fetch "$SEG" "$d"
+expect_rc 0 "wal-fetch of the first segment of a new repository"
+assert_same_file "$T/wal/$SEG" "$d" "the first segment of a new repository"
+ok "a new repository's folder is made by its first wal-push; a fetch from an absent one exits 1"
+
 if [ "$(id -u)" = 0 ]; then
 	mkdir -p "$T/private"
 	push_to "$T/private/repo"
