@@ -3,7 +3,7 @@
 
 CC       ?= cc
 BUILD    ?= build
-PKGS     := libzstd liblz4 libbrotlienc libbrotlidec liblzma libsodium librnp libcurl openssl libpq jansson expat
+PKGS     := libzstd liblz4 libbrotlienc libbrotlidec liblzma libsodium librnp libcurl openssl libpq jansson expat libssh2
 WARN     := -Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -Wvla \
             -Wwrite-strings -Wcast-qual -Werror
 CFLAGS   ?= -O2 -g

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
-# Helpers for the Azure Blob and GCS integration tests (sourced after lib.sh): Azurite and the
-# Firebase CLI's GCS emulator on loopback (test/servers), the fake token endpoints
-# (objstore_tool.py), the fault proxy in front of either, and the cleanup of all of them.
+# Helpers for the Azure Blob, GCS and SFTP integration tests (sourced after lib.sh): Azurite and
+# the Firebase CLI's GCS emulator on loopback (test/servers), OpenSSH's sshd, the fake token
+# endpoints (objstore_tool.py), the fault proxy in front of either, and the cleanup of all of
+# them.
 #
 #   store_setup NAME     it_setup plus an EXIT trap stopping every server started here
 #   az_start [oauth]     Azurite over HTTPS; AZ_ENV: the settings of a repository's account
@@ -9,7 +10,14 @@
 #   gcs_start            the GCS emulator; GCS_PORT; GCS_ENV: STORAGE_EMULATOR_HOST
 #   tokens_start         the fake token endpoints; TOK_PORT, TOK_LOG
 #   proxy_start NAME UPSTREAM_PORT [proxy args...]   the fault proxy; PPORT, PROXY_PID
-#   store_env STORE PATH one repository's settings (one per line): STORE az or gcs
+#   sftp_start           Debian's sshd on 127.0.0.1, unprivileged (as postgres), with its own
+#                        host key, config and a client key made here: user walc (the postgres
+#                        uid under another name, through nss_wrapper, so that the password
+#                        SFTP_PASSWORD can be checked without touching the system's accounts);
+#                        SFTP_ENV: key authentication, host key checked (SSH_KNOWN_HOSTS);
+#                        SFTP_ROOT the folder behind ssh://127.0.0.1/$SFTP_ROOT; SSHD_DIR
+#   sftp_stop            sshd and every session process under it killed (SIGKILL)
+#   store_env STORE PATH one repository's settings (one per line): STORE az, gcs or sftp
 
 SERVERS=$ROOT/test/servers
 OS_PIDS=()
@@ -18,6 +26,7 @@ OS_DIRS=() # "script dir" pairs to stop
 store_cleanup() {
 	local p d
 	set +e
+	[ -n "${SSHD_PID:-}" ] && sftp_stop
 	for p in "${OS_PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	for d in "${OS_DIRS[@]}"; do "$SERVERS/${d%% *}" stop "${d#* }" >/dev/null 2>&1; done
 	return 0
@@ -104,6 +113,78 @@ proxy_start() {
 	fail "fault proxy $name did not start"
 }
 
+# proc_tree PID: PID and every process below it, children first
+proc_tree() {
+	local c
+	for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do proc_tree "$c"; done
+	echo "$1"
+}
+
+SSHD_PID=""
+sftp_start() {
+	local try nss uid gid i
+	nss=$(ls /usr/lib/*/libnss_wrapper.so 2>/dev/null | head -n 1)
+	[ -x /usr/sbin/sshd ] && [ -n "$nss" ] ||
+		fail "sshd or nss_wrapper missing: deploy/deps.sh installs openssh-server and libnss-wrapper"
+	SSHD_DIR=$T/sshd
+	SFTP_ROOT=$T/sftp
+	if [ ! -f "$SSHD_DIR/host_key" ]; then
+		mkdir -p "$SSHD_DIR/home" "$SFTP_ROOT"
+		ssh-keygen -q -t ed25519 -N '' -C walc-it-host -f "$SSHD_DIR/host_key"
+		ssh-keygen -q -t ed25519 -N '' -C walc-it -f "$SSHD_DIR/id_ed25519"
+		cp "$SSHD_DIR/id_ed25519.pub" "$SSHD_DIR/authorized_keys"
+		SFTP_PASSWORD=walc-pw-$RANDOM$RANDOM
+		uid=$(as_pg id -u)
+		gid=$(as_pg id -g)
+		echo "walc:$(openssl passwd -6 "$SFTP_PASSWORD"):$uid:$gid:walc:$SSHD_DIR/home:/bin/sh" >"$SSHD_DIR/passwd"
+		echo "walc:x:$gid:" >"$SSHD_DIR/group"
+		pg_own "$SSHD_DIR" "$SFTP_ROOT"
+		chmod 600 "$SSHD_DIR/host_key" "$SSHD_DIR/id_ed25519"
+	fi
+	for try in 1 2 3; do
+		SSHD_PORT=$(os_port)
+		cat >"$SSHD_DIR/sshd_config" <<-EOF
+			Port $SSHD_PORT
+			ListenAddress 127.0.0.1
+			HostKey $SSHD_DIR/host_key
+			PidFile $SSHD_DIR/sshd.pid
+			AuthorizedKeysFile $SSHD_DIR/authorized_keys
+			StrictModes no
+			UsePAM no
+			PasswordAuthentication yes
+			KbdInteractiveAuthentication no
+			Subsystem sftp internal-sftp
+			LogLevel VERBOSE
+		EOF
+		log "starting sshd on port $SSHD_PORT"
+		as_pg env LD_PRELOAD="$nss" NSS_WRAPPER_PASSWD="$SSHD_DIR/passwd" \
+			NSS_WRAPPER_GROUP="$SSHD_DIR/group" /usr/sbin/sshd -D -f "$SSHD_DIR/sshd_config" \
+			-E "$SSHD_DIR/sshd.log" </dev/null >>"$T/log/sshd.out" 2>&1 &
+		SSHD_PID=$!
+		for ((i = 0; i < 100; i++)); do
+			(exec 3<>"/dev/tcp/127.0.0.1/$SSHD_PORT") 2>/dev/null && break 2
+			kill -0 "$SSHD_PID" 2>/dev/null || break
+			sleep 0.05
+		done
+		sftp_stop
+		[ "$try" = 3 ] && { cat "$SSHD_DIR/sshd.log" >&2; fail "sshd did not start"; }
+	done
+	echo "[127.0.0.1]:$SSHD_PORT $(cut -d' ' -f1,2 "$SSHD_DIR/host_key.pub")" >"$SSHD_DIR/known_hosts"
+	chmod 644 "$SSHD_DIR/known_hosts"
+	SFTP_ENV=(SSH_PORT="$SSHD_PORT" SSH_USERNAME=walc SSH_PRIVATE_KEY_PATH="$SSHD_DIR/id_ed25519"
+		SSH_KNOWN_HOSTS="$SSHD_DIR/known_hosts")
+}
+
+sftp_stop() {
+	local pids
+	[ -n "$SSHD_PID" ] || return 0
+	mapfile -t pids < <(proc_tree "$SSHD_PID")
+	kill -KILL "${pids[@]}" 2>/dev/null
+	wait "$SSHD_PID" 2>/dev/null
+	SSHD_PID=""
+	return 0
+}
+
 # store_env STORE PATH: WALG_*_PREFIX and the server's settings, one per line
 store_env() {
 	case $1 in
@@ -114,6 +195,10 @@ store_env() {
 	gcs)
 		echo "WALG_GS_PREFIX=gs://walc/$2"
 		printf '%s\n' "${GCS_ENV[@]}"
+		;;
+	sftp)
+		echo "WALG_SSH_PREFIX=ssh://127.0.0.1$SFTP_ROOT/$2"
+		printf '%s\n' "${SFTP_ENV[@]}"
 		;;
 	esac
 }
