@@ -28,6 +28,8 @@
 #define SFTP_CONNECT_TIMEOUT_MS 10000
 #define SFTP_STALL_MS 30000
 #define SFTP_IDLE_MAX_MS 60000 /* an idle session older than this is closed, not reused */
+/* Handshakes at once: below OpenSSH's MaxStartups (10), past which sshd drops new connections */
+#define SFTP_CONNECTING_MAX 8
 
 typedef struct sftp_conn {
 	sftp_session *s;
@@ -47,6 +49,7 @@ typedef struct sftp_store {
 	pthread_cond_t cv;
 	sftp_conn **idle;
 	size_t nidle, open, max;
+	size_t connecting; /* sessions being set up */
 	atomic_bool root_seen;
 	atomic_bool told_rename;
 } sftp_store;
@@ -136,8 +139,9 @@ static err_code conn_take(sftp_store *st, sftp_conn **out, bool *retryable)
 			*out = c;
 			return E_OK;
 		}
-		if (st->open < st->max) {
+		if (st->open < st->max && st->connecting < SFTP_CONNECTING_MAX) {
 			st->open++;
+			st->connecting++;
 			break;
 		}
 		if (cancel_requested() != 0) {
@@ -150,12 +154,12 @@ static err_code conn_take(sftp_store *st, sftp_conn **out, bool *retryable)
 	}
 	pthread_mutex_unlock(&st->mu);
 	err_code rc = conn_new(st, out, retryable);
-	if (rc != E_OK) {
-		pthread_mutex_lock(&st->mu);
+	pthread_mutex_lock(&st->mu);
+	st->connecting--;
+	if (rc != E_OK)
 		st->open--;
-		pthread_cond_signal(&st->cv);
-		pthread_mutex_unlock(&st->mu);
-	}
+	pthread_cond_broadcast(&st->cv);
+	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
 
@@ -1007,6 +1011,8 @@ static err_code remove_keys(sftp_store *st, const char *const *keys, size_t from
 	char *what = n == 1 ? xasprintf("deleting %s/%s", st->describe, keys[from])
 						: xasprintf("deleting %zu objects in %s", n, st->describe);
 	err_code rc = sftp_run(st, what, NULL, remove_run, &o);
+	if (rc == E_OK)
+		log_debug("sftp: deleted %zu objects, up to %d requests in flight", n, SFTP_WINDOW);
 	free(what);
 	return rc;
 }
