@@ -70,6 +70,27 @@ static long now_ms(void)
 	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The thread's error, kept across cleanup that may set or clear it. */
+typedef struct saved_err {
+	err_code code;
+	char msg[ERR_MSG_MAX];
+} saved_err;
+
+static void err_save(saved_err *e)
+{
+	e->code = err_last();
+	snprintf(e->msg, sizeof(e->msg), "%s", err_msg());
+}
+
+static err_code err_restore(const saved_err *e)
+{
+	if (e->code == E_OK) {
+		err_clear();
+		return E_OK;
+	}
+	return err_set(e->code, "%s", e->msg);
+}
+
 static char *obj_path(const sftp_store *st, const char *key)
 {
 	return xasprintf("%s%s", st->prefix, key);
@@ -394,9 +415,12 @@ static err_code read_ask(get_op *g, sftp_session *s, const sftp_handle *h, unsig
 	return read_send(s, h, r);
 }
 
-/* Takes replies until every slot is idle (after a failure, so the session stays usable). */
+/* Takes replies until every slot is idle (after a failure, so the session stays usable); the
+ * failure's message stands. */
 static void read_drain(get_op *g, sftp_session *s)
 {
+	saved_err e;
+	err_save(&e);
 	for (unsigned i = 0; i < SFTP_WINDOW && !sftp_session_broken(s); i++)
 		while (g->slots[i].busy && !sftp_session_broken(s)) {
 			sftp_reply r;
@@ -406,7 +430,7 @@ static void read_drain(get_op *g, sftp_session *s)
 				if (g->slots[k].busy && g->slots[k].id == r.id)
 					g->slots[k].busy = false;
 		}
-	err_clear();
+	err_restore(&e);
 }
 
 /* The reading loop: READs pipelined, bytes pushed into the sink in order. */
@@ -493,10 +517,11 @@ static err_code close_keeping(sftp_session *s, const sftp_handle *h, err_code rc
 		return rc;
 	if (rc == E_OK)
 		return sftp_close(s, h);
-	char msg[ERR_MSG_MAX];
-	snprintf(msg, sizeof(msg), "%s", err_msg());
+	saved_err e;
+	err_save(&e);
 	sftp_close(s, h);
-	return err_set(rc, "%s", msg);
+	err_restore(&e);
+	return rc;
 }
 
 static err_code get_run(sftp_conn *c, void *arg, bool fresh, bool *progress)
@@ -524,6 +549,8 @@ static err_code get_run(sftp_conn *c, void *arg, bool fresh, bool *progress)
 	} else if (rc == E_OK && (a.size != g->first.size || a.mtime != g->first.mtime)) {
 		rc = err_set(E_IO, "%s changed while it was being read (size %llu, then %llu)", g->path,
 					 (unsigned long long)g->first.size, (unsigned long long)a.size);
+	} else if (rc == E_OK && g->delivered > 0) {
+		log_info("%s: resuming at byte %llu", g->path, (unsigned long long)(g->from + g->delivered));
 	}
 	if (rc == E_OK) {
 		rc = read_body(g, c->s, &h, progress);
@@ -641,9 +668,15 @@ static err_code put_open(sftp_put *p, sftp_session *s)
 		return err_set(E_IO, "the temporary %s holds %llu bytes after the server had "
 							 "acknowledged %llu",
 					   p->tmp, (unsigned long long)a.size, (unsigned long long)acked);
+	unsigned again = 0;
 	for (unsigned i = 0; i < SFTP_WINDOW; i++)
-		if (p->slots[i].state == SLOT_SENT)
+		if (p->slots[i].state == SLOT_SENT) {
 			p->slots[i].state = SLOT_READY;
+			again++;
+		}
+	log_info("%s: the upload goes on at byte %llu, the last the server acknowledged (%u writes "
+			 "sent again)",
+			 p->what, (unsigned long long)acked, again);
 	return E_OK;
 }
 
@@ -745,8 +778,8 @@ static err_code put_finish_run(sftp_conn *c, void *arg, bool fresh, bool *progre
 		return rc;
 	}
 	/* refused: who holds the name now, and is the temporary still there? */
-	char msg[ERR_MSG_MAX];
-	snprintf(msg, sizeof(msg), "%s", err_msg());
+	saved_err refusal;
+	err_save(&refusal);
 	sftp_attrs tmp, obj;
 	err_code trc = sftp_lstat(s, p->tmp, &tmp);
 	err_code orc = trc == E_NOTFOUND || trc == E_OK ? sftp_lstat(s, p->path, &obj) : trc;
@@ -771,7 +804,7 @@ static err_code put_finish_run(sftp_conn *c, void *arg, bool fresh, bool *progre
 		p->stage = PUT_DONE;
 		return E_OK;
 	}
-	return err_set(rc, "%s", msg);
+	return err_restore(&refusal);
 }
 
 static err_code put_finish(sink *base)
@@ -792,6 +825,8 @@ static void put_free(sink *base)
 {
 	sftp_put *p = (sftp_put *)base;
 	sftp_conn *c = p->c;
+	saved_err e;
+	err_save(&e);
 	if (c != NULL && !sftp_session_broken(c->s) && p->stage != PUT_DONE) {
 		/* discarded: the answers still due, then the temporary goes */
 		for (unsigned i = 0; i < SFTP_WINDOW && !sftp_session_broken(c->s); i++)
@@ -807,8 +842,8 @@ static void put_free(sink *base)
 			sftp_close(c->s, &p->h);
 		if (p->created && !sftp_session_broken(c->s))
 			sftp_remove(c->s, p->tmp);
-		err_clear();
 	}
+	err_restore(&e);
 	conn_give(p->st, c);
 	for (unsigned i = 0; i < SFTP_WINDOW; i++)
 		free(p->slots[i].buf);

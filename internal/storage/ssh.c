@@ -8,6 +8,7 @@
 #include "internal/storage/http.h"
 #include "internal/storage/sftp.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libssh2.h>
@@ -116,7 +117,8 @@ static err_code ssh_send(void *arg, const void *buf, size_t len)
 			continue;
 		}
 		if (n < 0)
-			return err_set(E_IO, "%s: sending: %s", c->what, ssh_error(c));
+			return err_set(E_IO, "%s: the connection broke while sending (%s)", c->what,
+						   ssh_error(c));
 		p += n;
 		len -= (size_t)n;
 		since = now_ms();
@@ -137,7 +139,8 @@ static err_code ssh_recv(void *arg, void *buf, size_t cap, size_t *got)
 		if (n == 0 || libssh2_channel_eof(c->ch))
 			return err_set(E_IO, "%s: the server closed the SFTP session", c->what);
 		if (n != LIBSSH2_ERROR_EAGAIN)
-			return err_set(E_IO, "%s: receiving: %s", c->what, ssh_error(c));
+			return err_set(E_IO, "%s: the connection broke while receiving (%s)", c->what,
+						   ssh_error(c));
 		TRY(ssh_wait(c, since, "waiting for the server's answer"));
 	}
 }
@@ -255,7 +258,7 @@ static void prefer_known_types(ssh_conn *c, LIBSSH2_KNOWNHOSTS *kh)
 		{ LIBSSH2_KNOWNHOST_KEY_ECDSA_256, "ecdsa-sha2-nistp256" },
 		{ LIBSSH2_KNOWNHOST_KEY_ECDSA_384, "ecdsa-sha2-nistp384" },
 		{ LIBSSH2_KNOWNHOST_KEY_ECDSA_521, "ecdsa-sha2-nistp521" },
-		{ LIBSSH2_KNOWNHOST_KEY_SSHRSA, "rsa-sha2-512,rsa-sha2-256,ssh-rsa" },
+		{ LIBSSH2_KNOWNHOST_KEY_SSHRSA, "ssh-rsa" },
 		{ LIBSSH2_KNOWNHOST_KEY_SSHDSS, "ssh-dss" },
 	};
 	bool have[sizeof(order) / sizeof(order[0])] = { false };
@@ -316,6 +319,64 @@ static bool method_offered(const char *list, const char *m)
 	return false;
 }
 
+/* The next string (4-byte length first) of an SSH wire encoding. */
+static bool next_str(const unsigned char **p, size_t *left, const unsigned char **s, size_t *n)
+{
+	if (*left < 4)
+		return false;
+	*n = (size_t)(*p)[0] << 24 | (size_t)(*p)[1] << 16 | (size_t)(*p)[2] << 8 | (*p)[3];
+	if (*n > *left - 4)
+		return false;
+	*s = *p + 4;
+	*p += 4 + *n;
+	*left -= 4 + *n;
+	return true;
+}
+
+/*
+ * Whether a private key file holds an RSA key: PEM's header says so, and OpenSSH's format
+ * keeps the public key in the clear (magic, cipher, kdf, kdf options, count, public key).
+ */
+static bool key_is_rsa(const char *path)
+{
+	char *text = NULL;
+	if (http_read_small_file(path, 64u << 10, &text) != E_OK) {
+		err_clear();
+		return false;
+	}
+	bool rsa = strstr(text, "BEGIN RSA PRIVATE KEY") != NULL;
+	const char *b = strstr(text, "BEGIN OPENSSH PRIVATE KEY-----");
+	const char *e = b != NULL ? strstr(b, "-----END") : NULL;
+	if (!rsa && e != NULL) {
+		b += strlen("BEGIN OPENSSH PRIVATE KEY-----");
+		char *clean = xmalloc((size_t)(e - b) + 1);
+		size_t n = 0;
+		for (const char *q = b; q < e; q++)
+			if (!isspace((unsigned char)*q))
+				clean[n++] = *q;
+		clean[n] = '\0';
+		unsigned char *bin;
+		size_t len;
+		static const char magic[] = "openssh-key-v1"; /* with its NUL */
+		if (http_base64_decode(clean, &bin, &len)) {
+			const unsigned char *p = bin + sizeof(magic), *str, *key;
+			size_t left = len >= sizeof(magic) ? len - sizeof(magic) : 0, sn, kn;
+			if (len >= sizeof(magic) && memcmp(bin, magic, sizeof(magic)) == 0 &&
+				next_str(&p, &left, &str, &sn) && next_str(&p, &left, &str, &sn) &&
+				next_str(&p, &left, &str, &sn) && left >= 4) {
+				p += 4;
+				left -= 4;
+				if (next_str(&p, &left, &key, &kn) && next_str(&key, &kn, &str, &sn))
+					rsa = sn == 7 && memcmp(str, "ssh-rsa", 7) == 0;
+			}
+			free(bin);
+		}
+		free(clean);
+	}
+	http_wipe_free(text);
+	return rsa;
+}
+
 /* The key, then the password, as WAL-G offers them. */
 static err_code authenticate(ssh_conn *c, const ssh_target *t)
 {
@@ -355,6 +416,12 @@ static err_code authenticate(ssh_conn *c, const ssh_target *t)
 		return err_set(E_CONFIG, "%s refused %suser %s's password (SSH_PASSWORD)", t->what,
 					   key_refused ? "the key SSH_PRIVATE_KEY_PATH and " : "", t->user);
 	}
+	if (key_refused && key_is_rsa(t->key_path))
+		return err_set(E_CONFIG, "SSH_PRIVATE_KEY_PATH: %s refused the key %s for user %s: an "
+								 "RSA key, which libssh2 1.10 signs with SHA-1 (ssh-rsa), refused "
+								 "by OpenSSH 8.8 and later unless its PubkeyAcceptedAlgorithms "
+								 "allows ssh-rsa; use an Ed25519 or ECDSA key",
+					   t->what, t->key_path, t->user);
 	if (key_refused)
 		return err_set(E_CONFIG, "SSH_PRIVATE_KEY_PATH: %s refused the key %s for user %s",
 					   t->what, t->key_path, t->user);
