@@ -17,6 +17,7 @@
 #                        SFTP_ENV: key authentication, host key checked (SSH_KNOWN_HOSTS);
 #                        SFTP_ROOT the folder behind ssh://127.0.0.1/$SFTP_ROOT; SSHD_DIR
 #   sftp_stop            sshd and every session process under it killed (SIGKILL)
+#   sshd_launch          sshd started again after sftp_stop, on the same port
 #   store_env STORE PATH one repository's settings (one per line): STORE az, gcs or sftp
 
 SERVERS=$ROOT/test/servers
@@ -122,9 +123,9 @@ proc_tree() {
 
 SSHD_PID=""
 sftp_start() {
-	local try nss uid gid i
-	nss=$(ls /usr/lib/*/libnss_wrapper.so 2>/dev/null | head -n 1)
-	[ -x /usr/sbin/sshd ] && [ -n "$nss" ] ||
+	local try uid gid
+	SSHD_NSS=$(find /usr/lib -maxdepth 2 -name libnss_wrapper.so | head -n 1)
+	[ -x /usr/sbin/sshd ] && [ -n "$SSHD_NSS" ] ||
 		fail "sshd or nss_wrapper missing: deploy/deps.sh installs openssh-server and libnss-wrapper"
 	SSHD_DIR=$T/sshd
 	SFTP_ROOT=$T/sftp
@@ -157,16 +158,7 @@ sftp_start() {
 			LogLevel VERBOSE
 		EOF
 		log "starting sshd on port $SSHD_PORT"
-		as_pg env LD_PRELOAD="$nss" NSS_WRAPPER_PASSWD="$SSHD_DIR/passwd" \
-			NSS_WRAPPER_GROUP="$SSHD_DIR/group" /usr/sbin/sshd -D -f "$SSHD_DIR/sshd_config" \
-			-E "$SSHD_DIR/sshd.log" </dev/null >>"$T/log/sshd.out" 2>&1 &
-		SSHD_PID=$!
-		for ((i = 0; i < 100; i++)); do
-			(exec 3<>"/dev/tcp/127.0.0.1/$SSHD_PORT") 2>/dev/null && break 2
-			kill -0 "$SSHD_PID" 2>/dev/null || break
-			sleep 0.05
-		done
-		sftp_stop
+		sshd_launch && break
 		[ "$try" = 3 ] && { cat "$SSHD_DIR/sshd.log" >&2; fail "sshd did not start"; }
 	done
 	echo "[127.0.0.1]:$SSHD_PORT $(cut -d' ' -f1,2 "$SSHD_DIR/host_key.pub")" >"$SSHD_DIR/known_hosts"
@@ -175,12 +167,30 @@ sftp_start() {
 		SSH_KNOWN_HOSTS="$SSHD_DIR/known_hosts")
 }
 
+# sshd_launch: sshd with the configuration made by sftp_start (again, after sftp_stop: the same
+# port, keys and files); false when it does not listen
+sshd_launch() {
+	local i
+	as_pg env LD_PRELOAD="$SSHD_NSS" NSS_WRAPPER_PASSWD="$SSHD_DIR/passwd" \
+		NSS_WRAPPER_GROUP="$SSHD_DIR/group" /usr/sbin/sshd -D -f "$SSHD_DIR/sshd_config" \
+		-E "$SSHD_DIR/sshd.log" </dev/null >>"$T/log/sshd.out" 2>&1 &
+	SSHD_PID=$!
+	for ((i = 0; i < 100; i++)); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$SSHD_PORT") 2>/dev/null && return 0
+		kill -0 "$SSHD_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	sftp_stop
+	return 1
+}
+
 sftp_stop() {
 	local pids
 	[ -n "$SSHD_PID" ] || return 0
 	mapfile -t pids < <(proc_tree "$SSHD_PID")
+	SSHD_KILLED=${#pids[@]}
 	kill -KILL "${pids[@]}" 2>/dev/null
-	wait "$SSHD_PID" 2>/dev/null
+	wait "$SSHD_PID" 2>/dev/null || true
 	SSHD_PID=""
 	return 0
 }
