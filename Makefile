@@ -172,7 +172,7 @@ tsan:
 	$(MAKE) $(SUB_JOBS) BUILD=build-tsan CC=clang \
 	  EXTRA_CFLAGS="-O1 -g -fsanitize=thread" EXTRA_LDFLAGS="-fsanitize=thread" tsan-run
 tsan-run: $(UNIT_BIN)
-	@test/run-unit.sh $(filter %test_pipe %test_s3 %test_objstore %test_catalog %test_fmeta %test_storage %test_codec,$(UNIT_BIN))
+	@test/run-unit.sh $(filter %test_pipe %test_s3 %test_objstore %test_sftp %test_catalog %test_fmeta %test_storage %test_codec,$(UNIT_BIN))
 
 FUZZ_TIME ?= 600
 fuzz-build:

@@ -906,9 +906,11 @@ static err_code list_dir(list_op *o, sftp_session *s, const char *rel, obj_list 
 	char *path = rel[0] ? obj_path(o->st, rel) : xstrdup(o->st->rootdir);
 	sftp_handle h;
 	err_code rc = sftp_opendir(s, path, &h);
-	if (rc == E_NOTFOUND) { /* a missing folder is an empty list */
-		err_clear();
+	if (rc != E_OK) {
 		free(path);
+		if (rc != E_NOTFOUND)
+			return rc;
+		err_clear(); /* a missing folder is an empty list */
 		return E_OK;
 	}
 	for (bool eof = false; rc == E_OK && !eof;) {
@@ -937,8 +939,7 @@ static err_code list_dir(list_op *o, sftp_session *s, const char *rel, obj_list 
 			free(name);
 		}
 	}
-	if (rc == E_OK || rc == E_IO || rc == E_NOTFOUND)
-		rc = close_keeping(s, &h, rc);
+	rc = close_keeping(s, &h, rc);
 	free(path);
 	return rc;
 }
@@ -969,6 +970,8 @@ static err_code list_common(storage *base, const char *prefix, bool recursive, b
 		o.top[--n] = '\0';
 	char *what = xasprintf("listing %s/%s", st->describe, o.top);
 	err_code rc = sftp_run(st, what, NULL, list_run, &o);
+	if (rc != E_OK)
+		obj_list_free(out);
 	free(what);
 	free(o.top);
 	return rc;
