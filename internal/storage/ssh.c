@@ -450,6 +450,13 @@ static err_code open_channel(ssh_conn *c, const ssh_target *t)
 	return E_OK;
 }
 
+/* libssh2_knownhost_free, which takes no NULL. */
+static void known_free(LIBSSH2_KNOWNHOSTS *kh)
+{
+	if (kh != NULL)
+		libssh2_knownhost_free(kh);
+}
+
 /* Everything after the TCP connection; *retryable cleared for refusals a retry cannot fix. */
 static err_code ssh_setup(ssh_conn *c, const ssh_target *t, bool *retryable)
 {
@@ -469,7 +476,7 @@ static err_code ssh_setup(ssh_conn *c, const ssh_target *t, bool *retryable)
 			k = err_set(E_CONFIG, "SSH_KNOWN_HOSTS: %s is not a known_hosts file: %s",
 						t->known_hosts, ssh_error(c));
 		if (k != E_OK) {
-			libssh2_knownhost_free(kh);
+			known_free(kh);
 			*retryable = false;
 			return k;
 		}
@@ -480,17 +487,25 @@ static err_code ssh_setup(ssh_conn *c, const ssh_target *t, bool *retryable)
 	while ((rc = libssh2_session_handshake(c->s, c->fd)) == LIBSSH2_ERROR_EAGAIN) {
 		err_code w = ssh_wait(c, since, "the SSH handshake");
 		if (w != E_OK) {
-			libssh2_knownhost_free(kh);
+			known_free(kh);
 			return w;
 		}
 	}
 	if (rc != 0) {
-		libssh2_knownhost_free(kh);
+		known_free(kh);
+		if (rc == LIBSSH2_ERROR_KEX_FAILURE) {
+			/* no algorithm in common: the same on every attempt */
+			*retryable = false;
+			return err_set(E_IO, "%s: SSH handshake: %s (no key exchange, cipher or host key "
+								 "algorithm in common with libssh2 %s; an RSA host key alone "
+								 "needs ssh-rsa in the server's HostKeyAlgorithms)",
+						   t->what, ssh_error(c), LIBSSH2_VERSION);
+		}
 		return err_set(E_IO, "%s: SSH handshake: %s", t->what, ssh_error(c));
 	}
 	if (kh != NULL) {
 		err_code k = check_host_key(c, t, kh);
-		libssh2_knownhost_free(kh);
+		known_free(kh);
 		if (k != E_OK) {
 			*retryable = false;
 			return k;
