@@ -198,7 +198,7 @@ archive-module-install: archive-module
 
 # make static: ./walc-static, fully static (musl; libraries built from Debian bookworm sources,
 # cached in /var/cache/walc-static). make test-static: its self-check, then PostgreSQL 15 on file
-# storage and over HTTPS to S3. See deploy/static/README.md.
+# storage, over HTTPS to S3 and over SFTP. See deploy/static/README.md.
 static:
 	@deploy/static/build.sh
 test-static: static
