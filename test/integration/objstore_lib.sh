@@ -9,7 +9,9 @@
 #                        (Shared Key); AZ_PORT, AZ_DIR; container "walc" created
 #   gcs_start            the GCS emulator; GCS_PORT; GCS_ENV: STORAGE_EMULATOR_HOST
 #   tokens_start         the fake token endpoints; TOK_PORT, TOK_LOG
-#   proxy_start NAME UPSTREAM_PORT [proxy args...]   the fault proxy; PPORT, PROXY_PID
+#   proxy_start NAME UPSTREAM_PORT [proxy args...]   the HTTP fault proxy; PPORT, PROXY_PID
+#   tcp_proxy_start NAME UPSTREAM_PORT [args...]     the TCP fault proxy (SFTP); the same
+#   fault_segments, roundtrip WHAT SEG ENV...        WAL files, and one pushed and fetched back
 #   sftp_start           Debian's sshd on 127.0.0.1, unprivileged (as postgres), with its own
 #                        host key, config and a client key made here: user walc (the postgres
 #                        uid under another name, through nss_wrapper, so that the password
@@ -102,16 +104,45 @@ tokens_start() {
 	fail "the fake token endpoints did not start"
 }
 
-proxy_start() {
-	local name=$1 up=$2 i
-	shift 2
+# proxy_run SCRIPT NAME UPSTREAM_PORT [args...]: one of the fault proxies; PPORT, PROXY_PID
+proxy_run() {
+	local script=$1 name=$2 up=$3 i
+	shift 3
 	PPORT=$(os_port)
-	"$PY" "$IT_DIR/s3_faultproxy.py" --listen "$PPORT" --upstream "127.0.0.1:$up" \
+	"$PY" "$IT_DIR/$script" --listen "$PPORT" --upstream "127.0.0.1:$up" \
 		--log "$T/log/proxy-$name.log" "$@" >"$T/log/proxy-$name.out" 2>&1 &
 	PROXY_PID=$!
 	OS_PIDS+=("$PROXY_PID")
 	for ((i = 0; i < 100; i++)); do grep -q ready "$T/log/proxy-$name.out" 2>/dev/null && return; sleep 0.1; done
 	fail "fault proxy $name did not start"
+}
+proxy_start() { proxy_run s3_faultproxy.py "$@"; }
+tcp_proxy_start() { proxy_run tcp_faultproxy.py "$@"; }
+
+# fault_segments: $T/wal holds N (OBJSTORE_FAULT_N, 30) WAL files 0000000100000000000000NN
+# of random and repeated bytes; $T/fetch is where they come back
+fault_segments() {
+	local i seg
+	mkdir -p "$T/wal" "$T/fetch"
+	N=${OBJSTORE_FAULT_N:-30}
+	for i in $(seq 1 "$N"); do
+		seg=$(printf '0000000100000000000000%02X' "$i")
+		{ head -c 65536 /dev/urandom; { yes "segment $seg" | head -c 200000 || true; }; } >"$T/wal/$seg"
+	done
+}
+
+# roundtrip WHAT SEG ENV...: wal-push then wal-fetch of $T/wal/SEG with that environment,
+# the bytes identical; wal-push's stderr kept in $T/push.err
+roundtrip() {
+	local what=$1 seg=$2
+	shift 2
+	rm -f "$T/fetch/$seg"
+	wrun "$@" -- wal-push "$T/wal/$seg"
+	expect_rc 0 "wal-push with $what"
+	cp "$T/.w_err" "$T/push.err"
+	wrun "$@" -- wal-fetch "$seg" "$T/fetch/$seg"
+	expect_rc 0 "wal-fetch with $what"
+	assert_same_file "$T/wal/$seg" "$T/fetch/$seg" "wal-fetch with $what"
 }
 
 # proc_tree PID: PID and every process below it, children first
@@ -188,6 +219,7 @@ sftp_stop() {
 	local pids
 	[ -n "$SSHD_PID" ] || return 0
 	mapfile -t pids < <(proc_tree "$SSHD_PID")
+	# shellcheck disable=SC2034 # read by the tests (how many processes went)
 	SSHD_KILLED=${#pids[@]}
 	kill -KILL "${pids[@]}" 2>/dev/null
 	wait "$SSHD_PID" 2>/dev/null || true

@@ -18,22 +18,14 @@ ok, or cut@BYTES). Prints "ready PORT" on stdout once listening.
 """
 import argparse
 import asyncio
-import random
-import sys
 import time
+
+from s3_faultproxy import ProxyBase, run, serve
 
 CHUNK = 16384
 
 
-class Proxy:
-    def __init__(self, args):
-        self.args = args
-        self.up_host, up_port = args.upstream.rsplit(":", 1)
-        self.up_port = int(up_port)
-        self.rng = random.Random(args.seed)
-        self.n = 0
-        self.log = open(args.log, "a", buffering=1) if args.log else None
-
+class Proxy(ProxyBase):
     def cut_point(self, n):
         if n <= self.args.first:
             return self.args.cut_at
@@ -118,15 +110,8 @@ async def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--log")
     args = ap.parse_args()
-    proxy = Proxy(args)
-    server = await asyncio.start_server(proxy.handle, "127.0.0.1", args.listen)
-    print(f"ready {args.listen}", flush=True)
-    async with server:
-        await server.serve_forever()
+    await serve(Proxy(args).handle, args.listen)
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        sys.exit(0)
+    run(main)

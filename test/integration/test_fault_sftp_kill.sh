@@ -45,30 +45,31 @@ whole_on_disk() {
 	done < <(find "$SFTP_ROOT/$1" -type f ! -name '.*')
 }
 
+# kill_mid TAG ERRFILE PID: 2 s on, the walc PID (still running) loses sshd and every session
+# process under it, and exits 1
+kill_mid() {
+	local rc=0
+	sleep 2
+	kill -0 "$3" 2>/dev/null || { cat "$2" >&2; fail "$1: walc ended before sshd was killed"; }
+	MID_TEMPS=$(hidden_temps "" | wc -l)
+	sftp_stop
+	log "$1: sshd killed with its $((SSHD_KILLED - 1)) session processes"
+	wait "$3" || rc=$?
+	assert_no_sanitizer_reports "$2"
+	[ "$rc" = 1 ] || { cat "$2" >&2; fail "$1: walc with sshd killed exited $rc, want 1"; }
+}
+
 # ---- A: backup-push killed mid-upload ---------------------------------------------------------
 as_pg env PGDATA="$SRC" PGHOST="$T" PGPORT="$PORT" "${E[@]}" "${PUSH_E[@]}" SSH_MAX_RETRIES=1 \
 	"$WALC_PG" backup-push "$SRC" >"$T/log/push-A.out" 2>"$T/log/push-A.err" </dev/null &
 bg=$!
 BG_PIDS+=("$bg")
-for _ in $(seq 1 200); do
-	grep -q started "$T/log/push-A.err" 2>/dev/null && break
-	kill -0 "$bg" 2>/dev/null || break
-	sleep 0.1
-done
-grep -q started "$T/log/push-A.err" || { cat "$T/log/push-A.err" >&2; fail "A: backup-push did not start"; }
-sleep 2
-kill -0 "$bg" 2>/dev/null || { cat "$T/log/push-A.err" >&2; fail "A: backup-push ended before sshd was killed"; }
-mid=$(hidden_temps bk | wc -l)
-sftp_stop
-log "A: sshd killed with its $((SSHD_KILLED - 1)) session processes"
-rc=0
-wait "$bg" || rc=$?
-assert_no_sanitizer_reports "$T/log/push-A.err"
-[ "$rc" = 1 ] || { cat "$T/log/push-A.err" >&2; fail "A: backup-push with sshd killed exited $rc, want 1"; }
+wait_started "$T/log/push-A.err" "$bg" "A: backup-push"
+kill_mid A "$T/log/push-A.err" "$bg"
 A_NAME=$(grep -oE 'base_[0-9A-F]{24}' "$T/log/push-A.err" | head -n 1 || true)
 [ -n "$A_NAME" ] || fail "A: no backup name in the log"
 temps=$(hidden_temps bk | wc -l)
-[ "$temps" -ge 1 ] || fail "A: no upload was cut (no temporary on the server's disk; $mid while it ran)"
+[ "$temps" -ge 1 ] || fail "A: no upload was cut (no temporary on the server's disk; $MID_TEMPS while it ran)"
 sshd_launch || fail "sshd did not start again"
 wrun "${E[@]}" -- st ls -r basebackups_005/
 expect_rc 0 "A: st ls -r basebackups_005/"
@@ -90,20 +91,14 @@ ok "A: exit 1 with sshd killed mid-upload: $temps temporaries on the server's di
 psqlc "$PORT" "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid % 100 = 0"
 wrun_pg "${E[@]}" PGHOST="$T" PGPORT="$PORT" -- backup-push "$SRC"
 expect_rc 0 "A: backup-push with sshd back"
-wrun "${E[@]}" -- backup-list
-expect_rc 0 "backup-list"
-GOOD=$(printf '%s\n' "$W_OUT" | tail -n 1 | cut -f 1 -d ' ')
+GOOD=$(printf '%s\n' "$W_ERR" | sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p')
 ok "A: the next backup-push succeeds: $GOOD"
 
 # ---- B: wal-push killed mid-upload --------------------------------------------------------------
 seg=$(switch_wal "$PORT")
 wait_archived "$SRC" "$seg" 120
 cp "$SRC/pg_wal/$seg" "$T/$seg" 2>/dev/null || { seg=000000010000000000000099; head -c 16777216 /dev/urandom >"$T/$seg"; }
-PPORT=$(os_port)
-"$PY" "$IT_DIR/tcp_faultproxy.py" --listen "$PPORT" --upstream "127.0.0.1:$SSHD_PORT" --bps 2000000 \
-	--log "$T/log/proxy-slow.log" >"$T/log/proxy-slow.out" 2>&1 &
-OS_PIDS+=($!)
-for _ in $(seq 1 100); do grep -q ready "$T/log/proxy-slow.out" 2>/dev/null && break; sleep 0.1; done
+tcp_proxy_start slow "$SSHD_PORT" --bps 2000000
 {
 	echo "[127.0.0.1]:$PPORT $(cut -d' ' -f1,2 "$SSHD_DIR/host_key.pub")"
 	cat "$SSHD_DIR/known_hosts"
@@ -113,14 +108,7 @@ W=(WALG_SSH_PREFIX="ssh://127.0.0.1$SFTP_ROOT/wal" SSH_PORT="$PPORT" SSH_USERNAM
 env "${W[@]}" SSH_MAX_RETRIES=1 "$WALC" wal-push "$T/$seg" >"$T/log/push-B.out" 2>"$T/log/push-B.err" </dev/null &
 bg=$!
 BG_PIDS+=("$bg")
-sleep 2
-kill -0 "$bg" 2>/dev/null || { cat "$T/log/push-B.err" >&2; fail "B: wal-push ended before sshd was killed"; }
-sftp_stop
-log "B: sshd killed with its $((SSHD_KILLED - 1)) session processes"
-rc=0
-wait "$bg" || rc=$?
-assert_no_sanitizer_reports "$T/log/push-B.err"
-[ "$rc" = 1 ] || { cat "$T/log/push-B.err" >&2; fail "B: wal-push with sshd killed exited $rc, want 1"; }
+kill_mid B "$T/log/push-B.err" "$bg"
 tmp=$(hidden_temps wal | head -n 1)
 [ -n "$tmp" ] || fail "B: no temporary of the cut upload on the server's disk"
 size=$(stat -c %s "$tmp")

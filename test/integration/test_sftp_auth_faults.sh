@@ -20,12 +20,7 @@
 store_setup sftpauth
 START=$SECONDS
 export WALG_PG_WAL_SIZE=1 WALG_DOWNLOAD_CONCURRENCY=1 PGDATA=$T/pgdata
-mkdir -p "$T/wal" "$T/fetch"
-N=${OBJSTORE_FAULT_N:-30}
-for i in $(seq 1 "$N"); do
-	seg=$(printf '0000000100000000000000%02X' "$i")
-	{ head -c 65536 /dev/urandom; { yes "segment $seg" | head -c 200000 || true; }; } >"$T/wal/$seg"
-done
+fault_segments
 sftp_start
 mkdir -p "$SFTP_ROOT/ids" "$SFTP_ROOT/faults" "$SFTP_ROOT/resume"
 pg_own "$SFTP_ROOT"
@@ -33,18 +28,6 @@ REPO=(WALG_SSH_PREFIX="ssh://127.0.0.1$SFTP_ROOT/ids" SSH_PORT="$SSHD_PORT" SSH_
 KEY=(SSH_PRIVATE_KEY_PATH="$SSHD_DIR/id_ed25519")
 HOSTS=(SSH_KNOWN_HOSTS="$SSHD_DIR/known_hosts")
 
-# roundtrip WHAT SEG ENV...: wal-push then wal-fetch of one segment with that environment
-roundtrip() {
-	local what=$1 seg=$2
-	shift 2
-	rm -f "$T/fetch/$seg"
-	wrun "$@" -- wal-push "$T/wal/$seg"
-	expect_rc 0 "wal-push with $what"
-	cp "$T/.w_err" "$T/push.err"
-	wrun "$@" -- wal-fetch "$seg" "$T/fetch/$seg"
-	expect_rc 0 "wal-fetch with $what"
-	assert_same_file "$T/wal/$seg" "$T/fetch/$seg" "wal-fetch with $what"
-}
 # refused WHAT NEEDLE ENV...: wal-push exits 1 with one line holding NEEDLE, nothing stored
 refused() {
 	local what=$1 needle=$2 before
@@ -119,16 +102,8 @@ ok "an unknown key, a wrong password or passphrase, a missing key, an RSA key, a
 # ---- 3. 20% of connections cut ----------------------------------------------------------------
 # the proxy's port is another [host]:port for known_hosts
 echo "[127.0.0.1]:PROXYPORT $(cut -d' ' -f1,2 "$SSHD_DIR/host_key.pub")" >"$T/proxy_hosts"
-proxy_tcp() { # NAME ARGS...: the TCP fault proxy in front of sshd; PPORT, PROXY_PID
-	local name=$1 i
-	shift
-	PPORT=$(os_port)
-	"$PY" "$IT_DIR/tcp_faultproxy.py" --listen "$PPORT" --upstream "127.0.0.1:$SSHD_PORT" \
-		--log "$T/log/proxy-$name.log" "$@" >"$T/log/proxy-$name.out" 2>&1 &
-	PROXY_PID=$!
-	OS_PIDS+=("$PROXY_PID")
-	for ((i = 0; i < 100; i++)); do grep -q ready "$T/log/proxy-$name.out" 2>/dev/null && break; sleep 0.1; done
-	grep -q ready "$T/log/proxy-$name.out" || fail "TCP fault proxy $name did not start"
+proxy_tcp() { # NAME ARGS...: the TCP fault proxy in front of sshd; PPORT, PROXY_PID, VIA
+	tcp_proxy_start "$1" "$SSHD_PORT" "${@:2}"
 	sed -i "s/^\[127.0.0.1\]:[0-9A-Z]* /[127.0.0.1]:$PPORT /" "$T/proxy_hosts"
 	VIA=(SSH_PORT="$PPORT" SSH_USERNAME=walc "${KEY[@]}" SSH_KNOWN_HOSTS="$T/proxy_hosts")
 }

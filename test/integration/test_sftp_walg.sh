@@ -29,25 +29,12 @@ wrun_pg "${E[@]}" PGHOST="$T" PGPORT="$PORT" -- backup-push "$SRC"
 expect_rc 0 "walc backup-push"
 name=$(printf '%s\n' "$W_ERR" | sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p')
 psqlc "$PORT" "CREATE TABLE after_backup AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 5000) g"
-last=$(switch_wal "$PORT")
-wait_archived "$SRC" "$last" 120
-dump_norm "$PORT" >"$T/source.sql"
-pg_stop "$SRC"
-log "walc wrote $name over SFTP; archived up to $last"
+source_archived_stopped
+log "walc wrote $name over SFTP; archived up to $LAST"
 
-as_pg "$T/walg.sh" backup-list >"$T/log/walg-list.out" 2>&1 || { cat "$T/log/walg-list.out" >&2; fail "wal-g backup-list"; }
-assert_contains "$(cat "$T/log/walg-list.out")" "$name" "wal-g backup-list"
-DST=$T/restored
-mkdir -p "$DST"
-chmod 700 "$DST"
-pg_own "$DST"
-as_pg "$T/walg.sh" backup-fetch "$DST" LATEST >"$T/log/walg-fetch.out" 2>&1 ||
-	{ tail -n 30 "$T/log/walg-fetch.out" >&2; fail "wal-g backup-fetch LATEST"; }
-RECOVER_FETCH=$T/walg.sh recover_conf "$DST" "" "recovery_target_timeline = 'latest'"
-recovered_start "$DST"
-assert_dump_eq "$T/source.sql" "$RPORT" "WAL-G's restore of walc's backup over SFTP"
-amcheck_all "$RPORT"
-pg_stop "$DST"
+walg_lists "$name"
+walg_restores_latest "$T/restored" "WAL-G's restore of walc's backup over SFTP"
+pg_stop "$T/restored"
 ok "WAL-G restored the backup walc stored over SFTP and replayed the WAL walc archived there: the dumps are equal"
 
 mkdir -p "$T/wal" "$T/walg-pgdata/pg_wal"

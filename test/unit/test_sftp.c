@@ -461,13 +461,10 @@ static err_code put_bytes(storage *st, const char *key, const unsigned char *p, 
 						  bool exclusive)
 {
 	sink *s;
+	static const size_t odd[] = { 7777, 100, 65536 }; /* as a compressor hands them on */
 	err_code rc = exclusive ? storage_put_new(st, key, &s) : storage_put(st, key, &s);
-	/* in uneven pieces, as a compressor hands them on */
-	for (size_t at = 0; rc == E_OK && at < n;) {
-		size_t k = n - at < 7777 ? n - at : 7777;
-		rc = sink_write(s, p + at, k);
-		at += k;
-	}
+	if (rc == E_OK)
+		rc = feed_sizes(s, p, n, ODD, odd, 3);
 	if (rc == E_OK)
 		rc = sink_finish(s);
 	sink_free(s);
@@ -483,6 +480,19 @@ static unsigned char *get_bytes(storage *st, const char *key, size_t *n, err_cod
 	sink_free(m);
 	*n = mb.len;
 	return mb.data;
+}
+
+/* key holds the n bytes of data */
+static void expect_object(storage *st, const char *key, const unsigned char *data, size_t n)
+{
+	size_t got;
+	err_code rc;
+	unsigned char *back = get_bytes(st, key, &got, &rc);
+	assert_int_equal(rc, E_OK);
+	assert_int_equal(got, n);
+	if (n > 0)
+		assert_memory_equal(back, data, n);
+	free(back);
 }
 
 static size_t count_temps(const char *dir)
@@ -561,17 +571,8 @@ static void test_roundtrip(void **state)
 	assert_int_equal(put_bytes(st, "basebackups_005/b/tar_partitions/part_001.tar", data, 10, false),
 					 E_OK);
 	assert_int_equal(put_bytes(st, "empty", data, 0, false), E_OK);
-	size_t got;
-	err_code rc;
-	unsigned char *back = get_bytes(st, "wal_005/a.lz4", &got, &rc);
-	assert_int_equal(rc, E_OK);
-	assert_int_equal(got, n);
-	assert_memory_equal(back, data, n);
-	free(back);
-	back = get_bytes(st, "empty", &got, &rc);
-	assert_int_equal(rc, E_OK);
-	assert_int_equal(got, 0);
-	free(back);
+	expect_object(st, "wal_005/a.lz4", data, n);
+	expect_object(st, "empty", data, 0);
 	/* a range, and one past the end */
 	membuf mb = { 0 };
 	mb.max = 1 << 20;
@@ -662,14 +663,8 @@ static void test_resume(void **state)
 	fake.break_after = 3000; /* READ requests: about 25 bytes each */
 	fake.breaks = 2;
 	fake.short_reads = 10000;
-	size_t got;
-	err_code rc;
-	unsigned char *back = get_bytes(st, "big", &got, &rc);
-	assert_int_equal(rc, E_OK);
+	expect_object(st, "big", data, n);
 	assert_int_equal(fake.breaks, 0);
-	assert_int_equal(got, n);
-	assert_memory_equal(back, data, n);
-	free(back);
 	storage_free(st);
 	/* no retries left: the upload fails, and its temporary cannot be removed (the connection
 	 * died), so it stays hidden */
@@ -698,13 +693,7 @@ static void test_reorder(void **state)
 	assert_int_equal(put_bytes(st, "obj", data, n, false), E_OK);
 	fake.reorder = true;
 	fake.short_reads = 20000;
-	size_t got;
-	err_code rc;
-	unsigned char *back = get_bytes(st, "obj", &got, &rc);
-	assert_int_equal(rc, E_OK);
-	assert_int_equal(got, n);
-	assert_memory_equal(back, data, n);
-	free(back);
+	expect_object(st, "obj", data, n);
 	storage_free(st);
 	free(data);
 }
@@ -719,16 +708,9 @@ static void test_replace_and_create(void **state)
 		storage *st = open_store(unit_dir, 0);
 		assert_int_equal(put_bytes(st, "h.history", a, 5000, true), E_OK);
 		assert_int_equal(put_bytes(st, "h.history", b, 6000, true), E_EXISTS);
-		size_t got;
-		err_code rc;
-		unsigned char *back = get_bytes(st, "h.history", &got, &rc);
-		assert_int_equal(got, 5000);
-		free(back);
+		expect_object(st, "h.history", a, 5000);
 		assert_int_equal(put_bytes(st, "h.history", b, 6000, false), E_OK);
-		back = get_bytes(st, "h.history", &got, &rc);
-		assert_int_equal(got, 6000);
-		assert_memory_equal(back, b, 6000);
-		free(back);
+		expect_object(st, "h.history", b, 6000);
 		assert_int_equal(count_temps(unit_dir), 0);
 		assert_int_equal(storage_remove(st, "h.history"), E_OK);
 		storage_free(st);
