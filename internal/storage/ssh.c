@@ -150,10 +150,16 @@ static void ssh_close(void *arg)
 	ssh_conn *c = arg;
 	if (c == NULL)
 		return;
+	if (c->s != NULL) {
+		/* Non-blocking, libssh2 would leave the channel and the session allocated when the
+		 * goodbyes cannot go at once; blocking for a bounded time, they go or fail (a broken
+		 * connection fails at once). */
+		libssh2_session_set_timeout(c->s, 2000);
+		libssh2_session_set_blocking(c->s, 1);
+	}
 	if (c->ch != NULL)
 		libssh2_channel_free(c->ch);
 	if (c->s != NULL) {
-		/* a goodbye if the socket takes it at once; a broken one gets none */
 		libssh2_session_disconnect(c->s, "walc done");
 		libssh2_session_free(c->s);
 	}
