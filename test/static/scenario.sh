@@ -107,6 +107,8 @@ if [ "$STORAGE" = file ]; then
 	PGPPASS=$(cat "$PGPFX/passphrase.txt")
 	for c in lz4 zstd brotli lzma zstd-key lzma-key lz4-pgp; do
 		codec=${c%-*}
+		# a repository's folder exists before the first write (a missing one is an error)
+		mkdir -p "$T/codec-$c"
 		envs=(WALG_FILE_PREFIX="$T/codec-$c" WALG_COMPRESSION_METHOD="$codec")
 		# no prefetch: a detached prefetcher writing into $T/fetched/.wal-g would race the
 		# chown -R of $T below (it did in CI: a temporary file vanished under chown)
