@@ -3,8 +3,8 @@
 # and the client's keys are made here):
 #   1. an Ed25519 key, a password, a passphrase-protected key (OpenSSH format), an ECDSA key in
 #      PEM, and an unknown key followed by the password (as WAL-G tries them) each push and
-#      fetch WAL with identical bytes; without SSH_KNOWN_HOSTS any host key is taken, as WAL-G
-#      does, and nothing is said about it;
+#      fetch WAL with identical bytes, so does a known_hosts with hashed names; without
+#      SSH_KNOWN_HOSTS any host key is taken, as WAL-G does, and nothing is said about it;
 #   2. refused in one line naming the setting, exit 1, nothing stored: a key the server does
 #      not know, a wrong password, a wrong passphrase, a missing key file, an RSA key (which
 #      libssh2 1.10 signs with SHA-1: the line says so), a known_hosts with another key for the
@@ -53,6 +53,11 @@ roundtrip "a key with a passphrase" 000000010000000000000003 "${REPO[@]}" "${HOS
 	SSH_PRIVATE_KEY_PATH="$T/phrase_key" SSH_PRIVATE_KEY_PASSPHRASE="$PHRASE"
 roundtrip "an ECDSA key in PEM" 000000010000000000000004 "${REPO[@]}" "${HOSTS[@]}" \
 	SSH_PRIVATE_KEY_PATH="$T/pem_key"
+cp "$SSHD_DIR/known_hosts" "$T/hashed_hosts"
+ssh-keygen -q -H -f "$T/hashed_hosts" >/dev/null 2>&1
+grep -q '^|1|' "$T/hashed_hosts" || fail "ssh-keygen -H did not hash the known_hosts names"
+roundtrip "a hashed known_hosts" 000000010000000000000008 "${REPO[@]}" "${KEY[@]}" \
+	SSH_KNOWN_HOSTS="$T/hashed_hosts"
 roundtrip "no known_hosts" 000000010000000000000005 "${REPO[@]}" "${KEY[@]}"
 assert_not_contains "$(cat "$T/push.err")" "host key" "wal-push without SSH_KNOWN_HOSTS"
 # a key the server refuses, then the password: as WAL-G, the password is tried next
@@ -60,8 +65,8 @@ ssh-keygen -q -t ed25519 -N '' -C walc-it-stranger -f "$T/stranger_key"
 roundtrip "an unknown key and the password" 000000010000000000000006 "${REPO[@]}" "${HOSTS[@]}" \
 	"${PASS[@]}" SSH_PRIVATE_KEY_PATH="$T/stranger_key"
 wrun "${REPO[@]}" "${KEY[@]}" -- st ls wal_005/
-assert_eq 6 "$(nlines "$W_OUT")" "objects stored by the six identities"
-ok "an Ed25519 key, a password, a passphrase-protected key, an ECDSA PEM key, an unknown key then the password; no known_hosts, no word"
+assert_eq 7 "$(nlines "$W_OUT")" "objects stored by the seven identities"
+ok "an Ed25519 key, a password, a passphrase-protected key, an ECDSA PEM key, an unknown key then the password; hashed known_hosts; no known_hosts, no word"
 
 # ---- 2. refusals ----------------------------------------------------------------------------
 refused "an unknown key" "SSH_PRIVATE_KEY_PATH" "${REPO[@]}" "${HOSTS[@]}" \
