@@ -112,7 +112,7 @@ static err_code ssh_send(void *arg, const void *buf, size_t len)
 	long since = now_ms();
 	while (len > 0) {
 		ssize_t n = libssh2_channel_write(c->ch, p, len);
-		if (n == LIBSSH2_ERROR_EAGAIN) {
+		if (n == LIBSSH2_ERROR_EAGAIN || n == 0) {
 			TRY(ssh_wait(c, since, "sending"));
 			continue;
 		}
@@ -199,8 +199,12 @@ static err_code tcp_connect(ssh_conn *c, const ssh_target *t)
 		long deadline = now_ms() + t->connect_timeout_ms;
 		int n = 0;
 		struct pollfd p = { fd, POLLOUT, 0 };
-		while (cancel_requested() == 0 && (n = poll(&p, 1, 200)) == 0 && now_ms() < deadline)
-			;
+		while (cancel_requested() == 0 && now_ms() < deadline) {
+			n = poll(&p, 1, 200);
+			if (n > 0 || (n < 0 && errno != EINTR))
+				break;
+			n = 0;
+		}
 		socklen_t len = sizeof(err);
 		if (n > 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
 			int one = 1;
@@ -209,8 +213,8 @@ static err_code tcp_connect(ssh_conn *c, const ssh_target *t)
 			freeaddrinfo(ai);
 			return E_OK;
 		}
-		if (n == 0)
-			err = ETIMEDOUT;
+		if (n <= 0)
+			err = n == 0 ? ETIMEDOUT : errno;
 		close(fd);
 		if (cancel_requested() != 0)
 			break;
