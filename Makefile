@@ -3,7 +3,7 @@
 
 CC       ?= cc
 BUILD    ?= build
-PKGS     := libzstd liblz4 libbrotlienc libbrotlidec liblzma libsodium librnp libcurl openssl libpq jansson expat
+PKGS     := libzstd liblz4 libbrotlienc libbrotlidec liblzma libsodium librnp libcurl openssl libpq jansson expat libssh2
 WARN     := -Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -Wvla \
             -Wwrite-strings -Wcast-qual -Werror
 CFLAGS   ?= -O2 -g
@@ -172,7 +172,7 @@ tsan:
 	$(MAKE) $(SUB_JOBS) BUILD=build-tsan CC=clang \
 	  EXTRA_CFLAGS="-O1 -g -fsanitize=thread" EXTRA_LDFLAGS="-fsanitize=thread" tsan-run
 tsan-run: $(UNIT_BIN)
-	@test/run-unit.sh $(filter %test_pipe %test_s3 %test_objstore %test_catalog %test_fmeta %test_storage %test_codec,$(UNIT_BIN))
+	@test/run-unit.sh $(filter %test_pipe %test_s3 %test_objstore %test_sftp %test_catalog %test_fmeta %test_storage %test_codec,$(UNIT_BIN))
 
 FUZZ_TIME ?= 600
 fuzz-build:
@@ -198,7 +198,7 @@ archive-module-install: archive-module
 
 # make static: ./walc-static, fully static (musl; libraries built from Debian bookworm sources,
 # cached in /var/cache/walc-static). make test-static: its self-check, then PostgreSQL 15 on file
-# storage and over HTTPS to S3. See deploy/static/README.md.
+# storage, over HTTPS to S3 and over SFTP. See deploy/static/README.md.
 static:
 	@deploy/static/build.sh
 test-static: static

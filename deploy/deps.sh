@@ -4,7 +4,7 @@
 #   deploy/deps.sh demo    building ./walc and `make demo` (PostgreSQL 15, file repository)
 #   deploy/deps.sh [test]  that, and everything the test suites use (`make test`, .ci/run):
 #                          the unit-test and sanitizer toolchain, the codecs' command-line tools,
-#                          Ceph RGW, awscli, valgrind, Node.js, and from npm s3rver, Azurite and the
+#                          Ceph RGW, OpenSSH's sshd, awscli, valgrind, Node.js, and from npm s3rver, Azurite and the
 #                          Firebase Storage emulator (into test/servers/node_modules, see npm-install.sh)
 #   deploy/deps.sh pod     `make image` and `make e2e-pod`: podman and buildah (with runc and
 #                          catatonit, see deploy/image/containers.conf), debootstrap for the
@@ -24,12 +24,14 @@ build=(
 	build-essential pkg-config
 	libzstd-dev liblz4-dev libbrotli-dev liblzma-dev libsodium-dev librnp-dev
 	libcurl4-openssl-dev libssl-dev libpq-dev libjansson-dev libexpat1-dev libxxhash-dev
+	libssh2-1-dev
 )
 # test/demo.sh: a PostgreSQL 15 cluster (server, pgbench, pg_dumpall)
 demo=(postgresql-15 postgresql-client-15)
 # make test, test-faults, asan, coverage, tsan, fuzz-smoke, lint, archive-module-install; the S3 servers
-# (and stunnel, TLS in front of them); ccache for .ci/run; envdir (daemontools) and dateutil for the
-# operators' calls (test_compat_*)
+# (and stunnel, TLS in front of them); sshd for SFTP storage (and nss_wrapper: a login the test
+# makes up, for password authentication); ccache for .ci/run; envdir (daemontools) and dateutil
+# for the operators' calls (test_compat_*)
 tests=(
 	clang libclang-rt-14-dev llvm libcmocka-dev
 	postgresql-contrib postgresql-server-dev-15
@@ -38,6 +40,7 @@ tests=(
 	zstd lz4 brotli xz-utils openssl curl shellcheck valgrind cppcheck ccache
 	radosgw ceph-mon ceph-osd ceph-common
 	stunnel4
+	openssh-server libnss-wrapper
 )
 # make image, make e2e-pod (test/e2e/pod.sh); curl and the PostgreSQL client on the host
 pod=(podman buildah runc catatonit conmon debootstrap prometheus prometheus-pushgateway curl

@@ -11,14 +11,14 @@
 # shellcheck disable=SC2034 # (used by build.sh)
 SUITE=bookworm
 # Lane A: OpenSSL; lane C beside it: what RNP needs besides OpenSSL (zlib, bzip2, json-c and
-# zig's C++ toolchain, "-": not a Debian package); then curl, libpq (both need OpenSSL) and RNP
-# side by side. Lane B: the rest, from the start.
+# zig's C++ toolchain, "-": not a Debian package); then curl, libpq, libssh2 (all three need
+# OpenSSL) and RNP side by side. Lane B: the rest, from the start.
 # shellcheck disable=SC2034
 LIBS_A=(openssl:openssl)
 # shellcheck disable=SC2034
 LIBS_C=(zlib:zlib bzip2:bzip2 jsonc:json-c zig:-)
 # shellcheck disable=SC2034
-LIBS_A2=(curl:curl libpq:postgresql-15 rnp:rnp)
+LIBS_A2=(curl:curl libpq:postgresql-15 rnp:rnp libssh2:libssh2)
 # shellcheck disable=SC2034
 LIBS_B=(zstd:libzstd lz4:lz4 brotli:brotli xxhash:xxhash xz:xz-utils sodium:libsodium
 	jansson:jansson expat:expat)
@@ -219,6 +219,37 @@ build_libpq() {
 	install -m 644 src/interfaces/libpq/libpq.pc "$P/lib/pkgconfig/libpq.pc"
 	install -m 644 src/interfaces/libpq/libpq-fe.h src/interfaces/libpq/libpq-events.h \
 		src/include/postgres_ext.h src/include/pg_config_ext.h "$P/include/"
+}
+
+# libssh2 1.10 (SFTP storage's SSH transport): its CMake build with the OpenSSL backend, no
+# zlib compression (walc asks for none), the static library only. Its CMake probes OpenSSL's
+# AES-CTR by linking without -pthread, which a static libcrypto needs: told instead (OpenSSL 3
+# has it), so libssh2 uses OpenSSL's rather than its own CTR on top of ECB. libssh2.pc is
+# written here with the private library a static link needs (Debian's patch leaves it out).
+build_libssh2() {
+	cd "$1"
+	local version
+	version=$(dpkg-parsechangelog -l debian/changelog -S Version | sed 's/-.*//')
+	cmake -S . -B _build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" \
+		-DCMAKE_C_FLAGS_RELEASE="$CFLAGS" -DCMAKE_INSTALL_PREFIX="$P" -DCMAKE_INSTALL_LIBDIR=lib \
+		-DBUILD_SHARED_LIBS=OFF -DBUILD_EXAMPLES=OFF -DBUILD_TESTING=OFF \
+		-DCRYPTO_BACKEND=OpenSSL -DOPENSSL_ROOT_DIR="$P" -DOPENSSL_USE_STATIC_LIBS=ON \
+		-DHAVE_EVP_AES_128_CTR=1 -DENABLE_ZLIB_COMPRESSION=OFF -DCLEAR_MEMORY=ON >/dev/null
+	cmake --build _build -j "$JOBS" --target libssh2
+	install -m 644 _build/src/libssh2.a "$P/lib/"
+	install -m 644 include/libssh2.h include/libssh2_sftp.h include/libssh2_publickey.h "$P/include/"
+	cat >"$P/lib/pkgconfig/libssh2.pc" <<-EOF
+		prefix=$P
+		libdir=\${prefix}/lib
+		includedir=\${prefix}/include
+
+		Name: libssh2
+		Description: SSH2 client library (libssh2 $version, OpenSSL backend, static)
+		Version: $version
+		Requires.private: libcrypto
+		Libs: -L\${libdir} -lssh2
+		Cflags: -I\${includedir}
+	EOF
 }
 
 # zlib, bzip2, json-c: RNP requires them (bzip2 and zlib for compressed messages, json-c for

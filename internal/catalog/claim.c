@@ -538,8 +538,16 @@ void catalog_claim_end(claim *c, bool drop)
 	if (c == NULL)
 		return;
 	stop_renewing(c);
-	if (drop && !c->lost && storage_remove(c->r->st, c->info.key) != E_OK)
+	/* after a failure: the caller's error stands, whatever the removal does */
+	err_code code = err_last();
+	char *msg = xstrdup(err_msg());
+	if (drop && !c->lost)
+		storage_remove(c->r->st, c->info.key);
+	if (code != E_OK)
+		err_set(code, "%s", msg);
+	else
 		err_clear();
+	free(msg);
 
 	pthread_cond_destroy(&c->wake);
 	pthread_mutex_destroy(&c->lock);

@@ -369,6 +369,10 @@ static err_code finish(config *c, bool need_storage)
 								 c->az_prefix[8] == '\0' || c->az_prefix[8] == '/'))
 		return err_set(E_CONFIG, "WALG_AZ_PREFIX: expected azure://container/path, got \"%s\"",
 					   c->az_prefix);
+	if (c->ssh_prefix != NULL && (!str_has_prefix(c->ssh_prefix, "ssh://") ||
+								  c->ssh_prefix[6] == '\0' || c->ssh_prefix[6] == '/'))
+		return err_set(E_CONFIG, "WALG_SSH_PREFIX: expected ssh://host/path, got \"%s\"",
+					   c->ssh_prefix);
 	if (c->storage_prefix != NULL && strstr(c->storage_prefix, "..") != NULL)
 		return err_set(E_CONFIG, "WALG_STORAGE_PREFIX: must not contain \"..\"");
 	TRY(zstd_level(c));
@@ -379,10 +383,11 @@ static err_code finish(config *c, bool need_storage)
 	c->delta_origin_full = strcmp(c->delta_origin, "LATEST_FULL") == 0;
 	/* Last, so that a bad value is reported even when no storage is configured. */
 	if (need_storage && c->file_prefix == NULL && c->s3_prefix == NULL && c->gs_prefix == NULL &&
-		c->az_prefix == NULL)
+		c->az_prefix == NULL && c->ssh_prefix == NULL)
 		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX (an absolute "
 								 "path), WALG_S3_PREFIX (s3://bucket/path), WALG_GS_PREFIX "
-								 "(gs://bucket/path) or WALG_AZ_PREFIX (azure://container/path)");
+								 "(gs://bucket/path), WALG_AZ_PREFIX (azure://container/path) "
+								 "or WALG_SSH_PREFIX (ssh://host/path)");
 	return E_OK;
 }
 

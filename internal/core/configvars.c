@@ -33,7 +33,8 @@
 	"walc does not support KMS client-side encryption; use WALG_LIBSODIUM_KEY (or "          \
 	"S3_SSE=aws:kms for server-side encryption)"
 #define NO_STORE                                                                              \
-	"walc supports WALG_FILE_PREFIX, WALG_S3_PREFIX, WALG_GS_PREFIX and WALG_AZ_PREFIX storage"
+	"walc supports WALG_FILE_PREFIX, WALG_S3_PREFIX, WALG_GS_PREFIX, WALG_AZ_PREFIX and "      \
+	"WALG_SSH_PREFIX storage"
 #define NO_FAILOVER "walc does not support failover storages"
 
 const config_var config_vars[] = {
@@ -47,6 +48,8 @@ const config_var config_vars[] = {
 		 "Google Cloud Storage repository: gs://bucket/path"),
 	TEXT("WALG_AZ_PREFIX", az_prefix, F_WALE, NULL,
 		 "Azure Blob Storage repository: azure://container/path"),
+	TEXT("WALG_SSH_PREFIX", ssh_prefix, F_WALE, NULL,
+		 "SFTP repository: ssh://host/path (no path: the login folder)"),
 	TEXT("WALG_STORAGE_PREFIX", storage_prefix, 0, NULL, "extra folder below the repository prefix"),
 	/* compression and encryption */
 	CHOICE("WALG_COMPRESSION_METHOD", compression, 0, "lz4", "lz4|zstd|brotli|lzma|none",
@@ -261,6 +264,22 @@ const config_var config_vars[] = {
 	TEXT("GCS_ENDPOINT", gcs.endpoint, F_ALIAS | F_EXT, NULL,
 		 "GCS JSON API base URL (default https://storage.googleapis.com), with credentials"),
 
+	/* SFTP (storage settings: also WALG_ and WALE_ forms) */
+	INT("SSH_PORT", ssh.port, F_ALIAS, "22", 1, 65535, "SFTP: the SSH server's port"),
+	TEXT("SSH_USERNAME", ssh.username, F_ALIAS, NULL,
+		 "SFTP: the user to log in as (default: the OS user's name)"),
+	TEXT("SSH_PASSWORD", ssh.password, F_ALIAS | F_SECRET | F_RAW, NULL,
+		 "SFTP: password authentication"),
+	TEXT("SSH_PRIVATE_KEY_PATH", ssh.private_key_path, F_ALIAS, NULL,
+		 "SFTP: private key file (OpenSSH or PEM), tried before the password"),
+	TEXT("SSH_PRIVATE_KEY_PASSPHRASE", ssh.key_passphrase, F_ALIAS | F_EXT | F_SECRET | F_RAW,
+		 NULL, "SFTP: passphrase of SSH_PRIVATE_KEY_PATH"),
+	TEXT("SSH_KNOWN_HOSTS", ssh.known_hosts, F_ALIAS | F_EXT, NULL,
+		 "SFTP: OpenSSH known_hosts file the server's host key must match (unset: any key, as "
+		 "WAL-G)"),
+	INT("SSH_MAX_RETRIES", ssh.max_retries, F_ALIAS | F_EXT, "15", 0, 100,
+		"SFTP: retries of an operation whose connection broke"),
+
 	/* WAL-G's settings that walc refuses: they change what is stored or how it is protected. */
 	REFUSED("WALG_GPG_KEY_ID", F_KEY_ID, NULL, NO_GPG),
 	REFUSED("WALE_GPG_KEY_ID", F_KEY_ID, NULL, NO_GPG),
@@ -277,7 +296,6 @@ const config_var config_vars[] = {
 			"walc reaches other Azure clouds through AZURE_ENDPOINT_SUFFIX (e.g. "
 			"core.usgovcloudapi.net)"),
 	REFUSED("WALG_SWIFT_PREFIX", F_WALE, NULL, NO_STORE),
-	REFUSED("WALG_SSH_PREFIX", F_WALE, NULL, NO_STORE),
 	REFUSED("WALG_OSS_PREFIX", F_WALE, NULL, NO_STORE),
 	REFUSED("WALG_FAILOVER_STORAGES", F_RAW, NULL, NO_FAILOVER),
 	REFUSED("WALG_TARGET_STORAGE", 0, "default", NO_FAILOVER " (only \"default\" is accepted)"),

@@ -285,6 +285,17 @@ typedef struct gcs_settings {
 	char *endpoint;				/* GCS_ENDPOINT (walc): base URL, authenticated */
 } gcs_settings;
 
+/* SFTP storage settings (also as WALG_SSH_*, WALE_SSH_*). */
+typedef struct ssh_settings {
+	long port;					/* SSH_PORT */
+	char *username;				/* SSH_USERNAME, NULL: the OS user's name */
+	char *password;				/* SSH_PASSWORD */
+	char *private_key_path;		/* SSH_PRIVATE_KEY_PATH */
+	char *key_passphrase;		/* SSH_PRIVATE_KEY_PASSPHRASE (walc) */
+	char *known_hosts;			/* SSH_KNOWN_HOSTS (walc): the host key must match, NULL: any */
+	long max_retries;			/* SSH_MAX_RETRIES (walc) */
+} ssh_settings;
+
 /* Trust for HTTPS as Go programs such as WAL-G take it (crypto/x509 on Linux). */
 typedef struct tls_settings {
 	char *cert_file; /* SSL_CERT_FILE: a CA bundle in place of the system's */
@@ -297,10 +308,12 @@ typedef struct config {
 	char *s3_prefix;		/* WALG_S3_PREFIX */
 	char *gs_prefix;		/* WALG_GS_PREFIX */
 	char *az_prefix;		/* WALG_AZ_PREFIX */
+	char *ssh_prefix;		/* WALG_SSH_PREFIX */
 	char *storage_prefix;	/* WALG_STORAGE_PREFIX */
 	s3_settings s3;
 	az_settings az;
 	gcs_settings gcs;
+	ssh_settings ssh;
 	tls_settings tls;
 	/* compression */
 	char *compression;		/* WALG_COMPRESSION_METHOD */

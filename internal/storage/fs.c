@@ -212,8 +212,8 @@ static err_code fs_list_dir(fs_storage *fs, const char *rel, bool recursive, obj
 	err_code rc = E_OK;
 	struct dirent *de;
 	while (rc == E_OK && (errno = 0, de = readdir(d)) != NULL) {
-		/* Hidden names are in-flight temporaries (or not ours). */
-		if (de->d_name[0] == '.')
+		/* Hidden names are in-flight temporaries (or not ours); WAL-G's are not hidden. */
+		if (de->d_name[0] == '.' || storage_is_temporary(de->d_name))
 			continue;
 		char *key = rel[0] ? xasprintf("%s/%s", rel, de->d_name) : xstrdup(de->d_name);
 		char *path = xasprintf("%s/%s", dirpath, de->d_name);
@@ -237,7 +237,7 @@ static err_code fs_list_dir(fs_storage *fs, const char *rel, bool recursive, obj
 	return rc;
 }
 
-/* Hidden temporaries (".NAME.walc-tmp.PID.SEQ") below rel, at any depth. */
+/* Temporaries (walc's hidden ".NAME.walc-tmp.PID.SEQ", WAL-G's) below rel, at any depth. */
 static err_code fs_temps_dir(fs_storage *fs, const char *rel, obj_list *out)
 {
 	char *dirpath = rel[0] ? xasprintf("%s/%s", fs->root, rel) : xstrdup(fs->root);
@@ -256,8 +256,7 @@ static err_code fs_temps_dir(fs_storage *fs, const char *rel, obj_list *out)
 		char *path = xasprintf("%s/%s", dirpath, de->d_name);
 		struct stat sb;
 		if (lstat(path, &sb) == 0) {
-			if (S_ISREG(sb.st_mode) && de->d_name[0] == '.' &&
-				strstr(de->d_name, FILE_TMP_MARK) != NULL)
+			if (S_ISREG(sb.st_mode) && storage_is_temporary(de->d_name))
 				obj_list_add(out, key, (uint64_t)sb.st_size, sb.st_mtim.tv_sec,
 							 sb.st_mtim.tv_nsec);
 			else if (S_ISDIR(sb.st_mode) && de->d_name[0] != '.')

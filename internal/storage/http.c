@@ -47,8 +47,12 @@ long http_retry_budget_ms(const http_retry *r)
 	return total;
 }
 
-/* Sleeps ms, waking early when cancelled. false when cancelled. */
-static bool sleep_ms(long ms, const atomic_bool *cancel)
+long http_backoff_ms(const http_retry *r, int attempt)
+{
+	return (long)(rng_next() % (uint64_t)(backoff_cap_ms(r, attempt) + 1));
+}
+
+bool http_sleep_ms(long ms, const atomic_bool *cancel)
 {
 	while (ms > 0) {
 		if (http_cancelled(cancel))
@@ -301,11 +305,11 @@ err_code http_do(http_client *h, const http_auth *auth, http_request *req, http_
 						  attempt + 1, last);
 			break;
 		}
-		long wait = (long)(rng_next() % (uint64_t)(backoff_cap_ms(rt, attempt) + 1));
+		long wait = http_backoff_ms(rt, attempt);
 		log_warn("%s: %s; retry %d of %d in %ld ms%s", req->what, last, attempt + 1,
 				 rt->max_retries, wait,
 				 x.delivered > 0 && req->into ? " (resuming with a Range request)" : "");
-		if (!sleep_ms(wait, req->cancel)) {
+		if (!http_sleep_ms(wait, req->cancel)) {
 			out = err_set(E_CANCELLED, "%s: cancelled", req->what);
 			break;
 		}

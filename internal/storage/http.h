@@ -205,6 +205,10 @@ void http_call_set(http_call *c, const char *method, char *url, char *host, char
 				   char *what);
 void http_call_free(http_call *c);
 
+/* The wait before retry attempt+1: uniform in [0, min(cap_ms, base_ms x 2^attempt)] ms. */
+long http_backoff_ms(const http_retry *r, int attempt);
+/* Sleeps ms, waking early when cancel (or a signal) asks to stop: false then. */
+bool http_sleep_ms(long ms, const atomic_bool *cancel);
 /* Milliseconds of the worst-case total backoff for a retry configuration. */
 long http_retry_budget_ms(const http_retry *r);
 /* The clock requests are signed with (fixed by the test seam). */

@@ -3,6 +3,7 @@
 #include "internal/storage/azure.h"
 #include "internal/storage/gcs.h"
 #include "internal/storage/s3.h"
+#include "internal/storage/sftp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,27 @@ long storage_temporary_pid(const char *key)
 	return end != mark + strlen(FILE_TMP_MARK) && *end == '.' && pid > 0 ? pid : 0;
 }
 
+bool storage_is_temporary(const char *name)
+{
+	if (name[0] == '.' && strstr(name, FILE_TMP_MARK) != NULL)
+		return true;
+	/* WAL-G's: ".tmp." then 8 digits, 'T', 6 digits, 'Z', '-', 16 lower-case hex digits */
+	static const char shape[] = ".tmp.ddddddddTddddddZ-xxxxxxxxxxxxxxxx";
+	size_t n = strlen(name), k = sizeof(shape) - 1;
+	if (n <= k)
+		return false;
+	const char *t = name + n - k;
+	for (size_t i = 0; i < k; i++) {
+		char c = t[i];
+		bool ok = shape[i] == 'd'	? (c >= '0' && c <= '9')
+				  : shape[i] == 'x' ? ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))
+									: c == shape[i];
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
 err_code storage_remove(storage *st, const char *key)
 {
 	TRY(storage_check_key(key));
@@ -176,16 +198,18 @@ void obj_list_free(obj_list *l)
 err_code storage_open(const config *cfg, storage **out)
 {
 	*out = NULL;
-	/* WAL-G's order: S3, then the file system, then GCS, then Azure. */
+	/* WAL-G's order: S3, then the file system, then GCS, then Azure, then SFTP. */
 	if (cfg->s3_prefix != NULL)
 		return storage_s3_open(cfg, out);
 	if (cfg->file_prefix == NULL && cfg->gs_prefix != NULL)
 		return storage_gcs_open(cfg, out);
 	if (cfg->file_prefix == NULL && cfg->az_prefix != NULL)
 		return storage_az_open(cfg, out);
+	if (cfg->file_prefix == NULL && cfg->ssh_prefix != NULL)
+		return storage_sftp_open(cfg, out);
 	if (cfg->file_prefix == NULL)
 		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX, WALG_S3_PREFIX, "
-								 "WALG_GS_PREFIX or WALG_AZ_PREFIX");
+								 "WALG_GS_PREFIX, WALG_AZ_PREFIX or WALG_SSH_PREFIX");
 	char *root = cfg->storage_prefix
 		? xasprintf("%s/%s", cfg->file_prefix, cfg->storage_prefix)
 		: xstrdup(cfg->file_prefix);

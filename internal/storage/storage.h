@@ -1,6 +1,6 @@
 /*
  * storage: one interface over object stores (put a stream, get a stream, stat, list, delete),
- * with the file system and the HTTP object stores (S3, GCS, Azure Blob) as backends. Keys are '/'-separated, relative to the
+ * with the file system, the HTTP object stores (S3, GCS, Azure Blob) and SFTP as backends. Keys are '/'-separated, relative to the
  * repository root (prefix plus WALG_STORAGE_PREFIX). Every object is complete or absent.
  */
 #ifndef WALC_INTERNAL_STORAGE_STORAGE_H
@@ -67,7 +67,7 @@ err_code storage_tls_new(const char *store_ca, const tls_settings *set, storage_
 void storage_tls_apply(const storage_tls *t, void *curl);
 void storage_tls_free(storage_tls *t);
 
-/* Opens the storage the configuration names (file system, S3, GCS or Azure Blob). */
+/* Opens the storage the configuration names (file system, S3, GCS, Azure Blob or SFTP). */
 err_code storage_open(const config *cfg, storage **out);
 /* The file-system backend rooted at root (absolute). */
 err_code storage_fs_open(const char *root, storage **out);
@@ -114,6 +114,12 @@ err_code storage_list(storage *st, const char *prefix, bool recursive, obj_list 
 err_code storage_list_temporaries(storage *st, const char *prefix, obj_list *out);
 /* The process id a temporary's key names, 0 when it names none. */
 long storage_temporary_pid(const char *key);
+/*
+ * Whether a file's name (no folder) is an unfinished upload's: walc's hidden
+ * ".NAME.walc-tmp.PID.SEQ", or the "NAME.tmp.YYYYMMDDTHHMMSSZ-HEX16" that WAL-G after v3.0.9
+ * writes on the file system and SFTP. Listings leave them out.
+ */
+bool storage_is_temporary(const char *name);
 /* Deleting an absent object succeeds. */
 err_code storage_remove(storage *st, const char *key);
 /*

@@ -294,6 +294,27 @@ walg_required() {
 		exit 0
 	fi
 }
+# walg_restores_latest DST WHAT: WAL-G restores the repository's LATEST backup into DST
+# (backup-fetch through $T/walg.sh) and recovers it with its own wal-fetch to the end of the
+# archive; the started server (RPORT) must dump as $T/source.sql and pass amcheck
+walg_restores_latest() {
+	local dst=$1
+	mkdir -p "$dst"
+	chmod 700 "$dst"
+	pg_own "$dst"
+	as_pg "$T/walg.sh" backup-fetch "$dst" LATEST >"$T/log/walg-fetch.out" 2>&1 ||
+		{ tail -n 30 "$T/log/walg-fetch.out" >&2; fail "wal-g backup-fetch LATEST"; }
+	RECOVER_FETCH=$T/walg.sh recover_conf "$dst" "" "recovery_target_timeline = 'latest'"
+	recovered_start "$dst"
+	assert_dump_eq "$T/source.sql" "$RPORT" "$2"
+	amcheck_all "$RPORT"
+}
+# walg_lists NAME...: WAL-G's backup-list (through $T/walg.sh) names every NAME
+walg_lists() {
+	local n
+	as_pg "$T/walg.sh" backup-list >"$T/log/walg-list.out" 2>&1 || { cat "$T/log/walg-list.out" >&2; fail "wal-g backup-list"; }
+	for n in "$@"; do assert_contains "$(cat "$T/log/walg-list.out")" "$n" "wal-g backup-list"; done
+}
 # walg_wrapper VAR=VALUE...: $T/walg.sh, a copy of WAL-G as archive_command and
 # restore_command run it, with $T/bin first in PATH: its prefetcher runs `wal-g` from PATH
 walg_wrapper() {
@@ -576,6 +597,25 @@ wait_archived() {
 		fi
 		sleep 0.25
 	done
+}
+
+# source_archived_stopped: the last segment of the cluster in SRC (on PORT) switched and
+# archived (LAST), its normalized dump in $T/source.sql, the cluster stopped
+source_archived_stopped() {
+	LAST=$(switch_wal "$PORT")
+	wait_archived "$SRC" "$LAST" 120
+	dump_norm "$PORT" >"$T/source.sql"
+	pg_stop "$SRC"
+}
+
+# wait_started ERRFILE PID WHAT: the background walc PID has logged "started" in ERRFILE
+wait_started() {
+	for _ in $(seq 1 200); do
+		grep -q started "$1" 2>/dev/null && break
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.1
+	done
+	grep -q started "$1" || { cat "$1" >&2; fail "$3 did not start"; }
 }
 
 # wait_archive_failed PORT: wait until pg_stat_archiver counts a failure. The archiver counts

@@ -17,29 +17,9 @@
 store_setup "${STORE}faults"
 START=$SECONDS
 export WALG_PG_WAL_SIZE=1 WALG_DOWNLOAD_CONCURRENCY=1 PGDATA=$T/pgdata
-mkdir -p "$T/wal" "$T/fetch"
-N=${OBJSTORE_FAULT_N:-30}
-for i in $(seq 1 "$N"); do
-	seg=$(printf '0000000100000000000000%02X' "$i")
-	{ head -c 65536 /dev/urandom; { yes "segment $seg" | head -c 983040 || true; }; } >"$T/wal/src"
-	fake_segment "$seg" 1048576 "$T/wal/$seg" "$T/wal/src"
-	rm "$T/wal/src"
-done
+fault_segments
 tokens_start --assertion-file "$T/fed.tok"
 echo "walc-it-federated-$RANDOM" >"$T/fed.tok"
-
-# roundtrip WHAT SEG ENV...: wal-push then wal-fetch of one segment with that environment
-roundtrip() {
-	local what=$1 seg=$2
-	shift 2
-	rm -f "$T/fetch/$seg"
-	wrun "$@" -- wal-push "$T/wal/$seg"
-	expect_rc 0 "wal-push with $what"
-	cp "$T/.w_err" "$T/push.err"
-	wrun "$@" -- wal-fetch "$seg" "$T/fetch/$seg"
-	expect_rc 0 "wal-fetch with $what"
-	assert_same_file "$T/wal/$seg" "$T/fetch/$seg" "wal-fetch with $what"
-}
 # tokens KIND: how many tokens of KIND the fake endpoints issued
 tokens() { grep -c "^$1 " "$TOK_LOG" || true; }
 

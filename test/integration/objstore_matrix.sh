@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The storage matrix of test_s3_backup_matrix.sh and test_wal_matrix.sh, on the store named by
-# $STORE (az: Azurite, gcs: the GCS emulator), sourced by test_az_matrix.sh and
-# test_gcs_matrix.sh. One server; one source cluster (1 MiB segments) whose archive_command
+# $STORE (az: Azurite, gcs: the GCS emulator, sftp: OpenSSH's sshd), sourced by
+# test_az_matrix.sh, test_gcs_matrix.sh and test_sftp_matrix.sh. One server; one source cluster (1 MiB segments) whose archive_command
 # pushes every WAL file into 6 repositories (every codec, three without a libsodium key and
 # three with one, in both key transforms) and keeps a golden copy. Then:
 #   - every repository lists exactly the archived WAL files, and each file fetched back from
@@ -12,7 +12,8 @@
 #     full backup, equal too, reading only the changed files' zstd frames (Range GETs);
 #   - PITR to a restore point of an encrypted repository: the rows written after it are absent;
 #   - retention: delete retain FULL 1 --confirm leaves the newest full backup and the WAL it
-#     needs (batched deletes counted in the log), which still restores equal;
+#     needs (batched, parallel or pipelined deletes counted in the log), which still restores
+#     equal;
 #   - st put / ls / cat / rm on the store.
 . "$(dirname "$0")/objstore_lib.sh"
 store_setup "${STORE}matrix"
@@ -21,7 +22,8 @@ START=$SECONDS
 case $STORE in
 az) az_start ;;
 gcs) gcs_start ;;
-*) fail "STORE: expected az or gcs, got \"$STORE\"" ;;
+sftp) sftp_start ;;
+*) fail "STORE: expected az, gcs or sftp, got \"$STORE\"" ;;
 esac
 # Every codec and key transform once, not each codec with and without a key (test_wal_matrix
 # does that on file storage): what this store sees of a codec is an object's name and bytes,
@@ -34,6 +36,8 @@ od -An -v -tx1 "$T/key.bin" | tr -d ' \n' >"$T/key.hex"
 base64 -w0 "$T/key.bin" >"$T/key.base64"
 chmod 600 "$T/key.hex" "$T/key.base64"
 for c in "${CONFIGS[@]}"; do
+	# a folder on a file system (SFTP's) is made by its operator, as for file storage
+	[ "$STORE" = sftp ] && mkdir -p "$SFTP_ROOT/$c"
 	{
 		store_env "$STORE" "$c"
 		echo "WALG_COMPRESSION_METHOD=${c%%-*}"
@@ -47,6 +51,7 @@ for c in "${CONFIGS[@]}"; do
 		esac
 	} >"$T/conf/$c.env"
 done
+[ "$STORE" = sftp ] && pg_own "$SFTP_ROOT"
 cat >"$T/conf/archive.sh" <<EOF
 #!/bin/sh
 for c in ${CONFIGS[*]}; do
@@ -201,9 +206,10 @@ deleted=$(printf '%s\n' "$W_OUT" | grep -c '^deleted ' || true)
 case $STORE in
 az) batches=$(grep -c 'in one batch' "$T/log/retain.log" || true) ;;
 gcs) batches=$(grep -c 'gcs answer: DELETE' "$T/log/retain.log" || true) ;;
+sftp) batches=$(grep -c 'sftp: deleted [0-9]* objects' "$T/log/retain.log" || true) ;;
 esac
 [ "$deleted" -gt 5 ] || fail "delete retain FULL 1 deleted only $deleted objects"
-[ "$batches" -ge 1 ] || fail "no batched (Azure) or parallel (GCS) delete requests in the log"
+[ "$batches" -ge 1 ] || fail "no batched (Azure), parallel (GCS) or pipelined (SFTP) deletes in the log"
 assert_contains "$W_OUT" "$OLD" "the old backup is deleted"
 # shellcheck disable=SC2046
 wrun $(cfg lz4-hex) -- backup-list

@@ -34,20 +34,28 @@ import time
 MAX_HEAD = 64 * 1024
 
 
-class Proxy:
+class ProxyBase:
+    """What both fault proxies keep: the arguments, the upstream, the seeded random choices,
+    a count of connections or requests, the log (tcp_faultproxy.py's Proxy extends it too)."""
+
     def __init__(self, args):
         self.args = args
         self.up_host, up_port = args.upstream.rsplit(":", 1)
         self.up_port = int(up_port)
         self.rng = random.Random(args.seed)
+        self.n = 0
+        self.log = open(args.log, "a", buffering=1) if args.log else None
+
+
+class Proxy(ProxyBase):
+    def __init__(self, args):
+        super().__init__(args)
         self.faults = [f for f in args.faults.split(",") if f]
         # ACTION#N applies to the first N matching requests only
         self.rules = []
         for r, a in args.rule or []:
             action, _, count = a.partition("#")
             self.rules.append([re.compile(r), action, int(count) if count else -1])
-        self.n = 0
-        self.log = open(args.log, "a", buffering=1) if args.log else None
 
     def note(self, n, method, target, action, status, hdrs=None):
         if self.log:
@@ -210,15 +218,24 @@ async def main():
     if args.tls_cert:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(args.tls_cert, args.tls_key)
-    server = await asyncio.start_server(proxy.handle, "127.0.0.1", args.listen, limit=MAX_HEAD * 2,
-                                        ssl=ctx)
-    print(f"ready {args.listen}", flush=True)
+    await serve(proxy.handle, args.listen, limit=MAX_HEAD * 2, ssl=ctx)
+
+
+async def serve(handle, port, **kwargs):
+    """Serves handle on 127.0.0.1:port until killed, after printing "ready PORT" (the tests
+    wait for it); tcp_faultproxy.py serves through this too."""
+    server = await asyncio.start_server(handle, "127.0.0.1", port, **kwargs)
+    print(f"ready {port}", flush=True)
     async with server:
         await server.serve_forever()
 
 
-if __name__ == "__main__":
+def run(main_coroutine):
     try:
-        asyncio.run(main())
+        asyncio.run(main_coroutine())
     except KeyboardInterrupt:
         sys.exit(0)
+
+
+if __name__ == "__main__":
+    run(main)

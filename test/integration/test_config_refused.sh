@@ -90,8 +90,9 @@ assert_contains "$W_ERR" "WALG_PGP_KEY_PASSPHRASE is set, but neither WALG_PGP_K
 assert_not_contains "$W_ERR" "secret" "the passphrase is not shown"
 ok "OpenPGP settings are accepted: a bad key is an error naming it, the passphrase alone warns"
 
-# other storages, failover storages, targets (GCS and Azure are implemented: test_gcs_*, test_az_*)
-for s in SWIFT SSH OSS; do
+# other storages, failover storages, targets (GCS, Azure and SFTP are implemented: test_gcs_*,
+# test_az_*, test_sftp_*)
+for s in SWIFT OSS; do
 	refused "WALG_${s}_PREFIX=x://bucket/path"
 	refused "WALE_${s}_PREFIX=x://bucket/path"
 done

@@ -74,12 +74,7 @@ push_with_outage() {
 	bg=$!
 	BG_PIDS+=("$bg")
 	t0=$(date +%s%N)
-	for _ in $(seq 1 200); do
-		grep -q started "$errf" 2>/dev/null && break
-		kill -0 "$bg" 2>/dev/null || break
-		sleep 0.1
-	done
-	grep -q started "$errf" || { cat "$errf" >&2; fail "$tag: backup-push did not start"; }
+	wait_started "$errf" "$bg" "$tag: backup-push"
 	sleep "$after"
 	kill -0 "$bg" 2>/dev/null || { cat "$errf" >&2; fail "$tag: backup-push ended before the outage"; }
 	t_kill=$(date +%s%N)

@@ -26,34 +26,13 @@ delta=$(push)
 incs=$(grep -o '"IncrementChecksum":"xxh3-128:[0-9a-f]*"' "$T/repo/basebackups_005/$delta/files_metadata.json" | wc -l)
 [ "$incs" -gt 0 ] || fail "the delta records no IncrementChecksum"
 sql "UPDATE after_full SET v = v || '-after-delta' WHERE id % 3 = 0; CREATE TABLE marker AS SELECT 'after the delta'::text AS note"
-last=$(switch_wal "$PORT")
-wait_archived "$SRC" "$last" 120
-dump_norm "$PORT" >"$T/source.sql"
-pg_stop "$SRC"
-log "walc wrote $full and $delta; archived up to $last"
+source_archived_stopped
+log "walc wrote $full and $delta; archived up to $LAST"
 
-as_pg "$T/walg.sh" backup-list >"$T/log/walg-list.out" 2>&1 || { cat "$T/log/walg-list.out" >&2; fail "wal-g backup-list"; }
-listed=$(cat "$T/log/walg-list.out")
-assert_contains "$listed" "$full" "wal-g backup-list"
-assert_contains "$listed" "$delta" "wal-g backup-list"
+walg_lists "$full" "$delta"
 ok "WAL-G lists walc's full and delta backups"
 
-DST=$T/restored
-mkdir -p "$DST"
-chmod 700 "$DST"
-pg_own "$DST"
-as_pg "$T/walg.sh" backup-fetch "$DST" LATEST >"$T/log/walg-fetch.out" 2>&1 ||
-	{ tail -n 30 "$T/log/walg-fetch.out" >&2; fail "wal-g backup-fetch LATEST"; }
 # Recovery to the end of the archive with WAL-G's wal-fetch (exit 74 at the end).
-RECOVER_FETCH=$T/walg.sh recover_conf "$DST" "" "recovery_target_timeline = 'latest'"
-RPORT=$(free_port)
-pg_start "$DST" "$RPORT"
-wait_not_in_recovery "$RPORT"
-dump_norm "$RPORT" >"$T/restored.sql"
-if ! cmp -s "$T/source.sql" "$T/restored.sql"; then
-	diff "$T/source.sql" "$T/restored.sql" | head -n 20 >&2
-	fail "the cluster WAL-G restored differs from the source"
-fi
+walg_restores_latest "$T/restored" "the cluster WAL-G restored"
 [ "$(psqlc "$RPORT" "SELECT note FROM marker")" = "after the delta" ] || fail "the write after the delta is missing"
-amcheck_all "$RPORT"
 ok "WAL-G restored walc's delta chain and replayed walc's WAL: the dumps are equal"

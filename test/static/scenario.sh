@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One storage scenario of make test-static (run by test-static.sh): scenario.sh file|s3
+# One storage scenario of make test-static (run by test-static.sh): scenario.sh file|s3|sftp
 #
 # With WALC pointing at the static binary (test/integration/lib.sh conventions: the servers
 # and their archive/restore commands run as postgres, everything lives in $T):
@@ -14,12 +14,17 @@
 #         checksums equal the source's, rows added after the backup included;
 #   s3:   all of it against s3rver over HTTPS (its self-signed certificate given with
 #         S3_CA_CERT_FILE, path-style addressing), and without the CA file the certificate is
-#         refused.
+#         refused;
+#   sftp: all of it against Debian's sshd (test/integration/objstore_lib.sh: key
+#         authentication, the host key checked with SSH_KNOWN_HOSTS), and a known_hosts with
+#         another key is refused.
 # Exit 0 passed, 1 failed, 3 not run (printed as "S3 part: not run: REASON": only when walc
 # reports its S3 backend as not implemented).
-STORAGE=${1:?usage: scenario.sh file|s3}
+STORAGE=${1:?usage: scenario.sh file|s3|sftp}
 # shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
 . "$(dirname "$0")/../integration/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../integration/objstore_lib.sh
+. "$(dirname "$0")/../integration/objstore_lib.sh"
 it_setup "static-$STORAGE"
 START=$SECONDS
 S3RVER_SH=$ROOT/test/servers/s3rver.sh
@@ -28,6 +33,7 @@ S3RVER_DIR=""
 cleanup() {
 	local rc=$?
 	if [ -n "$S3RVER_DIR" ]; then "$S3RVER_SH" stop "$S3RVER_DIR" >/dev/null 2>&1; fi
+	store_cleanup
 	(exit "$rc")
 	it_cleanup
 }
@@ -72,6 +78,17 @@ s3)
 	assert_match "$W_ERR" "certificate|SSL" "wal-fetch over HTTPS without the CA file"
 	ok "HTTPS to s3rver: a missing object is reported missing; without S3_CA_CERT_FILE the certificate is refused"
 	;;
+sftp)
+	sftp_start
+	mkdir -p "$SFTP_ROOT/static"
+	pg_own "$SFTP_ROOT"
+	ENVS=(WALG_SSH_PREFIX="ssh://127.0.0.1$SFTP_ROOT/static" "${SFTP_ENV[@]}")
+	echo "[127.0.0.1]:$SSHD_PORT $(cut -d' ' -f1,2 "$SSHD_DIR/id_ed25519.pub")" >"$T/wrong_hosts"
+	wrun "${ENVS[@]}" SSH_KNOWN_HOSTS="$T/wrong_hosts" -- wal-fetch 000000010000000000000001 "$T/x"
+	expect_rc 1 "wal-fetch with another host key in SSH_KNOWN_HOSTS"
+	assert_contains "$W_ERR" "does not match" "wal-fetch with another host key in SSH_KNOWN_HOSTS"
+	ok "SFTP: a known_hosts with another key for the server is refused"
+	;;
 *) fail "unknown storage $STORAGE" ;;
 esac
 
@@ -90,6 +107,8 @@ if [ "$STORAGE" = file ]; then
 	PGPPASS=$(cat "$PGPFX/passphrase.txt")
 	for c in lz4 zstd brotli lzma zstd-key lzma-key lz4-pgp; do
 		codec=${c%-*}
+		# a repository's folder exists before the first write (a missing one is an error)
+		mkdir -p "$T/codec-$c"
 		envs=(WALG_FILE_PREFIX="$T/codec-$c" WALG_COMPRESSION_METHOD="$codec")
 		# no prefetch: a detached prefetcher writing into $T/fetched/.wal-g would race the
 		# chown -R of $T below (it did in CI: a temporary file vanished under chown)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make test-static: the self-check of the static binary (check.sh), then walc-static against a
-# real PostgreSQL 15 on file storage and over HTTPS against s3rver (scenario.sh file|s3).
+# real PostgreSQL 15 on file storage, over HTTPS against s3rver and over SFTP against sshd
+# (scenario.sh file|s3|sftp).
 #
 # Environment: WALC_STATIC (binary, default <repo>/walc-static), STATIC_TIMEOUT (per scenario,
 # default 600 s), KEEP=1 / KEEP_FAILED=1 as for the integration tests. s3rver is started by
@@ -22,7 +23,7 @@ passed=0 failed=0 notrun=0
 
 out=$(mktemp /tmp/walc-test-static.XXXXXX)
 trap 'rm -f "$out"' EXIT
-for s in file s3; do
+for s in file s3 sftp; do
 	start=$SECONDS
 	timeout -k 20 "$TIMEOUT" bash "$DIR/scenario.sh" "$s" >"$out" 2>&1 </dev/null
 	rc=$?
