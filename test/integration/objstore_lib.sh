@@ -119,15 +119,18 @@ proxy_run() {
 proxy_start() { proxy_run s3_faultproxy.py "$@"; }
 tcp_proxy_start() { proxy_run tcp_faultproxy.py "$@"; }
 
-# fault_segments: $T/wal holds N (OBJSTORE_FAULT_N, 30) WAL files 0000000100000000000000NN
-# of random and repeated bytes; $T/fetch is where they come back
+# fault_segments: $T/wal holds N (OBJSTORE_FAULT_N, 30) 1 MiB WAL segments
+# 0000000100000000000000NN (a long page header, then random and repeated bytes); $T/fetch is
+# where they come back
 fault_segments() {
 	local i seg
 	mkdir -p "$T/wal" "$T/fetch"
 	N=${OBJSTORE_FAULT_N:-30}
 	for i in $(seq 1 "$N"); do
 		seg=$(printf '0000000100000000000000%02X' "$i")
-		{ head -c 65536 /dev/urandom; { yes "segment $seg" | head -c 200000 || true; }; } >"$T/wal/$seg"
+		{ head -c 65536 /dev/urandom; { yes "segment $seg" | head -c 983040 || true; }; } >"$T/wal/src"
+		fake_segment "$seg" 1048576 "$T/wal/$seg" "$T/wal/src"
+		rm "$T/wal/src"
 	done
 }
 

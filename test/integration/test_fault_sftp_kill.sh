@@ -77,8 +77,10 @@ listing=$W_OUT
 assert_not_contains "$listing" "walc-tmp" "A: the listing"
 assert_not_contains "$listing" "${A_NAME}_backup_stop_sentinel.json" "A: the listing"
 n=0
-while read -r _ _ key; do
-	[ -n "$key" ] || continue
+# WAL-G's listing: a header, then "obj SIZE DATE TIME +0000 UTC NAME", names below the folder
+while read -r type _ _ _ _ _ name; do
+	[ "$type" = obj ] && [ -n "$name" ] || continue
+	key=basebackups_005/$name
 	wrun "${E[@]}" -- st cat "$key"
 	expect_rc 0 "A: st cat of the listed $key (decoded whole)"
 	n=$((n + 1))

@@ -65,7 +65,7 @@ ssh-keygen -q -t ed25519 -N '' -C walc-it-stranger -f "$T/stranger_key"
 roundtrip "an unknown key and the password" 000000010000000000000006 "${REPO[@]}" "${HOSTS[@]}" \
 	"${PASS[@]}" SSH_PRIVATE_KEY_PATH="$T/stranger_key"
 wrun "${REPO[@]}" "${KEY[@]}" -- st ls wal_005/
-assert_eq 7 "$(nlines "$W_OUT")" "objects stored by the seven identities"
+assert_eq 7 "$(grep -c "^obj " <<<"$W_OUT")" "objects stored by the seven identities"
 ok "an Ed25519 key, a password, a passphrase-protected key, an ECDSA PEM key, an unknown key then the password; hashed known_hosts; no known_hosts, no word"
 
 # ---- 2. refusals ----------------------------------------------------------------------------

@@ -72,6 +72,10 @@ for i in 1 2 3 4 5 6; do
 	fi
 done
 assert_eq 1 "${#won[@]}" "writers whose wal-push of 00000002.history exited 0 (${won[*]})"
+# a history file is handed out once a segment of its timeline is archived
+fake_segment 000000020000000000000003 1048576 "$T/h/000000020000000000000003"
+wrun "${E[@]}" -- wal-push "$T/h/000000020000000000000003"
+expect_rc 0 "wal-push of a segment of timeline 2"
 wrun "${E[@]}" -- wal-fetch 00000002.history "$T/h/fetched"
 expect_rc 0 "wal-fetch 00000002.history"
 assert_same_file "$T/h/${won[0]}/00000002.history" "$T/h/fetched" "the stored history file"

@@ -39,9 +39,12 @@ ok "WAL-G restored the backup walc stored over SFTP and replayed the WAL walc ar
 
 mkdir -p "$T/wal" "$T/walg-pgdata/pg_wal"
 pg_own "$T/walg-pgdata"
+# segments of the repository's cluster (wal-fetch checks a segment's system identifier)
+SYSID=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["system_identifier"])' "$SFTP_ROOT/repo/walc_cluster.json")
 for i in 1 2 3; do
 	seg=$(printf '0000000900000000000000%02X' "$i")
-	{ head -c 65536 /dev/urandom; { yes "segment $seg" | head -c 300000 || true; }; } >"$T/wal/$seg"
+	{ head -c 65536 /dev/urandom; { yes "segment $seg" | head -c 983040 || true; }; } >"$T/wal/src"
+	fake_segment "$seg" 1048576 "$T/wal/$seg" "$T/wal/src" "$SYSID"
 	chmod 644 "$T/wal/$seg"
 	(cd "$T/walg-pgdata" && as_pg "$T/walg.sh" wal-push "$T/wal/$seg") >>"$T/log/walg-push.out" 2>&1 ||
 		{ cat "$T/log/walg-push.out" >&2; fail "wal-g wal-push $seg"; }
