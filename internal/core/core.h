@@ -320,6 +320,7 @@ typedef struct config {
 	char *metrics_address;			/* WALG_METRICS_ADDRESS, host:port for the daemon */
 	char *pushgateway_url;			/* WALG_PUSHGATEWAY_URL, for backup-push and delete */
 	char *slot_name;				/* WALG_SLOTNAME, wal-receive's replication slot */
+	char *upload_wal_metadata;		/* WALG_UPLOAD_WAL_METADATA: NOMETADATA, INDIVIDUAL or BULK */
 	long upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
 	long tar_size_threshold;		/* WALG_TAR_SIZE_THRESHOLD, bytes */
 	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */
