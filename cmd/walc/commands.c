@@ -265,6 +265,18 @@ static const command cmd_table[] = {
 	  "WAL not yet stored (invalidated past max_slot_wal_keep_size: wal_status lost), naming\n"
 	  "the missing segments, recorded for wal-verify.",
 	  true, cmd_wal_receive, NULL },
+	{ "wal-restore", "TARGET-PGDATA SOURCE-PGDATA", 2, 2, none,
+	  "before pg_rewind: restore the WAL it needs into both clusters",
+	  "After a failover, before `pg_rewind -D TARGET-PGDATA --source-pgdata=SOURCE-PGDATA`\n"
+	  "(TARGET the old primary, SOURCE the promoted standby, both stopped cleanly): finds\n"
+	  "where their timelines diverge (their history files), reads TARGET's WAL back to the\n"
+	  "last checkpoint before that point, and restores from the archive every WAL file missing\n"
+	  "from TARGET's pg_wal from that checkpoint to TARGET's end (what pg_rewind reads) and\n"
+	  "from SOURCE's pg_wal to SOURCE's end (what pg_rewind copies and the rewound cluster\n"
+	  "replays), each checked as wal-fetch checks one. Writes nothing but new files in the\n"
+	  "two pg_wal directories; refuses running clusters, clusters of different systems and\n"
+	  "clusters on one timeline. Exit 1 when a needed file is neither there nor archived.",
+	  true, cmd_wal_restore, NULL },
 	{ "env", "", 0, 0, none, "list every setting walc reads",
 	  "Prints each setting with its current value (secrets masked) and where it came from,\n"
 	  "its default and meaning, then the WAL-G settings that are set but walc does not\n"

@@ -91,6 +91,7 @@ int cmd_st(const config *cfg, const args *a);
 int cmd_daemon(const config *cfg, const args *a);
 int cmd_daemon_client(const config *cfg, const args *a);
 int cmd_wal_receive(const config *cfg, const args *a);
+int cmd_wal_restore(const config *cfg, const args *a);
 int cmd_env(const config *cfg, const args *a);
 int cmd_help(const config *cfg, const args *a);
 int cmd_version(const config *cfg, const args *a);

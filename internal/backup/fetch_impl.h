@@ -85,6 +85,11 @@ typedef struct placement {
  * PG_<version> folder), and for --delta the links in DEST. Refusals name what they refuse.
  */
 err_code placement_plan(const fetch_options *opt, const chain *c, placement *p);
+/*
+ * No server runs on dir (its postmaster.pid): a live one is refused, and one whose process is
+ * gone unless force. what names the command in messages.
+ */
+err_code placement_check_stopped(const char *dir, bool force, const char *what);
 /* Makes DEST, its marker, the tablespace links; --delta: removes pg_control first. */
 err_code placement_prepare(const placement *p, const chain *c);
 /* pg_wal and pg_wal/archive_status, which PostgreSQL needs to start. */

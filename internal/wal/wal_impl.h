@@ -85,6 +85,8 @@ err_code wal_marker_sysid(repo *r, uint64_t *sysid);
  */
 err_code wal_checked_file_new(repo *r, const config *cfg, const char *name, const char *dest,
 							  const char *path, bool durable, sink **out);
+/* Archived WAL file name (a segment), decoded, fed to rd. E_NOTFOUND when not archived. */
+err_code wal_feed_archived(repo *r, const char *name, wal_reader *rd);
 /* A JSON object at the repository's root; *doc NULL when there is none. */
 err_code wal_read_json(repo *r, const char *key, json_t **doc);
 

@@ -686,10 +686,13 @@ restore_start() {
 	recovered_start "$dir"
 }
 
-# amcheck_all PORT [DB]: bt_index_check (with heapallindexed) on every btree index of DB
+# amcheck_all PORT [DB]: bt_index_check (with heapallindexed) on every btree index of DB (on a
+# standby, the primary must have created the extension)
 amcheck_all() {
+	local create="CREATE EXTENSION IF NOT EXISTS amcheck;"
+	[ "$(psqlc "$1" "SELECT pg_is_in_recovery()")" = f ] || create=""
 	as_pg "$PGBIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$T" -p "$1" -U postgres -d "${2:-postgres}" -c \
-		"CREATE EXTENSION IF NOT EXISTS amcheck; SELECT count(bt_index_check(c.oid, true)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree' AND c.relpersistence <> 't'" \
+		"$create SELECT count(bt_index_check(c.oid, true)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree' AND c.relpersistence <> 't'" \
 		>/dev/null || fail "amcheck failed in database ${2:-postgres} on port $1"
 }
 
