@@ -109,6 +109,15 @@ static const opt daemon_client_opts[] = {
 	{ "connection-timeout", 0, "DURATION", "how long connecting may take (default 5s)" },
 	END,
 };
+static const opt catchup_push_opts[] = {
+	{ "from-lsn", 0, "LSN", "the standby's LSN: pages changed since it are stored (decimal, "
+							"as WAL-G takes it, or X/Y)" },
+	END,
+};
+static const opt catchup_fetch_opts[] = {
+	{ "use-new-unwrap", 0, NULL, NULL },
+	END,
+};
 static const opt none[] = { END };
 
 static const command cmd_table[] = {
@@ -222,6 +231,40 @@ static const command cmd_table[] = {
 	  "A backup whose sentinel cannot be read is skipped with a warning and never deleted\n"
 	  "(but by everything).",
 	  true, cmd_delete, delete_words_ok },
+	{ "catchup-push", "PGDATA", 1, 1, catchup_push_opts,
+	  "store what a stopped standby lacks: the primary's changes since its LSN",
+	  "Run on the primary, with PGDATA its data directory and --from-lsn the standby's LSN (its\n"
+	  "pg_controldata \"Minimum recovery ending location\", or \"Latest checkpoint's REDO\n"
+	  "location\"): a backup as backup-push takes one, into catchup_005/, in which every\n"
+	  "relation file holds only the pages changed since that LSN and every other file is\n"
+	  "whole; pg_hba.conf, postgresql.conf and postgresql.auto.conf are left out (the\n"
+	  "standby keeps its own). Apply it with catchup-fetch on the standby.",
+	  true, cmd_catchup_push, NULL },
+	{ "catchup-fetch", "PGDATA NAME", 2, 2, catchup_fetch_opts,
+	  "bring a stopped standby up to date from a catchup backup",
+	  "Applies catchup backup NAME (walc's or WAL-G's catchup-push) onto PGDATA, the standby's\n"
+	  "data directory: stopped cleanly, of the backup's cluster, holding every change up to\n"
+	  "the backup's --from-lsn (by its pg_control), on the backup's timeline or on one the\n"
+	  "backup's timeline branched from after the standby's end (the archived history file\n"
+	  "says so); anything else is refused before a file changes. Every file and increment is\n"
+	  "downloaded beside its place and checked against files_metadata.json first; only then\n"
+	  "are the standby's files replaced or written page by page, the relation files the\n"
+	  "primary no longer has removed, and pg_control written last (it is absent, and a marker\n"
+	  "says so, until a catchup-fetch completes). The standby's configuration, its\n"
+	  "standby.signal and its tablespace links stay. Then start it: it recovers from the\n"
+	  "backup's start and streams again.",
+	  true, cmd_catchup_fetch, NULL },
+	{ "catchup-list", "", 0, 0, backup_list_opts, "list catchup backups",
+	  "Lists catchup_005/ as backup-list lists base backups.", true, cmd_catchup_list, NULL },
+	{ "catchup-send", "PGDATA HOST:PORT", 0, ARGS_MAX_POS, none,
+	  "not supported by walc: use catchup-push and catchup-fetch",
+	  "WAL-G's direct transfer to catchup-receive speaks Go's gob encoding over an\n"
+	  "unauthenticated TCP connection; walc does not implement it. catchup-push on the primary\n"
+	  "and catchup-fetch on the standby do the same through the repository.",
+	  false, cmd_catchup_unsupported, NULL },
+	{ "catchup-receive", "PGDATA PORT", 0, ARGS_MAX_POS, none,
+	  "not supported by walc: use catchup-push and catchup-fetch",
+	  "See catchup-send.", false, cmd_catchup_unsupported, NULL },
 	{ "backup-mark", "NAME", 1, 1, backup_mark_opts, "make a backup permanent (or not)",
 	  "Permanent backups survive delete. Marking a delta permanent marks its whole chain; a\n"
 	  "backup cannot become impermanent while a permanent delta is based on it. Updates\n"

@@ -32,6 +32,21 @@ typedef struct chain {
  */
 err_code load_chain(repo *r, const char *name, chain *c);
 void chain_free(chain *c);
+/* l->name's sentinel and Files (when it has files metadata). */
+err_code load_level(repo *r, level *l);
+/*
+ * Extracts level l (l->ex set up) from its partitions, read in up to concurrency streams; top:
+ * the backup restored, whose backup_label and pg_control come last. Every file its Files says
+ * it stored must be met.
+ */
+err_code fetch_level(repo *r, level *l, int concurrency, bool top);
+/*
+ * Before anything is written: backup name has a pg_control object (in an encrypted repository,
+ * one the key decodes), or holds no objects at all (refused).
+ */
+err_code fetch_check_control(repo *r, const char *name);
+/* One syncfs of the file system holding path. */
+err_code fetch_sync_tree(const char *path);
 /* A level's Files, or NULL when it has no files_metadata.json. */
 const file_table *files_of(const level *l);
 
@@ -90,6 +105,8 @@ err_code placement_plan(const fetch_options *opt, const chain *c, placement *p);
  * gone unless force. what names the command in messages.
  */
 err_code placement_check_stopped(const char *dir, bool force, const char *what);
+/* DEST's marker of a restore under way, holding text, made durable. */
+err_code placement_mark(const char *dest, const char *text);
 /* Makes DEST, its marker, the tablespace links; --delta: removes pg_control first. */
 err_code placement_prepare(const placement *p, const chain *c);
 /* pg_wal and pg_wal/archive_status, which PostgreSQL needs to start. */

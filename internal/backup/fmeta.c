@@ -134,7 +134,7 @@ err_code fmeta_open(push_state *st)
 	if (st->no_files_metadata)
 		return E_OK;
 	fmeta *f = xcalloc(1, sizeof(*f));
-	f->key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", st->name);
+	f->key = xasprintf("%s%s/files_metadata.json", repo_backups(st->r), st->name);
 	err_code rc = storage_put_long(st->r->st, f->key, &f->out);
 	if (rc != E_OK) {
 		err_wrap(rc, "storing %s", f->key);

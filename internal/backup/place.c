@@ -529,18 +529,9 @@ err_code placement_plan(const fetch_options *opt, const chain *c, placement *p)
 	return rc;
 }
 
-/* Removed once the restore is whole; until then it lets --delta finish what was started. */
-static err_code write_marker(const placement *p, const chain *c)
+err_code placement_mark(const char *dest, const char *text)
 {
-	const backup_sentinel *top = &c->lv[c->n - 1].s;
-	char *path = xasprintf("%s/" RESTORE_MARKER, p->dest);
-	char *text = top->have_system_id
-		? xasprintf("walc backup-fetch of %s, not complete while this file exists\n"
-					"system_identifier %llu\n",
-					c->lv[c->n - 1].name, (unsigned long long)top->system_id)
-		: xasprintf("walc backup-fetch of %s, not complete while this file exists\n"
-					"system_identifier unknown\n",
-					c->lv[c->n - 1].name);
+	char *path = xasprintf("%s/" RESTORE_MARKER, dest);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	err_code rc = fd < 0 ? err_errno(E_IO, errno, "creating %s", path)
 						 : fd_write_all(fd, text, strlen(text), path);
@@ -551,8 +542,23 @@ static err_code write_marker(const placement *p, const chain *c)
 	/* durable before --delta removes pg_control: a crash leaves one or the other */
 	if (rc == E_OK)
 		rc = fsync_parent_dir(path);
-	free(text);
 	free(path);
+	return rc;
+}
+
+/* Removed once the restore is whole; until then it lets --delta finish what was started. */
+static err_code write_marker(const placement *p, const chain *c)
+{
+	const backup_sentinel *top = &c->lv[c->n - 1].s;
+	char *text = top->have_system_id
+		? xasprintf("walc backup-fetch of %s, not complete while this file exists\n"
+					"system_identifier %llu\n",
+					c->lv[c->n - 1].name, (unsigned long long)top->system_id)
+		: xasprintf("walc backup-fetch of %s, not complete while this file exists\n"
+					"system_identifier unknown\n",
+					c->lv[c->n - 1].name);
+	err_code rc = placement_mark(p->dest, text);
+	free(text);
 	return rc;
 }
 

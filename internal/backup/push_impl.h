@@ -12,6 +12,7 @@
 /* The base of a delta backup, chosen before the backup starts. */
 typedef struct delta_base {
 	bool active;
+	bool catchup; /* catchup-push's: no base backup, every relation file an increment since lsn */
 	char *name;		 /* DeltaFrom */
 	char *full_name; /* DeltaFullName */
 	int count;		 /* DeltaCount of the new backup */
@@ -39,6 +40,8 @@ typedef enum delta_kind { DELTA_WHOLE, DELTA_INCREMENT, DELTA_SKIP } delta_kind;
 #define DELTA_MTIME_MARGIN 10
 
 err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d);
+/* catchup-push's base: the pages changed since from_lsn, of every relation file. */
+void delta_catchup(uint64_t from_lsn, delta_base *d);
 err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn);
 void delta_free(delta_base *d);
 
