@@ -188,9 +188,10 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 	if (rc == E_OK && opt.restore_spec != NULL && opt.original_tablespaces)
 		rc = err_set(E_CONFIG, "backup-fetch: --restore-spec and --original-tablespaces cannot "
 							   "be combined (the spec says where each tablespace goes)");
-	if (rc == E_OK && arg_set(a, "restore-only"))
-		rc = err_set(E_CONFIG, "backup-fetch --restore-only: walc does not restore single "
-							   "databases or tables; restore the whole backup");
+	opt.restore_only = arg(a, "restore-only");
+	if (rc == E_OK && opt.restore_only != NULL && opt.delta)
+		rc = err_set(E_CONFIG, "backup-fetch: --restore-only and --delta cannot be combined (a "
+							   "delta restore removes the files a partial restore skips)");
 	if (rc == E_OK && !targeted && (opt.name == NULL) == (opt.user_data == NULL))
 		rc = err_set(E_CONFIG, opt.name == NULL
 								   ? "backup-fetch: name a backup (NAME or LATEST) or give "

@@ -53,7 +53,9 @@ static const opt backup_fetch_opts[] = {
 	{ "restore-command", 0, "CMD", "with a target: the restore_command (default: this walc)" },
 	{ "keep-archiving", 0, NULL,
 	  "with a target: leave archiving as the backup had it (default: off)" },
-	{ "restore-only", 0, "NAMES", "not supported by walc (partial restore): refused" },
+	{ "restore-only", 0, "NAMES",
+	  "only these databases and tables (DB, DB/TABLE, DB/SCHEMA.TABLE, '*' any; comma-separated),"
+	  " with every database's system catalogs (WAL-G's partial restore)" },
 	{ "reverse-unpack", 0, NULL, NULL },
 	{ "skip-redundant-tars", 0, NULL, NULL },
 	TARGET_STORAGE,

@@ -39,6 +39,7 @@ typedef struct fetch_options {
 	const char *name;		  /* name or LATEST, or NULL with user_data */
 	const char *user_data;	  /* --target-user-data: the backup with this user data (JSON) */
 	const char *mask;		  /* --mask: only files whose path matches this glob */
+	const char *restore_only; /* --restore-only: databases and tables (WAL-G's partial restore) */
 	const char *restore_spec; /* path or NULL */
 	bool original_tablespaces; /* tablespaces at the locations the backup recorded */
 	bool fsync;

@@ -612,6 +612,8 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 		: catalog_find_by_user_data(r, opt->user_data, "backup-fetch --target-user-data", &name);
 	if (rc == E_OK)
 		rc = load_chain(r, name, &c);
+	if (rc == E_OK && opt->restore_only != NULL)
+		rc = backup_restore_only(r, name, opt->restore_only, &c.lv[c.n - 1].need);
 	if (rc == E_OK)
 		rc = compute_needs(&c);
 	if (rc == E_OK)

@@ -142,6 +142,14 @@ bool part_ranges(part_frames *p, byte_range **out, size_t *n);
 void part_frames_free(part_frames *p);
 
 /*
+ * backup-fetch --restore-only=spec (partial.c): the members of backup's Files a restore takes
+ * (*need, with pg_control and backup_label): every database's system catalogs, the databases
+ * and tables spec names (with their subtables), every file that is no relation file; a name
+ * that matches nothing is an error.
+ */
+err_code backup_restore_only(repo *r, const char *backup, const char *spec, keytab **need);
+
+/*
  * Delta restore (backup-fetch --delta) once placement_prepare is done: removes what the
  * backup does not have (never leaving DEST, except through the links p follows), hashes the
  * local files in parallel, and narrows every level's need to the files whose local copy

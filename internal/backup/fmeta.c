@@ -231,7 +231,14 @@ err_code fmeta_finish(push_state *st)
 		namelist_each(&f->sets[i].members, add_member, &w);
 		add(f, "]", 1);
 	}
-	add(f, "}}", 2);
+	add(f, "}", 1);
+	if (st->dbnames != NULL) {
+		char *text = json_dumps(st->dbnames, JSON_COMPACT);
+		add(f, ",\"DatabasesByNames\":", 20);
+		add(f, text, strlen(text));
+		free(text);
+	}
+	add(f, "}", 1);
 	TRY(flush(f));
 	err_code rc = sink_finish(f->out);
 	if (rc != E_OK)

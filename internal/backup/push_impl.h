@@ -131,6 +131,7 @@ typedef struct push_state {
 	bool no_files_metadata; /* WALG_WITHOUT_FILES_METADATA */
 	fmeta *fmeta;			/* files_metadata.json being written, or NULL */
 	json_t *spec;			/* tablespace spec, or NULL */
+	json_t *dbnames;		/* DatabasesByNames for files_metadata.json, or NULL */
 	/* counters, updated atomically */
 	uint64_t uncompressed; /* tar member content */
 	uint64_t compressed;   /* bytes stored */
@@ -201,6 +202,11 @@ err_code fmeta_file(push_state *st, const char *member, json_t *rec);
 void fmeta_part(push_state *st, const char *base, namelist *names);
 err_code fmeta_finish(push_state *st);
 void fmeta_free(fmeta *f);
+/*
+ * WAL-G's DatabasesByNames (partial.c): every database that allows connections, its relations
+ * by name with their files; a database that cannot be read is left out with a warning.
+ */
+err_code push_databases_by_names(pg_session *s, json_t **out);
 /* Stores one small tar object (pg_control, backup_label) with the given members. */
 err_code pack_small_tar(push_state *st, const char *base, const char *const *names,
 						const char *const *data, const size_t *lens, int n, uint32_t mode,

@@ -127,6 +127,9 @@ const config_var config_vars[] = {
 	TEXT("WALG_DELTA_FROM_NAME", delta_from_name, 0, NULL, "backup-push: base a delta on this backup"),
 	TEXT("WALG_DELTA_FROM_USER_DATA", delta_from_user_data, F_RAW, NULL,
 		 "backup-push: base a delta on the backup with this user data"),
+	BOOL("WALG_DISABLE_PARTIAL_RESTORE", disable_partial_restore, 0, "false",
+		 "backup-push: record no database and table names (backup-fetch --restore-only refuses "
+		 "such a backup; no session to each database)"),
 	BOOL("WALG_WITHOUT_FILES_METADATA", without_files_metadata, 0, "false",
 		 "backup-push: store no files_metadata.json (always a full backup; no delta restore)"),
 	BOOL("WALG_VERIFY_PAGE_CHECKSUMS", verify_page_checksums, 0, "false",
@@ -307,7 +310,6 @@ const config_var config_vars[] = {
 	NOOP("WALG_UPLOAD_QUEUE"),
 	NOOP("WALG_DIRECT_IO"),
 	NOOP("WALG_DIRECT_IO_BLOCK_COUNT"),
-	NOOP("WALG_DISABLE_PARTIAL_RESTORE"),
 	NOOP("WALG_DOWNLOAD_FILE_RETRIES"),
 	NOOP("WALG_DAEMON_WAL_UPLOAD_TIMEOUT"),
 	NOOP("WALG_STREAM_CREATE_COMMAND"),

@@ -333,6 +333,7 @@ typedef struct config {
 	char *delta_from_user_data;		/* WALG_DELTA_FROM_USER_DATA */
 	char *fetch_target_user_data;	/* WALG_FETCH_TARGET_USER_DATA */
 	bool without_files_metadata;	/* WALG_WITHOUT_FILES_METADATA */
+	bool disable_partial_restore;	/* WALG_DISABLE_PARTIAL_RESTORE */
 	bool verify_page_checksums;		/* WALG_VERIFY_PAGE_CHECKSUMS */
 	bool store_all_corrupt_blocks;	/* WALG_STORE_ALL_CORRUPT_BLOCKS */
 	long disk_rate_limit;			/* WALG_DISK_RATE_LIMIT, bytes/s, 0 = none */

@@ -296,6 +296,30 @@ typedef struct pg_server_info {
 } pg_server_info;
 err_code pg_server_info_get(pg_session *s, pg_server_info *out);
 void pg_server_info_free(pg_server_info *i);
+/*
+ * What --restore-only chooses among, as WAL-G records it (DatabasesByNames): every database
+ * that allows connections, each read on a session of its own (PG* settings, dbname its name),
+ * with its relations that have storage, and partitioned tables. A database that cannot be
+ * read is marked unread, with a warning.
+ */
+typedef struct pg_relation {
+	char *name; /* "schema.relname" */
+	uint32_t oid, relfilenode;
+	char kind;		 /* relkind */
+	uint32_t parent; /* the inheritance parent (partitions, inherited tables), or 0 */
+	uint32_t owner;	 /* the table an index or TOAST table serves, or 0 */
+} pg_relation;
+typedef struct pg_database {
+	char *name;
+	uint32_t oid;
+	bool unread;
+	pg_relation *rels;
+	size_t n;
+} pg_database;
+err_code pg_databases_read(pg_session *s, pg_database **out, size_t *n);
+void pg_databases_free(pg_database *d, size_t n);
+/* An SQL session to database dbname (a name, never a connection string). */
+err_code pg_connect_db(const char *dbname, pg_session **out);
 /* The timeline of the last checkpoint (pg_control_checkpoint), what a standby's backup is on. */
 err_code pg_checkpoint_timeline(pg_session *s, uint32_t *tli);
 /* pg_stat_archiver: "<wal> at <time>" when the last attempt failed, else "" (a new string). */
