@@ -169,7 +169,9 @@ static const command cmd_table[] = {
 	  "With WALG_DELTA_MAX_STEPS > 0 the backup is a delta of the latest one (or of the latest\n"
 	  "full with WALG_DELTA_ORIGIN=LATEST_FULL, or of --delta-from-name): relation files hold\n"
 	  "only pages changed since the base started; files unchanged since well before the base\n"
-	  "are not stored at all.",
+	  "are not stored at all. The databases' relations are recorded by name for\n"
+	  "backup-fetch --restore-only (a session to each database; WALG_DISABLE_PARTIAL_RESTORE\n"
+	  "skips it).",
 	  true, cmd_backup_push, NULL },
 	{ "backup-fetch", "DESTINATION [NAME|LATEST]", 1, 2, backup_fetch_opts,
 	  "restore a base backup into an empty directory",
@@ -199,7 +201,13 @@ static const command cmd_table[] = {
 	  "Archiving is turned off there too (archive_mode = off, archive_command and\n"
 	  "archive_library empty), so that the promoted cluster does not archive its new\n"
 	  "timeline into the repository it came from; --keep-archiving leaves the backup's\n"
-	  "settings. A restored cluster that becomes a new primary should archive to a new prefix.",
+	  "settings. A restored cluster that becomes a new primary should archive to a new prefix.\n\n"
+	  "--restore-only=DB,DB/TABLE,... (WAL-G's partial restore): every database's system\n"
+	  "catalogs, the databases and tables named (DB/SCHEMA.TABLE; '*' matches anything) with\n"
+	  "what the backup records with a table (its indexes and TOAST table, from walc's\n"
+	  "backups), no other relation file: a skipped table holds only what WAL replay writes.\n"
+	  "backup-push records the names (DatabasesByNames) unless WALG_DISABLE_PARTIAL_RESTORE;\n"
+	  "a name that matches nothing is refused.",
 	  true, cmd_backup_fetch, NULL },
 	{ "backup-list", "", 0, 0, backup_list_opts, "list base backups",
 	  "Lists backups with a sentinel in WAL-G's columns, oldest first in LATEST's order (by\n"

@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 #define INC_HEADER 16
-#define HISTORY_MAX 256
 
 typedef struct staged_item {
 	char *rel;
@@ -162,24 +161,17 @@ static err_code read_local(const char *dest, local_state *out)
 /* Where timeline tli ends in the history of timeline of (from the archive), *end. */
 static err_code timeline_end(repo *r, uint32_t of, uint32_t tli, uint64_t *end)
 {
-	char *base = xasprintf(REPO_WAL_DIR "%08X.history", of), *key = NULL;
-	err_code rc = repo_find(r, base, &key);
-	free(base);
-	if (rc == E_NOTFOUND)
+	pg_history_entry *e = NULL;
+	size_t n = 0;
+	err_code rc = wal_history_load(r, of, NULL, &e, &n);
+	if (rc == E_NOTFOUND) {
+		free(e);
+		err_clear();
 		return err_set(E_CONFIG, "catchup-fetch: the backup is on timeline %u, the destination "
 								 "on timeline %u, and %08X.history is not archived: nothing "
 								 "shows that the destination is on the backup's history",
 					   of, tli, of);
-	TRY(rc);
-	membuf mb = { .max = 1u << 20 };
-	rc = repo_get(r, key, membuf_sink_new(&mb));
-	pg_history_entry *e = xcalloc(HISTORY_MAX, sizeof(*e));
-	size_t n = 0;
-	const char *bad = rc == E_OK
-		? pg_history_parse((const char *)mb.data, mb.len, of, e, HISTORY_MAX, &n)
-		: NULL;
-	if (rc == E_OK && bad != NULL)
-		rc = err_set(E_CORRUPT, "%s: %s", key, bad);
+	}
 	bool found = false;
 	for (size_t i = 0; rc == E_OK && i < n && !found; i++)
 		if (e[i].parent == tli) {
@@ -191,8 +183,6 @@ static err_code timeline_end(repo *r, uint32_t of, uint32_t tli, uint64_t *end)
 							   "history of the backup's timeline %u",
 					 tli, of);
 	free(e);
-	free(mb.data);
-	free(key);
 	return rc;
 }
 
@@ -341,10 +331,7 @@ static void prune_relations(const char *dir, const char *member, int depth,
 			prune_relations(path, mem, depth - 1, files, removed);
 		} else if (got == 0 && S_ISREG(sb.st_mode) && relation_name(de->d_name) &&
 				   !file_table_find(files, mem, NULL)) {
-			if (unlink(path) == 0)
-				(*removed)++;
-			else
-				log_warn("removing %s: %s", path, strerror(errno));
+			fetch_remove(path, removed);
 		}
 		free(path);
 		free(mem);

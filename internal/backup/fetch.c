@@ -516,6 +516,14 @@ err_code fetch_level(repo *r, level *l, int concurrency, bool top)
 	return rc;
 }
 
+void fetch_remove(const char *path, size_t *removed)
+{
+	if (unlink(path) == 0)
+		(*removed)++;
+	else
+		log_warn("removing %s: %s", path, strerror(errno));
+}
+
 err_code fetch_sync_tree(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -45,6 +45,8 @@ err_code fetch_level(repo *r, level *l, int concurrency, bool top);
  * one the key decodes), or holds no objects at all (refused).
  */
 err_code fetch_check_control(repo *r, const char *name);
+/* Removes a file a restore does not keep, counting it; a failure is a warning naming it. */
+void fetch_remove(const char *path, size_t *removed);
 /* One syncfs of the file system holding path. */
 err_code fetch_sync_tree(const char *path);
 /* A level's Files, or NULL when it has no files_metadata.json. */

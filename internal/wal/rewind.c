@@ -127,17 +127,9 @@ static err_code read_path(repo *r, const config *cfg, side *s)
 	snprintf(name, sizeof(name), "%08X.history", tli);
 	TRY(supply(r, cfg, s, name, &got));
 	char *path = xasprintf("%s/%s", s->waldir, name);
-	membuf mb = { .max = WAL_FILE_CHECK_MAX };
-	sink *m = membuf_sink_new(&mb);
-	err_code rc = sink_write_file(m, path);
-	sink_free(m);
-	pg_history_entry *e = xcalloc(HISTORY_MAX, sizeof(*e));
+	pg_history_entry *e = NULL;
 	size_t n = 0;
-	const char *bad = rc == E_OK
-		? pg_history_parse((const char *)mb.data, mb.len, tli, e, HISTORY_MAX, &n)
-		: NULL;
-	if (rc == E_OK && bad != NULL)
-		rc = err_set(E_CORRUPT, "wal-restore: %s: %s", path, bad);
+	err_code rc = wal_history_load(r, tli, path, &e, &n);
 	if (rc == E_OK && n + 1 > WAL_PATH_MAX)
 		rc = err_set(E_CORRUPT, "wal-restore: %s: more than %d timelines", path, WAL_PATH_MAX - 1);
 	for (size_t i = 0; rc == E_OK && i < n; i++) {
@@ -150,8 +142,37 @@ static err_code read_path(repo *r, const config *cfg, side *s)
 		s->path.n = n + 1;
 	}
 	free(e);
-	free(mb.data);
 	free(path);
+	return rc;
+}
+
+err_code wal_history_load(repo *r, uint32_t tli, const char *path, pg_history_entry **e,
+						  size_t *n)
+{
+	membuf mb = { .max = WAL_FILE_CHECK_MAX };
+	char *what = NULL;
+	err_code rc = E_OK;
+	*e = xcalloc(HISTORY_MAX, sizeof(**e));
+	*n = 0;
+	if (path != NULL) {
+		what = xstrdup(path);
+		sink *m = membuf_sink_new(&mb);
+		rc = sink_write_file(m, path);
+		sink_free(m);
+	} else {
+		char *base = xasprintf(REPO_WAL_DIR "%08X.history", tli);
+		rc = repo_find(r, base, &what);
+		free(base);
+		if (rc == E_OK)
+			rc = repo_get(r, what, membuf_sink_new(&mb));
+	}
+	const char *bad = rc == E_OK
+		? pg_history_parse((const char *)mb.data, mb.len, tli, *e, HISTORY_MAX, n)
+		: NULL;
+	if (rc == E_OK && bad != NULL)
+		rc = err_set(E_CORRUPT, "%s: %s", what, bad);
+	free(mb.data);
+	free(what);
 	return rc;
 }
 

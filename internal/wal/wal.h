@@ -54,6 +54,14 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 err_code wal_restore(repo *r, const config *cfg, const char *target, const char *source);
 
 /*
+ * Timeline tli's history (its parents and switch points, oldest first; *e to free): from the
+ * file at path, or with path NULL from the archive (E_NOTFOUND when it is not there). E_CORRUPT
+ * naming the file when it does not parse for tli.
+ */
+err_code wal_history_load(repo *r, uint32_t tli, const char *path, pg_history_entry **e,
+						  size_t *n);
+
+/*
  * wal-receive: streams WAL from the server (PG* settings) through physical slot
  * cfg->slot_name, created if missing, storing each segment once complete and only then
  * reporting it flushed; .partial and the new history file when the server's timeline ends.

@@ -235,6 +235,24 @@ wrun_pg() {
 # Describe the last wrun for failure messages.
 wdesc() { printf 'exit %s, stderr: %s' "$W_RC" "$W_ERR"; }
 
+# tree_listing DIR...: files with their sizes and times, directories by name (a look changes
+# their times), sorted
+tree_listing() { { find "$@" -type d -printf '%p/\n'; find "$@" ! -type d -printf '%p %s %T@\n'; } | sort; }
+
+# wrun_refused WHAT NEEDLE DIRS [VAR=VALUE...] -- ARGS...: walc as postgres exits 1 with NEEDLE
+# in its message, and nothing under DIRS (space-separated) changed
+wrun_refused() {
+	local what=$1 needle=$2 before
+	local -a dirs
+	read -ra dirs <<<"$3"
+	shift 3
+	before=$(tree_listing "${dirs[@]}")
+	wrun_pg "$@"
+	expect_rc 1 "$what"
+	assert_contains "$W_ERR" "$needle" "$what: the refusal"
+	assert_eq "$before" "$(tree_listing "${dirs[@]}")" "$what: what it must not touch"
+}
+
 # expect_rc RC WHAT: the last wrun exited with RC
 expect_rc() {
 	[ "$W_RC" = "$1" ] || fail "$2: expected exit $1, got $(wdesc)"
@@ -686,6 +704,14 @@ restore_start() {
 	recovered_start "$dir"
 }
 
+# standby_of PORT DIR: DIR a streaming standby of the server on PORT (pg_basebackup -R), its
+# port and socket settings left to pg_start
+standby_of() {
+	as_pg "$PGBIN/pg_basebackup" -h "$T" -p "$1" -U postgres -D "$2" -X stream -R -c fast \
+		>"$2.basebackup.log" 2>&1 || { cat "$2.basebackup.log"; fail "pg_basebackup of $2"; }
+	sed -i '/^port = /d; /^unix_socket_directories/d; /^listen_addresses/d' "$2/postgresql.conf"
+}
+
 # amcheck_all PORT [DB]: bt_index_check (with heapallindexed) on every btree index of DB (on a
 # standby, the primary must have created the extension)
 amcheck_all() {
@@ -709,6 +735,19 @@ daemon_wait() {
 	[ -S "$2" ] || { cat "$3"; fail "daemon on $2 did not start"; }
 	BG_PIDS+=("$pid")
 	DAEMON_PID=$pid
+}
+
+# await_pid CMDLINE VAR=VALUE LOG: AWAITED_PID, the pid (pid_of) of a process just started in
+# the background, waited for up to 10 s (LOG shown when it does not appear); it joins BG_PIDS
+await_pid() {
+	AWAITED_PID=""
+	for _ in $(seq 1 200); do
+		AWAITED_PID=$(pid_of "$1" "$2")
+		[ -z "$AWAITED_PID" ] || break
+		sleep 0.05
+	done
+	[ -n "$AWAITED_PID" ] || { cat "$3"; fail "$1 did not start"; }
+	BG_PIDS+=("$AWAITED_PID")
 }
 
 # pid_of CMDLINE VAR=VALUE: the pid of the process running exactly CMDLINE with VAR=VALUE in

@@ -24,9 +24,8 @@ sql "INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, 20000) g; INSE
 gone_file=$(psqlc "$PPORT" "SELECT pg_relation_filepath('gone')")
 
 S=$T/standby
-as_pg "$PGBIN/pg_basebackup" -h "$T" -p "$PPORT" -U postgres -D "$S" -X stream -R -c fast \
-	>"$T/log/basebackup.log" 2>&1 || { cat "$T/log/basebackup.log"; fail "pg_basebackup"; }
-sed -i '/^port = /d; /^unix_socket_directories/d; /^listen_addresses/d; /^archive_command/d' "$S/postgresql.conf"
+standby_of "$PPORT" "$S"
+sed -i '/^archive_command/d' "$S/postgresql.conf"
 pg_conf "$S" "archive_mode = off"
 SPORT=$(free_port)
 pg_start "$S" "$SPORT"
@@ -37,11 +36,9 @@ pg_stop "$S"
 # the standby's LSN: what its pg_control says it holds
 from=$(as_pg "$PGBIN/pg_controldata" -D "$S" | sed -n 's/^Minimum recovery ending location: *//p')
 log "standby stopped; its minimum recovery ending location is $from"
-for d in copy-walg copy-walc; do cp -a "$S" "$T/$d"; done
+for d in copy-walg copy-walc copy-cut; do cp -a "$S" "$T/$d"; done
 
 E=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1 PGHOST="$T" PGPORT="$PPORT")
-# listing DIR: its files (size, time) and directories (names: their times change with a look)
-listing() { { find "$1" -type d -printf '%P/\n'; find "$1" ! -type d -printf '%P %s %T@\n'; } | sort; }
 # catchup NAME-VAR ARGS...: catchup-push of the primary; NAME-VAR gets the backup's name
 catchup() {
 	local var=$1
@@ -55,11 +52,8 @@ catchup() {
 # a database copied file by file since the standby's LSN: its old pages are in no catchup
 sql "CREATE DATABASE copied TEMPLATE template0 STRATEGY FILE_COPY"
 catchup filecopy --from-lsn "$from"
-before=$(listing "$S")
-wrun_pg "${E[@]}" -- catchup-fetch "$S" "$filecopy"
-expect_rc 1 "catchup-fetch of a catchup holding a file-copied database"
-assert_contains "$W_ERR" "STRATEGY FILE_COPY" "the refusal says why"
-assert_eq "$before" "$(listing "$S")" "the standby after the refusal"
+wrun_refused "catchup-fetch of a catchup holding a file-copied database" "STRATEGY FILE_COPY" \
+	"$S" "${E[@]}" -- catchup-fetch "$S" "$filecopy"
 sql "DROP DATABASE copied"
 ok "a database copied file by file since the LSN: refused, the standby untouched"
 
@@ -78,19 +72,13 @@ assert_contains "$W_OUT" "$name" "catchup-list"
 
 # refusals, nothing changed: another cluster, a running standby, a backup past the standby
 pg_init "$T/other"
-before=$(listing "$T/other")
-wrun_pg "${E[@]}" -- catchup-fetch "$T/other" "$name"
-expect_rc 1 "catchup-fetch onto another cluster"
-assert_contains "$W_ERR" "belongs to another cluster" "the refusal"
-assert_eq "$before" "$(listing "$T/other")" "the other cluster after the refusal"
+wrun_refused "catchup-fetch onto another cluster" "belongs to another cluster" \
+	"$T/other" "${E[@]}" -- catchup-fetch "$T/other" "$name"
 sql "INSERT INTO t VALUES (-1, 'ahead')"
 catchup ahead --from-lsn "$(psqlc "$PPORT" "SELECT pg_current_wal_lsn()")"
 sql "DELETE FROM t WHERE id = -1"
-before=$(listing "$S")
-wrun_pg "${E[@]}" -- catchup-fetch "$S" "$ahead"
-expect_rc 1 "catchup-fetch of a backup from past the standby's LSN"
-assert_contains "$W_ERR" "what lies between is in neither" "the refusal"
-assert_eq "$before" "$(listing "$S")" "the standby after the refusal"
+wrun_refused "catchup-fetch of a backup from past the standby's LSN" \
+	"what lies between is in neither" "$S" "${E[@]}" -- catchup-fetch "$S" "$ahead"
 # a running standby (a copy, which streams meanwhile)
 cp -a "$S" "$T/running"
 pg_start "$T/running" "$(free_port)"
@@ -127,6 +115,20 @@ log "$(grep -o 'catchup-fetch: [0-9]* files replaced.*' <<<"$W_ERR")"
 [ -z "$(find "$S" -name '*.walc-catchup*')" ] || fail "staged files left in the standby"
 standby_equal "$S" "the standby after walc's catchup"
 ok "walc: catchup-push and catchup-fetch; the standby streams again and equals the primary"
+
+# a catchup-fetch cut in its second phase: pg_control gone, the marker saying what the standby
+# held; a catchup-fetch run again finishes it
+sysid=$(as_pg "$PGBIN/pg_controldata" -D "$T/copy-cut" | sed -n 's/^Database system identifier: *//p')
+printf 'walc catchup-fetch of %s, not complete while this file exists\nsystem_identifier %s\ncatchup_reached %s\ncatchup_timeline 1\n' \
+	"$name" "$sysid" "$((16#${from%/*} * 4294967296 + 16#${from#*/}))" >"$T/copy-cut/walc_restore_incomplete"
+rm "$T/copy-cut/global/pg_control"
+pg_own "$T/copy-cut"
+wrun_pg "${E[@]}" -- catchup-fetch "$T/copy-cut" "$name"
+expect_rc 0 "catchup-fetch finishing an interrupted one"
+assert_contains "$W_ERR" "holds an interrupted catchup-fetch" "catchup-fetch over its own marker"
+assert_absent "$T/copy-cut/walc_restore_incomplete" "the marker once finished"
+standby_equal "$T/copy-cut" "the standby whose catchup-fetch was cut, finished"
+ok "an interrupted catchup-fetch (pg_control gone, the marker left) is finished by the next"
 
 WALG=${WALC_WALG:-$ROOT/../shared/tools/wal-g}
 if [ ! -x "$WALG" ]; then

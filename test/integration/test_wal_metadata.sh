@@ -129,14 +129,8 @@ as_pg env "${PGE[@]}" PGUSER=postgres PGDATABASE=postgres WALG_FILE_PREFIX="$T/r
 	WALG_COMPRESSION_METHOD=zstd WALG_UPLOAD_WAL_METADATA=INDIVIDUAL \
 	ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" wal-receive >"$T/log/receive.log" 2>&1 &
 BG_PIDS+=($!)
-RECV=""
-for _ in $(seq 1 200); do
-	RECV=$(pid_of "$WALC_PG wal-receive" "PGPORT=$PORT")
-	[ -z "$RECV" ] || break
-	sleep 0.05
-done
-[ -n "$RECV" ] || { cat "$T/log/receive.log"; fail "wal-receive did not start"; }
-BG_PIDS+=("$RECV")
+await_pid "$WALC_PG wal-receive" "PGPORT=$PORT" "$T/log/receive.log"
+RECV=$AWAITED_PID
 for _ in $(seq 1 100); do
 	[ "$(psqlc "$PORT" "SELECT count(*) FROM pg_replication_slots WHERE active")" = 1 ] && break
 	sleep 0.1

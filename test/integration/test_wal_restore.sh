@@ -23,9 +23,7 @@ sql "$APORT" "CREATE TABLE t (id int PRIMARY KEY, v text); CREATE EXTENSION amch
 sql "$APORT" "INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, 20000) g"
 
 B=$T/b
-as_pg "$PGBIN/pg_basebackup" -h "$T" -p "$APORT" -U postgres -D "$B" -X stream -R -c fast \
-	>"$T/log/basebackup.log" 2>&1 || { cat "$T/log/basebackup.log"; fail "pg_basebackup"; }
-sed -i '/^port = /d; /^unix_socket_directories/d; /^listen_addresses/d' "$B/postgresql.conf"
+standby_of "$APORT" "$B"
 BPORT=$(free_port)
 pg_start "$B" "$BPORT"
 sql "$APORT" "UPDATE t SET v = v || 'a' WHERE id % 3 = 0"
@@ -56,21 +54,14 @@ wait_archived "$A" "$last" 120
 # the guards, while B runs
 WENV=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1)
 pg_stop "$A"
-listing() { find "$@" -printf '%p %s %T@\n' | sort; }
-before=$(listing "$A/pg_wal")
-wrun_pg "${WENV[@]}" -- wal-restore "$A" "$B"
-expect_rc 1 "wal-restore with SOURCE running"
-assert_contains "$W_ERR" "runs on SOURCE $B" "the refusal names the running cluster"
-assert_eq "$before" "$(listing "$A/pg_wal")" "A's pg_wal after the refusal"
+wrun_refused "wal-restore with SOURCE running" "runs on SOURCE $B" "$A/pg_wal" \
+	"${WENV[@]}" -- wal-restore "$A" "$B"
 pg_stop "$B"
-before=$(listing "$A/pg_wal" "$B/pg_wal")
-wrun_pg "${WENV[@]}" -- wal-restore "$A" "$A"
-expect_rc 1 "wal-restore with one directory twice"
+wrun_refused "wal-restore with one directory twice" "are one directory" "$A/pg_wal $B/pg_wal" \
+	"${WENV[@]}" -- wal-restore "$A" "$A"
 pg_init "$T/other" --wal-segsize=1
-wrun_pg "${WENV[@]}" -- wal-restore "$A" "$T/other"
-expect_rc 1 "wal-restore with another cluster"
-assert_contains "$W_ERR" "are not copies of one cluster" "the refusal"
-assert_eq "$before" "$(listing "$A/pg_wal" "$B/pg_wal")" "pg_wal after the refusals"
+wrun_refused "wal-restore with another cluster" "are not copies of one cluster" \
+	"$A/pg_wal $B/pg_wal" "${WENV[@]}" -- wal-restore "$A" "$T/other"
 ok "refused: a running SOURCE, one directory twice, another cluster; nothing written"
 
 # WAL-G's wal-restore (when the binary is here) reads the same repository: on copies, what it
