@@ -177,6 +177,24 @@ it_setup() {
 	pg_own "$T"
 }
 
+# store_setup NAME: it_setup NAME; with WALC_IT_S3=1 also an s3rver, STORE_ENV then holding
+# the settings of a repository in its bucket, which win over WALG_FILE_PREFIX for walc and for
+# WAL-G alike (both look for S3 first). Tests that run on either storage pass STORE_ENV on.
+STORE_ENV=()
+store_setup() {
+	if [ "${WALC_IT_S3:-0}" != 1 ]; then
+		it_setup "$1"
+		return
+	fi
+	# shellcheck source=s3lib.sh
+	. "$IT_DIR/s3lib.sh"
+	s3_setup "$1"
+	s3_s3rver_start
+	STORE_ENV=(WALG_S3_PREFIX="s3://test/$1" AWS_ENDPOINT="http://127.0.0.1:$S3RVER_PORT"
+		AWS_S3_FORCE_PATH_STYLE=true AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+		AWS_REGION=us-east-1)
+}
+
 # plain_make ARGS...: make as a fresh shell would run it. Under make coverage (or asan) the
 # calling make exports its command-line variables (CC, EXTRA_CFLAGS, BUILD...) and MAKEFLAGS,
 # which would build the tests' helpers instrumented, into the wrong directory.

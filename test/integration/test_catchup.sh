@@ -8,11 +8,11 @@
 # primary. Refused without a file of the standby changing: a running standby, another
 # cluster's directory, a backup from past the standby's LSN, and a backup holding a database
 # copied file by file (CREATE DATABASE ... STRATEGY FILE_COPY) since the standby's LSN, whose
-# old pages are in neither.
+# old pages are in neither. test_catchup_s3.sh runs it all with the repository on S3.
 . "$(dirname "$0")/lib.sh"
-it_setup catchup
+store_setup catchup
 
-pitr_source
+pitr_source "${STORE_ENV[@]}"
 P=$SRC
 PPORT=$PORT
 pg_stop "$P"
@@ -38,7 +38,7 @@ from=$(as_pg "$PGBIN/pg_controldata" -D "$S" | sed -n 's/^Minimum recovery endin
 log "standby stopped; its minimum recovery ending location is $from"
 for d in copy-walg copy-walc copy-cut; do cp -a "$S" "$T/$d"; done
 
-E=(WALG_FILE_PREFIX="$R" WALG_PG_WAL_SIZE=1 PGHOST="$T" PGPORT="$PPORT")
+E+=(PGHOST="$T" PGPORT="$PPORT")
 # catchup NAME-VAR ARGS...: catchup-push of the primary; NAME-VAR gets the backup's name
 catchup() {
 	local var=$1
@@ -65,8 +65,8 @@ sql "DROP TABLE gone"
 sql "CREATE DATABASE later"
 psqlc "$PPORT" "CHECKPOINT" >/dev/null
 catchup name "--from-lsn=$((16#${from%/*} * 4294967296 + 16#${from#*/}))"
-grep -q '"IsIncremented": *true' "$R/catchup_005/$name/files_metadata.json" ||
-	fail "walc's catchup backup $name holds no increment"
+wrun_pg "${E[@]}" -- st cat "catchup_005/$name/files_metadata.json"
+grep -q '"IsIncremented": *true' <<<"$W_OUT" || fail "walc's catchup backup $name holds no increment"
 wrun_pg "${E[@]}" -- catchup-list
 assert_contains "$W_OUT" "$name" "catchup-list"
 
@@ -115,6 +115,8 @@ log "$(grep -o 'catchup-fetch: [0-9]* files replaced.*' <<<"$W_ERR")"
 [ -z "$(find "$S" -name '*.walc-catchup*')" ] || fail "staged files left in the standby"
 standby_equal "$S" "the standby after walc's catchup"
 ok "walc: catchup-push and catchup-fetch; the standby streams again and equals the primary"
+
+[ "${WALC_IT_S3:-0}" != 1 ] || assert_absent "$R/catchup_005" "the file repository, with the repository on S3"
 
 # a catchup-fetch cut in its second phase: pg_control gone, the marker saying what the standby
 # held; a catchup-fetch run again finishes it

@@ -7,10 +7,11 @@
 # WAL replay wrote (fewer rows); the cluster starts and recovers. walc's restore of walc's
 # backup, and with WAL-G v3.0.9: WAL-G's restore of walc's backup and walc's of WAL-G's.
 # A name that matches nothing is refused before anything is written.
+# test_partial_restore_s3.sh runs it all with the repository on S3.
 . "$(dirname "$0")/lib.sh"
-it_setup partial_restore
+store_setup partial_restore
 
-pitr_source
+pitr_source "${STORE_ENV[@]}"
 sql() { as_pg "$PGBIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$T" -p "$PORT" -U postgres -d "$1" -c "$2"; }
 for db in first second third; do sql postgres "CREATE DATABASE $db"; done
 sql first "CREATE EXTENSION amcheck"
@@ -28,8 +29,8 @@ PGE=(PGHOST="$T" PGPORT="$PORT")
 wrun_pg "${E[@]}" "${PGE[@]}" -- backup-push "$SRC"
 expect_rc 0 "walc backup-push"
 walc_backup=$(sed -n 's/.*Wrote backup with name \([^ ]*\) .*/\1/p' <<<"$W_ERR")
-grep -q '"DatabasesByNames"' "$R/basebackups_005/$walc_backup/files_metadata.json" ||
-	fail "walc's backup records no DatabasesByNames"
+wrun_pg "${E[@]}" -- st cat "basebackups_005/$walc_backup/files_metadata.json"
+grep -q '"DatabasesByNames"' <<<"$W_OUT" || fail "walc's backup records no DatabasesByNames"
 
 WALG=${WALC_WALG:-$ROOT/../shared/tools/wal-g}
 if [ -x "$WALG" ]; then
@@ -47,6 +48,8 @@ dump_db() { as_pg "$PGBIN/pg_dump" -h "$T" -p "$1" -U postgres "${@:3}" "$2" | n
 dump_db "$PORT" first -t tbl1 >"$T/first-tbl1.sql"
 dump_db "$PORT" second >"$T/second.sql"
 pg_stop "$SRC"
+
+[ "${WALC_IT_S3:-0}" != 1 ] || assert_absent "$R/basebackups_005" "the file repository, with the repository on S3"
 
 # a name that matches nothing: refused, nothing written
 wrun_pg "${E[@]}" -- backup-fetch "$T/none" "$walc_backup" --restore-only=first/tbl1,fourth
