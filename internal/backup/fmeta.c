@@ -32,6 +32,7 @@ struct fmeta {
 	char why[ERR_MSG_MAX]; /* its message, for the threads that meet it later */
 	tar_set *sets; /* TarFileSets: each closed partition and its members */
 	size_t nsets;
+	bool files_closed; /* Files ended: another root member was begun */
 };
 
 static void put_varint(namelist *l, size_t v)
@@ -218,12 +219,33 @@ static void add_member(void *arg, const char *name)
 		flush(w->f);
 }
 
+err_code fmeta_member(push_state *st, const char *key)
+{
+	fmeta *f = st->fmeta;
+	if (!f->files_closed)
+		add(f, "}", 1);
+	f->files_closed = true;
+	add(f, ",", 1);
+	add_string(f, key, true);
+	add(f, ":", 1);
+	return failed(f);
+}
+
+err_code fmeta_text(push_state *st, const char *text, size_t len)
+{
+	fmeta *f = st->fmeta;
+	add(f, text, len);
+	return f->buf.len >= FMETA_FLUSH ? flush(f) : failed(f);
+}
+
 err_code fmeta_finish(push_state *st)
 {
 	fmeta *f = st->fmeta;
 	if (f == NULL)
 		return E_OK;
-	add(f, "},\"TarFileSets\":{", 17);
+	if (!f->files_closed)
+		add(f, "}", 1);
+	add(f, ",\"TarFileSets\":{", 16);
 	for (size_t i = 0; i < f->nsets; i++) {
 		add_string(f, f->sets[i].part, i == 0); /* the partitions' own names: ASCII */
 		add(f, ":[", 2);
@@ -231,14 +253,7 @@ err_code fmeta_finish(push_state *st)
 		namelist_each(&f->sets[i].members, add_member, &w);
 		add(f, "]", 1);
 	}
-	add(f, "}", 1);
-	if (st->dbnames != NULL) {
-		char *text = json_dumps(st->dbnames, JSON_COMPACT);
-		add(f, ",\"DatabasesByNames\":", 20);
-		add(f, text, strlen(text));
-		free(text);
-	}
-	add(f, "}", 1);
+	add(f, "}}", 2);
 	TRY(flush(f));
 	err_code rc = sink_finish(f->out);
 	if (rc != E_OK)

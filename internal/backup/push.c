@@ -515,14 +515,10 @@ static err_code finish_local(pg_session *s, push_state *st, backup_sentinel *sen
 		return wrc;
 	}
 	/* what --restore-only chooses among; the backup is whole without it */
-	if (st->fmeta != NULL && !st->cfg->disable_partial_restore &&
-		push_databases_by_names(s, &st->dbnames) != E_OK) {
-		log_warn("no database names recorded (backup-fetch --restore-only will refuse this "
-				 "backup): %s",
-				 err_msg());
-		err_clear();
-	}
-	rc = push_store_tail(st, sen, label, spcmap);
+	if (st->fmeta != NULL && !st->cfg->disable_partial_restore)
+		rc = push_databases_by_names(st, s);
+	if (rc == E_OK)
+		rc = push_store_tail(st, sen, label, spcmap);
 	free(label);
 	free(spcmap);
 	return rc;
@@ -651,7 +647,6 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	fmeta_free(st.fmeta);
 	json_decref(st.published);
 	json_decref(st.spec);
-	json_decref(st.dbnames);
 	delta_free(&st.delta);
 	free(st.pgdata);
 	free(st.name);

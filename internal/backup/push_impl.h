@@ -131,7 +131,6 @@ typedef struct push_state {
 	bool no_files_metadata; /* WALG_WITHOUT_FILES_METADATA */
 	fmeta *fmeta;			/* files_metadata.json being written, or NULL */
 	json_t *spec;			/* tablespace spec, or NULL */
-	json_t *dbnames;		/* DatabasesByNames for files_metadata.json, or NULL */
 	/* counters, updated atomically */
 	uint64_t uncompressed; /* tar member content */
 	uint64_t compressed;   /* bytes stored */
@@ -203,10 +202,17 @@ void fmeta_part(push_state *st, const char *base, namelist *names);
 err_code fmeta_finish(push_state *st);
 void fmeta_free(fmeta *f);
 /*
- * WAL-G's DatabasesByNames (partial.c): every database that allows connections, its relations
- * by name with their files; a database that cannot be read is left out with a warning.
+ * Another root member of files_metadata.json after Files (fmeta_member), its text written as
+ * it comes (fmeta_text): WAL-G reads the document by its keys, in any order.
  */
-err_code push_databases_by_names(pg_session *s, json_t **out);
+err_code fmeta_member(push_state *st, const char *key);
+err_code fmeta_text(push_state *st, const char *text, size_t len);
+/*
+ * WAL-G's DatabasesByNames (partial.c), into files_metadata.json as the relations are read:
+ * every database that allows connections, its relations by name with their files; a database
+ * that cannot be read is left out with a warning.
+ */
+err_code push_databases_by_names(push_state *st, pg_session *s);
 /* Stores one small tar object (pg_control, backup_label) with the given members. */
 err_code pack_small_tar(push_state *st, const char *base, const char *const *names,
 						const char *const *data, const size_t *lens, int n, uint32_t mode,

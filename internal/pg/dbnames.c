@@ -1,62 +1,41 @@
 /*
  * The databases and relations a partial restore chooses among (WAL-G's DatabasesByNames):
- * each database that allows connections, read on a session of its own.
+ * each database that allows connections, its relations read on a session of its own, row by
+ * row, so that memory does not grow with their number.
  */
 #include "internal/pg/session_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Relations with storage (or partitioned tables, the roots of partitions), with the table an
- * index or TOAST table serves; mapped catalogs' file number from their path. */
-#define RELATIONS_SQL                                                                          \
-	"SELECT c.oid, c.relfilenode, CASE WHEN c.relfilenode OPERATOR(pg_catalog.=) 0 THEN "      \
-	"pg_catalog.pg_relation_filepath(c.oid) END, n.nspname, c.relname, c.relkind, "            \
-	"COALESCE((SELECT i.inhparent FROM pg_catalog.pg_inherits i WHERE i.inhrelid "             \
-	"OPERATOR(pg_catalog.=) c.oid ORDER BY i.inhseqno LIMIT 1), 0), "                          \
-	"COALESCE((SELECT x.indrelid FROM pg_catalog.pg_index x WHERE x.indexrelid "               \
-	"OPERATOR(pg_catalog.=) c.oid), (SELECT t.oid FROM pg_catalog.pg_class t WHERE "           \
-	"t.reltoastrelid OPERATOR(pg_catalog.=) c.oid LIMIT 1), 0) "                               \
-	"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON c.relnamespace "             \
-	"OPERATOR(pg_catalog.=) n.oid ORDER BY c.oid"
+/*
+ * Every relation with storage (and partitioned tables, the roots of partitions), with the
+ * relation it is restored with: the top of its chain of owners (the table an index or TOAST
+ * table serves) and inheritance parents. Ordered by that root, the root first; mapped
+ * catalogs' file number comes from their path.
+ */
+#define EQ " OPERATOR(pg_catalog.=) "
+#define RELATIONS_SQL                                                                         \
+	"WITH RECURSIVE r AS (SELECT c.oid, c.relfilenode, c.relkind, c.relname, n.nspname, "      \
+	"CASE WHEN c.relfilenode" EQ "0 THEN pg_catalog.pg_relation_filepath(c.oid) END AS path, " \
+	"COALESCE((SELECT i.inhparent FROM pg_catalog.pg_inherits i WHERE i.inhrelid" EQ "c.oid " \
+	"ORDER BY i.inhseqno LIMIT 1), 0) AS parent, "                                             \
+	"COALESCE((SELECT x.indrelid FROM pg_catalog.pg_index x WHERE x.indexrelid" EQ "c.oid), " \
+	"(SELECT t.oid FROM pg_catalog.pg_class t WHERE t.reltoastrelid" EQ "c.oid LIMIT 1), 0) " \
+	"AS owner FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON c.relnamespace" EQ \
+	"n.oid), t AS (SELECT oid, oid AS root, 0 AS depth FROM r WHERE parent" EQ "0 AND owner" EQ \
+	"0 UNION ALL SELECT r.oid, t.root, t.depth + 1 FROM r JOIN t ON (CASE WHEN r.owner "       \
+	"OPERATOR(pg_catalog.<>) 0 THEN r.owner ELSE r.parent END)" EQ "t.oid WHERE t.depth "     \
+	"OPERATOR(pg_catalog.<) 64) "                                                              \
+	"SELECT r.oid, r.relfilenode, r.path, r.nspname, r.relname, r.relkind, r.parent, t.root "  \
+	"FROM r JOIN t ON r.oid" EQ "t.oid WHERE r.relfilenode OPERATOR(pg_catalog.<>) 0 OR "      \
+	"r.path IS NOT NULL OR r.relkind" EQ "'p' "                                                \
+	"ORDER BY t.root, r.oid OPERATOR(pg_catalog.<>) t.root, r.oid"
 
 static uint32_t u32(const char *s)
 {
 	return (uint32_t)strtoul(s, NULL, 10);
-}
-
-static err_code relations(const char *db, pg_relation **out, size_t *n)
-{
-	pg_session *s = NULL;
-	PGresult *res = NULL;
-	*out = NULL;
-	*n = 0;
-	TRY(pg_connect_db(db, &s));
-	err_code rc = pg_query_rows(s, RELATIONS_SQL, &res);
-	int rows = rc == E_OK ? PQntuples(res) : 0;
-	pg_relation *r = xcalloc((size_t)rows + 1, sizeof(*r));
-	for (int i = 0; i < rows; i++) {
-		uint32_t file = u32(PQgetvalue(res, i, 1));
-		const char *path = PQgetvalue(res, i, 2);
-		char kind = PQgetvalue(res, i, 5)[0];
-		if (file == 0 && path[0] != '\0') { /* a mapped catalog: its number ends the path */
-			const char *slash = strrchr(path, '/');
-			file = u32(slash ? slash + 1 : path);
-		}
-		if (file == 0 && kind != 'p')
-			continue; /* no storage: views, foreign tables, partitioned indexes */
-		pg_relation *e = &r[(*n)++];
-		e->oid = u32(PQgetvalue(res, i, 0));
-		e->relfilenode = file;
-		e->name = xasprintf("%s.%s", PQgetvalue(res, i, 3), PQgetvalue(res, i, 4));
-		e->kind = kind;
-		e->parent = u32(PQgetvalue(res, i, 6));
-		e->owner = u32(PQgetvalue(res, i, 7));
-	}
-	PQclear(res);
-	pg_disconnect(s);
-	*out = r;
-	return rc == E_OK ? E_OK : err_wrap(rc, "database %s", db);
 }
 
 err_code pg_databases_read(pg_session *s, pg_database **out, size_t *n)
@@ -76,22 +55,55 @@ err_code pg_databases_read(pg_session *s, pg_database **out, size_t *n)
 	PQclear(res);
 	*out = d;
 	*n = (size_t)rows;
-	/* a database that cannot be read is left out, with a warning: the backup stays whole */
-	for (int i = 0; i < rows; i++)
-		if (relations(d[i].name, &d[i].rels, &d[i].n) != E_OK) {
-			log_warn("%s: --restore-only will not find it in this backup", err_msg());
-			d[i].unread = true;
-		}
 	return E_OK;
 }
 
 void pg_databases_free(pg_database *d, size_t n)
 {
-	for (size_t i = 0; i < n && d != NULL; i++) {
-		for (size_t k = 0; k < d[i].n; k++)
-			free(d[i].rels[k].name);
-		free(d[i].rels);
+	for (size_t i = 0; i < n && d != NULL; i++)
 		free(d[i].name);
-	}
 	free(d);
+}
+
+/* One row of RELATIONS_SQL. */
+static void relation_of(PGresult *res, pg_relation *r, char *name, size_t cap)
+{
+	r->oid = u32(PQgetvalue(res, 0, 0));
+	r->relfilenode = u32(PQgetvalue(res, 0, 1));
+	const char *path = PQgetvalue(res, 0, 2);
+	if (r->relfilenode == 0 && path[0] != '\0') { /* a mapped catalog: its number ends the path */
+		const char *slash = strrchr(path, '/');
+		r->relfilenode = u32(slash ? slash + 1 : path);
+	}
+	snprintf(name, cap, "%s.%s", PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4));
+	r->name = name;
+	r->kind = PQgetvalue(res, 0, 5)[0];
+	r->parent = u32(PQgetvalue(res, 0, 6));
+	r->root = u32(PQgetvalue(res, 0, 7));
+}
+
+err_code pg_relations_each(const char *db, pg_relation_fn fn, void *arg, bool *started)
+{
+	pg_session *s = NULL;
+	*started = false;
+	TRY(pg_connect_db(db, &s));
+	err_code rc = E_OK;
+	if (!PQsendQuery(s->conn, RELATIONS_SQL) || !PQsetSingleRowMode(s->conn))
+		rc = pg_conn_error(s->conn, "listing relations");
+	char name[2 * 64 + 2]; /* schema.relation: NAMEDATALEN 64 each */
+	PGresult *res;
+	while ((res = PQgetResult(s->conn)) != NULL) {
+		ExecStatusType st = PQresultStatus(res);
+		if (rc == E_OK && st == PGRES_SINGLE_TUPLE) {
+			pg_relation r;
+			relation_of(res, &r, name, sizeof(name));
+			*started = true;
+			rc = fn(arg, &r);
+		} else if (rc == E_OK && st != PGRES_TUPLES_OK) {
+			rc = pg_conn_error(s->conn, "listing relations");
+		}
+		PQclear(res);
+	}
+	pg_disconnect(s);
+	return rc == E_OK ? E_OK : err_wrap(rc, "database %s", db);
 }

@@ -298,26 +298,27 @@ err_code pg_server_info_get(pg_session *s, pg_server_info *out);
 void pg_server_info_free(pg_server_info *i);
 /*
  * What --restore-only chooses among, as WAL-G records it (DatabasesByNames): every database
- * that allows connections, each read on a session of its own (PG* settings, dbname its name),
- * with its relations that have storage, and partitioned tables. A database that cannot be
- * read is marked unread, with a warning.
+ * that allows connections (pg_databases_read), and each one's relations that have storage, and
+ * partitioned tables (pg_relations_each): fn(arg, relation) for each, row by row, ordered by
+ * root (the relation each is restored with: the top of its chain of owners and inheritance
+ * parents), the root first. *started once a row came (an error before it left nothing half
+ * done). Names are "schema.relname", valid until fn returns.
  */
 typedef struct pg_relation {
-	char *name; /* "schema.relname" */
+	const char *name;
 	uint32_t oid, relfilenode;
 	char kind;		 /* relkind */
 	uint32_t parent; /* the inheritance parent (partitions, inherited tables), or 0 */
-	uint32_t owner;	 /* the table an index or TOAST table serves, or 0 */
+	uint32_t root;	 /* itself for a root */
 } pg_relation;
 typedef struct pg_database {
 	char *name;
 	uint32_t oid;
-	bool unread;
-	pg_relation *rels;
-	size_t n;
 } pg_database;
 err_code pg_databases_read(pg_session *s, pg_database **out, size_t *n);
 void pg_databases_free(pg_database *d, size_t n);
+typedef err_code (*pg_relation_fn)(void *arg, const pg_relation *r);
+err_code pg_relations_each(const char *dbname, pg_relation_fn fn, void *arg, bool *started);
 /* An SQL session to database dbname (a name, never a connection string). */
 err_code pg_connect_db(const char *dbname, pg_session **out);
 /* The timeline of the last checkpoint (pg_control_checkpoint), what a standby's backup is on. */
