@@ -94,7 +94,9 @@ static err_code ent_add(files_sink *f, unsigned char c)
 		return E_OK;
 	}
 	if (membuf_add(&f->ent, &c, 1) != E_OK)
-		return corrupt(f, "an entry of Files or TarFileSets is larger than 16 MiB");
+		return corrupt(f, f->had_obj != NULL
+							  ? "a database's entry in DatabasesByNames is larger than 16 MiB"
+							  : "an entry of Files or TarFileSets is larger than 16 MiB");
 	return E_OK;
 }
 
