@@ -1,4 +1,5 @@
 /* The backup verbs: backup-push, backup-fetch, backup-list. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "cmd/walc/commands.h"
 #include "internal/backup/backup.h"
 #include "internal/daemon/daemon.h"
+#include "internal/pg/pg.h"
 
 /*
  * backup-push, backup-fetch and backup-verify free big buffers (parts, codec windows, name
@@ -186,9 +188,10 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 	if (rc == E_OK && opt.restore_spec != NULL && opt.original_tablespaces)
 		rc = err_set(E_CONFIG, "backup-fetch: --restore-spec and --original-tablespaces cannot "
 							   "be combined (the spec says where each tablespace goes)");
-	if (rc == E_OK && arg_set(a, "restore-only"))
-		rc = err_set(E_CONFIG, "backup-fetch --restore-only: walc does not restore single "
-							   "databases or tables; restore the whole backup");
+	opt.restore_only = arg(a, "restore-only");
+	if (rc == E_OK && opt.restore_only != NULL && opt.delta)
+		rc = err_set(E_CONFIG, "backup-fetch: --restore-only and --delta cannot be combined (a "
+							   "delta restore removes the files a partial restore skips)");
 	if (rc == E_OK && !targeted && (opt.name == NULL) == (opt.user_data == NULL))
 		rc = err_set(E_CONFIG, opt.name == NULL
 								   ? "backup-fetch: name a backup (NAME or LATEST) or give "
@@ -257,4 +260,92 @@ int cmd_backup_list(const config *cfg, const args *a)
 		rc = backup_list(&r, &opt, stdout);
 	repo_close(&r);
 	return command_fail(rc);
+}
+
+/* WAL-G's --from-lsn is a decimal number; PostgreSQL's X/Y form is taken too. */
+static err_code parse_from_lsn(const char *text, uint64_t *lsn)
+{
+	if (strchr(text, '/') != NULL)
+		return pg_lsn_parse(text, lsn) == E_OK
+			? E_OK
+			: err_set(E_CONFIG, "catchup-push --from-lsn: \"%s\" is not an LSN", text);
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(text, &end, 10);
+	if (text[0] == '\0' || text[0] == '-' || *end != '\0' || errno != 0)
+		return err_set(E_CONFIG, "catchup-push --from-lsn: \"%s\" is not an LSN (a decimal "
+								 "number, or X/Y)",
+					   text);
+	*lsn = v;
+	return E_OK;
+}
+
+/* The repository, its backups those of catchup_005/. */
+static err_code open_catchup(const config *cfg, repo *r)
+{
+	err_code rc = repo_open(cfg, r);
+	r->backups = REPO_CATCHUP_DIR;
+	if (rc == E_OK)
+		repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
+	return rc;
+}
+
+int cmd_catchup_push(const config *cfg, const args *a)
+{
+	return_big_buffers();
+	push_options opt = { .pgdata = a->pos[0], .catchup = true };
+	err_code rc = arg(a, "from-lsn") != NULL
+		? parse_from_lsn(arg(a, "from-lsn"), &opt.catchup_from_lsn)
+		: err_set(E_CONFIG, "catchup-push: give --from-lsn, the standby's LSN");
+	if (rc != E_OK)
+		return command_fail(rc);
+	repo r;
+	rc = open_catchup(cfg, &r);
+	if (rc == E_OK)
+		rc = backup_push(&r, cfg, &opt);
+	repo_close(&r);
+	return command_fail(rc);
+}
+
+int cmd_catchup_fetch(const config *cfg, const args *a)
+{
+	return_big_buffers();
+	catchup_options opt = { .dest = a->pos[0],
+							.name = a->pos[1],
+							.concurrency = (int)cfg->download_concurrency };
+	repo r;
+	err_code rc = open_catchup(cfg, &r);
+	if (rc == E_OK)
+		rc = backup_catchup_fetch(&r, &opt);
+	repo_close(&r);
+	return command_fail(rc);
+}
+
+int cmd_catchup_list(const config *cfg, const args *a)
+{
+	list_options opt = { .pretty = arg_set(a, "pretty"),
+						 .json = arg_set(a, "json"),
+						 .detail = arg_set(a, "detail"),
+						 .cfg = cfg };
+	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
+	if (rc == E_OK && arg_set(a, "recovery-windows"))
+		rc = err_set(E_CONFIG, "catchup-list: --recovery-windows is backup-list's");
+	repo r;
+	if (rc == E_OK) {
+		rc = open_catchup(cfg, &r);
+		if (rc == E_OK)
+			rc = backup_list(&r, &opt, stdout);
+		repo_close(&r);
+	}
+	return command_fail(rc);
+}
+
+int cmd_catchup_unsupported(const config *cfg, const args *a)
+{
+	(void)cfg;
+	return command_fail(err_set(E_CONFIG, "%s: walc does not speak WAL-G's direct catchup "
+										  "transfer (Go's gob encoding over an unauthenticated "
+										  "TCP connection); use catchup-push on the primary and "
+										  "catchup-fetch on the standby",
+									  a->cmd->name));
 }

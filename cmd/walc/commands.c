@@ -53,7 +53,9 @@ static const opt backup_fetch_opts[] = {
 	{ "restore-command", 0, "CMD", "with a target: the restore_command (default: this walc)" },
 	{ "keep-archiving", 0, NULL,
 	  "with a target: leave archiving as the backup had it (default: off)" },
-	{ "restore-only", 0, "NAMES", "not supported by walc (partial restore): refused" },
+	{ "restore-only", 0, "NAMES",
+	  "only these databases and tables (DB, DB/TABLE, DB/SCHEMA.TABLE, '*' any; comma-separated),"
+	  " with every database's system catalogs (WAL-G's partial restore)" },
 	{ "reverse-unpack", 0, NULL, NULL },
 	{ "skip-redundant-tars", 0, NULL, NULL },
 	TARGET_STORAGE,
@@ -109,6 +111,15 @@ static const opt daemon_client_opts[] = {
 	{ "connection-timeout", 0, "DURATION", "how long connecting may take (default 5s)" },
 	END,
 };
+static const opt catchup_push_opts[] = {
+	{ "from-lsn", 0, "LSN", "the standby's LSN: pages changed since it are stored (decimal, "
+							"as WAL-G takes it, or X/Y)" },
+	END,
+};
+static const opt catchup_fetch_opts[] = {
+	{ "use-new-unwrap", 0, NULL, NULL },
+	END,
+};
 static const opt none[] = { END };
 
 static const command cmd_table[] = {
@@ -158,7 +169,9 @@ static const command cmd_table[] = {
 	  "With WALG_DELTA_MAX_STEPS > 0 the backup is a delta of the latest one (or of the latest\n"
 	  "full with WALG_DELTA_ORIGIN=LATEST_FULL, or of --delta-from-name): relation files hold\n"
 	  "only pages changed since the base started; files unchanged since well before the base\n"
-	  "are not stored at all.",
+	  "are not stored at all. The databases' relations are recorded by name for\n"
+	  "backup-fetch --restore-only (a session to each database; WALG_DISABLE_PARTIAL_RESTORE\n"
+	  "skips it).",
 	  true, cmd_backup_push, NULL },
 	{ "backup-fetch", "DESTINATION [NAME|LATEST]", 1, 2, backup_fetch_opts,
 	  "restore a base backup into an empty directory",
@@ -188,7 +201,13 @@ static const command cmd_table[] = {
 	  "Archiving is turned off there too (archive_mode = off, archive_command and\n"
 	  "archive_library empty), so that the promoted cluster does not archive its new\n"
 	  "timeline into the repository it came from; --keep-archiving leaves the backup's\n"
-	  "settings. A restored cluster that becomes a new primary should archive to a new prefix.",
+	  "settings. A restored cluster that becomes a new primary should archive to a new prefix.\n\n"
+	  "--restore-only=DB,DB/TABLE,... (WAL-G's partial restore): every database's system\n"
+	  "catalogs, the databases and tables named (DB/SCHEMA.TABLE; '*' matches anything) with\n"
+	  "what the backup records with a table (its indexes and TOAST table, from walc's\n"
+	  "backups), no other relation file: a skipped table holds only what WAL replay writes.\n"
+	  "backup-push records the names (DatabasesByNames) unless WALG_DISABLE_PARTIAL_RESTORE;\n"
+	  "a name that matches nothing is refused.",
 	  true, cmd_backup_fetch, NULL },
 	{ "backup-list", "", 0, 0, backup_list_opts, "list base backups",
 	  "Lists backups with a sentinel in WAL-G's columns, oldest first in LATEST's order (by\n"
@@ -222,6 +241,40 @@ static const command cmd_table[] = {
 	  "A backup whose sentinel cannot be read is skipped with a warning and never deleted\n"
 	  "(but by everything).",
 	  true, cmd_delete, delete_words_ok },
+	{ "catchup-push", "PGDATA", 1, 1, catchup_push_opts,
+	  "store what a stopped standby lacks: the primary's changes since its LSN",
+	  "Run on the primary, with PGDATA its data directory and --from-lsn the standby's LSN (its\n"
+	  "pg_controldata \"Minimum recovery ending location\", or \"Latest checkpoint's REDO\n"
+	  "location\"): a backup as backup-push takes one, into catchup_005/, in which every\n"
+	  "relation file holds only the pages changed since that LSN and every other file is\n"
+	  "whole; pg_hba.conf, postgresql.conf and postgresql.auto.conf are left out (the\n"
+	  "standby keeps its own). Apply it with catchup-fetch on the standby.",
+	  true, cmd_catchup_push, NULL },
+	{ "catchup-fetch", "PGDATA NAME", 2, 2, catchup_fetch_opts,
+	  "bring a stopped standby up to date from a catchup backup",
+	  "Applies catchup backup NAME (walc's or WAL-G's catchup-push) onto PGDATA, the standby's\n"
+	  "data directory: stopped cleanly, of the backup's cluster, holding every change up to\n"
+	  "the backup's --from-lsn (by its pg_control), on the backup's timeline or on one the\n"
+	  "backup's timeline branched from after the standby's end (the archived history file\n"
+	  "says so); anything else is refused before a file changes. Every file and increment is\n"
+	  "downloaded beside its place and checked against files_metadata.json first; only then\n"
+	  "are the standby's files replaced or written page by page, the relation files the\n"
+	  "primary no longer has removed, and pg_control written last (it is absent, and a marker\n"
+	  "says so, until a catchup-fetch completes). The standby's configuration, its\n"
+	  "standby.signal and its tablespace links stay. Then start it: it recovers from the\n"
+	  "backup's start and streams again.",
+	  true, cmd_catchup_fetch, NULL },
+	{ "catchup-list", "", 0, 0, backup_list_opts, "list catchup backups",
+	  "Lists catchup_005/ as backup-list lists base backups.", true, cmd_catchup_list, NULL },
+	{ "catchup-send", "PGDATA HOST:PORT", 0, ARGS_MAX_POS, none,
+	  "not supported by walc: use catchup-push and catchup-fetch",
+	  "WAL-G's direct transfer to catchup-receive speaks Go's gob encoding over an\n"
+	  "unauthenticated TCP connection; walc does not implement it. catchup-push on the primary\n"
+	  "and catchup-fetch on the standby do the same through the repository.",
+	  false, cmd_catchup_unsupported, NULL },
+	{ "catchup-receive", "PGDATA PORT", 0, ARGS_MAX_POS, none,
+	  "not supported by walc: use catchup-push and catchup-fetch",
+	  "See catchup-send.", false, cmd_catchup_unsupported, NULL },
 	{ "backup-mark", "NAME", 1, 1, backup_mark_opts, "make a backup permanent (or not)",
 	  "Permanent backups survive delete. Marking a delta permanent marks its whole chain; a\n"
 	  "backup cannot become impermanent while a permanent delta is based on it. Updates\n"
@@ -265,6 +318,18 @@ static const command cmd_table[] = {
 	  "WAL not yet stored (invalidated past max_slot_wal_keep_size: wal_status lost), naming\n"
 	  "the missing segments, recorded for wal-verify.",
 	  true, cmd_wal_receive, NULL },
+	{ "wal-restore", "TARGET-PGDATA SOURCE-PGDATA", 2, 2, none,
+	  "before pg_rewind: restore the WAL it needs into both clusters",
+	  "After a failover, before `pg_rewind -D TARGET-PGDATA --source-pgdata=SOURCE-PGDATA`\n"
+	  "(TARGET the old primary, SOURCE the promoted standby, both stopped cleanly): finds\n"
+	  "where their timelines diverge (their history files), reads TARGET's WAL back to the\n"
+	  "last checkpoint before that point, and restores from the archive every WAL file missing\n"
+	  "from TARGET's pg_wal from that checkpoint to TARGET's end (what pg_rewind reads) and\n"
+	  "from SOURCE's pg_wal to SOURCE's end (what pg_rewind copies and the rewound cluster\n"
+	  "replays), each checked as wal-fetch checks one. Writes nothing but new files in the\n"
+	  "two pg_wal directories; refuses running clusters, clusters of different systems and\n"
+	  "clusters on one timeline. Exit 1 when a needed file is neither there nor archived.",
+	  true, cmd_wal_restore, NULL },
 	{ "env", "", 0, 0, none, "list every setting walc reads",
 	  "Prints each setting with its current value (secrets masked) and where it came from,\n"
 	  "its default and meaning, then the WAL-G settings that are set but walc does not\n"

@@ -173,3 +173,13 @@ int cmd_wal_verify(const config *cfg, const args *a)
 	}
 	return command_fail(rc);
 }
+
+int cmd_wal_restore(const config *cfg, const args *a)
+{
+	repo r;
+	err_code rc = repo_open(cfg, &r);
+	if (rc == E_OK)
+		rc = wal_restore(&r, cfg, a->pos[0], a->pos[1]);
+	repo_close(&r);
+	return command_fail(rc);
+}

@@ -23,6 +23,13 @@ typedef struct push_options {
 	bool verify;					  /* --verify */
 	bool store_all_corrupt;			  /* --store-all-corrupt */
 	bool without_files_metadata;	  /* --without-files-metadata */
+	/*
+	 * catchup-push (into the repository handle's folder, catchup_005/): a delta of the pages
+	 * changed since catchup_from_lsn, every relation file an increment, no file skipped, the
+	 * server's configuration files left out.
+	 */
+	bool catchup;
+	uint64_t catchup_from_lsn;
 } push_options;
 err_code backup_push(repo *r, const config *cfg, const push_options *opt);
 
@@ -32,6 +39,7 @@ typedef struct fetch_options {
 	const char *name;		  /* name or LATEST, or NULL with user_data */
 	const char *user_data;	  /* --target-user-data: the backup with this user data (JSON) */
 	const char *mask;		  /* --mask: only files whose path matches this glob */
+	const char *restore_only; /* --restore-only: databases and tables (WAL-G's partial restore) */
 	const char *restore_spec; /* path or NULL */
 	bool original_tablespaces; /* tablespaces at the locations the backup recorded */
 	bool fsync;
@@ -65,6 +73,20 @@ err_code backup_write_recovery(const char *dest, const recovery_target *t,
 							   bool keep_archiving);
 /* A plain restore: one line when the restored configuration archives (a new primary's risk). */
 void backup_note_archiving(const char *dest);
+
+/* catchup-fetch: the repository handle addresses catchup_005/ */
+typedef struct catchup_options {
+	const char *dest; /* the standby's data directory, stopped */
+	const char *name;
+	int concurrency;
+} catchup_options;
+/*
+ * Applies catchup backup name onto dest, a cleanly stopped data directory of the backup's
+ * cluster holding every change before the backup's LSN (or what an interrupted catchup-fetch
+ * left): each file and increment is read and checked before the first of dest's files
+ * changes; pg_control comes back last.
+ */
+err_code backup_catchup_fetch(repo *r, const catchup_options *opt);
 
 /* backup-verify */
 typedef struct backup_verify_options {

@@ -170,11 +170,30 @@ out:
 	return rc;
 }
 
+void delta_catchup(uint64_t from_lsn, delta_base *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->active = true;
+	d->catchup = true;
+	/* WAL-G's catchup sentinel: DeltaFrom and DeltaFullName empty, DeltaCount 1 */
+	d->name = xstrdup("");
+	d->full_name = xstrdup("");
+	d->count = 1;
+	d->lsn = from_lsn;
+}
+
 err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn)
 {
 	char a[32], b[32];
 	if (!d->active)
 		return E_OK;
+	if (d->catchup && d->lsn > start_lsn) {
+		pg_lsn_format(d->lsn, a);
+		pg_lsn_format(start_lsn, b);
+		return err_set(E_CONFIG, "catchup-push --from-lsn: %s is past this server's position "
+								 "%s: give the standby's LSN",
+					   a, b);
+	}
 	if (d->have_system_id && d->system_id != system_id)
 		return err_set(E_CONFIG,
 					   "cannot take a delta from %s: it belongs to another cluster (system "
@@ -239,6 +258,9 @@ delta_kind delta_classify(const delta_base *d, const char *member, const struct 
 {
 	if (!d->active)
 		return DELTA_WHOLE;
+	/* the standby holds every file older than the LSN: only pages since then travel */
+	if (d->catchup)
+		return delta_is_paged(member, (uint64_t)sb->st_size) ? DELTA_INCREMENT : DELTA_WHOLE;
 	uint64_t key[2], fp;
 	pg_name_key(member, key);
 	if (!keytab_find(d->files, key, &fp, NULL))

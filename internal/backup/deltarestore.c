@@ -158,10 +158,7 @@ static void prune(const char *dir, const char *member, const file_table *files,
 			if (!keep_name(files, mem) && rmdir(path) == 0)
 				(*removed)++;
 		} else if (S_ISLNK(sb.st_mode) || !keep_name(files, mem)) {
-			if (unlink(path) == 0)
-				(*removed)++;
-			else
-				log_warn("removing %s: %s", path, strerror(errno));
+			fetch_remove(path, removed);
 		}
 		free(path);
 		free(mem);

@@ -407,6 +407,11 @@ static err_code ex_begin(void *ctx, const tar_entry *e, const char *rel, member_
 	if (x->lvl->skip_tablespace_map && strcmp(rel, "tablespace_map") == 0)
 		return E_OK;
 	x->path = xasprintf("%s/%s", x->lvl->dest, rel);
+	if (kind == MEMBER_DIR && x->lvl->stage) {
+		struct stat sb;
+		if (stat(x->path, &sb) != 0) /* made here, removed if the first phase fails */
+			x->lvl->staged(x->lvl->staged_arg, rel, MEMBER_DIR, data_mode(e->mode, true));
+	}
 	if (kind == MEMBER_DIR)
 		return mkdir_p(x->path, data_mode(e->mode, true));
 	if (!needed(x, e->name))
@@ -416,6 +421,14 @@ static err_code ex_begin(void *ctx, const tar_entry *e, const char *rel, member_
 	TRY(mkdir_parent(x->path, 0700));
 	x->increment = kind == MEMBER_INCREMENT;
 	x->written = x->flushed = 0;
+	if (x->lvl->stage) {
+		x->lvl->staged(x->lvl->staged_arg, rel, kind, x->mode);
+		char *staged = xasprintf("%s%s", x->path, x->increment ? EXTRACT_STAGED_INC : EXTRACT_STAGED);
+		free(x->path);
+		x->path = staged;
+		x->fd = open(x->path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		return x->fd < 0 ? err_errno(E_IO, errno, "creating %s", x->path) : E_OK;
+	}
 	if (x->increment) {
 		x->fd = open(x->path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (x->fd < 0)
@@ -454,12 +467,57 @@ static void start_writeback(extractor *x, bool all)
 	x->flushed = x->written;
 }
 
+/*
+ * A staged increment for a file the destination lacks becomes that file: only when it holds
+ * every page (a file created since the LSN, whose pages are all newer). Pages older than the
+ * LSN in a new file (a file copied whole, CREATE DATABASE ... STRATEGY FILE_COPY) are in
+ * neither the destination nor the increment.
+ */
+static err_code stage_increment(extractor *x, uint64_t file_size, uint32_t npages,
+								const uint32_t *blocks)
+{
+	size_t dlen = strlen(x->path) - strlen(EXTRACT_STAGED_INC);
+	char *target = xasprintf("%.*s", (int)dlen, x->path);
+	struct stat sb;
+	bool missing = lstat(target, &sb) != 0 && errno == ENOENT;
+	free(target);
+	uint64_t pages = file_size / PAGE_SIZE;
+	if (missing) {
+		unsigned char *seen = xcalloc(pages ? pages : 1, 1);
+		uint64_t distinct = 0;
+		for (uint32_t i = 0; i < npages; i++)
+			if (blocks[i] < pages && !seen[blocks[i]]++)
+				distinct++;
+		free(seen);
+		if (distinct != pages)
+			return err_set(E_CORRUPT,
+						   "catchup-fetch: %.*s is not in the destination, and the catchup "
+						   "backup holds %llu of its %llu pages (the others were last written "
+						   "before its --from-lsn, by a copy of the whole file such as CREATE "
+						   "DATABASE ... STRATEGY FILE_COPY): take a new base backup",
+						   (int)dlen, x->path, (unsigned long long)distinct,
+						   (unsigned long long)pages);
+	}
+	unsigned char head[INC_HEADER];
+	uint64_t size_le = htole64(file_size);
+	uint32_t n_le = htole32(npages);
+	memcpy(head, inc_magic, 4);
+	memcpy(head + 4, &size_le, 8);
+	memcpy(head + 12, &n_le, 4);
+	TRY(fd_write_all(x->fd, head, sizeof(head), x->path));
+	for (uint32_t i = 0; i < npages; i++) {
+		uint32_t le = htole32(blocks[i]);
+		TRY(fd_write_all(x->fd, &le, 4, x->path));
+	}
+	return E_OK;
+}
+
 static err_code ex_increment(void *ctx, uint64_t file_size, uint32_t npages,
 							 const uint32_t *blocks)
 {
 	extractor *x = ctx;
-	(void)npages;
-	(void)blocks;
+	if (x->lvl->stage)
+		return stage_increment(x, file_size, npages, blocks);
 	if (ftruncate(x->fd, (off_t)file_size) != 0)
 		return err_errno(E_IO, errno, "resizing %s", x->path);
 	return E_OK;
@@ -468,7 +526,7 @@ static err_code ex_increment(void *ctx, uint64_t file_size, uint32_t npages,
 static err_code ex_data(void *ctx, uint64_t offset, const void *buf, size_t len)
 {
 	extractor *x = ctx;
-	if (!x->increment) {
+	if (!x->increment || x->lvl->stage) { /* a staged increment's pages follow in list order */
 		TRY(fd_write_all(x->fd, buf, len, x->path));
 		x->written += len;
 		start_writeback(x, false);

@@ -61,7 +61,19 @@ typedef struct extract_level {
 	const char *mask;		/* only members matching this glob ("/" + --mask), or NULL */
 	bool flush; /* start each file's writeback as it is written (the restore syncs at the end) */
 	progress *prog; /* files written are counted here (bytes by the reader of the stream), or NULL */
+	/*
+	 * catchup-fetch's first phase: nothing in dest is changed. Each file taken is written beside
+	 * its place, as <path>EXTRACT_STAGED, and each increment as <path>EXTRACT_STAGED_INC in
+	 * WAL-G's increment format; staged(staged_arg, rel, kind, mode) is told of each before it
+	 * is written, and of each directory it makes (from any worker). An increment for a file
+	 * dest does not have is refused unless it holds every page of the file.
+	 */
+	bool stage;
+	void (*staged)(void *arg, const char *rel, member_kind kind, uint32_t mode);
+	void *staged_arg;
 } extract_level;
+#define EXTRACT_STAGED ".walc-catchup"
+#define EXTRACT_STAGED_INC ".walc-catchup-inc"
 
 /* Whether the restore of lvl takes member (key: its pg_name_key, or NULL): --mask, need set. */
 bool extract_wanted(const extract_level *lvl, const char *member, const uint64_t key[2]);

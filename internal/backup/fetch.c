@@ -61,6 +61,12 @@ static err_code load_files_meta(repo *r, level *l)
 	return E_OK;
 }
 
+err_code load_level(repo *r, level *l)
+{
+	TRY(catalog_sentinel_read(r, l->name, &l->s));
+	return load_files_meta(r, l);
+}
+
 /* Newest first while walking DeltaFrom, then reversed so lv[0] is the full. */
 err_code load_chain(repo *r, const char *name, chain *c)
 {
@@ -80,8 +86,7 @@ err_code load_chain(repo *r, const char *name, chain *c)
 		memset(l, 0, sizeof(*l));
 		l->name = cur;
 		c->n++;
-		TRY(catalog_sentinel_read(r, cur, &l->s));
-		TRY(load_files_meta(r, l));
+		TRY(load_level(r, l));
 		if (!l->s.is_delta)
 			break;
 		cur = xstrdup(l->s.delta_from);
@@ -193,7 +198,7 @@ static bool is_last_group(const char *base, const char *what)
 err_code level_parts_list(repo *r, const char *name, level_parts *out)
 {
 	memset(out, 0, sizeof(*out));
-	char *prefix = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/", name);
+	char *prefix = xasprintf("%s%s/tar_partitions/", repo_backups(r), name);
 	err_code rc = storage_list(r->st, prefix, false, &out->tars);
 	free(prefix);
 	TRY(rc);
@@ -294,9 +299,9 @@ static bool is_stored(const level_parts *lp, const char *part)
 static err_code missing_part(const extract_level *ex, const char *part, size_t n)
 {
 	return err_set(E_CORRUPT,
-				   "tar partition " REPO_BACKUP_DIR "%s/tar_partitions/%s is missing from %s "
+				   "tar partition %s%s/tar_partitions/%s is missing from %s "
 				   "(files_metadata.json lists it, with %zu files the restore needs)",
-				   ex->backup, part, storage_describe(ex->r->st), n);
+				   repo_backups(ex->r), ex->backup, part, storage_describe(ex->r->st), n);
 }
 
 /*
@@ -456,7 +461,7 @@ static err_code check_held(const level *l)
 	return rc;
 }
 
-static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
+err_code fetch_level(repo *r, level *l, int concurrency, bool top)
 {
 	level_parts lp;
 	TRY(level_parts_list(r, l->name, &lp));
@@ -505,7 +510,15 @@ static err_code extract_level_tars(repo *r, level *l, int concurrency, bool top)
 	return rc;
 }
 
-static err_code sync_tree(const char *path)
+void fetch_remove(const char *path, size_t *removed)
+{
+	if (unlink(path) == 0)
+		(*removed)++;
+	else
+		log_warn("removing %s: %s", path, strerror(errno));
+}
+
+err_code fetch_sync_tree(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -539,18 +552,18 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const placement *
 								 .backup = l->name,
 								 .mask = mask,
 								 .flush = opt->fsync };
-		rc = extract_level_tars(r, l, opt->concurrency, i == c->n - 1);
+		rc = fetch_level(r, l, opt->concurrency, i == c->n - 1);
 	}
 	free(mask);
 	if (rc == E_OK)
 		rc = placement_finish(p);
 	if (rc == E_OK && opt->fsync) {
-		rc = sync_tree(p->dest);
+		rc = fetch_sync_tree(p->dest);
 		for (size_t i = 0; rc == E_OK && i < p->n; i++)
 			if (!p->ts[i].in_place)
-				rc = sync_tree(p->ts[i].loc);
+				rc = fetch_sync_tree(p->ts[i].loc);
 		if (rc == E_OK && p->waldir != NULL)
-			rc = sync_tree(p->waldir);
+			rc = fetch_sync_tree(p->waldir);
 	}
 	return rc;
 }
@@ -561,9 +574,9 @@ static err_code fetch_chain(repo *r, const fetch_options *opt, const placement *
  * the newest backup's pg_control object (a few KiB) is decoded, so that a wrong key or
  * passphrase fails here.
  */
-static err_code check_control(repo *r, const char *name)
+err_code fetch_check_control(repo *r, const char *name)
 {
-	char *base = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/pg_control.tar", name);
+	char *base = xasprintf("%s%s/tar_partitions/pg_control.tar", repo_backups(r), name);
 	char *key = NULL;
 	err_code rc = repo_find(r, base, &key);
 	free(base);
@@ -601,10 +614,12 @@ err_code backup_fetch(repo *r, const fetch_options *opt)
 		: catalog_find_by_user_data(r, opt->user_data, "backup-fetch --target-user-data", &name);
 	if (rc == E_OK)
 		rc = load_chain(r, name, &c);
+	if (rc == E_OK && opt->restore_only != NULL)
+		rc = backup_restore_only(r, name, opt->restore_only, &c.lv[c.n - 1].need);
 	if (rc == E_OK)
 		rc = compute_needs(&c);
 	if (rc == E_OK)
-		rc = check_control(r, name);
+		rc = fetch_check_control(r, name);
 	placement p = { 0 };
 	if (rc == E_OK)
 		rc = placement_plan(opt, &c, &p);

@@ -32,6 +32,23 @@ typedef struct chain {
  */
 err_code load_chain(repo *r, const char *name, chain *c);
 void chain_free(chain *c);
+/* l->name's sentinel and Files (when it has files metadata). */
+err_code load_level(repo *r, level *l);
+/*
+ * Extracts level l (l->ex set up) from its partitions, read in up to concurrency streams; top:
+ * the backup restored, whose backup_label and pg_control come last. Every file its Files says
+ * it stored must be met.
+ */
+err_code fetch_level(repo *r, level *l, int concurrency, bool top);
+/*
+ * Before anything is written: backup name has a pg_control object (in an encrypted repository,
+ * one the key decodes), or holds no objects at all (refused).
+ */
+err_code fetch_check_control(repo *r, const char *name);
+/* Removes a file a restore does not keep, counting it; a failure is a warning naming it. */
+void fetch_remove(const char *path, size_t *removed);
+/* One syncfs of the file system holding path. */
+err_code fetch_sync_tree(const char *path);
 /* A level's Files, or NULL when it has no files_metadata.json. */
 const file_table *files_of(const level *l);
 
@@ -85,6 +102,13 @@ typedef struct placement {
  * PG_<version> folder), and for --delta the links in DEST. Refusals name what they refuse.
  */
 err_code placement_plan(const fetch_options *opt, const chain *c, placement *p);
+/*
+ * No server runs on dir (its postmaster.pid): a live one is refused, and one whose process is
+ * gone unless force. what names the command in messages.
+ */
+err_code placement_check_stopped(const char *dir, bool force, const char *what);
+/* DEST's marker of a restore under way, holding text, made durable. */
+err_code placement_mark(const char *dest, const char *text);
 /* Makes DEST, its marker, the tablespace links; --delta: removes pg_control first. */
 err_code placement_prepare(const placement *p, const chain *c);
 /* pg_wal and pg_wal/archive_status, which PostgreSQL needs to start. */
@@ -118,6 +142,14 @@ void part_frames_start(part_frames *p, uint64_t size);
 void part_frames_add(part_frames *p, const file_rec *rec, bool needed);
 bool part_ranges(part_frames *p, byte_range **out, size_t *n);
 void part_frames_free(part_frames *p);
+
+/*
+ * backup-fetch --restore-only=spec (partial.c): the members of backup's Files a restore takes
+ * (*need, with pg_control and backup_label): every database's system catalogs, the databases
+ * and tables spec names (with their subtables), every file that is no relation file; a name
+ * that matches nothing is an error.
+ */
+err_code backup_restore_only(repo *r, const char *backup, const char *spec, keytab **need);
 
 /*
  * Delta restore (backup-fetch --delta) once placement_prepare is done: removes what the

@@ -32,6 +32,7 @@ struct fmeta {
 	char why[ERR_MSG_MAX]; /* its message, for the threads that meet it later */
 	tar_set *sets; /* TarFileSets: each closed partition and its members */
 	size_t nsets;
+	bool files_closed; /* Files ended: another root member was begun */
 };
 
 static void put_varint(namelist *l, size_t v)
@@ -134,7 +135,7 @@ err_code fmeta_open(push_state *st)
 	if (st->no_files_metadata)
 		return E_OK;
 	fmeta *f = xcalloc(1, sizeof(*f));
-	f->key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", st->name);
+	f->key = xasprintf("%s%s/files_metadata.json", repo_backups(st->r), st->name);
 	err_code rc = storage_put_long(st->r->st, f->key, &f->out);
 	if (rc != E_OK) {
 		err_wrap(rc, "storing %s", f->key);
@@ -218,12 +219,33 @@ static void add_member(void *arg, const char *name)
 		flush(w->f);
 }
 
+err_code fmeta_member(push_state *st, const char *key)
+{
+	fmeta *f = st->fmeta;
+	if (!f->files_closed)
+		add(f, "}", 1);
+	f->files_closed = true;
+	add(f, ",", 1);
+	add_string(f, key, true);
+	add(f, ":", 1);
+	return failed(f);
+}
+
+err_code fmeta_text(push_state *st, const char *text, size_t len)
+{
+	fmeta *f = st->fmeta;
+	add(f, text, len);
+	return f->buf.len >= FMETA_FLUSH ? flush(f) : failed(f);
+}
+
 err_code fmeta_finish(push_state *st)
 {
 	fmeta *f = st->fmeta;
 	if (f == NULL)
 		return E_OK;
-	add(f, "},\"TarFileSets\":{", 17);
+	if (!f->files_closed)
+		add(f, "}", 1);
+	add(f, ",\"TarFileSets\":{", 16);
 	for (size_t i = 0; i < f->nsets; i++) {
 		add_string(f, f->sets[i].part, i == 0); /* the partitions' own names: ASCII */
 		add(f, ":[", 2);

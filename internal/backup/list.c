@@ -176,7 +176,7 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 	for (size_t i = 0; i < refs.len; i++) {
 		rows[i].ref = &refs.items[i];
 		if (opt->detail) {
-			char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", refs.items[i].name);
+			char *key = xasprintf("%s%s/metadata.json", repo_backups(r), refs.items[i].name);
 			rc = catalog_read_json(r, key, CATALOG_JSON_MAX, &rows[i].meta);
 			free(key);
 			if (rc == E_NOTFOUND || rc == E_CORRUPT) { /* its row says less */

@@ -67,7 +67,7 @@ static const char *base_of(const char *key)
 err_code part_open(push_state *st, part *p)
 {
 	int n = __atomic_add_fetch(&st->part_seq, 1, __ATOMIC_RELAXED);
-	char *base = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/part_%03d.tar", st->name, n);
+	char *base = xasprintf("%s%s/tar_partitions/part_%03d.tar", repo_backups(st->r), st->name, n);
 	sink *s = NULL;
 	p->stored = 0;
 	err_code rc = repo_put_long(st->r, base, &p->stored, &s, &p->key);
@@ -363,7 +363,7 @@ err_code pack_small_tar(push_state *st, const char *base, const char *const *nam
 						const char *const *data, const size_t *lens, int n, uint32_t mode,
 						char **key_out)
 {
-	char *full = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/%s", st->name, base);
+	char *full = xasprintf("%s%s/tar_partitions/%s", repo_backups(st->r), st->name, base);
 	sink *s = NULL;
 	char *key = NULL;
 	err_code rc = repo_put(st->r, full, &st->compressed, &s, &key);

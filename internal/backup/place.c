@@ -10,7 +10,6 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,52 +212,37 @@ static err_code read_spec_file(const char *path, json_t **out)
 	return E_OK;
 }
 
-/* The pid a postmaster.pid names, or 0 when its first line is not one. */
-static long pid_in(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	char line[32] = "";
-	bool got = fgets(line, sizeof(line), f) != NULL;
-	fclose(f);
-	char *end;
-	long pid = got ? strtol(line, &end, 10) : 0;
-	return got && end != line && (*end == '\n' || *end == '\0') && pid > 0 ? pid : 0;
-}
-
 /*
  * A live server refuses everything, --force included. A postmaster.pid whose process is gone
  * (a crashed server) may still belong to a server this host cannot see (another container or
- * host on shared storage): refused unless --force.
+ * host on shared storage): refused unless --force. what names the command in messages.
  */
-static err_code check_no_server(const char *dest, bool force)
+err_code placement_check_stopped(const char *dest, bool force, const char *what)
 {
-	char *path = xasprintf("%s/postmaster.pid", dest);
-	struct stat sb;
-	err_code rc = E_OK;
-	if (lstat(path, &sb) == 0) {
-		long pid = pid_in(path);
-		if (pid == 0)
-			rc = err_set(E_CONFIG, "backup-fetch --delta: %s names no process: stop the server "
-								   "that runs on %s, or remove the file once none does",
-						 path, dest);
-		else if (kill((pid_t)pid, 0) == 0 || errno == EPERM)
-			rc = err_set(E_CONFIG, "backup-fetch --delta: a server (pid %ld, %s) runs on %s: "
-								   "stop it first",
-						 pid, path, dest);
-		else if (!force)
-			rc = err_set(E_CONFIG, "backup-fetch --delta: %s names pid %ld, which is not "
-								   "running here: if no server runs on %s (another container "
-								   "or host), remove the file or use --force",
-						 path, pid, dest);
-		else
-			log_warn("backup-fetch --delta --force: %s names pid %ld, which is not running: "
-					 "taken as a crashed server's",
-					 path, pid);
+	long pid;
+	switch (pg_postmaster_state(dest, &pid)) {
+	case PG_PID_NONE:
+		return E_OK;
+	case PG_PID_UNREADABLE:
+		return err_set(E_CONFIG, "%s: %s/postmaster.pid names no process: stop the server that "
+								 "runs on %s, or remove the file once none does",
+					   what, dest, dest);
+	case PG_PID_LIVE:
+		return err_set(E_CONFIG, "%s: a server (pid %ld, %s/postmaster.pid) runs on %s: stop "
+								 "it first",
+					   what, pid, dest, dest);
+	case PG_PID_GONE:
+		break;
 	}
-	free(path);
-	return rc;
+	if (!force)
+		return err_set(E_CONFIG, "%s: %s/postmaster.pid names pid %ld, which is not running "
+								 "here: if no server runs on %s (another container or host), "
+								 "remove the file or use --force",
+					   what, dest, pid, dest);
+	log_warn("%s --force: %s/postmaster.pid names pid %ld, which is not running: taken as a "
+			 "crashed server's",
+			 what, dest, pid);
+	return E_OK;
 }
 
 /* The system identifier a marker of an interrupted restore records (false: none readable). */
@@ -305,7 +289,7 @@ static err_code other_cluster(const char *dest, uint64_t theirs, uint64_t ours, 
  */
 static err_code check_cluster(const char *dest, const chain *c, bool force)
 {
-	TRY(check_no_server(dest, force));
+	TRY(placement_check_stopped(dest, force, "backup-fetch --delta"));
 	const backup_sentinel *top = &c->lv[c->n - 1].s;
 	char *marker = xasprintf("%s/" RESTORE_MARKER, dest);
 	bool known = false;
@@ -545,18 +529,9 @@ err_code placement_plan(const fetch_options *opt, const chain *c, placement *p)
 	return rc;
 }
 
-/* Removed once the restore is whole; until then it lets --delta finish what was started. */
-static err_code write_marker(const placement *p, const chain *c)
+err_code placement_mark(const char *dest, const char *text)
 {
-	const backup_sentinel *top = &c->lv[c->n - 1].s;
-	char *path = xasprintf("%s/" RESTORE_MARKER, p->dest);
-	char *text = top->have_system_id
-		? xasprintf("walc backup-fetch of %s, not complete while this file exists\n"
-					"system_identifier %llu\n",
-					c->lv[c->n - 1].name, (unsigned long long)top->system_id)
-		: xasprintf("walc backup-fetch of %s, not complete while this file exists\n"
-					"system_identifier unknown\n",
-					c->lv[c->n - 1].name);
+	char *path = xasprintf("%s/" RESTORE_MARKER, dest);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	err_code rc = fd < 0 ? err_errno(E_IO, errno, "creating %s", path)
 						 : fd_write_all(fd, text, strlen(text), path);
@@ -567,8 +542,23 @@ static err_code write_marker(const placement *p, const chain *c)
 	/* durable before --delta removes pg_control: a crash leaves one or the other */
 	if (rc == E_OK)
 		rc = fsync_parent_dir(path);
-	free(text);
 	free(path);
+	return rc;
+}
+
+/* Removed once the restore is whole; until then it lets --delta finish what was started. */
+static err_code write_marker(const placement *p, const chain *c)
+{
+	const backup_sentinel *top = &c->lv[c->n - 1].s;
+	char *text = top->have_system_id
+		? xasprintf("walc backup-fetch of %s, not complete while this file exists\n"
+					"system_identifier %llu\n",
+					c->lv[c->n - 1].name, (unsigned long long)top->system_id)
+		: xasprintf("walc backup-fetch of %s, not complete while this file exists\n"
+					"system_identifier unknown\n",
+					c->lv[c->n - 1].name);
+	err_code rc = placement_mark(p->dest, text);
+	free(text);
 	return rc;
 }
 

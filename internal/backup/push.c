@@ -43,7 +43,7 @@ void push_published(push_state *st, const char *key)
 
 err_code push_claim(push_state *st, uint64_t lsn, uint32_t tli)
 {
-	const char *base = st->delta.active ? st->delta.name : NULL;
+	const char *base = st->delta.active && !st->delta.catchup ? st->delta.name : NULL;
 	TRY(catalog_claim(st->r, st->name, lsn, tli, base, on_claim_lost, st, &st->claim));
 	TRY(fmeta_open(st));
 	if (base == NULL)
@@ -71,7 +71,7 @@ err_code push_claim(push_state *st, uint64_t lsn, uint32_t tli)
 static err_code verify_objects(push_state *st)
 {
 	TRY(catalog_claim_seal(st->claim));
-	char *folder = xasprintf(REPO_BACKUP_DIR "%s/", st->name);
+	char *folder = xasprintf("%s%s/", repo_backups(st->r), st->name);
 	obj_list l;
 	err_code rc = storage_list(st->r->st, folder, true, &l);
 	free(folder);
@@ -331,7 +331,7 @@ err_code push_store_tail(push_state *st, backup_sentinel *sen, const char *label
 	if (st->spec != NULL)
 		sen->spec = json_incref(st->spec);
 
-	char *mkey = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", st->name);
+	char *mkey = xasprintf("%s%s/metadata.json", repo_backups(st->r), st->name);
 	json_t *meta = metadata_json(sen, st);
 	rc = catalog_put_json(st->r, mkey, meta);
 	json_decref(meta);
@@ -344,7 +344,7 @@ err_code push_store_tail(push_state *st, backup_sentinel *sen, const char *label
 	TRY(fmeta_finish(st));
 	TRY(verify_objects(st));
 
-	char *skey = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, st->name);
+	char *skey = xasprintf("%s%s" SENTINEL_SUFFIX, repo_backups(st->r), st->name);
 	json_t *sj = catalog_sentinel_json(sen);
 	rc = catalog_put_json(st->r, skey, sj);
 	json_decref(sj);
@@ -514,7 +514,11 @@ static err_code finish_local(pg_session *s, push_state *st, backup_sentinel *sen
 		free(spcmap);
 		return wrc;
 	}
-	rc = push_store_tail(st, sen, label, spcmap);
+	/* what --restore-only chooses among; the backup is whole without it */
+	if (st->fmeta != NULL && !st->cfg->disable_partial_restore)
+		rc = push_databases_by_names(st, s);
+	if (rc == E_OK)
+		rc = push_store_tail(st, sen, label, spcmap);
 	free(label);
 	free(spcmap);
 	return rc;
@@ -541,7 +545,10 @@ static err_code push_local(const config *cfg, const push_options *opt,
 							 &sen->user_data));
 
 	sen->data_dir = xstrdup(st->pgdata);
-	TRY(delta_choose(st->r, cfg, opt, &st->delta));
+	if (opt->catchup)
+		delta_catchup(opt->catchup_from_lsn, &st->delta);
+	else
+		TRY(delta_choose(st->r, cfg, opt, &st->delta));
 	TRY(pg_connect(false, sp));
 	pg_session *s = *sp;
 	pg_server_info si;
@@ -568,11 +575,13 @@ static err_code push_local(const config *cfg, const push_options *opt,
 	unsigned tli = 0;
 	sscanf(st->name + strlen("base_"), "%8X", &tli);
 	st->timeline = tli;
-	if (st->delta.active) {
+	if (st->delta.active && !st->delta.catchup) {
 		char *full = st->name;
 		const char *seg = st->delta.name + strlen("base_");
 		st->name = xasprintf("%s_D_%.24s", full, seg);
 		free(full);
+	}
+	if (st->delta.active) {
 		sen->is_delta = true;
 		sen->delta_from = xstrdup(st->delta.name);
 		sen->delta_full_name = xstrdup(st->delta.full_name);

@@ -12,6 +12,7 @@
 /* The base of a delta backup, chosen before the backup starts. */
 typedef struct delta_base {
 	bool active;
+	bool catchup; /* catchup-push's: no base backup, every relation file an increment since lsn */
 	char *name;		 /* DeltaFrom */
 	char *full_name; /* DeltaFullName */
 	int count;		 /* DeltaCount of the new backup */
@@ -39,6 +40,8 @@ typedef enum delta_kind { DELTA_WHOLE, DELTA_INCREMENT, DELTA_SKIP } delta_kind;
 #define DELTA_MTIME_MARGIN 10
 
 err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d);
+/* catchup-push's base: the pages changed since from_lsn, of every relation file. */
+void delta_catchup(uint64_t from_lsn, delta_base *d);
 err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn);
 void delta_free(delta_base *d);
 
@@ -198,6 +201,18 @@ err_code fmeta_file(push_state *st, const char *member, json_t *rec);
 void fmeta_part(push_state *st, const char *base, namelist *names);
 err_code fmeta_finish(push_state *st);
 void fmeta_free(fmeta *f);
+/*
+ * Another root member of files_metadata.json after Files (fmeta_member), its text written as
+ * it comes (fmeta_text): WAL-G reads the document by its keys, in any order.
+ */
+err_code fmeta_member(push_state *st, const char *key);
+err_code fmeta_text(push_state *st, const char *text, size_t len);
+/*
+ * WAL-G's DatabasesByNames (partial.c), into files_metadata.json as the relations are read:
+ * every database that allows connections, its relations by name with their files; a database
+ * that cannot be read is left out with a warning.
+ */
+err_code push_databases_by_names(push_state *st, pg_session *s);
 /* Stores one small tar object (pg_control, backup_label) with the given members. */
 err_code pack_small_tar(push_state *st, const char *base, const char *const *names,
 						const char *const *data, const size_t *lens, int n, uint32_t mode,

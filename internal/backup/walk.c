@@ -24,6 +24,10 @@ static const char *const excluded_files[] = {
 	"standby.signal",			NULL,
 };
 
+/* catchup-push leaves the server's own configuration to the standby (WAL-G's rule). */
+static const char *const catchup_files[] = { "pg_hba.conf", "postgresql.conf",
+											 "postgresql.auto.conf", NULL };
+
 static bool in_list(const char *const *list, const char *name)
 {
 	for (size_t i = 0; list[i] != NULL; i++)
@@ -123,7 +127,8 @@ static err_code walk_child(push_state *st, const char *dir, const char *member, 
 	} else if (S_ISREG(sb.st_mode)) {
 		/* pg_control gets its own tar, written after the data. */
 		bool control = strcmp(mem, "/global/pg_control") == 0;
-		if (!control && !in_list(excluded_files, name))
+		if (!control && !in_list(excluded_files, name) &&
+			!(st->delta.catchup && in_list(catchup_files, name)))
 			rc = emit(st, path, mem, &sb);
 	} else if (S_ISLNK(sb.st_mode) && strcmp(member, "/pg_tblspc") == 0) {
 		rc = add_tablespace(st, path, name);

@@ -72,7 +72,7 @@ err_code catalog_read_optional(repo *r, const char *key, json_t **out)
 err_code catalog_files_each(repo *r, const char *backup, catalog_file_fn fn,
 							catalog_set_fn set_fn, void *arg)
 {
-	char *key = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", backup);
+	char *key = xasprintf("%s%s/files_metadata.json", repo_backups(r), backup);
 	sink *s = catalog_files_sink_new(key, fn, set_fn, arg);
 	err_code rc = get(r, key, s);
 	if (rc == E_OK)
@@ -184,7 +184,7 @@ err_code catalog_sentinel_parse(const json_t *root, const char *name, backup_sen
 
 err_code catalog_sentinel_read(repo *r, const char *name, backup_sentinel *out)
 {
-	char *key = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, name);
+	char *key = xasprintf("%s%s" SENTINEL_SUFFIX, repo_backups(r), name);
 	json_t *root;
 	memset(out, 0, sizeof(*out));
 	err_code rc = catalog_read_json(r, key, CATALOG_JSON_MAX, &root);
@@ -300,10 +300,10 @@ err_code catalog_backups(repo *r, backup_refs *out)
 {
 	obj_list l;
 	memset(out, 0, sizeof(*out));
-	TRY(storage_list(r->st, REPO_BACKUP_DIR, false, &l));
+	TRY(storage_list(r->st, repo_backups(r), false, &l));
 	out->items = xcalloc(l.len ? l.len : 1, sizeof(*out->items));
 	for (size_t i = 0; i < l.len; i++) {
-		const char *base = l.items[i].key + strlen(REPO_BACKUP_DIR);
+		const char *base = l.items[i].key + strlen(repo_backups(r));
 		if (!str_has_suffix(base, SENTINEL_SUFFIX))
 			continue;
 		size_t n = strlen(base) - strlen(SENTINEL_SUFFIX);
@@ -408,7 +408,7 @@ err_code catalog_resolve(repo *r, const char *name, char **out)
 		return latest(r, out);
 	if (strchr(name, '/') != NULL || strstr(name, "..") != NULL)
 		return err_set(E_CONFIG, "\"%s\" is not a backup name", name);
-	char *key = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, name);
+	char *key = xasprintf("%s%s" SENTINEL_SUFFIX, repo_backups(r), name);
 	obj_info info;
 	err_code rc = storage_stat(r->st, key, &info);
 	free(key);
@@ -447,7 +447,7 @@ err_code catalog_put_json_new(repo *r, const char *key, const json_t *doc)
 
 bool catalog_permanent(repo *r, const char *name, const backup_sentinel *s)
 {
-	char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", name);
+	char *key = xasprintf("%s%s/metadata.json", repo_backups(r), name);
 	json_t *meta = NULL;
 	bool perm = s != NULL && s->is_permanent;
 	/* metadata.json is authoritative: backup-mark edits it (reference §4.5). */
@@ -473,7 +473,7 @@ err_code catalog_find_by_user_data(repo *r, const char *json_text, const char *w
 	backup_refs refs;
 	err_code rc = catalog_backups(r, &refs);
 	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
-		char *key = xasprintf(REPO_BACKUP_DIR "%s/metadata.json", refs.items[i].name);
+		char *key = xasprintf("%s%s/metadata.json", repo_backups(r), refs.items[i].name);
 		json_t *meta = NULL;
 		bool match = catalog_read_json(r, key, CATALOG_JSON_MAX, &meta) == E_OK &&
 			json_equal(catalog_json_get(meta, "user_data"), want);

@@ -134,6 +134,12 @@ typedef err_code (*catalog_set_fn)(void *arg, const char *part, const char *memb
 /* The entries of backup's files_metadata.json; E_NOTFOUND when it has none stored. */
 err_code catalog_files_each(repo *r, const char *backup, catalog_file_fn fn,
 							catalog_set_fn set_fn, void *arg);
+/*
+ * The same reader for WAL-G's DatabasesByNames (--restore-only's names): fn(arg, database,
+ * its {"oid", "tables_new"} object) for each database, *found when the document has it.
+ */
+err_code catalog_dbnames_each(repo *r, const char *backup, catalog_file_fn fn, void *arg,
+							  bool *found);
 /* The same reader as a sink, for bytes from elsewhere; what names them in messages. */
 sink *catalog_files_sink_new(const char *what, catalog_file_fn fn, catalog_set_fn set_fn,
 							 void *arg);

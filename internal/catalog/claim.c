@@ -153,15 +153,15 @@ static err_code put_claim(repo *r, const claim_info *c, bool exclusive)
 	return rc;
 }
 
-static char *claim_key(const char *name, int generation)
+static char *claim_key(const repo *r, const char *name, int generation)
 {
-	return xasprintf(REPO_BACKUP_DIR "%s/" CLAIM_PREFIX "%03d.json", name, generation);
+	return xasprintf("%s%s/" CLAIM_PREFIX "%03d.json", repo_backups(r), name, generation);
 }
 
 /* The generation of a claim key of backup name, or 0 when key is not one. */
-static int claim_generation(const char *key, const char *name)
+static int claim_generation(const repo *r, const char *key, const char *name)
 {
-	char *prefix = xasprintf(REPO_BACKUP_DIR "%s/" CLAIM_PREFIX, name);
+	char *prefix = xasprintf("%s%s/" CLAIM_PREFIX, repo_backups(r), name);
 	int gen = 0;
 	if (str_has_prefix(key, prefix)) {
 		const char *p = key + strlen(prefix);
@@ -177,7 +177,7 @@ static int claim_generation(const char *key, const char *name)
 /* The newest claim of name (*gen 0: none) and whether other objects are there too. */
 static err_code survey(repo *r, const char *name, int *gen, size_t *others)
 {
-	char *folder = xasprintf(REPO_BACKUP_DIR "%s/", name);
+	char *folder = xasprintf("%s%s/", repo_backups(r), name);
 	obj_list l;
 	err_code rc = storage_list(r->st, folder, true, &l);
 	free(folder);
@@ -185,7 +185,7 @@ static err_code survey(repo *r, const char *name, int *gen, size_t *others)
 	*gen = 0;
 	*others = 0;
 	for (size_t i = 0; i < l.len; i++) {
-		int g = claim_generation(l.items[i].key, name);
+		int g = claim_generation(r, l.items[i].key, name);
 		if (g == 0)
 			(*others)++;
 		else if (g > *gen)
@@ -197,7 +197,7 @@ static err_code survey(repo *r, const char *name, int *gen, size_t *others)
 
 static bool sentinel_exists(repo *r, const char *name)
 {
-	char *key = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, name);
+	char *key = xasprintf("%s%s" SENTINEL_SUFFIX, repo_backups(r), name);
 	obj_info info;
 	bool found = storage_stat(r->st, key, &info) == E_OK;
 	err_clear();
@@ -251,7 +251,7 @@ static err_code busy(const char *name, const claim_info *o)
  */
 static err_code judge(repo *r, const char *name, int gen, bool *dead)
 {
-	char *key = claim_key(name, gen);
+	char *key = claim_key(r, name, gen);
 	claim_info o;
 	err_code rc = claim_read(r, key, &o);
 	*dead = false;
@@ -307,7 +307,7 @@ static err_code judge(repo *r, const char *name, int gen, bool *dead)
 /* After a takeover: everything under the backup's folder but our own claim goes. */
 static err_code clear_folder(repo *r, const char *name, const char *keep)
 {
-	char *folder = xasprintf(REPO_BACKUP_DIR "%s/", name);
+	char *folder = xasprintf("%s%s/", repo_backups(r), name);
 	obj_list l;
 	err_code rc = storage_list(r->st, folder, true, &l);
 	free(folder);
@@ -397,7 +397,7 @@ err_code catalog_claim(repo *r, const char *name, uint64_t start_lsn, uint32_t t
 		}
 		me.generation = gen + 1;
 		free(me.key);
-		me.key = claim_key(name, me.generation);
+		me.key = claim_key(r, name, me.generation);
 		rc = put_claim(r, &me, true);
 		if (rc == E_EXISTS) { /* another push got there first: look again */
 			err_clear();
@@ -476,7 +476,7 @@ err_code catalog_claim_check(claim *c)
 	pthread_mutex_unlock(&c->lock);
 	if (lost)
 		return err_set(E_CANCELLED, "%s", c->lost_why);
-	char *next = claim_key(c->info.name, c->info.generation + 1);
+	char *next = claim_key(c->r, c->info.name, c->info.generation + 1);
 	obj_info info;
 	err_code rc = storage_stat(c->r->st, next, &info);
 	free(next);
@@ -571,16 +571,16 @@ err_code catalog_claims(repo *r, claim_list *out)
 {
 	obj_list l;
 	memset(out, 0, sizeof(*out));
-	TRY(storage_list(r->st, REPO_BACKUP_DIR, true, &l));
+	TRY(storage_list(r->st, repo_backups(r), true, &l));
 	newest *nw = xcalloc(l.len ? l.len : 1, sizeof(*nw));
 	size_t nn = 0;
 	for (size_t i = 0; i < l.len; i++) {
-		const char *rest = l.items[i].key + strlen(REPO_BACKUP_DIR);
+		const char *rest = l.items[i].key + strlen(repo_backups(r));
 		const char *slash = strchr(rest, '/');
 		if (slash == NULL || !str_has_prefix(slash + 1, CLAIM_PREFIX))
 			continue;
 		char *name = xasprintf("%.*s", (int)(slash - rest), rest);
-		int gen = claim_generation(l.items[i].key, name);
+		int gen = claim_generation(r, l.items[i].key, name);
 		size_t k = 0;
 		while (k < nn && strcmp(nw[k].name, name) != 0)
 			k++;
@@ -602,7 +602,7 @@ err_code catalog_claims(repo *r, claim_list *out)
 		claim_info c;
 		memset(&c, 0, sizeof(c));
 		/* A finished backup's claim stays as a record: its content is not needed. */
-		char *sentinel = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, nw[k].name);
+		char *sentinel = xasprintf("%s%s" SENTINEL_SUFFIX, repo_backups(r), nw[k].name);
 		bool complete = false;
 		for (size_t i = 0; i < l.len && !complete; i++)
 			complete = strcmp(l.items[i].key, sentinel) == 0;

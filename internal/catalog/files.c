@@ -45,6 +45,8 @@ typedef enum sets_state {
 typedef struct files_sink {
 	sink base;
 	char *what; /* the object's name, for messages */
+	const char *obj; /* the root member whose entries fn gets: Files, or DatabasesByNames */
+	bool *had_obj;	 /* NULL: obj must be there; else set when it is */
 	catalog_file_fn fn;
 	catalog_set_fn set_fn;
 	void *arg;
@@ -92,7 +94,9 @@ static err_code ent_add(files_sink *f, unsigned char c)
 		return E_OK;
 	}
 	if (membuf_add(&f->ent, &c, 1) != E_OK)
-		return corrupt(f, "an entry of Files or TarFileSets is larger than 16 MiB");
+		return corrupt(f, f->had_obj != NULL
+							  ? "a database's entry in DatabasesByNames is larger than 16 MiB"
+							  : "an entry of Files or TarFileSets is larger than 16 MiB");
 	return E_OK;
 }
 
@@ -123,7 +127,8 @@ static err_code entry_end(files_sink *f)
 	f->ent_open = false;
 	if (one == NULL || json_object_size(one) != 1) {
 		json_decref(one);
-		return corrupt(f, "a malformed entry in Files");
+		return corrupt(f, f->had_obj == NULL ? "a malformed entry in Files"
+											  : "a malformed entry in DatabasesByNames");
 	}
 	void *it = json_object_iter(one);
 	err_code rc = f->fn(f->arg, json_object_iter_key(it), json_object_iter_value(it));
@@ -343,12 +348,14 @@ static err_code scan(files_sink *f, unsigned char c)
 	case P_COLON:
 		if (c != ':')
 			return corrupt(f, "expected a colon");
-		f->in_files = key_is(f, "Files");
+		f->in_files = key_is(f, f->obj);
 		f->in_sets = f->set_fn != NULL && key_is(f, "TarFileSets");
 		f->ph = P_VALUE;
 		return E_OK;
 	case P_VALUE:
-		if (f->in_files && c != '{')
+		if (f->in_files && c != '{' && f->had_obj != NULL) {
+			f->in_files = false; /* WAL-G writes null for none */
+		} else if (f->in_files && c != '{')
 			return corrupt(f, "Files is not an object");
 		f->had_files |= f->in_files;
 		/* WAL-G reads a TarFileSets of null as none: followed as any other value */
@@ -401,7 +408,9 @@ static err_code files_finish(sink *s)
 		return f->rc;
 	if (f->ph != P_DONE)
 		return corrupt(f, "truncated");
-	if (!f->had_files)
+	if (f->had_obj != NULL)
+		*f->had_obj = f->had_files;
+	else if (!f->had_files)
 		return corrupt(f, "no Files");
 	return E_OK;
 }
@@ -423,9 +432,28 @@ sink *catalog_files_sink_new(const char *what, catalog_file_fn fn, catalog_set_f
 	files_sink *f = xcalloc(1, sizeof(*f));
 	f->base.ops = &files_ops;
 	f->what = xstrdup(what);
+	f->obj = "Files";
 	f->ent.max = CATALOG_JSON_MAX;
 	f->fn = fn;
 	f->set_fn = set_fn;
 	f->arg = arg;
 	return &f->base;
+}
+
+err_code catalog_dbnames_each(repo *r, const char *backup, catalog_file_fn fn, void *arg,
+							  bool *found)
+{
+	char *key = xasprintf("%s%s/files_metadata.json", repo_backups(r), backup);
+	files_sink *f = (files_sink *)catalog_files_sink_new(key, fn, NULL, arg);
+	f->obj = "DatabasesByNames";
+	f->had_obj = found;
+	*found = false;
+	err_code rc = storage_get(r->st, key, &f->base);
+	if (rc == E_NOTFOUND)
+		rc = err_set(E_NOTFOUND, "%s does not exist in %s", key, storage_describe(r->st));
+	if (rc == E_OK)
+		rc = sink_finish(&f->base);
+	sink_free(&f->base);
+	free(key);
+	return rc;
 }

@@ -113,7 +113,7 @@ err_code catalog_file_table_sets(repo *r, const char *backup, bool sums, file_ta
 {
 	memset(out, 0, sizeof(*out));
 	out->keep_sums = sums;
-	char *what = xasprintf(REPO_BACKUP_DIR "%s/files_metadata.json", backup);
+	char *what = xasprintf("%s%s/files_metadata.json", repo_backups(r), backup);
 	named_table nt = { out, what, set_fn, arg };
 	err_code rc = catalog_files_each(r, backup, add_named, set_fn ? pass_set : NULL, &nt);
 	if (rc == E_OK)

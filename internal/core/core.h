@@ -333,6 +333,7 @@ typedef struct config {
 	char *metrics_address;			/* WALG_METRICS_ADDRESS, host:port for the daemon */
 	char *pushgateway_url;			/* WALG_PUSHGATEWAY_URL, for backup-push and delete */
 	char *slot_name;				/* WALG_SLOTNAME, wal-receive's replication slot */
+	char *upload_wal_metadata;		/* WALG_UPLOAD_WAL_METADATA: NOMETADATA, INDIVIDUAL or BULK */
 	long upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
 	long tar_size_threshold;		/* WALG_TAR_SIZE_THRESHOLD, bytes */
 	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */
@@ -345,6 +346,7 @@ typedef struct config {
 	char *delta_from_user_data;		/* WALG_DELTA_FROM_USER_DATA */
 	char *fetch_target_user_data;	/* WALG_FETCH_TARGET_USER_DATA */
 	bool without_files_metadata;	/* WALG_WITHOUT_FILES_METADATA */
+	bool disable_partial_restore;	/* WALG_DISABLE_PARTIAL_RESTORE */
 	bool verify_page_checksums;		/* WALG_VERIFY_PAGE_CHECKSUMS */
 	bool store_all_corrupt_blocks;	/* WALG_STORE_ALL_CORRUPT_BLOCKS */
 	long disk_rate_limit;			/* WALG_DISK_RATE_LIMIT, bytes/s, 0 = none */

@@ -60,6 +60,7 @@ typedef enum wal_rec_kind {
 	WAL_REC_COMMIT,		   /* a transaction's commit (prepared or not) */
 	WAL_REC_ABORT,		   /* its abort */
 	WAL_REC_RESTORE_POINT, /* pg_create_restore_point */
+	WAL_REC_CHECKPOINT,	   /* a checkpoint (online or shutdown) */
 } wal_rec_kind;
 typedef struct wal_record {
 	uint64_t lsn, end_lsn;
@@ -69,6 +70,7 @@ typedef struct wal_record {
 	bool prepared;
 	int64_t time_us; /* transaction ends and restore points: Unix time, microseconds */
 	char name[65];	 /* restore points */
+	uint64_t redo;	 /* checkpoints: the REDO location */
 } wal_record;
 typedef struct wal_reader wal_reader;
 wal_reader *wal_reader_new(uint64_t seg_size, uint64_t start_lsn,
@@ -187,6 +189,36 @@ uint32_t pg_relation_first_block(const char *path);
  * pg_control file walc can read.
  */
 bool pg_control_checksums(const unsigned char *buf, size_t len, bool *on);
+/*
+ * What pg_control (13 to 18) says of a stopped cluster: false unless buf is one whose CRC
+ * holds. state is DBState: PG_STATE_SHUTDOWNED after a clean shutdown, ..._IN_RECOVERY after a
+ * standby's.
+ */
+#define PG_STATE_SHUTDOWNED 1
+#define PG_STATE_SHUTDOWNED_IN_RECOVERY 2
+typedef struct pg_control_info {
+	uint64_t system_id;
+	uint32_t version; /* pg_control_version */
+	int state;
+	uint64_t checkpoint; /* the latest checkpoint record (a clean shutdown's is the WAL's end) */
+	uint64_t redo;		 /* its REDO location */
+	uint32_t timeline;	 /* its TimeLineID: the cluster's timeline */
+	uint64_t min_recovery; /* minimum recovery ending location (0: none) */
+	uint32_t min_recovery_tli;
+	uint64_t seg_size; /* bytes per WAL segment */
+} pg_control_info;
+bool pg_control_read(const unsigned char *buf, size_t len, pg_control_info *out);
+/* DATADIR/global/pg_control read: errors name the file. */
+err_code pg_control_load(const char *datadir, pg_control_info *out);
+/* pg_controldata's words for a state ("shut down in recovery"). */
+const char *pg_control_state_name(int state);
+/*
+ * Whether a server runs on a data directory, by its postmaster.pid: none, a live process (or
+ * one of another user), a process that is gone (a crashed server's, or one this host cannot
+ * see), or a file naming no process. *pid: the pid named (0 when none).
+ */
+typedef enum pg_pid_state { PG_PID_NONE, PG_PID_LIVE, PG_PID_GONE, PG_PID_UNREADABLE } pg_pid_state;
+pg_pid_state pg_postmaster_state(const char *datadir, long *pid);
 
 /*
  * WAL pages, checked the way PostgreSQL's reader validates them (XLogReaderValidatePageHeader)
@@ -264,6 +296,31 @@ typedef struct pg_server_info {
 } pg_server_info;
 err_code pg_server_info_get(pg_session *s, pg_server_info *out);
 void pg_server_info_free(pg_server_info *i);
+/*
+ * What --restore-only chooses among, as WAL-G records it (DatabasesByNames): every database
+ * that allows connections (pg_databases_read), and each one's relations that have storage, and
+ * partitioned tables (pg_relations_each): fn(arg, relation) for each, row by row, ordered by
+ * root (the relation each is restored with: the top of its chain of owners and inheritance
+ * parents), the root first. *started once a row came (an error before it left nothing half
+ * done). Names are "schema.relname", valid until fn returns.
+ */
+typedef struct pg_relation {
+	const char *name;
+	uint32_t oid, relfilenode;
+	char kind;		 /* relkind */
+	uint32_t parent; /* the inheritance parent (partitions, inherited tables), or 0 */
+	uint32_t root;	 /* itself for a root */
+} pg_relation;
+typedef struct pg_database {
+	char *name;
+	uint32_t oid;
+} pg_database;
+err_code pg_databases_read(pg_session *s, pg_database **out, size_t *n);
+void pg_databases_free(pg_database *d, size_t n);
+typedef err_code (*pg_relation_fn)(void *arg, const pg_relation *r);
+err_code pg_relations_each(const char *dbname, pg_relation_fn fn, void *arg, bool *started);
+/* An SQL session to database dbname (a name, never a connection string). */
+err_code pg_connect_db(const char *dbname, pg_session **out);
 /* The timeline of the last checkpoint (pg_control_checkpoint), what a standby's backup is on. */
 err_code pg_checkpoint_timeline(pg_session *s, uint32_t *tli);
 /* pg_stat_archiver: "<wal> at <time>" when the last attempt failed, else "" (a new string). */

@@ -32,7 +32,8 @@ static void on_notice(void *arg, const char *message)
 	free(m);
 }
 
-err_code pg_connect(bool replication, pg_session **out)
+/* dbname: an SQL session's database, NULL for PGDATABASE's (or the fallback below). */
+static err_code connect_to(bool replication, const char *dbname, pg_session **out)
 {
 	const char *keys[] = { "replication", "application_name", "dbname", NULL };
 	const char *vals[] = { replication ? "true" : NULL, "walc", NULL, NULL };
@@ -42,10 +43,13 @@ err_code pg_connect(bool replication, pg_session **out)
 	if (!replication) {
 		keys[0] = "application_name";
 		vals[0] = vals[1];
-		keys[1] = NULL;
+		keys[1] = dbname != NULL ? "dbname" : NULL;
+		vals[1] = dbname;
+		keys[2] = NULL;
 	}
 	*out = NULL;
-	PGconn *conn = PQconnectdbParams(keys, vals, 1);
+	/* a database's name is a name, never a connection string (CREATE DATABASE "host=...") */
+	PGconn *conn = PQconnectdbParams(keys, vals, dbname == NULL);
 	if (conn == NULL)
 		return err_set(E_IO, "connecting to PostgreSQL: out of memory");
 	/*
@@ -53,7 +57,7 @@ err_code pg_connect(bool replication, pg_session **out)
 	 * stop, WAL positions, slots). Without PGDATABASE libpq takes the role's name, which a
 	 * role made for backups (walc_backup) seldom has: then the postgres database will do.
 	 */
-	const char *db = getenv("PGDATABASE");
+	const char *db = dbname != NULL ? dbname : getenv("PGDATABASE");
 	if (!replication && (db == NULL || db[0] == '\0') && PQstatus(conn) != CONNECTION_OK &&
 		strstr(PQerrorMessage(conn), "\" does not exist") != NULL) {
 		PQfinish(conn);
@@ -79,6 +83,16 @@ err_code pg_connect(bool replication, pg_session **out)
 	s->replication = replication;
 	*out = s;
 	return E_OK;
+}
+
+err_code pg_connect(bool replication, pg_session **out)
+{
+	return connect_to(replication, NULL, out);
+}
+
+err_code pg_connect_db(const char *dbname, pg_session **out)
+{
+	return connect_to(false, dbname, out);
 }
 
 void pg_disconnect(pg_session *s)
@@ -116,6 +130,17 @@ err_code pg_query_value(pg_session *s, const char *sql, char **out)
 	*out = xstrdup(PQgetisnull(res, 0, 0) ? "" : PQgetvalue(res, 0, 0));
 	PQclear(res);
 	return E_OK;
+}
+
+err_code pg_query_rows(pg_session *s, const char *sql, PGresult **out)
+{
+	*out = PQexec(s->conn, sql);
+	if (PQresultStatus(*out) == PGRES_TUPLES_OK)
+		return E_OK;
+	err_code rc = result_error(s->conn, *out, sql);
+	PQclear(*out);
+	*out = NULL;
+	return rc;
 }
 
 err_code pg_exec(pg_session *s, const char *sql)

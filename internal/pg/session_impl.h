@@ -16,6 +16,8 @@ struct pg_session {
 err_code pg_conn_error(PGconn *conn, const char *what);
 /* One row, one column; *out is a new string ("" for NULL). */
 err_code pg_query_value(pg_session *s, const char *sql, char **out);
+/* Every row: *out to PQclear. */
+err_code pg_query_rows(pg_session *s, const char *sql, PGresult **out);
 /* A statement whose result is not needed. */
 err_code pg_exec(pg_session *s, const char *sql);
 /* Parameterised query returning the first row's columns as new strings. */

@@ -1,13 +1,12 @@
 /*
- * What backup-verify checks in PostgreSQL's own files: pg_control's data checksum setting,
- * WAL page headers and timeline history files. Every input is untrusted bytes.
+ * What backup-verify checks in PostgreSQL's own files: WAL page headers and timeline history
+ * files. Every input is untrusted bytes.
  */
 #include "internal/pg/pg.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define FLOATFORMAT_VALUE 1234567.0
 #define XLP_LONG_HEADER 0x0002
 #define XLP_ALL_FLAGS 0x000F
 #define WAL_MAGIC_MIN 0xD061 /* PostgreSQL 9.2, as walname.c */
@@ -19,21 +18,6 @@ static uint64_t le(const unsigned char *p, int n)
 	for (int i = n - 1; i >= 0; i--)
 		v = v << 8 | p[i];
 	return v;
-}
-
-bool pg_control_checksums(const unsigned char *buf, size_t len, bool *on)
-{
-	double marker = FLOATFORMAT_VALUE;
-	unsigned char want[8];
-	memcpy(want, &marker, sizeof(want));
-	/* floatFormat, then blcksz ... loblksize (8 x 4 bytes), float8ByVal, data_checksum_version. */
-	for (size_t off = 0; off + 48 <= len && off < 1024; off += 8) {
-		if (memcmp(buf + off, want, 8) != 0 || le(buf + off + 8, 4) != PG_PAGE_SIZE)
-			continue;
-		*on = le(buf + off + 44, 4) != 0;
-		return true;
-	}
-	return false;
 }
 
 static bool zero_page(const unsigned char *p)

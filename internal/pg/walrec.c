@@ -32,6 +32,8 @@
 #define KEEP_MAX ((size_t)4 << 20)
 #define RM_XLOG 0
 #define RM_XACT 1
+#define XLOG_CHECKPOINT_SHUTDOWN 0x00
+#define XLOG_CHECKPOINT_ONLINE 0x10
 #define XLOG_SWITCH 0x40
 #define XLOG_RESTORE_POINT 0x70
 #define XACT_OPMASK 0x70
@@ -260,6 +262,11 @@ static void record_done(wal_reader *r)
 			rec.time_us = unix_us(data);
 			memcpy(rec.name, data + 8, 64);
 			rec.name[64] = '\0';
+		} else if (rec.rmid == RM_XLOG && len >= 8 &&
+				   ((rec.info & 0xf0) == XLOG_CHECKPOINT_SHUTDOWN ||
+					(rec.info & 0xf0) == XLOG_CHECKPOINT_ONLINE)) {
+			rec.kind = WAL_REC_CHECKPOINT; /* CheckPoint starts with redo */
+			rec.redo = pg_le(data, 8);
 		}
 	}
 	if (rec.rmid == RM_XLOG && (rec.info & 0xf0) == XLOG_SWITCH)

@@ -14,6 +14,7 @@
 
 #define REPO_WAL_DIR "wal_005/"
 #define REPO_BACKUP_DIR "basebackups_005/"
+#define REPO_CATCHUP_DIR "catchup_005/" /* catchup-push's backups, in the same layout */
 
 typedef struct repo {
 	storage *st;
@@ -21,7 +22,14 @@ typedef struct repo {
 	int level;
 	crypter *crypt; /* libsodium or OpenPGP, NULL when objects are stored in the clear */
 	rate *net; /* paces bytes to and from storage (WALG_NETWORK_RATE_LIMIT), or NULL */
+	const char *backups; /* the folder of the backups this handle reads and writes; NULL: REPO_BACKUP_DIR */
 } repo;
+
+/* The folder of the repository's backups this handle addresses ("basebackups_005/"). */
+static inline const char *repo_backups(const repo *r)
+{
+	return r->backups != NULL ? r->backups : REPO_BACKUP_DIR;
+}
 
 /*
  * Validates the codec, level and encryption the configuration names and opens its storage.

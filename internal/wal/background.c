@@ -19,11 +19,12 @@
 #include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 #include "internal/pipe/pipe.h"
+#include "internal/wal/wal_impl.h"
 
 #define SCAN_EVERY_MS 100
 
 /* WAL-G's marker folder: shared by every configuration on one data directory. */
-static char *marker_dir(const config *cfg)
+char *wal_marker_dir(const config *cfg)
 {
 	if (cfg->pgdata != NULL)
 		return xasprintf("%s/pg_wal/walg_data/walg_archive_status", cfg->pgdata);
@@ -33,7 +34,7 @@ static char *marker_dir(const config *cfg)
 /* Markers are keyed by the name without its last extension, as WAL-G does. */
 static char *marker_path(const config *cfg, const char *name)
 {
-	char *dir = marker_dir(cfg);
+	char *dir = wal_marker_dir(cfg);
 	const char *dot = strrchr(name, '.');
 	char *p = dot ? xasprintf("%s/%.*s", dir, (int)(dot - name), name)
 				  : xasprintf("%s/%s", dir, name);
@@ -161,7 +162,7 @@ static void mark_done(bg *b, const char *name)
 		free(done);
 		return;
 	}
-	char *dir = marker_dir(b->cfg);
+	char *dir = wal_marker_dir(b->cfg);
 	char *marker = marker_path(b->cfg, name);
 	if (mkdir_p(dir, 0700) == E_OK) {
 		FILE *f = fopen(marker, "w");
@@ -197,6 +198,20 @@ static err_code upload(void *arg)
 	return E_OK;
 }
 
+/*
+ * WAL-G stores a file's metadata when PostgreSQL archives it, never from a background upload:
+ * the time is the file's last change.
+ */
+static err_code push_metadata(repo *r, const config *cfg, const char *path, const char *name)
+{
+	struct stat sb;
+	if (cfg->upload_wal_metadata == NULL || strcmp(cfg->upload_wal_metadata, "NOMETADATA") == 0)
+		return E_OK;
+	if (stat(path, &sb) != 0)
+		return err_errno(E_IO, errno, "WALG_UPLOAD_WAL_METADATA: %s", path);
+	return wal_metadata_store(r, cfg, name, sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+}
+
 err_code wal_push(repo *r, const config *cfg, const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -208,14 +223,16 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 		/* Its upload was logged then: one line a segment in PostgreSQL's log, as WAL-G. */
 		log_debug("%s was already archived in the background", name);
 		free(marker);
-		return E_OK;
+		return push_metadata(r, cfg, path, name);
 	}
 	free(marker);
 
 	int workers = cfg->upload_concurrency - 1;
 	int budget = cfg->total_bg_uploaded_limit - 1;
-	if (workers <= 0 || budget <= 0 || !wal_is_archive_name(name))
-		return wal_push_one(r, cfg, path);
+	if (workers <= 0 || budget <= 0 || !wal_is_archive_name(name)) {
+		TRY(wal_push_one(r, cfg, path));
+		return push_metadata(r, cfg, path, name);
+	}
 
 	bg b = { .r = r, .cfg = cfg, .main_name = name, .budget = budget };
 	b.workers = workers < budget ? workers : budget;
@@ -232,6 +249,8 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 	group_go(g, scan, &b);
 
 	err_code rc = wal_push_one(r, cfg, path);
+	if (rc == E_OK)
+		rc = push_metadata(r, cfg, path, name);
 	char *saved = rc != E_OK ? xstrdup(err_msg()) : NULL;
 	pthread_mutex_lock(&b.lock);
 	b.main_done = true;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "internal/pg/pg.h"
+#include "internal/wal/wal_impl.h"
 
 #define HISTORY_MAX ((size_t)1 << 20)
 
@@ -315,8 +316,7 @@ static err_code newest(repo *r, uint64_t seg_size, uint32_t tli, bool older, uin
 		char name[WAL_NAME_LEN + 1];
 		uint32_t t;
 		uint64_t s;
-		if (strlen(b) < WAL_NAME_LEN || (b[WAL_NAME_LEN] != '\0' && b[WAL_NAME_LEN] != '.') ||
-			strstr(b, ".partial") != NULL || strstr(b, ".backup") != NULL)
+		if (!wal_object_is_segment(b))
 			continue;
 		memcpy(name, b, WAL_NAME_LEN);
 		name[WAL_NAME_LEN] = '\0';

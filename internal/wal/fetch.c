@@ -57,10 +57,7 @@ static err_code timeline_segment(repo *r, const config *cfg, uint32_t tli, uint6
 	snprintf(prefix, sizeof(prefix), "%08X", tli);
 	for (size_t i = 0; i < l.len && *key == NULL; i++) {
 		const char *b = l.items[i].key + strlen(REPO_WAL_DIR);
-		char name[WAL_NAME_LEN + 1];
-		snprintf(name, sizeof(name), "%s", b);
-		if (wal_is_segment_name(name) && strncmp(name, prefix, 8) == 0 &&
-			strstr(b, ".partial") == NULL && strstr(b, ".backup") == NULL)
+		if (wal_object_is_segment(b) && strncmp(b, prefix, 8) == 0)
 			*key = xstrdup(l.items[i].key);
 	}
 	obj_list_free(&l);

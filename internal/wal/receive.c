@@ -80,6 +80,16 @@ static err_code send_status(receiver *v, bool stored)
 	return pg_wal_stream_status(v->s, v->seg_start + v->have, stored ? v->seg_start : 0);
 }
 
+/* wal-push's upload of what came, with its metadata timed now (as WAL-G: the server's
+ * pg_wal, where the file's own time is, may be on another machine). */
+static err_code push_received(receiver *v, const char *name, const void *buf, size_t len)
+{
+	TRY(wal_push_mem(v->r, v->cfg, name, buf, len));
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return wal_metadata_store(v->r, v->cfg, name, now.tv_sec, now.tv_nsec);
+}
+
 /* The buffered segment as wal_005/<name>, or what came of it as <name>.partial. */
 static err_code store_segment(receiver *v, bool partial)
 {
@@ -90,7 +100,7 @@ static err_code store_segment(receiver *v, bool partial)
 		strcat(name, ".partial");
 		memset(v->buf + v->have, 0, v->seg_size - v->have);
 	}
-	return wal_push_mem(v->r, v->cfg, name, v->buf, v->seg_size);
+	return push_received(v, name, v->buf, v->seg_size);
 }
 
 /* Timeline tli's history file from the server, checked and stored; *text when wanted. */
@@ -102,7 +112,7 @@ static err_code store_history(receiver *v, uint32_t tli, char **text, size_t *le
 	const char *bad = pg_history_check(t, n, tli);
 	snprintf(name, sizeof(name), "%08X.history", tli);
 	err_code rc = bad ? err_set(E_CORRUPT, "wal-receive: the server's %s: %s", name, bad)
-					  : wal_push_mem(v->r, v->cfg, name, t, n);
+					  : push_received(v, name, t, n);
 	if (rc == E_OK && text != NULL) {
 		*text = t;
 		*len = n;

@@ -73,7 +73,7 @@ static void rs_free(sink *s)
 
 static const sink_ops reader_sink_ops = { rs_write, rs_finish, rs_free };
 
-static err_code feed_segment(repo *r, const char *name, wal_reader *rd)
+err_code wal_feed_archived(repo *r, const char *name, wal_reader *rd)
 {
 	char *base = xasprintf(REPO_WAL_DIR "%s", name), *key = NULL;
 	err_code rc = repo_find(r, base, &key);
@@ -210,7 +210,7 @@ err_code wal_reach_target(wal_archive *a, uint64_t from_lsn, const recovery_targ
 			break;
 		}
 		log_debug("reading %s for the recovery target", name);
-		rc = feed_segment(r, name, rd);
+		rc = wal_feed_archived(r, name, rd);
 		if (rc != E_OK || wal_reader_done(rd, &end))
 			break;
 	}
@@ -287,7 +287,7 @@ err_code wal_read_windows(wal_archive *a, wal_windows *out)
 			out->runs[out->nruns++] = (wal_run){ .start_lsn = seg * ix->segsize };
 			rd = wal_reader_new(ix->segsize, seg * ix->segsize, window_record, out);
 		}
-		rc = feed_segment(r, name, rd);
+		rc = wal_feed_archived(r, name, rd);
 		uint64_t end;
 		if (rc == E_OK && wal_reader_done(rd, &end))
 			run_close(a, out, &rd); /* invalid WAL: the run ends; a later segment starts another */

@@ -45,6 +45,23 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 				   bool *prefetch);
 
 /*
+ * wal-restore: before `pg_rewind -D target --source-pgdata=source`, the WAL it needs from the
+ * archive into the two stopped clusters' pg_wal where missing: target's from the last
+ * checkpoint before the timelines diverge to its end, source's from that checkpoint's REDO
+ * point to its end, and their history files. Refuses clusters that are running, not shut down
+ * cleanly, of different systems, or not diverged.
+ */
+err_code wal_restore(repo *r, const config *cfg, const char *target, const char *source);
+
+/*
+ * Timeline tli's history (its parents and switch points, oldest first; *e to free): from the
+ * file at path, or with path NULL from the archive (E_NOTFOUND when it is not there). E_CORRUPT
+ * naming the file when it does not parse for tli.
+ */
+err_code wal_history_load(repo *r, uint32_t tli, const char *path, pg_history_entry **e,
+						  size_t *n);
+
+/*
  * wal-receive: streams WAL from the server (PG* settings) through physical slot
  * cfg->slot_name, created if missing, storing each segment once complete and only then
  * reporting it flushed; .partial and the new history file when the server's timeline ends.

@@ -29,6 +29,11 @@ typedef struct wal_index {
 	uint64_t segsize;
 } wal_index;
 
+/*
+ * Whether an object of wal_005/ (base: its key there) is a segment: its name alone or with a
+ * codec's extension, not a .partial, a .backup or WAL-G's metadata (.json).
+ */
+bool wal_object_is_segment(const char *base);
 /* Lists wal_005/ (and with backups, counts each timeline's backups); timelines sorted by id. */
 err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix);
 void wal_index_free(wal_index *ix);
@@ -80,8 +85,23 @@ err_code wal_marker_sysid(repo *r, uint64_t *sysid);
  */
 err_code wal_checked_file_new(repo *r, const config *cfg, const char *name, const char *dest,
 							  const char *path, bool durable, sink **out);
+/* Archived WAL file name (a segment), decoded, fed to rd. E_NOTFOUND when not archived. */
+err_code wal_feed_archived(repo *r, const char *name, wal_reader *rd);
 /* A JSON object at the repository's root; *doc NULL when there is none. */
 err_code wal_read_json(repo *r, const char *key, json_t **doc);
+
+/*
+ * WAL-G's marker folder (<PGDATA>/pg_wal/walg_data/walg_archive_status, or under /tmp without
+ * PGDATA): wal-push's markers of files uploaded in the background, and BULK WAL metadata
+ * waiting for its group.
+ */
+char *wal_marker_dir(const config *cfg);
+/*
+ * WALG_UPLOAD_WAL_METADATA for WAL file name, made at sec.nsec: nothing for NOMETADATA,
+ * wal_005/<name>.json for INDIVIDUAL; for BULK the entry is staged in the marker folder and
+ * the group's object stored with the segment whose name ends in F.
+ */
+err_code wal_metadata_store(repo *r, const config *cfg, const char *name, time_t sec, long nsec);
 
 /*
  * WAL known lost (wal-receive's invalidated slot): runs of segments recorded in a root object

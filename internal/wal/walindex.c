@@ -161,6 +161,16 @@ void wal_index_free(wal_index *ix)
 	memset(ix, 0, sizeof(*ix));
 }
 
+bool wal_object_is_segment(const char *base)
+{
+	char name[WAL_NAME_LEN + 1];
+	snprintf(name, sizeof(name), "%s", base);
+	/* its name alone or with one codec extension: not .partial, .backup, WAL-G's .json */
+	const char *rest = strlen(base) >= WAL_NAME_LEN ? base + WAL_NAME_LEN : "?";
+	return wal_is_segment_name(name) &&
+		(rest[0] == '\0' || (rest[0] == '.' && codec_by_ext(rest + 1) != NULL));
+}
+
 err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix)
 {
 	obj_list l;
@@ -174,10 +184,7 @@ err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix
 		uint32_t tli;
 		uint64_t segno;
 		snprintf(name, sizeof(name), "%.24s", base);
-		/* A segment is its name alone or with one codec extension (not .partial, .backup). */
-		const char *rest = strlen(base) >= 24 ? base + 24 : "?";
-		bool plain = rest[0] == '\0' || (rest[0] == '.' && codec_by_ext(rest + 1) != NULL);
-		if (plain && wal_is_segment_name(name) &&
+		if (wal_object_is_segment(base) &&
 			wal_name_parse(name, ix->segsize, &tli, &segno) == E_OK) {
 			timeline *t = tl_get(ix, tli);
 			if (t->nsegs == t->cap)

@@ -177,6 +177,24 @@ it_setup() {
 	pg_own "$T"
 }
 
+# store_setup NAME: it_setup NAME; with WALC_IT_S3=1 also an s3rver, STORE_ENV then holding
+# the settings of a repository in its bucket, which win over WALG_FILE_PREFIX for walc and for
+# WAL-G alike (both look for S3 first). Tests that run on either storage pass STORE_ENV on.
+STORE_ENV=()
+store_setup() {
+	if [ "${WALC_IT_S3:-0}" != 1 ]; then
+		it_setup "$1"
+		return
+	fi
+	# shellcheck source=s3lib.sh
+	. "$IT_DIR/s3lib.sh"
+	s3_setup "$1"
+	s3_s3rver_start
+	STORE_ENV=(WALG_S3_PREFIX="s3://test/$1" AWS_ENDPOINT="http://127.0.0.1:$S3RVER_PORT"
+		AWS_S3_FORCE_PATH_STYLE=true AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+		AWS_REGION=us-east-1)
+}
+
 # plain_make ARGS...: make as a fresh shell would run it. Under make coverage (or asan) the
 # calling make exports its command-line variables (CC, EXTRA_CFLAGS, BUILD...) and MAKEFLAGS,
 # which would build the tests' helpers instrumented, into the wrong directory.
@@ -234,6 +252,24 @@ wrun_pg() {
 }
 # Describe the last wrun for failure messages.
 wdesc() { printf 'exit %s, stderr: %s' "$W_RC" "$W_ERR"; }
+
+# tree_listing DIR...: files with their sizes and times, directories by name (a look changes
+# their times), sorted
+tree_listing() { { find "$@" -type d -printf '%p/\n'; find "$@" ! -type d -printf '%p %s %T@\n'; } | sort; }
+
+# wrun_refused WHAT NEEDLE DIRS [VAR=VALUE...] -- ARGS...: walc as postgres exits 1 with NEEDLE
+# in its message, and nothing under DIRS (space-separated) changed
+wrun_refused() {
+	local what=$1 needle=$2 before
+	local -a dirs
+	read -ra dirs <<<"$3"
+	shift 3
+	before=$(tree_listing "${dirs[@]}")
+	wrun_pg "$@"
+	expect_rc 1 "$what"
+	assert_contains "$W_ERR" "$needle" "$what: the refusal"
+	assert_eq "$before" "$(tree_listing "${dirs[@]}")" "$what: what it must not touch"
+}
 
 # expect_rc RC WHAT: the last wrun exited with RC
 expect_rc() {
@@ -726,10 +762,21 @@ restore_start() {
 	recovered_start "$dir"
 }
 
-# amcheck_all PORT [DB]: bt_index_check (with heapallindexed) on every btree index of DB
+# standby_of PORT DIR: DIR a streaming standby of the server on PORT (pg_basebackup -R), its
+# port and socket settings left to pg_start
+standby_of() {
+	as_pg "$PGBIN/pg_basebackup" -h "$T" -p "$1" -U postgres -D "$2" -X stream -R -c fast \
+		>"$2.basebackup.log" 2>&1 || { cat "$2.basebackup.log"; fail "pg_basebackup of $2"; }
+	sed -i '/^port = /d; /^unix_socket_directories/d; /^listen_addresses/d' "$2/postgresql.conf"
+}
+
+# amcheck_all PORT [DB]: bt_index_check (with heapallindexed) on every btree index of DB (on a
+# standby, the primary must have created the extension)
 amcheck_all() {
+	local create="CREATE EXTENSION IF NOT EXISTS amcheck;"
+	[ "$(psqlc "$1" "SELECT pg_is_in_recovery()")" = f ] || create=""
 	as_pg "$PGBIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$T" -p "$1" -U postgres -d "${2:-postgres}" -c \
-		"CREATE EXTENSION IF NOT EXISTS amcheck; SELECT count(bt_index_check(c.oid, true)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree' AND c.relpersistence <> 't'" \
+		"$create SELECT count(bt_index_check(c.oid, true)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree' AND c.relpersistence <> 't'" \
 		>/dev/null || fail "amcheck failed in database ${2:-postgres} on port $1"
 }
 
@@ -746,6 +793,19 @@ daemon_wait() {
 	[ -S "$2" ] || { cat "$3"; fail "daemon on $2 did not start"; }
 	BG_PIDS+=("$pid")
 	DAEMON_PID=$pid
+}
+
+# await_pid CMDLINE VAR=VALUE LOG: AWAITED_PID, the pid (pid_of) of a process just started in
+# the background, waited for up to 10 s (LOG shown when it does not appear); it joins BG_PIDS
+await_pid() {
+	AWAITED_PID=""
+	for _ in $(seq 1 200); do
+		AWAITED_PID=$(pid_of "$1" "$2")
+		[ -z "$AWAITED_PID" ] || break
+		sleep 0.05
+	done
+	[ -n "$AWAITED_PID" ] || { cat "$3"; fail "$1 did not start"; }
+	BG_PIDS+=("$AWAITED_PID")
 }
 
 # pid_of CMDLINE VAR=VALUE: the pid of the process running exactly CMDLINE with VAR=VALUE in

@@ -102,14 +102,20 @@ refused AZURE_ENVIRONMENT_NAME=AzureChinaCloud
 ok "other storages and failover storages are refused"
 
 # what is written and how it is kept
-refused WALG_UPLOAD_WAL_METADATA=INDIVIDUAL
+# WAL metadata is implemented (test_wal_metadata.sh): a level WAL-G does not know is refused
+before=$(listing)
+wrun_pg "${ENVS[@]}" WALG_UPLOAD_WAL_METADATA=ALL -- wal-push "$SRC/pg_wal/$SEG"
+expect_rc 1 "wal-push with WALG_UPLOAD_WAL_METADATA=ALL"
+assert_contains "$W_ERR" "WALG_UPLOAD_WAL_METADATA: expected one of NOMETADATA,INDIVIDUAL,BULK" \
+	"an unknown WAL metadata level"
+assert_eq "$before" "$(listing)" "WALG_UPLOAD_WAL_METADATA=ALL: the repository's listing"
 refused WALG_PG_BLOCK_SIZE=32768
 refused WALG_PG_WAL_PAGE_SIZE=32768
 for v in S3_ENDPOINT_SOURCE=http://balancer S3_REQUEST_ADDITIONAL_HEADERS='{"X-A": "1"}' \
 	S3_USE_YC_SESSION_TOKEN=true; do
 	refused "$v"
 done
-ok "metadata, page sizes and request rewriting are refused"
+ok "unknown WAL metadata levels, page sizes and request rewriting are refused"
 
 # a configuration file in a format walc does not read (WAL-G reads YAML too): refused, naming it
 printf 'WALG_PGP_KEY_PATH: /etc/walg/key.asc\n' >"$T/walg.yaml"

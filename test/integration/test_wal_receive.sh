@@ -38,14 +38,8 @@ start_receiver() {
 	as_pg env "${env[@]}" PGUSER=walc_rcv PGDATABASE= ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" wal-receive >>"$T/receive.log" 2>&1 &
 	RECV_JOB=$!
 	BG_PIDS+=("$RECV_JOB")
-	RECV=""
-	for _ in $(seq 1 200); do
-		RECV=$(pid_of "$WALC_PG wal-receive" "PGPORT=$1")
-		[ -z "$RECV" ] || break
-		sleep 0.05
-	done
-	[ -n "$RECV" ] || { cat "$T/receive.log"; fail "wal-receive did not start"; }
-	BG_PIDS+=("$RECV")
+	await_pid "$WALC_PG wal-receive" "PGPORT=$1" "$T/receive.log"
+	RECV=$AWAITED_PID
 }
 # stop_receiver: SIGTERM, which must end it (and runuser, RECV_JOB) with status 0 within 10 s
 stop_receiver() {
@@ -152,9 +146,7 @@ log "the backup recovered with the received WAL to the source's dump"
 # A standby's promotion: the receiver on the standby stores the .partial and 00000002.history,
 # then timeline 2's segments.
 stop_receiver
-as_pg "$PGBIN/pg_basebackup" -h "$T" -p "$PORT" -U postgres -D "$T/standby" -X stream -R -c fast \
-	>"$T/basebackup.log" 2>&1 || { cat "$T/basebackup.log"; fail "pg_basebackup of the standby"; }
-sed -i '/^port = /d; /^unix_socket_directories/d; /^listen_addresses/d' "$T/standby/postgresql.conf"
+standby_of "$PORT" "$T/standby"
 SPORT=$(free_port)
 pg_start "$T/standby" "$SPORT"
 start_receiver "$SPORT"

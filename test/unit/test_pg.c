@@ -334,6 +334,37 @@ static void test_wal_records(void **state)
 		free(segs[i].data);
 }
 
+typedef struct ckpts {
+	size_t n;
+	uint64_t lsn, redo; /* the first */
+} ckpts;
+
+static bool on_checkpoint(const wal_record *rec, void *arg)
+{
+	ckpts *c = arg;
+	if (rec->kind == WAL_REC_CHECKPOINT && c->n++ == 0) {
+		c->lsn = rec->lsn;
+		c->redo = rec->redo;
+	}
+	return true;
+}
+
+/* Segment 24 holds the checkpoint WAL-G's backup began with: its REDO is the backup's start. */
+static void test_wal_checkpoint(void **state)
+{
+	(void)state;
+	membuf seg;
+	fixture_segment("000000010000000000000024", &seg);
+	ckpts c = { 0 };
+	wal_reader *r = wal_reader_new(SEG1, UINT64_C(0x24) << 20, on_checkpoint, &c);
+	assert_int_equal(wal_reader_feed(r, seg.data, seg.len), E_OK);
+	wal_reader_free(r);
+	free(seg.data);
+	assert_true(c.n >= 1);
+	assert_int_equal(c.redo, (UINT64_C(0x24) << 20) + 0x28); /* the .backup file's offset */
+	assert_true(c.lsn >= c.redo);
+}
+
 /* PostgreSQL's CRC-32C: the standard check value, and registers combined without the bytes. */
 static void test_crc32c(void **state)
 {
@@ -771,6 +802,29 @@ static void test_control_checksums(void **state)
 	free(c);
 }
 
+/* What pg_controldata said of that cluster's pg_control; any byte changed fails its CRC. */
+static void test_control_read(void **state)
+{
+	(void)state;
+	unsigned char *c = read_data("pg15-pg_control.bin", PG_PAGE_SIZE);
+	pg_control_info i;
+	assert_true(pg_control_read(c, PG_PAGE_SIZE, &i));
+	assert_true(i.system_id == UINT64_C(7714508765364775802));
+	assert_int_equal(i.version, 1300);
+	assert_int_equal(i.state, PG_STATE_SHUTDOWNED);
+	assert_string_equal(pg_control_state_name(i.state), "shut down");
+	assert_int_equal(i.checkpoint, 0x1752990);
+	assert_int_equal(i.redo, 0x1752990);
+	assert_int_equal(i.timeline, 1);
+	assert_int_equal(i.min_recovery, 0);
+	assert_int_equal(i.seg_size, 16u << 20);
+	c[40] ^= 1;
+	assert_false(pg_control_read(c, PG_PAGE_SIZE, &i));
+	c[40] ^= 1;
+	assert_false(pg_control_read(c, 200, &i)); /* cut short */
+	free(c);
+}
+
 static void wal_page(unsigned char *p, uint16_t info, uint32_t tli, uint64_t addr)
 {
 	memset(p, 0, PG_WAL_PAGE);
@@ -913,6 +967,7 @@ int main(void)
 		cmocka_unit_test(test_wal_record_crc),	 cmocka_unit_test(test_wal_stitch),
 		cmocka_unit_test(test_segment_check),	 cmocka_unit_test(test_wal_overwrite),
 		cmocka_unit_test(test_page_verify),		 cmocka_unit_test(test_control_checksums),
+		cmocka_unit_test(test_control_read),	 cmocka_unit_test(test_wal_checkpoint),
 		cmocka_unit_test(test_wal_page_check),	 cmocka_unit_test(test_history_check),
 		cmocka_unit_test(test_wal_msg_parse),
 	};
