@@ -40,12 +40,9 @@ int cmd_backup_push(const config *cfg, const args *a)
 		.store_all_corrupt = arg_set(a, "store-all-corrupt"),
 		.without_files_metadata = arg_set(a, "without-files-metadata"),
 	};
-	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
-	if (rc != E_OK)
-		return command_fail(rc);
 	double start = command_clock();
 	repo r;
-	rc = repo_open(cfg, &r);
+	err_code rc = repo_open_use(cfg, STORAGE_WRITE, target_storage(cfg, a), &r);
 	bool opened = rc == E_OK;
 	if (rc == E_OK) {
 		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
@@ -179,8 +176,7 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 	} else if (opt.user_data == NULL && opt.name == NULL) {
 		opt.user_data = cfg->fetch_target_user_data;
 	}
-	rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
-	if (rc == E_OK && opt.mask != NULL && opt.delta)
+	if (opt.mask != NULL && opt.delta)
 		rc = err_set(E_CONFIG, "backup-fetch: --mask and --delta cannot be combined (a delta "
 							   "restore removes the files the backup does not have)");
 	if (rc == E_OK && opt.restore_spec != NULL && opt.original_tablespaces)
@@ -196,7 +192,7 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 								   : "backup-fetch: give NAME or --target-user-data, not both");
 	repo r;
 	if (rc == E_OK) {
-		rc = repo_open(cfg, &r);
+		rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
 		if (rc == E_OK) {
 			repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
 			rc = backup_fetch(&r, &opt);
@@ -216,8 +212,8 @@ int cmd_backup_verify(const config *cfg, const args *a)
 								  .json = arg_set(a, "json"),
 								  .concurrency = (int)cfg->download_concurrency,
 								  .seg_size = (uint64_t)cfg->pg_wal_size_mb << 20 };
-	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
-	if (rc == E_OK && opt.all == (opt.name != NULL))
+	err_code rc = E_OK;
+	if (opt.all == (opt.name != NULL))
 		rc = err_set(E_CONFIG, opt.all ? "backup-verify: give NAME or --all, not both"
 									   : "backup-verify: name a backup (NAME or LATEST) or give "
 										 "--all");
@@ -225,7 +221,7 @@ int cmd_backup_verify(const config *cfg, const args *a)
 		return command_fail(rc);
 	repo r;
 	uint64_t problems = 0;
-	rc = repo_open(cfg, &r);
+	rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
 	if (rc == E_OK) {
 		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
 		rc = backup_verify(&r, &opt, &problems, stdout);
@@ -246,13 +242,11 @@ int cmd_backup_list(const config *cfg, const args *a)
 						 .detail = arg_set(a, "detail"),
 						 .windows = arg_set(a, "recovery-windows"),
 						 .cfg = cfg };
-	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
-	if (rc == E_OK && opt.windows && !(opt.detail && opt.json))
-		rc = err_set(E_CONFIG, "backup-list --recovery-windows goes with --detail --json");
-	if (rc != E_OK)
-		return command_fail(rc);
+	if (opt.windows && !(opt.detail && opt.json))
+		return command_fail(
+			err_set(E_CONFIG, "backup-list --recovery-windows goes with --detail --json"));
 	repo r;
-	rc = repo_open(cfg, &r);
+	err_code rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
 	if (rc == E_OK)
 		rc = backup_list(&r, &opt, stdout);
 	repo_close(&r);

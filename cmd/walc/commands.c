@@ -3,7 +3,9 @@
 
 #include "cmd/walc/commands.h"
 
-#define TARGET_STORAGE { "target-storage", 0, "NAME", "only \"default\": walc has one storage" }
+#define TARGET_STORAGE                                                                        \
+	{ "target-storage", 0, "NAME",                                                            \
+	  "only this storage (\"default\": the main one; else a WALG_FAILOVER_STORAGES name)" }
 #define END { NULL, 0, NULL, NULL }
 
 static const opt wal_push_opts[] = { TARGET_STORAGE, END };
@@ -97,7 +99,9 @@ static const opt st_opts[] = {
 	{ "overwrite", 0, NULL, "put: the same as --force" },
 	{ "read-stdin", 's', NULL, "put: store standard input (put KEY)" },
 	{ "glob", 'g', NULL, "ls, rm: PREFIX is a glob pattern" },
-	{ "target", 't', "NAME", "default or all: walc has one storage" },
+	{ "target", 't', "NAME",
+	  "the storage (default: \"default\", the main one; a WALG_FAILOVER_STORAGES name; all: "
+	  "each in turn)" },
 	{ "decrypt", 0, NULL, NULL },
 	{ "decompress", 0, NULL, NULL },
 	{ "all-versions", 0, NULL, "not supported by walc (object versions): refused" },
@@ -272,7 +276,7 @@ static const command cmd_table[] = {
 	  "configuration file (--config FILE, WALG_CONFIG_PATH or ~/.walg.json).",
 	  false, cmd_env, NULL },
 	/* Hidden (no summary): started by wal-fetch, as WAL-G's wal-prefetch is. */
-	{ "wal-prefetch", "WAL_NAME DESTINATION", 2, 2, none, NULL,
+	{ "wal-prefetch", "WAL_NAME DESTINATION", 2, 2, wal_fetch_opts, NULL,
 	  "Prefetches the segments after WAL_NAME beside DESTINATION; wal-fetch starts it.", true,
 	  cmd_wal_prefetch, NULL },
 	{ "help", "[COMMAND]", 0, 1, none, "show help", "Shows the commands, or one command's help.",

@@ -313,6 +313,7 @@ err_code catalog_backups(repo *r, backup_refs *out)
 		ref->name = xasprintf("%.*s", (int)n, base);
 		ref->mtime = l.items[i].mtime;
 		ref->mtime_nsec = l.items[i].mtime_nsec;
+		ref->storage = l.items[i].where;
 		ref_position(ref);
 	}
 	obj_list_free(&l);
@@ -512,6 +513,11 @@ char *catalog_wal_file_of(const char *name)
 	return xstrdup("");
 }
 
+const char *catalog_storage_name(const backup_ref *ref)
+{
+	return ref->storage != NULL ? ref->storage : "default";
+}
+
 json_t *catalog_backup_json(const backup_ref *ref, json_t *meta)
 {
 	static const char *const order[] = { "start_time",		  "finish_time",	   "date_fmt",
@@ -527,7 +533,7 @@ json_t *catalog_backup_json(const backup_ref *ref, json_t *meta)
 	char *w = catalog_wal_file_of(ref->name);
 	json_object_set_new(o, "wal_file_name", json_string(w));
 	free(w);
-	json_object_set_new(o, "storage_name", json_string("default"));
+	json_object_set_new(o, "storage_name", json_string(catalog_storage_name(ref)));
 	if (meta == NULL)
 		return o;
 	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {

@@ -18,10 +18,12 @@
 #define DAEMON_MISSING 'N'
 
 /*
- * Runs until SIGINT or SIGTERM. metrics_addr ("host:port" or NULL) serves /metrics and
- * /healthz. Requests are served concurrently; one failing never stops the daemon.
+ * Runs until SIGINT or SIGTERM: archives into push, restores from fetch (the same repository,
+ * opened for writing and for reading: with failover storages, the first alive storage and
+ * all of them). metrics_addr ("host:port" or NULL) serves /metrics and /healthz. Requests are
+ * served concurrently; one failing never stops the daemon.
  */
-err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
+err_code daemon_run(repo *push, repo *fetch, const config *cfg, const char *socket_path,
 					const char *metrics_addr);
 
 /*

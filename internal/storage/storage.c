@@ -157,7 +157,7 @@ void obj_list_add(obj_list *l, const char *key, uint64_t size, time_t mtime, lon
 		l->cap = l->cap ? l->cap * 2 : 64;
 		l->items = xrealloc(l->items, l->cap * sizeof(*l->items));
 	}
-	l->items[l->len++] = (obj_info){ xstrdup(key), size, mtime, nsec };
+	l->items[l->len++] = (obj_info){ xstrdup(key), size, mtime, nsec, NULL };
 }
 
 void obj_list_free(obj_list *l)

@@ -18,6 +18,7 @@ typedef struct obj_info {
 	uint64_t size;
 	time_t mtime;
 	long mtime_nsec;
+	const char *where; /* with failover storages, the name of the one that holds it; else NULL */
 } obj_info;
 
 typedef struct obj_list {
@@ -48,6 +49,8 @@ typedef struct storage_ops {
 	/* Optional: len bytes of an object from offset (storage_get_range). */
 	err_code (*get_range)(storage *st, const char *key, uint64_t offset, uint64_t len,
 						  sink *into);
+	/* Optional: storage_recheck (failover storages). */
+	void (*recheck)(storage *st);
 } storage_ops;
 
 struct storage {
@@ -67,6 +70,41 @@ void storage_tls_free(storage_tls *t);
 
 /* Opens the storage the configuration names (file system, S3, GCS or Azure Blob). */
 err_code storage_open(const config *cfg, storage **out);
+
+/*
+ * How a command uses WAL-G's failover storages (WALG_FAILOVER_STORAGES, failover.c): the
+ * main storage, named "default", then the named others in WAL-G's order (by name), seen as one
+ * storage. Which are alive is checked as WAL-G checks (WALG_FAILOVER_STORAGES_CHECK*) at the
+ * first operation; a storage that is not is warned about and left out.
+ */
+typedef enum storage_use {
+	/* The first alive storage alone (wal-push, backup-push): every operation goes there. */
+	STORAGE_WRITE,
+	/*
+	 * Every alive storage as one: an object is read from the first that holds it, listings
+	 * are the union (each key once, as the first holding it has it, obj_info.where naming
+	 * it), a put updates the object wherever it is (else stores it in the first), removals
+	 * reach every one.
+	 */
+	STORAGE_READ,
+	/* As STORAGE_READ, but every storage must be alive (retention: none may be left out). */
+	STORAGE_EVERY,
+} storage_use;
+/*
+ * The storage a command uses: as storage_open when there are no failover storages, else as
+ * use says. target (else WALG_TARGET_STORAGE; NULL or "" for none) names the one storage to
+ * use alone ("default": the main one), which must be alive. Errors name the setting at fault.
+ */
+err_code storage_open_use(const config *cfg, storage_use use, const char *target, storage **out);
+bool storage_has_failovers(const config *cfg);
+/* The names of the storages configured, "default" first, in WAL-G's order. */
+err_code storage_names(const config *cfg, char ***names, size_t *n);
+/*
+ * For a writer that runs long (the daemon), before each piece of work: the next operation
+ * checks again which storage is the first alive when an operation on the one in use failed
+ * or it was chosen longer than WALG_FAILOVER_STORAGES_CACHE_LIFETIME ago. A no-op elsewhere.
+ */
+void storage_recheck(storage *st);
 /* The file-system backend rooted at root (absolute). */
 err_code storage_fs_open(const char *root, storage **out);
 
