@@ -22,7 +22,8 @@
 
 typedef struct member {
 	char *name;
-	storage *st;
+	storage *st;	  /* NULL when it could not be opened (a file system's root that is a file) */
+	char *open_error; /* ... why */
 	atomic_int busy; /* alive checks still running on it (one timed out) */
 } member;
 
@@ -166,6 +167,32 @@ static err_code parse_entries(const char *text, entry **out, size_t *n)
 	return E_OK;
 }
 
+/*
+ * A storage that cannot be opened for what it finds (E_IO: a file system's root that is a
+ * file) is a dead member, as one that fails its check; a mistake in its settings an error.
+ */
+static err_code open_member(const config *cfg, member *m)
+{
+	err_code rc = storage_open(cfg, &m->st);
+	if (rc == E_IO) {
+		m->open_error = xstrdup(err_msg());
+		err_clear();
+		return E_OK;
+	}
+	return rc;
+}
+
+/* false when a check that timed out still runs on it: then it is left to the process's end. */
+static bool member_free(member *m)
+{
+	if (atomic_load(&m->busy) != 0)
+		return false;
+	storage_free(m->st);
+	free(m->name);
+	free(m->open_error);
+	return true;
+}
+
 /* Opens every storage, the main one first: n members into *out. */
 static err_code open_members(const config *cfg, member **out, size_t *n)
 {
@@ -175,8 +202,8 @@ static err_code open_members(const config *cfg, member **out, size_t *n)
 	*n = 0;
 	TRY(parse_entries(cfg->failover_storages, &e, &ne));
 	member *m = xcalloc(ne + 1, sizeof(*m));
-	err_code rc = storage_open(cfg, &m[0].st);
 	m[0].name = xstrdup(DEFAULT_NAME);
+	err_code rc = open_member(cfg, &m[0]);
 	size_t k = 1;
 	for (size_t i = 0; rc == E_OK && i < ne; i++, k++) {
 		config own;
@@ -184,7 +211,7 @@ static err_code open_members(const config *cfg, member **out, size_t *n)
 		m[k].name = xstrdup(e[i].name);
 		rc = config_for_storage(cfg, where, e[i].pairs, e[i].n, false, &own);
 		if (rc == E_OK) {
-			rc = storage_open(&own, &m[k].st);
+			rc = open_member(&own, &m[k]);
 			if (rc != E_OK)
 				err_wrap(rc, "%s", where);
 		}
@@ -193,10 +220,8 @@ static err_code open_members(const config *cfg, member **out, size_t *n)
 	}
 	entries_free(e, ne);
 	if (rc != E_OK) {
-		for (size_t i = 0; i < k; i++) {
-			storage_free(m[i].st);
-			free(m[i].name);
-		}
+		for (size_t i = 0; i < k; i++)
+			member_free(&m[i]);
 		free(m);
 		return rc;
 	}
@@ -284,6 +309,11 @@ static void *check_thread(void *arg)
 	obj_list_free(&l);
 	if (rc == E_OK && j->write)
 		rc = check_write(j->mem->st, j->bytes);
+	/*
+	 * The member may be freed once this is 0: it is the thread's last use of it, before the
+	 * waiter learns the check is done.
+	 */
+	atomic_fetch_sub(&j->mem->busy, 1);
 	pthread_mutex_lock(&j->lock);
 	j->rc = rc;
 	snprintf(j->msg, sizeof(j->msg), "%s", rc == E_OK ? "" : err_msg());
@@ -291,8 +321,6 @@ static void *check_thread(void *arg)
 	pthread_cond_signal(&j->cv);
 	pthread_mutex_unlock(&j->lock);
 	err_clear();
-	/* The member may be freed once this is 0: it is the thread's last use of it. */
-	atomic_fetch_sub(&j->mem->busy, 1);
 	job_release(j);
 	return NULL;
 }
@@ -319,7 +347,13 @@ static void check_members(failover *f, const size_t *idx, size_t k, bool write, 
 		j->bytes = f->check_bytes;
 		atomic_fetch_add(&j->mem->busy, 1);
 		pthread_t t;
-		if (pthread_create(&t, &attr, check_thread, j) != 0) {
+		if (j->mem->st == NULL) {
+			atomic_fetch_sub(&j->mem->busy, 1);
+			j->refs = 1;
+			j->done = true;
+			j->rc = E_IO;
+			snprintf(j->msg, sizeof(j->msg), "%s", j->mem->open_error);
+		} else if (pthread_create(&t, &attr, check_thread, j) != 0) {
 			atomic_fetch_sub(&j->mem->busy, 1);
 			j->refs = 1;
 			j->done = true;
@@ -338,7 +372,7 @@ static void check_members(failover *f, const size_t *idx, size_t k, bool write, 
 		alive[i] = j->done && j->rc == E_OK;
 		if (!alive[i])
 			log_warn("storage \"%s\" (%s) is not alive: %s", j->mem->name,
-					 storage_describe(j->mem->st),
+					 j->mem->st ? storage_describe(j->mem->st) : "not opened",
 					 j->done ? j->msg : "its check took longer than "
 										"WALG_FAILOVER_STORAGES_CHECK_TIMEOUT");
 		pthread_mutex_unlock(&j->lock);
@@ -370,7 +404,7 @@ static err_code choose(failover *f, member **out)
 	if (f->chosen < 0) {
 		for (size_t i = 0; i < f->n && f->chosen < 0; i++) {
 			bool alive = true;
-			if (f->checks && f->n > 1)
+			if ((f->checks && f->n > 1) || f->m[i].st == NULL)
 				check_members(f, &i, 1, true, &alive);
 			if (alive)
 				f->chosen = (int)i;
@@ -400,12 +434,17 @@ static err_code check_all(failover *f)
 		f->checked = true;
 		f->alive = xcalloc(f->n, sizeof(*f->alive));
 		size_t *idx = xcalloc(f->n, sizeof(*idx));
+		size_t k = 0;
 		for (size_t i = 0; i < f->n; i++) {
-			idx[i] = i;
 			f->alive[i] = true;
+			if ((f->checks && f->n > 1) || f->m[i].st == NULL)
+				idx[k++] = i;
 		}
-		if (f->checks && f->n > 1)
-			check_members(f, idx, f->n, f->use == STORAGE_EVERY, f->alive);
+		bool *alive = xcalloc(f->n, sizeof(*alive));
+		check_members(f, idx, k, f->use == STORAGE_EVERY, alive);
+		for (size_t i = 0; i < k; i++)
+			f->alive[idx[i]] = alive[i];
+		free(alive);
 		free(idx);
 		size_t up = 0;
 		char *dead = xstrdup("");
@@ -575,16 +614,15 @@ static err_code merged(failover *f, bool temporaries, const char *prefix, bool r
 	if (rc == E_OK && n > 1)
 		qsort(all, len, sizeof(*all), tagged_cmp);
 	for (size_t k = 0; k < len; k++) {
-		bool dup = rc != E_OK || (k > 0 && n > 1 && strcmp(all[k].info.key, all[k - 1].info.key) == 0);
-		if (dup) {
-			free(all[k].info.key);
-			continue;
+		bool dup = k > 0 && n > 1 && strcmp(all[k].info.key, all[k - 1].info.key) == 0;
+		if (rc == E_OK && !dup) {
+			obj_list_add(out, all[k].info.key, all[k].info.size, all[k].info.mtime,
+						 all[k].info.mtime_nsec);
+			out->items[out->len - 1].where = all[k].info.where;
 		}
-		obj_list_add(out, all[k].info.key, all[k].info.size, all[k].info.mtime,
-					 all[k].info.mtime_nsec);
-		out->items[out->len - 1].where = all[k].info.where;
-		free(all[k].info.key);
 	}
+	for (size_t k = 0; k < len; k++)
+		free(all[k].info.key);
 	free(all);
 	return rc;
 }
@@ -771,13 +809,11 @@ static void fo_recheck(storage *st)
 static void fo_free(storage *st)
 {
 	failover *f = (failover *)st;
-	for (size_t i = 0; i < f->n; i++) {
-		/* a check that timed out still runs on it: left to the process's end */
-		if (atomic_load(&f->m[i].busy) == 0)
-			storage_free(f->m[i].st);
-		free(f->m[i].name);
-	}
-	free(f->m);
+	bool all = true;
+	for (size_t i = 0; i < f->n; i++)
+		all &= member_free(&f->m[i]);
+	if (all)
+		free(f->m);
 	free(f->alive);
 	free(f->failed_msg);
 	free(f->desc);
@@ -818,9 +854,9 @@ err_code storage_open_use(const config *cfg, storage_use use, const char *target
 		m = xcalloc(1, sizeof(*m));
 		m[0].name = xstrdup(DEFAULT_NAME);
 		n = 1;
-		err_code rc = storage_open(cfg, &m[0].st);
+		err_code rc = open_member(cfg, &m[0]);
 		if (rc != E_OK) {
-			free(m[0].name);
+			member_free(&m[0]);
 			free(m);
 			return rc;
 		}
@@ -867,14 +903,12 @@ err_code storage_open_use(const config *cfg, storage_use use, const char *target
 		}
 		/* the others are of no use: only the target stays */
 		for (size_t i = 0; i < n; i++)
-			if (i != at) {
-				if (atomic_load(&m[i].busy) == 0)
-					storage_free(m[i].st);
-				free(m[i].name);
-			}
+			if (i != at)
+				member_free(&m[i]);
 		if (at != 0) {
 			m[0].name = m[at].name;
 			m[0].st = m[at].st;
+			m[0].open_error = m[at].open_error;
 			atomic_store(&m[0].busy, atomic_load(&m[at].busy));
 		}
 		f->n = 1;
