@@ -798,6 +798,19 @@ static const char *fo_describe(storage *st)
 	return f->desc != NULL ? f->desc : "failover storages";
 }
 
+static const char *fo_name(storage *st)
+{
+	failover *f = (failover *)st;
+	member *m;
+	if (f->use != STORAGE_WRITE && f->n > 1)
+		return DEFAULT_NAME;
+	if (choose(f, &m) != E_OK) {
+		err_clear();
+		return DEFAULT_NAME;
+	}
+	return m->name;
+}
+
 static void fo_recheck(storage *st)
 {
 	failover *f = (failover *)st;
@@ -836,6 +849,7 @@ static const storage_ops failover_ops = {
 	.locked_until = fo_locked_until,
 	.get_range = fo_get_range,
 	.recheck = fo_recheck,
+	.name = fo_name,
 };
 
 err_code storage_open_use(const config *cfg, storage_use use, const char *target, storage **out)
@@ -916,6 +930,11 @@ err_code storage_open_use(const config *cfg, storage_use use, const char *target
 	}
 	*out = &f->base;
 	return E_OK;
+}
+
+const char *storage_name(storage *st)
+{
+	return st->ops->name != NULL ? st->ops->name(st) : DEFAULT_NAME;
 }
 
 void storage_recheck(storage *st)

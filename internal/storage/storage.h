@@ -49,8 +49,9 @@ typedef struct storage_ops {
 	/* Optional: len bytes of an object from offset (storage_get_range). */
 	err_code (*get_range)(storage *st, const char *key, uint64_t offset, uint64_t len,
 						  sink *into);
-	/* Optional: storage_recheck (failover storages). */
+	/* Optional: storage_recheck, storage_name (failover storages). */
 	void (*recheck)(storage *st);
+	const char *(*name)(storage *st);
 } storage_ops;
 
 struct storage {
@@ -105,6 +106,8 @@ err_code storage_names(const config *cfg, char ***names, size_t *n);
  * or it was chosen longer than WALG_FAILOVER_STORAGES_CACHE_LIFETIME ago. A no-op elsewhere.
  */
 void storage_recheck(storage *st);
+/* WAL-G's name of the storage writes go to: a failover storage's, else "default". */
+const char *storage_name(storage *st);
 /* The file-system backend rooted at root (absolute). */
 err_code storage_fs_open(const char *root, storage **out);
 
