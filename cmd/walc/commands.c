@@ -108,6 +108,16 @@ static const opt st_opts[] = {
 	{ "version-id", 0, "ID", "not supported by walc (object versions): refused" },
 	END,
 };
+static const opt copy_opts[] = {
+	{ "from", 'f', "FILE", "the WAL-G configuration file of the repository copied from" },
+	{ "to", 't', "FILE", "the WAL-G configuration file of the repository copied into" },
+	{ "backup-name", 'b', "NAME", "this backup (or LATEST) and its bases only" },
+	{ "with-history", 'w', NULL, "the WAL after the backups too, through the newest archived" },
+	{ "without-history", 0, NULL, "only the WAL the backups need (the default; WAL-G's older flag)" },
+	{ "every", 0, "DURATION",
+	  "copy again and again this long apart, until SIGTERM (a second repository that keeps up)" },
+	END,
+};
 static const opt daemon_client_opts[] = {
 	{ "timeout", 0, "DURATION", "how long the daemon may take to answer (default 60s)" },
 	{ "connection-timeout", 0, "DURATION", "how long connecting may take (default 5s)" },
@@ -243,6 +253,21 @@ static const command cmd_table[] = {
 	  "each KEY exists; check write stores and removes an object of a random name. Keys are\n"
 	  "relative to the repository; a leading / is the repository's root, as in WAL-G.",
 	  true, cmd_st, st_words_ok },
+	{ "copy", "", 0, 0, copy_opts, "copy backups and their WAL into another repository, as stored",
+	  "Copies each backup (every object of it and of its delta's bases) and the WAL it needs\n"
+	  "(the segment before its start to its finish segment, every timeline history; with\n"
+	  "--with-history everything after too) from the repository --from's WAL-G configuration\n"
+	  "file names into the one --to's names, across stores (file, S3, GCS, Azure), as stored:\n"
+	  "still compressed and encrypted, no key needed. Only the files' storage settings are\n"
+	  "read (credentials the files do not set come from the environment). Each object is\n"
+	  "checked after its copy (its size, and its MD5 where the store keeps one); inside one S3\n"
+	  "endpoint the store copies it (CopyObject). A backup's sentinel is written last, after\n"
+	  "its base's, so an interrupted copy lists no backup it does not hold whole; a rerun\n"
+	  "copies only what is missing. Objects the target holds with other sizes are an error\n"
+	  "before anything is copied (but metadata.json and sentinels, which backup-mark changes).\n"
+	  "With WALG_PUSHGATEWAY_URL each run pushes walc_copy_lag_seconds: how long the oldest\n"
+	  "object it copied had been in the first repository.",
+	  false, cmd_copy, NULL },
 	{ "daemon", "SOCKET", 1, 1, none,
 	  "serve archiving over a socket (archive_library = 'walc_archive')",
 	  "Listens on the UNIX socket SOCKET for WAL-G's daemon protocol: the walc_archive module\n"

@@ -88,6 +88,7 @@ int cmd_wal_verify(const config *cfg, const args *a);
 int cmd_delete(const config *cfg, const args *a);
 int cmd_backup_mark(const config *cfg, const args *a);
 int cmd_st(const config *cfg, const args *a);
+int cmd_copy(const config *cfg, const args *a);
 int cmd_daemon(const config *cfg, const args *a);
 int cmd_daemon_client(const config *cfg, const args *a);
 int cmd_wal_receive(const config *cfg, const args *a);

@@ -714,17 +714,19 @@ static void clear_var(const config_var *v, config *c)
 }
 
 /* What a storage's own pairs hold that is not a storage setting: said, never silently used. */
-static err_code check_pairs(const pair_set *ps)
+static err_code check_pairs(const pair_set *ps, bool whole_file)
 {
 	for (size_t i = 0; i < ps->n; i++) {
 		const char *name = ps->pairs[i].name;
 		const config_var *v = var_named(name, strlen(name));
 		found f = { .value = ps->pairs[i].value, .where = ps->what };
 		snprintf(f.name, sizeof(f.name), "%s", name);
-		if (v == NULL)
-			log_msg(warn_level, "%s (in %s) is unknown to walc and ignored", name, ps->what);
-		else if (v->kind == V_REFUSED)
+		if (v != NULL && v->kind == V_REFUSED)
 			TRY(check_refused(v, &f));
+		else if (whole_file)
+			continue;
+		else if (v == NULL)
+			log_msg(warn_level, "%s (in %s) is unknown to walc and ignored", name, ps->what);
 		else if (!is_store(v))
 			log_msg(warn_level, "%s (in %s) is ignored: only storage settings are set per "
 					"storage, the others come from the main configuration (as in WAL-G)",
@@ -734,11 +736,15 @@ static err_code check_pairs(const pair_set *ps)
 }
 
 err_code config_for_storage(const config *base, const char *what, const config_pair *pairs,
-							size_t n, bool own_prefix, config *out)
+							size_t n, unsigned flags, config *out)
 {
 	pair_set ps = { pairs, n, what };
+	bool own_prefix = (flags & CFS_FILE) != 0;
 	config_copy(base, out);
-	TRY(check_pairs(&ps));
+	free(out->failover_storages);
+	free(out->target_storage);
+	out->failover_storages = out->target_storage = NULL;
+	TRY(check_pairs(&ps, own_prefix));
 	bool endpoint_given = false;
 	for (size_t i = 0; i < config_nvars; i++) {
 		const config_var *v = &config_vars[i];

@@ -398,12 +398,14 @@ void config_copy(const config *src, config *dst);
 /*
  * The configuration of another storage (a WALG_FAILOVER_STORAGES entry, a copy --from/--to
  * file): base's, with each storage setting that pairs sets in place of base's, as WAL-G takes
- * them. Where the storage is (WALG_FILE_PREFIX, WALG_S3_PREFIX, ...; with own_prefix
- * WALG_STORAGE_PREFIX too) comes from pairs only. A setting pairs holds that is not a storage
- * setting is ignored with a warning; a refused one is an error. Errors start with what.
+ * them; no failover storages or target of its own. Where the storage is (WALG_FILE_PREFIX,
+ * WALG_S3_PREFIX, ...; with CFS_FILE WALG_STORAGE_PREFIX too) comes from pairs only. A
+ * refused setting in pairs is an error; any other that is not a storage setting is ignored,
+ * with a warning unless CFS_FILE (a whole configuration file). Errors start with what.
  */
+#define CFS_FILE 1u
 err_code config_for_storage(const config *base, const char *what, const config_pair *pairs,
-							size_t n, bool own_prefix, config *out);
+							size_t n, unsigned flags, config *out);
 /* One value, for modules with settings of their own: a message names `name` on error. */
 err_code config_parse_bool(const char *name, const char *value, bool def, bool *out);
 err_code config_parse_long(const char *name, const char *value, long def, long min, long max,

@@ -33,6 +33,15 @@ err_code daemon_run(repo *push, repo *fetch, const config *cfg, const char *sock
  * open). A failed push is a warning only: it never changes the command's outcome.
  */
 void metrics_push(repo *r, const config *cfg, const char *command, bool ok, double seconds);
+/* A command's own gauges, pushed with its run's by metrics_push_with. */
+typedef struct metric {
+	const char *name;
+	const char *help;
+	double value;
+} metric;
+/* metrics_push, with the command's gauges (after a success only). */
+void metrics_push_with(repo *r, const config *cfg, const char *command, bool ok, double seconds,
+					   const metric *extra, size_t nextra);
 
 /*
  * Parses one request from buf (len bytes): *type, the body, and for 'f' the two arguments.

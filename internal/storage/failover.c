@@ -209,7 +209,7 @@ static err_code open_members(const config *cfg, member **out, size_t *n)
 		config own;
 		char *where = xasprintf("WALG_FAILOVER_STORAGES \"%s\"", e[i].name);
 		m[k].name = xstrdup(e[i].name);
-		rc = config_for_storage(cfg, where, e[i].pairs, e[i].n, false, &own);
+		rc = config_for_storage(cfg, where, e[i].pairs, e[i].n, 0, &own);
 		if (rc == E_OK) {
 			rc = open_member(&own, &m[k]);
 			if (rc != E_OK)

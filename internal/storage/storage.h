@@ -49,6 +49,16 @@ typedef struct storage_ops {
 	/* Optional: len bytes of an object from offset (storage_get_range). */
 	err_code (*get_range)(storage *st, const char *key, uint64_t offset, uint64_t len,
 						  sink *into);
+	/*
+	 * Optional: the MD5 of an object's content as the store keeps it (S3's ETag of a single
+	 * PUT, Azure's Content-MD5): *known false when it keeps none for this object.
+	 */
+	err_code (*md5)(storage *st, const char *key, unsigned char out[16], bool *known);
+	/*
+	 * Optional: copy src's key into st inside the store (S3 CopyObject); *done false when it
+	 * cannot here (another endpoint, customer keys, refused), and nothing was changed.
+	 */
+	err_code (*copy_from)(storage *st, storage *src, const char *key, uint64_t size, bool *done);
 	/* Optional: storage_recheck, storage_name (failover storages). */
 	void (*recheck)(storage *st);
 	const char *(*name)(storage *st);
@@ -171,6 +181,18 @@ void storage_free(storage *st);
 
 void obj_list_add(obj_list *l, const char *key, uint64_t size, time_t mtime, long nsec);
 void obj_list_free(obj_list *l);
+
+/*
+ * Copies object key (size bytes, as listed) from src to dst as stored, nothing decoded:
+ * inside the store when both are one S3 endpoint (*server_side), else streamed (paced by net
+ * when not NULL: WALG_NETWORK_RATE_LIMIT). Then dst's
+ * copy is checked: its size, and its content's MD5 where dst's store keeps one (the bytes
+ * read are also held to src's MD5 where src keeps one). E_CORRUPT, naming the object, when
+ * they differ; the copy is then removed.
+ */
+typedef struct rate rate;
+err_code storage_copy(storage *src, storage *dst, const char *key, uint64_t size, rate *net,
+					  bool *server_side);
 
 /* Refuses keys that could leave the repository: empty, absolute, "..", NUL-free by type. */
 err_code storage_check_key(const char *key);

@@ -394,7 +394,7 @@ static void test_failover_settings(void **state)
 	failover_config(&c);
 	config_pair p[] = { { "WALG_S3_PREFIX", "s3://bucket/x" }, { "AWS_ENDPOINT", "http://h:1" } };
 	config own;
-	assert_int_equal(config_for_storage(&c, "entry", p, 2, false, &own), E_OK);
+	assert_int_equal(config_for_storage(&c, "entry", p, 2, 0, &own), E_OK);
 	assert_null(own.file_prefix);
 	assert_string_equal(own.s3_prefix, "s3://bucket/x");
 	assert_string_equal(own.s3.region, "eu-west-1");
@@ -402,12 +402,12 @@ static void test_failover_settings(void **state)
 	assert_string_equal(own.storage_prefix, "sub");
 	config_free(&own);
 	/* a copy's file: its own WALG_STORAGE_PREFIX or none */
-	assert_int_equal(config_for_storage(&c, "file", p, 1, true, &own), E_OK);
+	assert_int_equal(config_for_storage(&c, "file", p, 1, CFS_FILE, &own), E_OK);
 	assert_null(own.storage_prefix);
 	assert_null(own.s3.endpoint);
 	config_free(&own);
 	config_pair none[] = { { "AWS_REGION", "x" } };
-	assert_int_equal(config_for_storage(&c, "entry", none, 1, false, &own), E_CONFIG);
+	assert_int_equal(config_for_storage(&c, "entry", none, 1, 0, &own), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "entry: no storage prefix"));
 	err_clear();
 	config_free(&own);
