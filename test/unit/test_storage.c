@@ -384,6 +384,51 @@ static void test_failover_write(void **state)
 	storage_free(z);
 }
 
+/*
+ * A writer that runs long (the daemon) keeps its storage until an operation on it fails, or
+ * WALG_FAILOVER_STORAGES_CACHE_LIFETIME passes, and storage_recheck is called.
+ */
+static void test_failover_recheck(void **state)
+{
+	(void)state;
+	storage *b = plain("b"), *z = plain("z"), *a = plain("a");
+	config c;
+	failover_config(&c);
+	storage *st;
+	assert_int_equal(storage_open_use(&c, STORAGE_WRITE, NULL, &st), E_OK);
+	put(st, "wal_005/1", "1");
+	assert_string_equal(storage_name(st), "default");
+	kill_storage("a", false);
+	sink *s;
+	storage_recheck(st); /* nothing failed yet, and the choice is new: kept */
+	assert_int_not_equal(storage_put(st, "wal_005/2", &s), E_OK);
+	err_clear();
+	storage_recheck(st); /* after a failure: the next alive one */
+	put(st, "wal_005/2", "2");
+	assert_true(exists(b, "wal_005/2"));
+	assert_string_equal(storage_name(st), "bee");
+	storage_free(st);
+	/* the main storage back: taken again once the choice is older than the lifetime */
+	char *root = xasprintf("%s/a", unit_dir);
+	unlink(root);
+	free(root);
+	storage_free(a);
+	a = plain("a");
+	c.failover_cache_lifetime_ms = 0;
+	assert_int_equal(storage_open_use(&c, STORAGE_WRITE, NULL, &st), E_OK);
+	put(st, "wal_005/3", "3");
+	assert_true(exists(a, "wal_005/3"));
+	kill_storage("a", false);
+	storage_recheck(st);
+	put(st, "wal_005/4", "4");
+	assert_true(exists(b, "wal_005/4"));
+	storage_free(st);
+	config_free(&c);
+	storage_free(a);
+	storage_free(b);
+	storage_free(z);
+}
+
 /* An entry's storage settings replace the main ones; where it is never comes from them. */
 static void test_failover_settings(void **state)
 {
@@ -427,6 +472,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failover_names, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_failover_read, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_failover_write, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_failover_recheck, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_failover_settings, unit_dir_setup, unit_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
