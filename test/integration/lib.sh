@@ -288,12 +288,15 @@ walc_wrapper() { cmd_wrapper "$T/walc.sh" "$WALC_PG" "$@"; }
 # walc's developers have it there; it is not part of walc). Without it the test prints
 # "skipped: ..." and passes. Called before it_setup.
 walg_required() {
-	WALG=${WALC_WALG:-$ROOT/../shared/tools/wal-g}
+	walg_optional
 	if [ ! -x "$WALG" ]; then
 		echo "skipped: no WAL-G binary at $WALG (set WALC_WALG to the wal-g v3.0.9 binary to run this test)"
 		exit 0
 	fi
 }
+# walg_optional: WALG as walg_required sets it, for a test whose WAL-G part is skipped (saying so)
+# when the binary is absent: [ -x "$WALG" ] tells
+walg_optional() { WALG=${WALC_WALG:-$ROOT/../shared/tools/wal-g}; }
 # walg_wrapper VAR=VALUE...: $T/walg.sh, a copy of WAL-G as archive_command and
 # restore_command run it, with $T/bin first in PATH: its prefetcher runs `wal-g` from PATH
 walg_wrapper() {

@@ -12,12 +12,11 @@
 #   D. Copied again within RGW (another prefix): the store copies (CopyObject), and
 #      backup-verify --wal proves that copy whole.
 #   E. A target object of another size is an error before anything is copied.
-# integration: solo
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/s3lib.sh"
 s3_setup copy
 START=$SECONDS
-WALG=${WALC_WALG:-$ROOT/../shared/tools/wal-g}
+walg_optional
 
 s3_rgw_start
 s3_mb walc

@@ -16,12 +16,11 @@
 #      WAL after its start stay, in whichever storage holds them; B2 (on "local", its WAL in
 #      both) then restores with WAL-G v3.0.9 reading the same configuration (with walc when
 #      WAL-G is absent), pg_dumpall equal.
-# integration: solo
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/s3lib.sh"
 s3_setup failover
 START=$SECONDS
-WALG=${WALC_WALG:-$ROOT/../shared/tools/wal-g}
+walg_optional
 
 s3_rgw_start
 s3_mb walc
@@ -42,7 +41,7 @@ cat >"$CONF" <<EOF
   "WALG_FAILOVER_STORAGES": {
     "local": { "WALG_FILE_PREFIX": "$LOCAL" }
   },
-  "WALG_FAILOVER_STORAGES_CHECK_TIMEOUT": "3s",
+  "WALG_FAILOVER_STORAGES_CHECK_TIMEOUT": "10s",
   "WALG_FAILOVER_STORAGES_CHECK_SIZE": "1kb"
 }
 EOF
