@@ -341,6 +341,13 @@ static err_code plan_build(repo *from, const copy_options *o, plan *p)
 	size_t nranges = 0;
 	err_code rc = E_OK;
 	for (size_t i = 0; rc == E_OK && i < nnames; i++) {
+		/* Copying every backup, one whose sentinel cannot be read is left, as retention leaves it. */
+		backup_sentinel s;
+		err_code src = o->backup_name == NULL ? catalog_sentinel_read(from, names[i], &s) : E_OK;
+		if (src == E_OK && o->backup_name == NULL)
+			catalog_sentinel_free(&s);
+		else if (catalog_sentinel_skip(src, names[i], "it is not copied"))
+			continue;
 		int depth;
 		rc = add_backup(from, p, names[i], o, &depth, &ranges, &nranges, 0);
 	}
