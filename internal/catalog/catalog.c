@@ -395,8 +395,10 @@ static err_code latest(repo *r, char **out)
 			pick = &refs.items[k];
 	if (rc == E_OK && pick == NULL)
 		rc = err_set(E_NOTFOUND, "no backups found in %s", storage_describe(r->st));
-	if (rc == E_OK)
+	if (rc == E_OK) {
 		*out = xstrdup(pick->name);
+		storage_prefer(r->st, pick->storage);
+	}
 	free(readable);
 	catalog_backups_free(&refs);
 	return rc;
@@ -418,6 +420,8 @@ err_code catalog_resolve(repo *r, const char *name, char **out)
 					   storage_describe(r->st));
 	TRY(rc);
 	*out = xstrdup(name);
+	/* its objects are read from where its sentinel is, as WAL-G reads a backup */
+	storage_prefer(r->st, info.where);
 	return E_OK;
 }
 

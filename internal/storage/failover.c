@@ -42,6 +42,7 @@ typedef struct failover {
 	bool *alive;
 	char *failed_msg; /* the check's error, given to every operation after it */
 	char *desc;
+	atomic_int preferred; /* a reader's member read first (storage_prefer), -1 for none */
 	/* STORAGE_WRITE: the member in use, -1 before the first operation */
 	int chosen;
 	double chosen_at;
@@ -491,8 +492,11 @@ static err_code used(failover *f, member **out, size_t *n)
 		return E_OK;
 	}
 	TRY(check_all(f));
+	int first = atomic_load(&f->preferred);
+	if (first >= 0 && f->alive[first])
+		out[(*n)++] = &f->m[first];
 	for (size_t i = 0; i < f->n; i++)
-		if (f->alive[i])
+		if (f->alive[i] && (int)i != first)
 			out[(*n)++] = &f->m[i];
 	return E_OK;
 }
@@ -811,6 +815,16 @@ static const char *fo_name(storage *st)
 	return m->name;
 }
 
+static void fo_prefer(storage *st, const char *name)
+{
+	failover *f = (failover *)st;
+	int at = -1;
+	for (size_t i = 0; name != NULL && i < f->n; i++)
+		if (strcmp(f->m[i].name, name) == 0)
+			at = (int)i;
+	atomic_store(&f->preferred, at);
+}
+
 static void fo_recheck(storage *st)
 {
 	failover *f = (failover *)st;
@@ -850,6 +864,7 @@ static const storage_ops failover_ops = {
 	.get_range = fo_get_range,
 	.recheck = fo_recheck,
 	.name = fo_name,
+	.prefer = fo_prefer,
 };
 
 err_code storage_open_use(const config *cfg, storage_use use, const char *target, storage **out)
@@ -885,6 +900,7 @@ err_code storage_open_use(const config *cfg, storage_use use, const char *target
 	f->check_bytes = cfg->failover_check_bytes;
 	f->lifetime_ms = cfg->failover_cache_lifetime_ms;
 	f->chosen = -1;
+	atomic_store(&f->preferred, -1);
 	pthread_mutex_init(&f->lock, NULL);
 	if (target != NULL && target[0] != '\0') {
 		/* The one named, alone, if it is alive: WAL-G's --target-storage. */
@@ -930,6 +946,12 @@ err_code storage_open_use(const config *cfg, storage_use use, const char *target
 	}
 	*out = &f->base;
 	return E_OK;
+}
+
+void storage_prefer(storage *st, const char *name)
+{
+	if (st->ops->prefer != NULL)
+		st->ops->prefer(st, name);
 }
 
 const char *storage_name(storage *st)

@@ -59,9 +59,10 @@ typedef struct storage_ops {
 	 * cannot here (another endpoint, customer keys, refused), and nothing was changed.
 	 */
 	err_code (*copy_from)(storage *st, storage *src, const char *key, uint64_t size, bool *done);
-	/* Optional: storage_recheck, storage_name (failover storages). */
+	/* Optional: storage_recheck, storage_name, storage_prefer (failover storages). */
 	void (*recheck)(storage *st);
 	const char *(*name)(storage *st);
+	void (*prefer)(storage *st, const char *name);
 } storage_ops;
 
 struct storage {
@@ -118,6 +119,12 @@ err_code storage_names(const config *cfg, char ***names, size_t *n);
 void storage_recheck(storage *st);
 /* WAL-G's name of the storage writes go to: a failover storage's, else "default". */
 const char *storage_name(storage *st);
+/*
+ * A reader's reads look in the storage named first (the one a backup's sentinel was listed in,
+ * so that its objects come from there, as WAL-G reads a backup); NULL: the usual order. A
+ * no-op without failover storages.
+ */
+void storage_prefer(storage *st, const char *name);
 /* The file-system backend rooted at root (absolute). */
 err_code storage_fs_open(const char *root, storage **out);
 

@@ -263,6 +263,12 @@ static void test_failover_read(void **state)
 	char *v = get_text(st, "wal_005/1", E_OK);
 	assert_string_equal(v, "a1");
 	free(v);
+	/* a backup's objects come from where its sentinel is: that storage first */
+	storage_prefer(st, "bee");
+	v = get_text(st, "wal_005/1", E_OK);
+	assert_string_equal(v, "b1");
+	free(v);
+	storage_prefer(st, NULL);
 	v = get_text(st, "wal_005/3", E_OK);
 	assert_string_equal(v, "z3");
 	free(v);

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Failover storages on the other stores (issue 44 §1: any store walc has): the main storage on
+# the GCS emulator, reached through a proxy; a failover storage "az" on Azurite, its entry
+# holding only Azure settings (the GCS emulator's host comes from the main configuration).
+#   - the proxy stopped mid-archiving: wal-push goes on into Azure; restarted, back to GCS;
+#   - a backup on GCS restores through WAL held by both stores, pg_dumpall equal;
+#   - wal-fetch --target-storage az reads Azure alone; backup-list lists the backup as GCS's.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/objstore_lib.sh"
+store_setup failover-objstore
+START=$SECONDS
+
+gcs_start
+az_start
+proxy_start gcs "$GCS_PORT" --rate 0
+GPORT=$PPORT
+restart_proxy() {
+	"$PY" "$IT_DIR/s3_faultproxy.py" --listen "$GPORT" --upstream "127.0.0.1:$GCS_PORT" --rate 0 \
+		--log "$T/log/proxy-gcs2.log" >"$T/log/proxy-gcs2.out" 2>&1 &
+	OS_PIDS+=("$!")
+	for _ in $(seq 1 100); do grep -q ready "$T/log/proxy-gcs2.out" 2>/dev/null && return; sleep 0.1; done
+	fail "the proxy did not start again"
+}
+AZ_JSON="{\"az\": {\"WALG_AZ_PREFIX\": \"azure://walc/fo\""
+for kv in "${AZ_ENV[@]}"; do AZ_JSON+=", \"${kv%%=*}\": \"${kv#*=}\""; done
+AZ_JSON+="}}"
+E=(WALG_GS_PREFIX=gs://walc/main STORAGE_EMULATOR_HOST="127.0.0.1:$GPORT" GCS_MAX_RETRIES=1
+	WALG_FAILOVER_STORAGES="$AZ_JSON" WALG_FAILOVER_STORAGES_CHECK_TIMEOUT=10s
+	WALG_FAILOVER_STORAGES_CHECK_SIZE=1kb WALG_COMPRESSION_METHOD=lz4 WALG_PG_WAL_SIZE=1)
+walc_wrapper "${E[@]}"
+SRC=$T/src
+PORT=$(free_port)
+pg_init "$SRC" --wal-segsize=1
+pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_timeout = 0" \
+	"archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push.log'" "fsync = off"
+pg_start "$SRC" "$PORT"
+as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s 1 -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
+	{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i"; }
+load() {
+	local seg
+	for _ in $(seq 1 "$1"); do
+		as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -n -t 300 -c 2 postgres >>"$T/log/pgbench.log" 2>&1 ||
+			fail "pgbench"
+		seg=$(switch_wal "$PORT")
+	done
+	wait_archived "$SRC" "$seg" 120
+	LAST=$seg
+}
+has() { # STORAGE KEY: the object is in that storage alone
+	wrun "${E[@]}" -- st stat "$2" --target "$1"
+	[ "$W_RC" = 0 ]
+}
+
+wrun_pg "${E[@]}" PGHOST="$T" PGPORT="$PORT" -- backup-push "$SRC"
+expect_rc 0 "backup-push"
+B1=$(sed -n 's/.*Wrote backup with name \([^ ]*\) to storage default.*/\1/p' <<<"$W_ERR")
+[ -n "$B1" ] || fail "backup-push did not write to the main storage: $W_ERR"
+load 2
+has default "wal_005/$LAST.lz4" || fail "$LAST is not on GCS"
+
+kill "$PROXY_PID"
+load 3
+has az "wal_005/$LAST.lz4" || fail "$LAST, archived with GCS unreachable, is not on Azure"
+MID=$LAST
+restart_proxy
+load 2
+has default "wal_005/$LAST.lz4" || fail "$LAST, archived with GCS back, is not on GCS"
+has az "wal_005/$LAST.lz4" && fail "$LAST went to Azure with GCS back"
+ok "GCS unreachable: WAL into Azure ($MID); GCS back: WAL into GCS ($LAST); $((SECONDS - START))s"
+
+wrun "${E[@]}" -- wal-fetch "$MID" "$T/mid.seg" --target-storage az
+expect_rc 0 "wal-fetch --target-storage az"
+wrun "${E[@]}" -- wal-fetch "$LAST" "$T/last.seg" --target-storage az
+expect_rc 74 "wal-fetch --target-storage az of a segment on GCS only"
+wrun "${E[@]}" -- backup-list
+assert_match "$W_OUT" "$B1 +[^ ]+ +[0-9A-F]{24} +default" "backup-list names the backup's storage"
+psqlc "$PORT" "CHECKPOINT" >/dev/null
+load 1
+dump_norm "$PORT" >"$T/src.dump"
+restore_start "$T/r" "$B1" "${E[@]}" -- "recovery_target_timeline = 'latest'"
+assert_dump_eq "$T/src.dump" "$RPORT" "the backup restored through GCS and Azure"
+pg_stop "$T/r"
+grep -q "restored log file \"$MID\" from archive" "$T/r.log" || fail "recovery did not read $MID from Azure"
+grep -q "restored log file \"$LAST\" from archive" "$T/r.log" || fail "recovery did not reach $LAST"
+ok "restored across GCS and Azure to $LAST; $((SECONDS - START))s"
