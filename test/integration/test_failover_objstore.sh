@@ -77,7 +77,7 @@ assert_match "$W_OUT" "$B1 +[^ ]+ +[0-9A-F]{24} +default" "backup-list names the
 psqlc "$PORT" "CHECKPOINT" >/dev/null
 load 1
 dump_norm "$PORT" >"$T/src.dump"
-restore_start "$T/r" "$B1" "${E[@]}" -- "recovery_target_timeline = 'latest'"
+RECOVER_FETCH=$T/walc.sh restore_start "$T/r" "$B1" "${E[@]}" -- "recovery_target_timeline = 'latest'"
 assert_dump_eq "$T/src.dump" "$RPORT" "the backup restored through GCS and Azure"
 pg_stop "$T/r"
 grep -q "restored log file \"$MID\" from archive" "$T/r.log" || fail "recovery did not read $MID from Azure"
