@@ -397,6 +397,7 @@ static double now_s(void)
 static err_code choose(failover *f, member **out)
 {
 	pthread_mutex_lock(&f->lock);
+	int before = f->chosen;
 	if (f->chosen >= 0 && f->rechecking &&
 		(atomic_load(&f->failed) || (now_s() - f->chosen_at) * 1000 > (double)f->lifetime_ms))
 		f->chosen = -1;
@@ -416,7 +417,8 @@ static err_code choose(failover *f, member **out)
 		} else {
 			f->chosen_at = now_s();
 			atomic_store(&f->failed, false);
-			if (f->chosen > 0)
+			/* said when it is not the main storage, and when the daemon changes storage */
+			if (f->chosen > 0 || (before >= 0 && before != f->chosen))
 				log_info("writing to storage \"%s\" (%s)", f->m[f->chosen].name,
 						 storage_describe(f->m[f->chosen].st));
 		}

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Failover storages on the other stores (issue 44 §1: any store walc has): the main storage on
-# the GCS emulator, reached through a proxy; a failover storage "az" on Azurite, its entry
-# holding only Azure settings (the GCS emulator's host comes from the main configuration).
-#   - the proxy stopped mid-archiving: wal-push goes on into Azure; restarted, back to GCS;
+# Failover storages on the other stores (issue 44 §1: any store walc has), through the daemon:
+# the main storage on the GCS emulator, reached through a proxy; a failover storage "az" on
+# Azurite, its entry holding only Azure settings (the GCS emulator's host comes from the main
+# configuration). PostgreSQL archives through `walc daemon-client` to a walc daemon
+# (WALG_FAILOVER_STORAGES_CACHE_LIFETIME=2s).
+#   - the proxy stopped mid-archiving: the daemon goes on into Azure; the proxy back, once the
+#     daemon's choice is older than its lifetime, back to GCS;
 #   - a backup on GCS restores through WAL held by both stores, pg_dumpall equal;
 #   - wal-fetch --target-storage az reads Azure alone; backup-list lists the backup as GCS's.
 . "$(dirname "$0")/lib.sh"
@@ -31,8 +34,12 @@ walc_wrapper "${E[@]}"
 SRC=$T/src
 PORT=$(free_port)
 pg_init "$SRC" --wal-segsize=1
+as_pg env PGDATA="$SRC" "${E[@]}" WALG_FAILOVER_STORAGES_CACHE_LIFETIME=2s \
+	ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" daemon "$T/d.sock" >>"$T/log/daemon.log" 2>&1 &
+BG_PIDS+=("$!")
+daemon_wait "$WALC_PG" "$T/d.sock" "$T/log/daemon.log"
 pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_timeout = 0" \
-	"archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push.log'" "fsync = off"
+	"archive_command = '$WALC_PG daemon-client $T/d.sock wal-push %f'" "fsync = off"
 pg_start "$SRC" "$PORT"
 as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s 1 -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
 	{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i"; }
@@ -62,10 +69,13 @@ kill "$PROXY_PID"
 load 3
 has az "wal_005/$LAST.lz4" || fail "$LAST, archived with GCS unreachable, is not on Azure"
 MID=$LAST
+assert_contains "$(cat "$T/log/daemon.log")" 'writing to storage "az"' "the daemon says it fails over"
 restart_proxy
+sleep 3
 load 2
 has default "wal_005/$LAST.lz4" || fail "$LAST, archived with GCS back, is not on GCS"
 has az "wal_005/$LAST.lz4" && fail "$LAST went to Azure with GCS back"
+assert_contains "$(cat "$T/log/daemon.log")" 'writing to storage "default"' "the daemon says it is back"
 ok "GCS unreachable: WAL into Azure ($MID); GCS back: WAL into GCS ($LAST); $((SECONDS - START))s"
 
 wrun "${E[@]}" -- wal-fetch "$MID" "$T/mid.seg" --target-storage az
