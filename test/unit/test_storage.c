@@ -435,6 +435,31 @@ static void test_failover_recheck(void **state)
 	storage_free(z);
 }
 
+/* An object copied as stored and checked; a read that does not match its listing is not kept. */
+static void test_copy_checked(void **state)
+{
+	(void)state;
+	storage *a = plain("a"), *b = plain("b");
+	put(a, "wal_005/1.lz4", "segment");
+	bool inside = true;
+	assert_int_equal(storage_copy(a, b, "wal_005/1.lz4", 7, NULL, &inside), E_OK);
+	assert_false(inside);
+	char *v = get_text(b, "wal_005/1.lz4", E_OK);
+	assert_string_equal(v, "segment");
+	free(v);
+	/* listed with 9 bytes, 7 read: nothing published */
+	put(a, "wal_005/2.lz4", "segment");
+	assert_int_equal(storage_copy(a, b, "wal_005/2.lz4", 9, NULL, &inside), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "wal_005/2.lz4"));
+	err_clear();
+	assert_false(exists(b, "wal_005/2.lz4"));
+	assert_int_equal(storage_copy(a, b, "wal_005/3.lz4", 1, NULL, &inside), E_NOTFOUND);
+	err_clear();
+	assert_false(exists(b, "wal_005/3.lz4"));
+	storage_free(a);
+	storage_free(b);
+}
+
 /* An entry's storage settings replace the main ones; where it is never comes from them. */
 static void test_failover_settings(void **state)
 {
@@ -479,6 +504,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failover_read, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_failover_write, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_failover_recheck, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_copy_checked, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_failover_settings, unit_dir_setup, unit_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
