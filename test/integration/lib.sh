@@ -382,6 +382,25 @@ pgbench_cluster() {
 	psqlc "$PORT" "CHECKPOINT"
 }
 
+# pgbench_init PORT SCALE: pgbench -i -s SCALE on the server on PORT (its log in $T/log)
+pgbench_init() {
+	as_pg "$PGBIN/pgbench" -h "$T" -p "$1" -U postgres -i -s "$2" -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
+		{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i -s $2"; }
+}
+
+# wal_rounds N: N rounds of 300 pgbench transactions on the server SRC (on PORT), each ending its
+# segment, then waits until the last is archived; LAST is its name
+wal_rounds() {
+	local seg
+	for _ in $(seq 1 "$1"); do
+		as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -n -t 300 -c 2 postgres >>"$T/log/pgbench.log" 2>&1 ||
+			fail "pgbench (see $T/log/pgbench.log)"
+		seg=$(switch_wal "$PORT")
+	done
+	wait_archived "$SRC" "$seg" 120
+	LAST=$seg
+}
+
 # pgbench_source SCALE LOG: a cluster in SRC=$T/src on PORT, loaded by pgbench -i -s SCALE
 # before archiving starts (the load is not archived), then restarted with archive_command
 # $T/walc.sh wal-push (see walc_wrapper), its stderr appended to $T/log/LOG

@@ -24,8 +24,7 @@ head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$T/key.hex"
 chmod 644 "$T/key.hex"
 KEYS=(WALG_LIBSODIUM_KEY_PATH="$T/key.hex" WALG_LIBSODIUM_KEY_TRANSFORM=hex)
 pitr_source WALG_COMPRESSION_METHOD=zstd WALG_DELTA_MAX_STEPS=1 "${KEYS[@]}"
-as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s 2 -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
-	{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i"; }
+pgbench_init "$PORT" 2
 load() {
 	as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -n -t "$1" -c 2 postgres >>"$T/log/pgbench.log" 2>&1 ||
 		fail "pgbench"

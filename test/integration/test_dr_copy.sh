@@ -29,8 +29,7 @@ head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$T/key.hex"
 chmod 644 "$T/key.hex"
 KEYS=(WALG_LIBSODIUM_KEY_PATH="$T/key.hex" WALG_LIBSODIUM_KEY_TRANSFORM=hex)
 pitr_source WALG_COMPRESSION_METHOD=zstd "${KEYS[@]}"
-as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s 1 -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
-	{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i"; }
+pgbench_init "$PORT" 1
 wrun_pg "${E[@]}" PGHOST="$T" PGPORT="$PORT" -- backup-push "$SRC"
 expect_rc 0 "backup-push"
 

@@ -56,20 +56,8 @@ pg_init "$SRC" --wal-segsize=1
 pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_timeout = 0" \
 	"archive_command = '$T/walc.sh wal-push %p 2>>$T/log/push.log'" "fsync = off"
 pg_start "$SRC" "$PORT"
-as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s 1 -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
-	{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i"; }
+pgbench_init "$PORT" 1
 
-# load N: N rounds of pgbench transactions, each ending its segment; waits until all archived
-load() {
-	local seg
-	for _ in $(seq 1 "$1"); do
-		as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -n -t 300 -c 2 postgres >>"$T/log/pgbench.log" 2>&1 ||
-			fail "pgbench"
-		seg=$(switch_wal "$PORT")
-	done
-	wait_archived "$SRC" "$seg" 120
-	LAST=$seg
-}
 rgw_listing() {
 	awsc s3api list-objects-v2 --bucket walc --prefix main/ --query 'Contents[].[Key,Size,ETag]' \
 		--output text | sort
@@ -84,14 +72,14 @@ wrun_pg "${E[@]}" PGHOST="$T" PGPORT="$PORT" -- backup-push "$SRC"
 expect_rc 0 "backup-push B1"
 B1=$(backup_name "$W_ERR")
 [ -n "$B1" ] || fail "no backup name in: $W_ERR"
-load 3
+wal_rounds 3
 in_rgw "$LAST" || fail "$LAST is not on RGW before the outage"
 rgw_listing >"$T/rgw-before"
 ok "B1 ($B1) and $(grep -c wal_005/ "$T/rgw-before") WAL objects on RGW; $((SECONDS - START))s"
 
 # A. the outage
 s3_rgw_kill
-load 4
+wal_rounds 4
 in_local "$LAST" || fail "$LAST archived during the outage is not in the failover storage"
 assert_contains "$(cat "$T/log/push.log")" 'storage "default"' "wal-push says the main storage is not alive"
 wrun_pg "${E[@]}" PGHOST="$T" PGPORT="$PORT" -- backup-push "$SRC"
@@ -111,7 +99,7 @@ ok "RGW down: WAL and B2 ($B2) went to the failover storage, delete refused; $((
 
 # B. RGW back
 s3_rgw_restart
-load 3
+wal_rounds 3
 in_rgw "$LAST" || fail "$LAST archived after RGW came back is not on RGW"
 rgw_listing >"$T/rgw-after"
 missing=$(comm -23 "$T/rgw-before" "$T/rgw-after")
@@ -125,7 +113,7 @@ assert_match "$W_OUT" '\| +1 \| .* OK +\|' "wal-show: timeline 1 complete across
 n_local=$(find "$LOCAL/wal_005" -name '*.zst' | wc -l)
 [ "$n_local" -gt 0 ] || fail "no WAL in the failover storage"
 psqlc "$PORT" "CHECKPOINT" >/dev/null
-load 1
+wal_rounds 1
 dump_norm "$PORT" >"$T/src.dump"
 FINAL=$LAST
 restore_start "$T/r1" "$B1" "${E[@]}" -- "recovery_target_timeline = 'latest'"

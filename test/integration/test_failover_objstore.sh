@@ -41,18 +41,7 @@ daemon_wait "$WALC_PG" "$T/d.sock" "$T/log/daemon.log"
 pg_conf "$SRC" "wal_level = replica" "archive_mode = on" "archive_timeout = 0" \
 	"archive_command = '$WALC_PG daemon-client $T/d.sock wal-push %f'" "fsync = off"
 pg_start "$SRC" "$PORT"
-as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s 1 -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
-	{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i"; }
-load() {
-	local seg
-	for _ in $(seq 1 "$1"); do
-		as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -n -t 300 -c 2 postgres >>"$T/log/pgbench.log" 2>&1 ||
-			fail "pgbench"
-		seg=$(switch_wal "$PORT")
-	done
-	wait_archived "$SRC" "$seg" 120
-	LAST=$seg
-}
+pgbench_init "$PORT" 1
 has() { # STORAGE KEY: the object is in that storage alone
 	wrun "${E[@]}" -- st stat "$2" --target "$1"
 	[ "$W_RC" = 0 ]
@@ -62,17 +51,17 @@ wrun_pg "${E[@]}" PGHOST="$T" PGPORT="$PORT" -- backup-push "$SRC"
 expect_rc 0 "backup-push"
 B1=$(sed -n 's/.*Wrote backup with name \([^ ]*\) to storage default.*/\1/p' <<<"$W_ERR")
 [ -n "$B1" ] || fail "backup-push did not write to the main storage: $W_ERR"
-load 2
+wal_rounds 2
 has default "wal_005/$LAST.lz4" || fail "$LAST is not on GCS"
 
 kill "$PROXY_PID"
-load 3
+wal_rounds 3
 has az "wal_005/$LAST.lz4" || fail "$LAST, archived with GCS unreachable, is not on Azure"
 MID=$LAST
 assert_contains "$(cat "$T/log/daemon.log")" 'writing to storage "az"' "the daemon says it fails over"
 restart_proxy
 sleep 3
-load 2
+wal_rounds 2
 has default "wal_005/$LAST.lz4" || fail "$LAST, archived with GCS back, is not on GCS"
 has az "wal_005/$LAST.lz4" && fail "$LAST went to Azure with GCS back"
 assert_contains "$(cat "$T/log/daemon.log")" 'writing to storage "default"' "the daemon says it is back"
@@ -85,7 +74,7 @@ expect_rc 74 "wal-fetch --target-storage az of a segment on GCS only"
 wrun "${E[@]}" -- backup-list
 assert_match "$W_OUT" "$B1 +[^ ]+ +[0-9A-F]{24} +default" "backup-list names the backup's storage"
 psqlc "$PORT" "CHECKPOINT" >/dev/null
-load 1
+wal_rounds 1
 dump_norm "$PORT" >"$T/src.dump"
 RECOVER_FETCH=$T/walc.sh restore_start "$T/r" "$B1" "${E[@]}" -- "recovery_target_timeline = 'latest'"
 assert_dump_eq "$T/src.dump" "$RPORT" "the backup restored through GCS and Azure"
