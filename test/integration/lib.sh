@@ -398,6 +398,7 @@ wal_rounds() {
 		seg=$(switch_wal "$PORT")
 	done
 	wait_archived "$SRC" "$seg" 120
+	# shellcheck disable=SC2034 # read by the tests that source this file
 	LAST=$seg
 }
 
