@@ -136,11 +136,8 @@ int command_usage(const command *c, const char *why)
 	return 1;
 }
 
-err_code check_target_storage(const char *value, const char *flag)
+const char *target_storage(const config *cfg, const args *a)
 {
-	if (value == NULL || strcmp(value, "default") == 0 || strcmp(value, "all") == 0)
-		return E_OK;
-	return err_set(E_CONFIG, "%s \"%s\": walc has one storage, \"default\" (failover storages "
-							 "are not supported)",
-				   flag, value);
+	const char *v = arg(a, "target-storage");
+	return v != NULL && v[0] != '\0' ? v : cfg->target_storage;
 }

@@ -42,12 +42,9 @@ int cmd_backup_push(const config *cfg, const args *a)
 		.store_all_corrupt = arg_set(a, "store-all-corrupt"),
 		.without_files_metadata = arg_set(a, "without-files-metadata"),
 	};
-	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
-	if (rc != E_OK)
-		return command_fail(rc);
 	double start = command_clock();
 	repo r;
-	rc = repo_open(cfg, &r);
+	err_code rc = repo_open_use(cfg, STORAGE_WRITE, target_storage(cfg, a), &r);
 	bool opened = rc == E_OK;
 	if (rc == E_OK) {
 		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
@@ -181,8 +178,7 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 	} else if (opt.user_data == NULL && opt.name == NULL) {
 		opt.user_data = cfg->fetch_target_user_data;
 	}
-	rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
-	if (rc == E_OK && opt.mask != NULL && opt.delta)
+	if (opt.mask != NULL && opt.delta)
 		rc = err_set(E_CONFIG, "backup-fetch: --mask and --delta cannot be combined (a delta "
 							   "restore removes the files the backup does not have)");
 	if (rc == E_OK && opt.restore_spec != NULL && opt.original_tablespaces)
@@ -199,7 +195,7 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 								   : "backup-fetch: give NAME or --target-user-data, not both");
 	repo r;
 	if (rc == E_OK) {
-		rc = repo_open(cfg, &r);
+		rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
 		if (rc == E_OK) {
 			repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
 			rc = backup_fetch(&r, &opt);
@@ -219,8 +215,8 @@ int cmd_backup_verify(const config *cfg, const args *a)
 								  .json = arg_set(a, "json"),
 								  .concurrency = (int)cfg->download_concurrency,
 								  .seg_size = (uint64_t)cfg->pg_wal_size_mb << 20 };
-	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
-	if (rc == E_OK && opt.all == (opt.name != NULL))
+	err_code rc = E_OK;
+	if (opt.all == (opt.name != NULL))
 		rc = err_set(E_CONFIG, opt.all ? "backup-verify: give NAME or --all, not both"
 									   : "backup-verify: name a backup (NAME or LATEST) or give "
 										 "--all");
@@ -228,7 +224,7 @@ int cmd_backup_verify(const config *cfg, const args *a)
 		return command_fail(rc);
 	repo r;
 	uint64_t problems = 0;
-	rc = repo_open(cfg, &r);
+	rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
 	if (rc == E_OK) {
 		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
 		rc = backup_verify(&r, &opt, &problems, stdout);
@@ -249,13 +245,11 @@ int cmd_backup_list(const config *cfg, const args *a)
 						 .detail = arg_set(a, "detail"),
 						 .windows = arg_set(a, "recovery-windows"),
 						 .cfg = cfg };
-	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
-	if (rc == E_OK && opt.windows && !(opt.detail && opt.json))
-		rc = err_set(E_CONFIG, "backup-list --recovery-windows goes with --detail --json");
-	if (rc != E_OK)
-		return command_fail(rc);
+	if (opt.windows && !(opt.detail && opt.json))
+		return command_fail(
+			err_set(E_CONFIG, "backup-list --recovery-windows goes with --detail --json"));
 	repo r;
-	rc = repo_open(cfg, &r);
+	err_code rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
 	if (rc == E_OK)
 		rc = backup_list(&r, &opt, stdout);
 	repo_close(&r);
@@ -281,9 +275,10 @@ static err_code parse_from_lsn(const char *text, uint64_t *lsn)
 }
 
 /* The repository, its backups those of catchup_005/. */
-static err_code open_catchup(const config *cfg, repo *r)
+/* catchup_005/ of the storage a reader (or, push, a writer) uses, as for backups */
+static err_code open_catchup(const config *cfg, const args *a, storage_use use, repo *r)
 {
-	err_code rc = repo_open(cfg, r);
+	err_code rc = repo_open_use(cfg, use, target_storage(cfg, a), r);
 	r->backups = REPO_CATCHUP_DIR;
 	if (rc == E_OK)
 		repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
@@ -300,7 +295,7 @@ int cmd_catchup_push(const config *cfg, const args *a)
 	if (rc != E_OK)
 		return command_fail(rc);
 	repo r;
-	rc = open_catchup(cfg, &r);
+	rc = open_catchup(cfg, a, STORAGE_WRITE, &r);
 	if (rc == E_OK)
 		rc = backup_push(&r, cfg, &opt);
 	repo_close(&r);
@@ -314,7 +309,7 @@ int cmd_catchup_fetch(const config *cfg, const args *a)
 							.name = a->pos[1],
 							.concurrency = (int)cfg->download_concurrency };
 	repo r;
-	err_code rc = open_catchup(cfg, &r);
+	err_code rc = open_catchup(cfg, a, STORAGE_READ, &r);
 	if (rc == E_OK)
 		rc = backup_catchup_fetch(&r, &opt);
 	repo_close(&r);
@@ -327,12 +322,12 @@ int cmd_catchup_list(const config *cfg, const args *a)
 						 .json = arg_set(a, "json"),
 						 .detail = arg_set(a, "detail"),
 						 .cfg = cfg };
-	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
-	if (rc == E_OK && arg_set(a, "recovery-windows"))
+	err_code rc = E_OK;
+	if (arg_set(a, "recovery-windows"))
 		rc = err_set(E_CONFIG, "catchup-list: --recovery-windows is backup-list's");
 	repo r;
 	if (rc == E_OK) {
-		rc = open_catchup(cfg, &r);
+		rc = open_catchup(cfg, a, STORAGE_READ, &r);
 		if (rc == E_OK)
 			rc = backup_list(&r, &opt, stdout);
 		repo_close(&r);

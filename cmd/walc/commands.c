@@ -3,7 +3,9 @@
 
 #include "cmd/walc/commands.h"
 
-#define TARGET_STORAGE { "target-storage", 0, "NAME", "only \"default\": walc has one storage" }
+#define TARGET_STORAGE                                                                        \
+	{ "target-storage", 0, "NAME",                                                            \
+	  "only this storage (\"default\": the main one; else a WALG_FAILOVER_STORAGES name)" }
 #define END { NULL, 0, NULL, NULL }
 
 static const opt wal_push_opts[] = { TARGET_STORAGE, END };
@@ -99,11 +101,23 @@ static const opt st_opts[] = {
 	{ "overwrite", 0, NULL, "put: the same as --force" },
 	{ "read-stdin", 's', NULL, "put: store standard input (put KEY)" },
 	{ "glob", 'g', NULL, "ls, rm: PREFIX is a glob pattern" },
-	{ "target", 't', "NAME", "default or all: walc has one storage" },
+	{ "target", 't', "NAME",
+	  "the storage (default: \"default\", the main one; a WALG_FAILOVER_STORAGES name; all: "
+	  "each in turn)" },
 	{ "decrypt", 0, NULL, NULL },
 	{ "decompress", 0, NULL, NULL },
 	{ "all-versions", 0, NULL, "not supported by walc (object versions): refused" },
 	{ "version-id", 0, "ID", "not supported by walc (object versions): refused" },
+	END,
+};
+static const opt copy_opts[] = {
+	{ "from", 'f', "FILE", "the WAL-G configuration file of the repository copied from" },
+	{ "to", 't', "FILE", "the WAL-G configuration file of the repository copied into" },
+	{ "backup-name", 'b', "NAME", "this backup (or LATEST) and its bases only" },
+	{ "with-history", 'w', NULL, "the WAL after the backups too, through the newest archived" },
+	{ "without-history", 0, NULL, "only the WAL the backups need (the default; WAL-G's older flag)" },
+	{ "every", 0, "DURATION",
+	  "copy again and again this long apart, until SIGTERM (a second repository that keeps up)" },
 	END,
 };
 static const opt daemon_client_opts[] = {
@@ -292,6 +306,21 @@ static const command cmd_table[] = {
 	  "each KEY exists; check write stores and removes an object of a random name. Keys are\n"
 	  "relative to the repository; a leading / is the repository's root, as in WAL-G.",
 	  true, cmd_st, st_words_ok },
+	{ "copy", "", 0, 0, copy_opts, "copy backups and their WAL into another repository, as stored",
+	  "Copies each backup (every object of it and of its delta's bases) and the WAL it needs\n"
+	  "(the segment before its start to its finish segment, every timeline history; with\n"
+	  "--with-history everything after too) from the repository --from's WAL-G configuration\n"
+	  "file names into the one --to's names, across stores (file, S3, GCS, Azure), as stored:\n"
+	  "still compressed and encrypted, no key needed. Only the files' storage settings are\n"
+	  "read (credentials the files do not set come from the environment). Each object is\n"
+	  "checked after its copy (its size, and its MD5 where the store keeps one); inside one S3\n"
+	  "endpoint the store copies it (CopyObject). A backup's sentinel is written last, after\n"
+	  "its base's, so an interrupted copy lists no backup it does not hold whole; a rerun\n"
+	  "copies only what is missing. Objects the target holds with other sizes are an error\n"
+	  "before anything is copied (but metadata.json and sentinels, which backup-mark changes).\n"
+	  "With WALG_PUSHGATEWAY_URL each run pushes walc_copy_lag_seconds: how long the oldest\n"
+	  "object it copied had been in the first repository.",
+	  false, cmd_copy, NULL },
 	{ "daemon", "SOCKET", 1, 1, none,
 	  "serve archiving over a socket (archive_library = 'walc_archive')",
 	  "Listens on the UNIX socket SOCKET for WAL-G's daemon protocol: the walc_archive module\n"
@@ -337,7 +366,7 @@ static const command cmd_table[] = {
 	  "configuration file (--config FILE, WALG_CONFIG_PATH or ~/.walg.json).",
 	  false, cmd_env, NULL },
 	/* Hidden (no summary): started by wal-fetch, as WAL-G's wal-prefetch is. */
-	{ "wal-prefetch", "WAL_NAME DESTINATION", 2, 2, none, NULL,
+	{ "wal-prefetch", "WAL_NAME DESTINATION", 2, 2, wal_fetch_opts, NULL,
 	  "Prefetches the segments after WAL_NAME beside DESTINATION; wal-fetch starts it.", true,
 	  cmd_wal_prefetch, NULL },
 	{ "help", "[COMMAND]", 0, 1, none, "show help", "Shows the commands, or one command's help.",

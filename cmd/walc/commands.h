@@ -74,8 +74,8 @@ static inline double command_clock(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* WAL-G's --target-storage / st --target: with one storage only "default" (or "all"). */
-err_code check_target_storage(const char *value, const char *flag);
+/* The storage a command uses alone: --target-storage, else WALG_TARGET_STORAGE, else NULL. */
+const char *target_storage(const config *cfg, const args *a);
 
 int cmd_wal_push(const config *cfg, const args *a);
 int cmd_wal_fetch(const config *cfg, const args *a);
@@ -88,6 +88,7 @@ int cmd_wal_verify(const config *cfg, const args *a);
 int cmd_delete(const config *cfg, const args *a);
 int cmd_backup_mark(const config *cfg, const args *a);
 int cmd_st(const config *cfg, const args *a);
+int cmd_copy(const config *cfg, const args *a);
 int cmd_daemon(const config *cfg, const args *a);
 int cmd_daemon_client(const config *cfg, const args *a);
 int cmd_wal_receive(const config *cfg, const args *a);
@@ -100,8 +101,11 @@ int cmd_env(const config *cfg, const args *a);
 int cmd_help(const config *cfg, const args *a);
 int cmd_version(const config *cfg, const args *a);
 int cmd_wal_prefetch(const config *cfg, const args *a);
-/* Starts the detached prefetcher for the segments after name (wal-fetch's follow-up). */
-void spawn_prefetch(const char *name, const char *dest);
+/*
+ * Starts the detached prefetcher for the segments after name (wal-fetch's follow-up), from
+ * the storage target alone when not NULL.
+ */
+void spawn_prefetch(const char *name, const char *dest, const char *target);
 /* This program's path, for re-executing it (/proc/self/exe, else argv[0]). */
 const char *self_path(void);
 bool delete_words_ok(const args *a);

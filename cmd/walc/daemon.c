@@ -13,11 +13,18 @@ int cmd_daemon(const config *cfg, const args *a)
 	/* One stuck request must not end the daemon: no whole-process deadline here. */
 	config own = *cfg;
 	own.wal_push_timeout_ms = 0;
-	repo r;
-	err_code rc = repo_open(&own, &r);
+	repo push, fetch;
+	memset(&fetch, 0, sizeof(fetch));
+	const char *target = cfg->target_storage;
+	/* One repository serves both unless failover storages make writing and reading differ. */
+	bool two = storage_has_failovers(cfg) || target != NULL;
+	err_code rc = repo_open_use(&own, STORAGE_WRITE, target, &push);
+	if (rc == E_OK && two)
+		rc = repo_open_use(&own, STORAGE_READ, target, &fetch);
 	if (rc == E_OK)
-		rc = daemon_run(&r, &own, a->pos[0], own.metrics_address);
-	repo_close(&r);
+		rc = daemon_run(&push, two ? &fetch : &push, &own, a->pos[0], own.metrics_address);
+	repo_close(&fetch);
+	repo_close(&push);
 	return command_fail(rc);
 }
 
@@ -25,7 +32,7 @@ int cmd_wal_receive(const config *cfg, const args *a)
 {
 	(void)a;
 	repo r;
-	err_code rc = repo_open(cfg, &r);
+	err_code rc = repo_open_use(cfg, STORAGE_WRITE, cfg->target_storage, &r);
 	if (rc == E_OK)
 		rc = wal_receive(&r, cfg);
 	repo_close(&r);

@@ -244,7 +244,8 @@ int main(int argc, char **argv)
 		conffile_free(&file);
 		return code;
 	}
-	if (cmd->run == cmd_backup_push || cmd->run == cmd_daemon || cmd->run == cmd_wal_receive)
+	if (cmd->run == cmd_backup_push || cmd->run == cmd_daemon || cmd->run == cmd_wal_receive ||
+		cmd->run == cmd_copy)
 		cancel_on_signals();
 	/* env shows where each value came from, which exporting would hide. */
 	if (cmd->run != cmd_env)

@@ -74,7 +74,8 @@ int cmd_delete(const config *cfg, const args *a)
 	parse_mode(a, &o); /* checked by delete_words_ok */
 	double start = command_clock();
 	repo r;
-	err_code rc = repo_open(cfg, &r);
+	/* Every storage, whatever WALG_TARGET_STORAGE says: none may lose what another needs. */
+	err_code rc = repo_open_use(cfg, STORAGE_EVERY, NULL, &r);
 	bool opened = rc == E_OK;
 	if (rc == E_OK)
 		rc = backup_delete(&r, cfg, &o, stdout);
@@ -87,7 +88,8 @@ int cmd_delete(const config *cfg, const args *a)
 int cmd_backup_mark(const config *cfg, const args *a)
 {
 	repo r;
-	err_code rc = repo_open(cfg, &r);
+	/* Every alive storage: the backup's objects are updated wherever they are. */
+	err_code rc = repo_open_use(cfg, STORAGE_READ, NULL, &r);
 	if (rc == E_OK)
 		rc = backup_mark(&r, a->pos[0], arg_set(a, "impermanent"));
 	repo_close(&r);

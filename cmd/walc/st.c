@@ -264,6 +264,56 @@ bool st_words_ok(const args *a)
 		(check && n == 1 && strcmp(a->pos[1], "write") == 0);
 }
 
+/* One subcommand on the storage named target. */
+static err_code st_run(const config *cfg, const char *sub, const st_flags *f, const char *target)
+{
+	repo r;
+	err_code rc = repo_open_use(cfg, STORAGE_READ, target, &r);
+	if (rc == E_OK) {
+		if (strcmp(sub, "ls") == 0)
+			rc = st_ls(&r, f);
+		else if (strcmp(sub, "get") == 0) {
+			sink *out;
+			rc = file_sink_new(f->pos[1], true, true, &out);
+			if (rc == E_OK)
+				rc = read_object(&r, relative(f->pos[0]), f, out);
+		} else if (strcmp(sub, "cat") == 0) {
+			sink *out = xcalloc(1, sizeof(*out));
+			out->ops = &stdout_ops;
+			rc = read_object(&r, relative(f->pos[0]), f, out);
+		} else if (strcmp(sub, "put") == 0)
+			rc = st_put(&r, f);
+		else if (strcmp(sub, "rm") == 0)
+			rc = st_rm(&r, f);
+		else if (strcmp(sub, "check") == 0)
+			rc = strcmp(f->pos[0], "read") == 0 ? st_check_read(&r, f) : st_check_write(&r);
+		else
+			rc = st_stat(&r, f->pos[0]);
+	}
+	repo_close(&r);
+	return rc;
+}
+
+/* WAL-G's --target all: the subcommand on each storage in turn; done when one succeeded. */
+static err_code st_run_all(const config *cfg, const char *sub, const st_flags *f)
+{
+	char **names;
+	size_t n;
+	TRY(storage_names(cfg, &names, &n));
+	bool one_ok = false;
+	for (size_t i = 0; i < n; i++) {
+		log_info("storage %s", names[i]);
+		if (st_run(cfg, sub, f, names[i]) == E_OK)
+			one_ok = true;
+		else
+			log_error("storage %s: %s", names[i], err_msg());
+		err_clear();
+		free(names[i]);
+	}
+	free(names);
+	return one_ok ? E_OK : err_set(E_FAIL, "st %s failed on every storage", sub);
+}
+
 int cmd_st(const config *cfg, const args *a)
 {
 	st_flags f = {
@@ -279,35 +329,11 @@ int cmd_st(const config *cfg, const args *a)
 	for (int i = 1; i < a->npos; i++)
 		f.pos[f.npos++] = a->pos[i];
 	const char *sub = a->pos[0];
-	err_code rc = check_target_storage(arg(a, "target"), "st --target");
-	if (rc == E_OK && (arg_set(a, "all-versions") || arg_set(a, "version-id")))
-		rc = err_set(E_CONFIG, "st: walc does not handle object versions (--all-versions, "
-							   "--version-id)");
-	if (rc != E_OK)
-		return command_fail(rc);
-	repo r;
-	rc = repo_open(cfg, &r);
-	if (rc == E_OK) {
-		if (strcmp(sub, "ls") == 0)
-			rc = st_ls(&r, &f);
-		else if (strcmp(sub, "get") == 0) {
-			sink *out;
-			rc = file_sink_new(f.pos[1], true, true, &out);
-			if (rc == E_OK)
-				rc = read_object(&r, relative(f.pos[0]), &f, out);
-		} else if (strcmp(sub, "cat") == 0) {
-			sink *out = xcalloc(1, sizeof(*out));
-			out->ops = &stdout_ops;
-			rc = read_object(&r, relative(f.pos[0]), &f, out);
-		} else if (strcmp(sub, "put") == 0)
-			rc = st_put(&r, &f);
-		else if (strcmp(sub, "rm") == 0)
-			rc = st_rm(&r, &f);
-		else if (strcmp(sub, "check") == 0)
-			rc = strcmp(f.pos[0], "read") == 0 ? st_check_read(&r, &f) : st_check_write(&r);
-		else
-			rc = st_stat(&r, f.pos[0]);
-	}
-	repo_close(&r);
-	return command_fail(rc);
+	/* As WAL-G's st: the main storage unless --target names another (or all). */
+	const char *target = arg(a, "target") ? arg(a, "target") : "default";
+	if (arg_set(a, "all-versions") || arg_set(a, "version-id"))
+		return command_fail(err_set(E_CONFIG, "st: walc does not handle object versions "
+											  "(--all-versions, --version-id)"));
+	return command_fail(strcmp(target, "all") == 0 ? st_run_all(cfg, sub, &f)
+												   : st_run(cfg, sub, &f, target));
 }

@@ -51,12 +51,9 @@ static void start_deadline(long ms)
 int cmd_wal_push(const config *cfg, const args *a)
 {
 	repo r;
-	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
-	if (rc != E_OK)
-		return command_fail(rc);
 	if (cfg->wal_push_timeout_ms > 0)
 		start_deadline(cfg->wal_push_timeout_ms);
-	rc = repo_open(cfg, &r);
+	err_code rc = repo_open_use(cfg, STORAGE_WRITE, target_storage(cfg, a), &r);
 	if (rc == E_OK)
 		rc = wal_push(&r, cfg, a->pos[0]);
 	repo_close(&r);
@@ -66,16 +63,14 @@ int cmd_wal_push(const config *cfg, const args *a)
 int cmd_wal_fetch(const config *cfg, const args *a)
 {
 	repo r;
-	err_code rc = check_target_storage(arg(a, "target-storage"), "--target-storage");
-	if (rc != E_OK)
-		return command_fail(rc);
 	bool prefetch = false;
-	rc = repo_open(cfg, &r);
+	const char *target = target_storage(cfg, a);
+	err_code rc = repo_open_use(cfg, STORAGE_READ, target, &r);
 	if (rc == E_OK)
 		rc = wal_fetch(&r, cfg, a->pos[0], a->pos[1], &prefetch);
 	repo_close(&r);
 	if (rc == E_OK && prefetch)
-		spawn_prefetch(a->pos[0], a->pos[1]);
+		spawn_prefetch(a->pos[0], a->pos[1], target);
 	int code = command_fail(rc);
 	return rc == E_NOTFOUND ? EXIT_NOT_FOUND : code;
 }
@@ -85,12 +80,14 @@ int cmd_wal_fetch(const config *cfg, const args *a)
  * itself: restore_command returns at once, and no process forks with threads it cannot
  * carry along. The child reads the same configuration (main exported a file's settings).
  */
-void spawn_prefetch(const char *name, const char *dest)
+void spawn_prefetch(const char *name, const char *dest, const char *target)
 {
+	char *target_opt = target != NULL ? xasprintf("--target-storage=%s", target) : NULL;
 	pid_t pid = fork();
 	if (pid != 0) {
 		if (pid < 0)
 			log_debug("prefetch not started: fork: %s", strerror(errno));
+		free(target_opt);
 		return;
 	}
 	/* The child: only async-signal-safe calls until exec. */
@@ -103,7 +100,7 @@ void spawn_prefetch(const char *name, const char *dest)
 			dup2(null, STDERR_FILENO);
 	}
 	char *const argv[] = { (char *)(uintptr_t)"walc", (char *)(uintptr_t)"wal-prefetch",
-						   (char *)(uintptr_t)name, (char *)(uintptr_t)dest, NULL };
+						   (char *)(uintptr_t)name, (char *)(uintptr_t)dest, target_opt, NULL };
 	execv(self_path(), argv);
 	_exit(0);
 }
@@ -111,7 +108,7 @@ void spawn_prefetch(const char *name, const char *dest)
 int cmd_wal_prefetch(const config *cfg, const args *a)
 {
 	repo r;
-	err_code rc = repo_open(cfg, &r);
+	err_code rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
 	if (rc == E_OK)
 		wal_prefetch(&r, cfg, a->pos[0], a->pos[1]);
 	repo_close(&r);

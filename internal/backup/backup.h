@@ -145,4 +145,26 @@ typedef struct list_options {
 } list_options;
 err_code backup_list(repo *r, const list_options *opt, FILE *out);
 
+/* copy (WAL-G's): backups and their WAL from one repository into another, as stored */
+typedef struct copy_options {
+	const char *backup_name; /* a name or LATEST, with its bases; NULL: every backup */
+	bool with_history;		 /* WAL from the backups' start through the newest archived */
+	int concurrency;
+	uint64_t seg_size; /* WALG_PG_WAL_SIZE: tried first when finding a backup's segments */
+} copy_options;
+typedef struct copy_result {
+	size_t backups;
+	uint64_t copied, copied_bytes, present, server_side;
+	double lag_seconds; /* how long the oldest object copied had been in the source (0: none) */
+} copy_result;
+/*
+ * Copies what from holds of the backups (every object of each, and of its delta's bases) and
+ * the WAL each needs (its start to its end; to the newest with with_history; every timeline
+ * history) into to, unchanged, each object checked after its copy (storage_copy). Sentinels
+ * go last, a base's before its deltas'. Objects to holds already (same size) are not copied;
+ * metadata.json and sentinels that differ are replaced, any other that differs is an error
+ * before anything is copied, as is a to of another cluster (its marker).
+ */
+err_code backup_copy(repo *from, repo *to, const copy_options *o, copy_result *out);
+
 #endif

@@ -201,7 +201,7 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 		c[0] = xstrdup(rows[i].ref->name);
 		c[1] = time_format_rfc3339(rows[i].ref->mtime, 0);
 		c[2] = catalog_wal_file_of(rows[i].ref->name);
-		c[3] = xstrdup("default");
+		c[3] = xstrdup(catalog_storage_name(rows[i].ref));
 		if (opt->detail) {
 			c[4] = short_time(json_string_value(catalog_json_get(m, "start_time")));
 			c[5] = short_time(json_string_value(catalog_json_get(m, "finish_time")));

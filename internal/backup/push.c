@@ -626,7 +626,7 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 				 storage_describe(r->st), (unsigned long long)st.nfiles,
 				 (double)st.uncompressed / 1048576, (double)st.compressed / 1048576);
 		/* WAL-G's words: operators (StackGres) take the backup's name from this line. */
-		log_info("Wrote backup with name %s to storage default", st.name);
+		log_info("Wrote backup with name %s to storage %s", st.name, storage_name(st.r->st));
 		if (st.corrupt_blocks > 0)
 			log_warn("backup %s: %llu corrupt pages found (recorded in files_metadata.json)",
 					 st.name, (unsigned long long)st.corrupt_blocks);

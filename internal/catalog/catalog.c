@@ -313,6 +313,7 @@ err_code catalog_backups(repo *r, backup_refs *out)
 		ref->name = xasprintf("%.*s", (int)n, base);
 		ref->mtime = l.items[i].mtime;
 		ref->mtime_nsec = l.items[i].mtime_nsec;
+		ref->storage = l.items[i].where;
 		ref_position(ref);
 	}
 	obj_list_free(&l);
@@ -394,8 +395,10 @@ static err_code latest(repo *r, char **out)
 			pick = &refs.items[k];
 	if (rc == E_OK && pick == NULL)
 		rc = err_set(E_NOTFOUND, "no backups found in %s", storage_describe(r->st));
-	if (rc == E_OK)
+	if (rc == E_OK) {
 		*out = xstrdup(pick->name);
+		storage_prefer(r->st, pick->storage);
+	}
 	free(readable);
 	catalog_backups_free(&refs);
 	return rc;
@@ -417,6 +420,8 @@ err_code catalog_resolve(repo *r, const char *name, char **out)
 					   storage_describe(r->st));
 	TRY(rc);
 	*out = xstrdup(name);
+	/* its objects are read from where its sentinel is, as WAL-G reads a backup */
+	storage_prefer(r->st, info.where);
 	return E_OK;
 }
 
@@ -512,6 +517,11 @@ char *catalog_wal_file_of(const char *name)
 	return xstrdup("");
 }
 
+const char *catalog_storage_name(const backup_ref *ref)
+{
+	return ref->storage != NULL ? ref->storage : "default";
+}
+
 json_t *catalog_backup_json(const backup_ref *ref, json_t *meta)
 {
 	static const char *const order[] = { "start_time",		  "finish_time",	   "date_fmt",
@@ -527,7 +537,7 @@ json_t *catalog_backup_json(const backup_ref *ref, json_t *meta)
 	char *w = catalog_wal_file_of(ref->name);
 	json_object_set_new(o, "wal_file_name", json_string(w));
 	free(w);
-	json_object_set_new(o, "storage_name", json_string("default"));
+	json_object_set_new(o, "storage_name", json_string(catalog_storage_name(ref)));
 	if (meta == NULL)
 		return o;
 	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {

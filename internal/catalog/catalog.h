@@ -53,6 +53,7 @@ typedef struct backup_ref {
 	uint32_t tli; /* the timeline and start segment its name gives (0 when it gives none) */
 	uint64_t seg; /* (log << 32) | seg: ordered as the segment's name */
 	bool other_cluster; /* its sentinel names another cluster than the repository's marker */
+	const char *storage; /* the failover storage whose sentinel was listed (borrowed); NULL: the main one */
 } backup_ref;
 
 typedef struct backup_refs {
@@ -79,7 +80,8 @@ void catalog_backups_free(backup_refs *l);
 /*
  * "LATEST" or a name: the backup that exists under that name. LATEST is the newest in
  * catalog_backup_cmp's order whose sentinel can be read (the ones that cannot are skipped
- * with a WARNING naming them).
+ * with a WARNING naming them). With failover storages, reads then look first in the storage
+ * that holds its sentinel (storage_prefer).
  */
 err_code catalog_resolve(repo *r, const char *name_or_latest, char **name_out);
 
@@ -109,6 +111,8 @@ err_code catalog_find_by_user_data(repo *r, const char *json_text, const char *w
 								   char **name);
 /* Case-insensitive member lookup, as Go's encoding/json does when WAL-G reads. */
 json_t *catalog_json_get(const json_t *obj, const char *key);
+/* The name of the storage holding a backup, as WAL-G's listings print it ("default"). */
+const char *catalog_storage_name(const backup_ref *ref);
 /* The first 24-hex run of a backup's name: its start segment ("" when none). */
 char *catalog_wal_file_of(const char *name);
 /*

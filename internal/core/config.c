@@ -55,26 +55,40 @@ static bool find_name(const char *name, found *out)
 	return true;
 }
 
+/* Finds one name somewhere (the process's sources, or another storage's pairs). */
+typedef bool (*name_fn)(const void *arg, const char *name, found *out);
+
+static bool find_global(const void *arg, const char *name, found *out)
+{
+	(void)arg;
+	return find_name(name, out);
+}
+
 /* The value of a setting under any of its names (WAL-G's aliasing), or false. */
-static bool find_var(const config_var *v, found *out)
+static bool find_var_by(const config_var *v, name_fn find, const void *arg, found *out)
 {
 	char alias[128];
-	if (find_name(v->name, out))
+	if (find(arg, v->name, out))
 		return true;
 	if (v->flags & F_ALIAS) {
 		snprintf(alias, sizeof(alias), "WALG_%s", v->name);
-		if (find_name(alias, out))
+		if (find(arg, alias, out))
 			return true;
 		snprintf(alias, sizeof(alias), "WALE_%s", v->name);
-		if (find_name(alias, out))
+		if (find(arg, alias, out))
 			return true;
 	}
 	if ((v->flags & F_WALE) && str_has_prefix(v->name, "WALG_")) {
 		snprintf(alias, sizeof(alias), "WALE_%s", v->name + 5);
-		if (find_name(alias, out))
+		if (find(arg, alias, out))
 			return true;
 	}
-	return v->alt != NULL && find_name(v->alt, out);
+	return v->alt != NULL && find(arg, v->alt, out);
+}
+
+static bool find_var(const config_var *v, found *out)
+{
+	return find_var_by(v, find_global, NULL, out);
 }
 
 /* "NAME" or "NAME (in FILE)", for messages about a value. */
@@ -344,6 +358,44 @@ static err_code wale_s3_endpoint(config *c)
 	return E_OK;
 }
 
+static err_code check_storage(config *c);
+
+static bool has_storage(const config *c)
+{
+	return c->file_prefix != NULL || c->s3_prefix != NULL || c->gs_prefix != NULL ||
+		c->az_prefix != NULL || c->ssh_prefix != NULL;
+}
+
+/*
+ * A size as viper reads WAL-G's (GetSizeInBytes): a whole number of bytes, or one followed by
+ * b, kb, mb or gb in any case (kilo = 1024).
+ */
+static err_code parse_size(const char *name, const char *v, uint64_t *out)
+{
+	*out = 0;
+	if (v == NULL)
+		return E_OK;
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	int shift = -1;
+	if (end != v && v[0] >= '0' && v[0] <= '9' && errno == 0) {
+		if (*end == '\0' || strcasecmp(end, "b") == 0)
+			shift = 0;
+		else if (strcasecmp(end, "kb") == 0)
+			shift = 10;
+		else if (strcasecmp(end, "mb") == 0)
+			shift = 20;
+		else if (strcasecmp(end, "gb") == 0)
+			shift = 30;
+	}
+	if (shift < 0 || n > (1ull << 40) >> shift)
+		return err_set(E_CONFIG, "%s: expected a size like 100, 64kb or 1mb, got \"%s\"", name,
+					   v);
+	*out = (uint64_t)n << shift;
+	return E_OK;
+}
+
 /* The rules that involve more than one setting, or a setting's meaning beyond its type. */
 static err_code finish(config *c, bool need_storage)
 {
@@ -354,6 +406,27 @@ static err_code finish(config *c, bool need_storage)
 		free(c->s3.ec2_metadata_endpoint);
 		c->s3.ec2_metadata_endpoint = xstrdup("http://[fd00:ec2::254]");
 	}
+	TRY(check_storage(c));
+	TRY(zstd_level(c));
+	TRY(parse_size("WALG_FAILOVER_STORAGES_CHECK_SIZE", c->failover_check_size,
+				   &c->failover_check_bytes));
+	if ((c->pg_wal_size_mb & (c->pg_wal_size_mb - 1)) != 0)
+		return err_set(E_CONFIG, "WALG_PG_WAL_SIZE: expected a power of two from 1 to 1024 "
+								 "(MiB), got %ld",
+					   c->pg_wal_size_mb);
+	c->delta_origin_full = strcmp(c->delta_origin, "LATEST_FULL") == 0;
+	/* Last, so that a bad value is reported even when no storage is configured. */
+	if (need_storage && !has_storage(c))
+		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX (an absolute "
+								 "path), WALG_S3_PREFIX (s3://bucket/path), WALG_GS_PREFIX "
+								 "(gs://bucket/path), WALG_AZ_PREFIX (azure://container/path) "
+								 "or WALG_SSH_PREFIX (ssh://host/path)");
+	return E_OK;
+}
+
+/* Where a storage is, and its prefixes' syntax: the main storage's and every other's. */
+static err_code check_storage(config *c)
+{
 	if (c->file_prefix != NULL)
 		TRY(normalise_file_prefix(c));
 	if (c->s3_prefix != NULL &&
@@ -375,19 +448,6 @@ static err_code finish(config *c, bool need_storage)
 					   c->ssh_prefix);
 	if (c->storage_prefix != NULL && strstr(c->storage_prefix, "..") != NULL)
 		return err_set(E_CONFIG, "WALG_STORAGE_PREFIX: must not contain \"..\"");
-	TRY(zstd_level(c));
-	if ((c->pg_wal_size_mb & (c->pg_wal_size_mb - 1)) != 0)
-		return err_set(E_CONFIG, "WALG_PG_WAL_SIZE: expected a power of two from 1 to 1024 "
-								 "(MiB), got %ld",
-					   c->pg_wal_size_mb);
-	c->delta_origin_full = strcmp(c->delta_origin, "LATEST_FULL") == 0;
-	/* Last, so that a bad value is reported even when no storage is configured. */
-	if (need_storage && c->file_prefix == NULL && c->s3_prefix == NULL && c->gs_prefix == NULL &&
-		c->az_prefix == NULL && c->ssh_prefix == NULL)
-		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX (an absolute "
-								 "path), WALG_S3_PREFIX (s3://bucket/path), WALG_GS_PREFIX "
-								 "(gs://bucket/path), WALG_AZ_PREFIX (azure://container/path) "
-								 "or WALG_SSH_PREFIX (ssh://host/path)");
 	return E_OK;
 }
 
@@ -538,9 +598,13 @@ static void warn_one(const char *name, size_t len, const char *where, log_level 
 				  v->help ? v->help : "what it tunes does not exist here");
 }
 
+/* How loud warnings about settings are: DEVEL in the commands that run once a segment. */
+static log_level warn_level = LOG_WARNING;
+
 void config_warn_unknown(bool per_segment)
 {
 	log_level level = per_segment ? LOG_DEBUG : LOG_WARNING;
+	warn_level = level;
 	for (char **e = environ; *e != NULL; e++) {
 		if (!str_has_prefix(*e, "WALG_"))
 			continue;
@@ -605,4 +669,112 @@ void config_log_env(void)
 		if (find_var(v, &f))
 			log_debug("%s=%s", label(&f), (v->flags & F_SECRET) ? "--HIDDEN--" : f.value);
 	}
+}
+
+void config_copy(const config *src, config *dst)
+{
+	*dst = *src;
+	for (size_t i = 0; i < config_nvars; i++) {
+		const config_var *v = &config_vars[i];
+		if (v->off != NO_FIELD && (v->kind == V_TEXT || v->kind == V_CHOICE)) {
+			char **p = FIELD(dst, v, char *);
+			if (*p != NULL)
+				*p = xstrdup(*p);
+		}
+	}
+}
+
+typedef struct pair_set {
+	const config_pair *pairs;
+	size_t n;
+	const char *what;
+} pair_set;
+
+static bool find_pair(const void *arg, const char *name, found *out)
+{
+	const pair_set *ps = arg;
+	const char *v = in_pairs(ps->pairs, ps->n, name);
+	if (v == NULL)
+		return false;
+	out->value = v;
+	out->where = ps->what;
+	snprintf(out->name, sizeof(out->name), "%s", name);
+	return true;
+}
+
+static bool is_store(const config_var *v)
+{
+	return (v->flags & (F_ALIAS | F_STORE | F_WHERE)) != 0;
+}
+
+static void clear_var(const config_var *v, config *c)
+{
+	if (v->off == NO_FIELD)
+		return;
+	if (v->kind == V_TEXT || v->kind == V_CHOICE) {
+		char **p = FIELD(c, v, char *);
+		free(*p);
+		*p = NULL;
+	}
+}
+
+/* What a storage's own pairs hold that is not a storage setting: said, never silently used. */
+static err_code check_pairs(const pair_set *ps, bool whole_file)
+{
+	for (size_t i = 0; i < ps->n; i++) {
+		const char *name = ps->pairs[i].name;
+		const config_var *v = var_named(name, strlen(name));
+		found f = { .value = ps->pairs[i].value, .where = ps->what };
+		snprintf(f.name, sizeof(f.name), "%s", name);
+		if (v != NULL && v->kind == V_REFUSED)
+			TRY(check_refused(v, &f));
+		else if (whole_file)
+			continue;
+		else if (v == NULL)
+			log_msg(warn_level, "%s (in %s) is unknown to walc and ignored", name, ps->what);
+		else if (!is_store(v))
+			log_msg(warn_level, "%s (in %s) is ignored: only storage settings are set per "
+					"storage, the others come from the main configuration (as in WAL-G)",
+					name, ps->what);
+	}
+	return E_OK;
+}
+
+err_code config_for_storage(const config *base, const char *what, const config_pair *pairs,
+							size_t n, unsigned flags, config *out)
+{
+	pair_set ps = { pairs, n, what };
+	bool own_prefix = (flags & CFS_FILE) != 0;
+	config_copy(base, out);
+	free(out->failover_storages);
+	free(out->target_storage);
+	out->failover_storages = out->target_storage = NULL;
+	TRY(check_pairs(&ps, own_prefix));
+	bool endpoint_given = false;
+	for (size_t i = 0; i < config_nvars; i++) {
+		const config_var *v = &config_vars[i];
+		if (!is_store(v) || v->off == NO_FIELD)
+			continue;
+		found f;
+		bool place = (v->flags & F_WHERE) || (own_prefix && v->off == offsetof(config, storage_prefix));
+		if (find_var_by(v, find_pair, &ps, &f)) {
+			clear_var(v, out);
+			TRY(parse_var(v, &f, out));
+			endpoint_given |= v->off == offsetof(config, s3.endpoint);
+		} else if (place) {
+			clear_var(v, out);
+		}
+	}
+	/* WAL-E's endpoint given here stands for the endpoint, as in the main configuration. */
+	if (!endpoint_given && in_pairs(pairs, n, "WALE_S3_ENDPOINT") != NULL) {
+		free(out->s3.endpoint);
+		out->s3.endpoint = NULL;
+	}
+	err_code rc = wale_s3_endpoint(out);
+	if (rc == E_OK)
+		rc = check_storage(out);
+	if (rc == E_OK && !has_storage(out))
+		rc = err_set(E_CONFIG, "no storage prefix: set WALG_FILE_PREFIX, WALG_S3_PREFIX, "
+							   "WALG_GS_PREFIX, WALG_AZ_PREFIX or WALG_SSH_PREFIX");
+	return rc != E_OK ? err_wrap(rc, "%s", what) : E_OK;
 }

@@ -24,6 +24,13 @@ typedef enum var_kind {
 #define F_RAW (1u << 4)	   /* may hold any character (key material, JSON) */
 /* A gpg key id: refused alone; beside an OpenPGP key ignored with a warning, as WAL-G ignores it */
 #define F_KEY_ID (1u << 5)
+/*
+ * A storage's own setting: a WALG_FAILOVER_STORAGES entry or a copy --from/--to file sets it
+ * for that storage alone (config_for_storage); unset there, the main configuration's counts.
+ */
+#define F_STORE (1u << 6)
+/* Where a storage is (a prefix): taken from that entry or file only, never inherited. */
+#define F_WHERE (1u << 7)
 #define NO_FIELD ((size_t)-1) /* read by a library from the environment (libpq's PG*) */
 
 typedef struct config_var {

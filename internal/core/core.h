@@ -310,6 +310,13 @@ typedef struct config {
 	char *az_prefix;		/* WALG_AZ_PREFIX */
 	char *ssh_prefix;		/* WALG_SSH_PREFIX */
 	char *storage_prefix;	/* WALG_STORAGE_PREFIX */
+	char *failover_storages; /* WALG_FAILOVER_STORAGES: JSON, parsed by storage */
+	bool failover_check;	/* WALG_FAILOVER_STORAGES_CHECK */
+	long failover_check_timeout_ms; /* WALG_FAILOVER_STORAGES_CHECK_TIMEOUT */
+	char *failover_check_size;		/* WALG_FAILOVER_STORAGES_CHECK_SIZE, as given */
+	uint64_t failover_check_bytes;	/* ... in bytes */
+	long failover_cache_lifetime_ms; /* WALG_FAILOVER_STORAGES_CACHE_LIFETIME */
+	char *target_storage;	/* WALG_TARGET_STORAGE, NULL: none */
 	s3_settings s3;
 	az_settings az;
 	gcs_settings gcs;
@@ -401,6 +408,19 @@ err_code config_load_from(config *out, bool need_storage, const config_sources *
 /* config_load_from with the environment only. */
 err_code config_load(config *out, bool need_storage);
 void config_free(config *c);
+/* A copy of src that owns its own strings (config_free it). */
+void config_copy(const config *src, config *dst);
+/*
+ * The configuration of another storage (a WALG_FAILOVER_STORAGES entry, a copy --from/--to
+ * file): base's, with each storage setting that pairs sets in place of base's, as WAL-G takes
+ * them; no failover storages or target of its own. Where the storage is (WALG_FILE_PREFIX,
+ * WALG_S3_PREFIX, ...; with CFS_FILE WALG_STORAGE_PREFIX too) comes from pairs only. A
+ * refused setting in pairs is an error; any other that is not a storage setting is ignored,
+ * with a warning unless CFS_FILE (a whole configuration file). Errors start with what.
+ */
+#define CFS_FILE 1u
+err_code config_for_storage(const config *base, const char *what, const config_pair *pairs,
+							size_t n, unsigned flags, config *out);
 /* One value, for modules with settings of their own: a message names `name` on error. */
 err_code config_parse_bool(const char *name, const char *value, bool def, bool *out);
 err_code config_parse_long(const char *name, const char *value, long def, long min, long max,

@@ -93,7 +93,8 @@ static bool read_full(int fd, unsigned char *buf, size_t len)
 
 typedef struct conn {
 	int fd;
-	repo *r;
+	repo *push;	 /* the first alive storage, with failover storages */
+	repo *fetch; /* every alive one */
 	const config *cfg;
 } conn;
 
@@ -103,7 +104,8 @@ static char answer_push(conn *c, const daemon_request *q)
 	struct timespec t0, t1;
 	struct stat sb;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	err_code rc = wal_push(c->r, c->cfg, path);
+	storage_recheck(c->push->st);
+	err_code rc = wal_push(c->push, c->cfg, path);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (rc == E_OK) {
 		metrics_archived(q->name, stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0,
@@ -167,7 +169,7 @@ static char answer_fetch(conn *c, const daemon_request *q, char **prefetch_dest)
 		return DAEMON_ERROR;
 	}
 	bool prefetch = false;
-	err_code rc = wal_fetch(c->r, c->cfg, q->name, dest, &prefetch);
+	err_code rc = wal_fetch(c->fetch, c->cfg, q->name, dest, &prefetch);
 	char answer = rc == E_OK ? DAEMON_OK : rc == E_NOTFOUND ? DAEMON_MISSING : DAEMON_ERROR;
 	if (rc == E_OK && prefetch) {
 		*prefetch_dest = dest;
@@ -216,7 +218,7 @@ static void *serve(void *arg)
 	close(c->fd);
 	/* After the answer: the restore goes on while the next segments arrive (no fork here). */
 	if (prefetch_dest != NULL && cancel_requested() == 0)
-		wal_prefetch(c->r, c->cfg, prefetch_name, prefetch_dest);
+		wal_prefetch(c->fetch, c->cfg, prefetch_name, prefetch_dest);
 	free(prefetch_dest);
 	free(buf);
 	free(c);
@@ -288,7 +290,7 @@ static bool peer_allowed(int fd, uid_t server_uid)
 	return false;
 }
 
-err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
+err_code daemon_run(repo *push, repo *fetch, const config *cfg, const char *socket_path,
 					const char *metrics_addr)
 {
 	if (cfg->pgdata == NULL)
@@ -300,7 +302,7 @@ err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
 	int lfd = -1;
 	TRY(listen_on(socket_path, dsb.st_uid, &lfd));
 	if (metrics_addr != NULL) {
-		err_code rc = metrics_start(r, metrics_addr);
+		err_code rc = metrics_start(fetch, metrics_addr);
 		if (rc != E_OK) {
 			close(lfd);
 			return rc;
@@ -327,7 +329,7 @@ err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
 		struct timeval tv = { IO_TIMEOUT_S, 0 };
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		conn *c = xcalloc(1, sizeof(*c));
-		*c = (conn){ fd, r, cfg };
+		*c = (conn){ fd, push, fetch, cfg };
 		pthread_t t;
 		atomic_fetch_add(&active, 1);
 		if (pthread_create(&t, &attr, serve, c) != 0) {

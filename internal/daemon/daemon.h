@@ -18,10 +18,12 @@
 #define DAEMON_MISSING 'N'
 
 /*
- * Runs until SIGINT or SIGTERM. metrics_addr ("host:port" or NULL) serves /metrics and
- * /healthz. Requests are served concurrently; one failing never stops the daemon.
+ * Runs until SIGINT or SIGTERM: archives into push, restores from fetch (the same repository,
+ * opened for writing and for reading: with failover storages, the first alive storage and
+ * all of them). metrics_addr ("host:port" or NULL) serves /metrics and /healthz. Requests are
+ * served concurrently; one failing never stops the daemon.
  */
-err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
+err_code daemon_run(repo *push, repo *fetch, const config *cfg, const char *socket_path,
 					const char *metrics_addr);
 
 /*
@@ -31,6 +33,15 @@ err_code daemon_run(repo *r, const config *cfg, const char *socket_path,
  * open). A failed push is a warning only: it never changes the command's outcome.
  */
 void metrics_push(repo *r, const config *cfg, const char *command, bool ok, double seconds);
+/* A command's own gauges, pushed with its run's by metrics_push_with. */
+typedef struct metric {
+	const char *name;
+	const char *help;
+	double value;
+} metric;
+/* metrics_push, with the command's gauges (after a success only). */
+void metrics_push_with(repo *r, const config *cfg, const char *command, bool ok, double seconds,
+					   const metric *extra, size_t nextra);
 
 /*
  * Parses one request from buf (len bytes): *type, the body, and for 'f' the two arguments.

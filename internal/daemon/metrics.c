@@ -255,7 +255,7 @@ static char *push_append(char *body, const char *name, const char *help, double 
  * A failure pushes only the run's outcome: POST replaces just the metrics it names, so the
  * last success and the repository's metrics stay those of the last successful run.
  */
-static char *push_body(repo *r, bool ok, double seconds)
+static char *push_body(repo *r, bool ok, double seconds, const metric *extra, size_t nextra)
 {
 	char *b = xstrdup("");
 	b = push_append(b, "walc_run_success", "1 if the last run of the command succeeded, else 0.",
@@ -267,6 +267,8 @@ static char *push_body(repo *r, bool ok, double seconds)
 		return b;
 	b = push_append(b, "walc_run_last_success_timestamp_seconds",
 					"When the last successful run ended.", (double)time(NULL));
+	for (size_t i = 0; i < nextra; i++)
+		b = push_append(b, extra[i].name, extra[i].help, extra[i].value);
 	backup_refs refs;
 	if (catalog_backups(r, &refs) == E_OK) {
 		b = push_append(b, "walc_backups", "Backups in the repository after the run.",
@@ -295,10 +297,16 @@ static size_t push_discard(char *p, size_t size, size_t n, void *u)
 
 void metrics_push(repo *r, const config *cfg, const char *command, bool ok, double seconds)
 {
+	metrics_push_with(r, cfg, command, ok, seconds, NULL, 0);
+}
+
+void metrics_push_with(repo *r, const config *cfg, const char *command, bool ok, double seconds,
+					   const metric *extra, size_t nextra)
+{
 	if (cfg->pushgateway_url == NULL || *cfg->pushgateway_url == '\0')
 		return;
 	char *url = push_url(cfg->pushgateway_url, command);
-	char *body = push_body(r, ok, seconds);
+	char *body = push_body(r, ok, seconds, extra, nextra);
 	CURL *h = curl_easy_init();
 	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: text/plain; version=0.0.4");
 	long status = 0;

@@ -21,13 +21,18 @@ static err_code check_codec(const config *cfg, repo *r)
 	return E_OK;
 }
 
-err_code repo_open(const config *cfg, repo *out)
+err_code repo_open_use(const config *cfg, storage_use use, const char *target, repo *out)
 {
 	memset(out, 0, sizeof(*out));
 	TRY(check_codec(cfg, out));
 	TRY(crypt_init());
 	TRY(crypter_load(cfg, &out->crypt));
-	return storage_open(cfg, &out->st);
+	return storage_open_use(cfg, use, target, &out->st);
+}
+
+err_code repo_open(const config *cfg, repo *out)
+{
+	return repo_open_use(cfg, STORAGE_READ, NULL, out);
 }
 
 void repo_limit_network(repo *r, uint64_t bytes_per_sec)

@@ -32,9 +32,12 @@ static inline const char *repo_backups(const repo *r)
 }
 
 /*
- * Validates the codec, level and encryption the configuration names and opens its storage.
- * Errors name the variable at fault.
+ * Validates the codec, level and encryption the configuration names and opens its storage:
+ * with failover storages, as use says, or only target (a storage's name; NULL for none; see
+ * storage_open_use). Errors name the variable at fault.
  */
+err_code repo_open_use(const config *cfg, storage_use use, const char *target, repo *out);
+/* repo_open_use for a reader: every alive storage as one. */
 err_code repo_open(const config *cfg, repo *out);
 void repo_close(repo *r);
 /* Backup commands pace storage traffic; WAL commands never do (WAL-G's rule). */

@@ -236,6 +236,28 @@ static err_code az_stat(storage *st, const char *key, obj_info *info)
 	return rc;
 }
 
+/* Content-MD5, which a single Put Blob stores (walc sends it) and Put Block List does not. */
+static err_code az_md5(storage *st, const char *key, unsigned char out[16], bool *known)
+{
+	az_storage *s = (az_storage *)st;
+	*known = false;
+	http_call c = { 0 };
+	blob_call(s, &c, "HEAD", key);
+	err_code rc = az_call(s, &c);
+	if (rc == E_OK && c.resp.status != 200)
+		rc = az_answer_error(s, c.what, &c.resp);
+	unsigned char *md = NULL;
+	size_t len = 0;
+	if (rc == E_OK && c.resp.content_md5[0] != '\0' &&
+		http_base64_decode(c.resp.content_md5, &md, &len) && len == 16) {
+		memcpy(out, md, 16);
+		*known = true;
+	}
+	free(md);
+	http_call_free(&c);
+	return rc;
+}
+
 static err_code list_page(const http_listing *job, const char *marker, int page, obj_list *items,
 						  char **next)
 {
@@ -440,4 +462,5 @@ const storage_ops az_ops = {
 	.free = az_storage_free,
 	.put_new = az_put_new,
 	.remove_many = az_remove_many,
+	.md5 = az_md5,
 };

@@ -291,6 +291,14 @@ static err_code fs_list(storage *st, const char *prefix, bool recursive, obj_lis
 		rel[--n] = '\0';
 	char *path = fs_path(fs, rel);
 	err_code rc = fs_denied(fs, path, R_OK, fs_list_dir(fs, rel, recursive, out));
+	/*
+	 * A folder of the repository may not exist yet, the repository itself must: listing its
+	 * root is how an operator (st ls, st check read) or an alive check learns it is there,
+	 * as WAL-G's listing of a missing folder fails.
+	 */
+	struct stat sb;
+	if (rc == E_OK && rel[0] == '\0' && stat(fs->root, &sb) != 0)
+		rc = err_errno(E_IO, errno, "repository %s", fs->root);
 	free(path);
 	free(rel);
 	return rc;

@@ -569,6 +569,34 @@ static err_code s3_remove(storage *st, const char *key)
 	return rc;
 }
 
+/*
+ * The ETag of a single PUT is the content's MD5 (not with SSE-KMS or a customer key, and not
+ * of a multipart upload, whose ETag has a "-N" suffix).
+ */
+static err_code s3_md5(storage *st, const char *key, unsigned char out[16], bool *known)
+{
+	s3_storage *s = (s3_storage *)st;
+	*known = false;
+	if (s->ssec_key_b64 != NULL || (s->sse != NULL && strcmp(s->sse, "AES256") != 0))
+		return E_OK;
+	http_call c = { 0 };
+	object_call(s, &c, "HEAD", key, true);
+	err_code rc = s3_call(s, &c);
+	if (rc == E_OK && c.resp.status != 200)
+		rc = s3_answer_error(s, c.what, &c.resp);
+	const char *e = c.resp.etag;
+	size_t n = strlen(e);
+	if (rc == E_OK && n == 34 && e[0] == '"' && e[33] == '"' && strspn(e + 1, "0123456789abcdef") == 32) {
+		for (int i = 0; i < 16; i++) {
+			char hx[3] = { e[1 + 2 * i], e[2 + 2 * i], 0 };
+			out[i] = (unsigned char)strtoul(hx, NULL, 16);
+		}
+		*known = true;
+	}
+	http_call_free(&c);
+	return rc;
+}
+
 static const char *s3_describe(storage *st)
 {
 	return ((s3_storage *)st)->describe;
@@ -587,4 +615,6 @@ static const storage_ops s3_ops = {
 	.put_long = s3_put_long,
 	.remove_many = s3_remove_many,
 	.locked_until = s3_locked_until,
+	.md5 = s3_md5,
+	.copy_from = s3_copy_from,
 };

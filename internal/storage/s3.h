@@ -157,5 +157,7 @@ err_code s3_put_long(storage *st, const char *key, sink **out);
 /* DeleteObjects, S3_DELETE_BATCH_SIZE (1000) keys a request, WALG_UPLOAD_CONCURRENCY at once. */
 err_code s3_remove_many(storage *st, const char *const *keys, size_t n);
 err_code s3_locked_until(storage *st, const char *const *keys, size_t n, time_t *until);
+/* storage_copy inside one endpoint (CopyObject). */
+err_code s3_copy_from(storage *st, storage *src_st, const char *key, uint64_t size, bool *done);
 
 #endif

@@ -454,3 +454,44 @@ err_code s3_locked_until(storage *st, const char *const *keys, size_t n, time_t 
 	lock_job job = { s, keys, until };
 	return http_batches(n, 64, s->concurrency, lock_batch, &job);
 }
+
+/*
+ * CopyObject inside one endpoint: the bytes never leave the store. Only between buckets of
+ * one endpoint, without customer keys (whose copy needs both keys), and below S3's 5 GiB
+ * limit of a single copy; a refusal (another account's bucket, a server without it) leaves
+ * the copy to the stream.
+ */
+err_code s3_copy_from(storage *st, storage *src_st, const char *key, uint64_t size, bool *done)
+{
+	s3_storage *s = (s3_storage *)st, *src = (s3_storage *)src_st;
+	*done = false;
+	if (strcmp(s->scheme, src->scheme) != 0 || strcmp(s->hostport, src->hostport) != 0 ||
+		s->ssec_key_b64 != NULL || src->ssec_key_b64 != NULL || size > ((uint64_t)5 << 30))
+		return E_OK;
+	char *from_key = s3_full_key(src, key), *to_key = s3_full_key(s, key);
+	char *ekey = http_uri_encode(from_key, true);
+	char *source = xasprintf("/%s/%s", src->bucket, ekey);
+	http_call c = { 0 };
+	s3_call_init(s, &c, "PUT", to_key);
+	http_kvs_add(&c.req.headers, "x-amz-copy-source", source);
+	add_upload_headers(s, &c.req.headers);
+	err_code rc = s3_call(s, &c);
+	/* A 200 may carry an <Error> that came after the copy started. */
+	bool failed = c.resp.body.len > 0 && memmem(c.resp.body.data, c.resp.body.len, "<Error>", 7);
+	if (rc == E_OK && (c.resp.status == 403 || c.resp.status == 501)) {
+		log_debug("s3: CopyObject of %s refused (%ld %s): streaming it", key, c.resp.status,
+				  c.resp.code);
+	} else if (rc == E_OK && (c.resp.status != 200 || failed)) {
+		rc = s3_answer_error(s, c.what, &c.resp);
+	} else if (rc == E_OK) {
+		*done = true;
+		if (s->lock_mode != NULL)
+			rc = lock_if_unlocked(s, to_key);
+	}
+	http_call_free(&c);
+	free(source);
+	free(ekey);
+	free(from_key);
+	free(to_key);
+	return rc;
+}

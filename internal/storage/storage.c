@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
+#include "internal/pipe/pipe.h"
+
 err_code storage_check_key(const char *key)
 {
 	if (key == NULL || key[0] == '\0')
@@ -184,7 +188,7 @@ void obj_list_add(obj_list *l, const char *key, uint64_t size, time_t mtime, lon
 		l->cap = l->cap ? l->cap * 2 : 64;
 		l->items = xrealloc(l->items, l->cap * sizeof(*l->items));
 	}
-	l->items[l->len++] = (obj_info){ xstrdup(key), size, mtime, nsec };
+	l->items[l->len++] = (obj_info){ xstrdup(key), size, mtime, nsec, NULL };
 }
 
 void obj_list_free(obj_list *l)
@@ -215,5 +219,83 @@ err_code storage_open(const config *cfg, storage **out)
 		: xstrdup(cfg->file_prefix);
 	err_code rc = storage_fs_open(root, out);
 	free(root);
+	return rc;
+}
+
+typedef struct md5_tap {
+	EVP_MD_CTX *ctx;
+	uint64_t bytes;
+} md5_tap;
+
+static void md5_bytes(void *arg, const void *buf, size_t len)
+{
+	md5_tap *t = arg;
+	EVP_DigestUpdate(t->ctx, buf, len);
+	t->bytes += len;
+}
+
+/* Whether st keeps an MD5 of key that differs from want (unknown ones never differ). */
+static err_code md5_differs(storage *st, const char *key, const unsigned char want[16],
+							bool *differs)
+{
+	*differs = false;
+	if (st->ops->md5 == NULL)
+		return E_OK;
+	unsigned char got[16];
+	bool known = false;
+	TRY(st->ops->md5(st, key, got, &known));
+	*differs = known && memcmp(got, want, 16) != 0;
+	return E_OK;
+}
+
+err_code storage_copy(storage *src, storage *dst, const char *key, uint64_t size, rate *net,
+					  bool *server_side)
+{
+	*server_side = false;
+	TRY(storage_check_key(key));
+	if (dst->ops->copy_from != NULL && dst->ops->copy_from == src->ops->copy_from)
+		TRY(dst->ops->copy_from(dst, src, key, size, server_side));
+	unsigned char md5[16];
+	bool have_md5 = false;
+	uint64_t copied = size;
+	if (!*server_side) {
+		sink *put;
+		TRY(storage_put(dst, key, &put));
+		md5_tap t = { EVP_MD_CTX_new(), 0 };
+		EVP_DigestInit_ex(t.ctx, EVP_md5(), NULL);
+		sink *tap = tap_sink_new(md5_bytes, &t, net != NULL ? rate_sink_new(net, put) : put);
+		err_code rc = storage_get(src, key, tap);
+		/* A read that src's own checksum disowns is not published. */
+		bool differs = false;
+		unsigned int ml = 0;
+		if (rc == E_OK) {
+			EVP_DigestFinal_ex(t.ctx, md5, &ml);
+			have_md5 = true;
+			rc = md5_differs(src, key, md5, &differs);
+		}
+		if (rc == E_OK && (differs || t.bytes != size))
+			rc = err_set(E_CORRUPT, "%s in %s: read %llu bytes%s, listed with %llu", key,
+						 storage_describe(src), (unsigned long long)t.bytes,
+						 differs ? " whose MD5 differs from the store's" : "",
+						 (unsigned long long)size);
+		if (rc == E_OK)
+			rc = sink_finish(tap);
+		sink_free(tap);
+		EVP_MD_CTX_free(t.ctx);
+		TRY(rc);
+		copied = t.bytes;
+	}
+	obj_info info;
+	err_code rc = storage_stat(dst, key, &info);
+	bool differs = false;
+	if (rc == E_OK && have_md5)
+		rc = md5_differs(dst, key, md5, &differs);
+	if (rc == E_OK && (info.size != copied || differs)) {
+		storage_remove(dst, key);
+		err_clear();
+		rc = err_set(E_CORRUPT, "%s: the copy in %s has %llu bytes%s, the source %llu; removed",
+					 key, storage_describe(dst), (unsigned long long)info.size,
+					 differs ? " and another MD5" : "", (unsigned long long)copied);
+	}
 	return rc;
 }

@@ -18,6 +18,7 @@ typedef struct obj_info {
 	uint64_t size;
 	time_t mtime;
 	long mtime_nsec;
+	const char *where; /* with failover storages, the name of the one that holds it; else NULL */
 } obj_info;
 
 typedef struct obj_list {
@@ -50,6 +51,20 @@ typedef struct storage_ops {
 	/* Optional: len bytes of an object from offset (storage_get_range). */
 	err_code (*get_range)(storage *st, const char *key, uint64_t offset, uint64_t len,
 						  sink *into);
+	/*
+	 * Optional: the MD5 of an object's content as the store keeps it (S3's ETag of a single
+	 * PUT, Azure's Content-MD5): *known false when it keeps none for this object.
+	 */
+	err_code (*md5)(storage *st, const char *key, unsigned char out[16], bool *known);
+	/*
+	 * Optional: copy src's key into st inside the store (S3 CopyObject); *done false when it
+	 * cannot here (another endpoint, customer keys, refused), and nothing was changed.
+	 */
+	err_code (*copy_from)(storage *st, storage *src, const char *key, uint64_t size, bool *done);
+	/* Optional: storage_recheck, storage_name, storage_prefer (failover storages). */
+	void (*recheck)(storage *st);
+	const char *(*name)(storage *st);
+	void (*prefer)(storage *st, const char *name);
 } storage_ops;
 
 struct storage {
@@ -69,6 +84,49 @@ void storage_tls_free(storage_tls *t);
 
 /* Opens the storage the configuration names (file system, S3, GCS, Azure Blob or SFTP). */
 err_code storage_open(const config *cfg, storage **out);
+
+/*
+ * How a command uses WAL-G's failover storages (WALG_FAILOVER_STORAGES, failover.c): the
+ * main storage, named "default", then the named others in WAL-G's order (by name), seen as one
+ * storage. Which are alive is checked as WAL-G checks (WALG_FAILOVER_STORAGES_CHECK*) at the
+ * first operation; a storage that is not is warned about and left out.
+ */
+typedef enum storage_use {
+	/* The first alive storage alone (wal-push, backup-push): every operation goes there. */
+	STORAGE_WRITE,
+	/*
+	 * Every alive storage as one: an object is read from the first that holds it, listings
+	 * are the union (each key once, as the first holding it has it, obj_info.where naming
+	 * it), a put updates the object wherever it is (else stores it in the first), removals
+	 * reach every one.
+	 */
+	STORAGE_READ,
+	/* As STORAGE_READ, but every storage must be alive (retention: none may be left out). */
+	STORAGE_EVERY,
+} storage_use;
+/*
+ * The storage a command uses: as storage_open when there are no failover storages, else as
+ * use says. target (else WALG_TARGET_STORAGE; NULL or "" for none) names the one storage to
+ * use alone ("default": the main one), which must be alive. Errors name the setting at fault.
+ */
+err_code storage_open_use(const config *cfg, storage_use use, const char *target, storage **out);
+bool storage_has_failovers(const config *cfg);
+/* The names of the storages configured, "default" first, in WAL-G's order. */
+err_code storage_names(const config *cfg, char ***names, size_t *n);
+/*
+ * For a writer that runs long (the daemon), before each piece of work: the next operation
+ * checks again which storage is the first alive when an operation on the one in use failed
+ * or it was chosen longer than WALG_FAILOVER_STORAGES_CACHE_LIFETIME ago. A no-op elsewhere.
+ */
+void storage_recheck(storage *st);
+/* WAL-G's name of the storage writes go to: a failover storage's, else "default". */
+const char *storage_name(storage *st);
+/*
+ * A reader's reads look in the storage named first (the one a backup's sentinel was listed in,
+ * so that its objects come from there, as WAL-G reads a backup); NULL: the usual order. A
+ * no-op without failover storages.
+ */
+void storage_prefer(storage *st, const char *name);
 /* The file-system backend rooted at root (absolute). */
 err_code storage_fs_open(const char *root, storage **out);
 
@@ -145,6 +203,18 @@ void storage_free(storage *st);
 
 void obj_list_add(obj_list *l, const char *key, uint64_t size, time_t mtime, long nsec);
 void obj_list_free(obj_list *l);
+
+/*
+ * Copies object key (size bytes, as listed) from src to dst as stored, nothing decoded:
+ * inside the store when both are one S3 endpoint (*server_side), else streamed (paced by net
+ * when not NULL: WALG_NETWORK_RATE_LIMIT). Then dst's
+ * copy is checked: its size, and its content's MD5 where dst's store keeps one (the bytes
+ * read are also held to src's MD5 where src keeps one). E_CORRUPT, naming the object, when
+ * they differ; the copy is then removed.
+ */
+typedef struct rate rate;
+err_code storage_copy(storage *src, storage *dst, const char *key, uint64_t size, rate *net,
+					  bool *server_side);
 
 /* Refuses keys that could leave the repository: empty, absolute, "..", NUL-free by type. */
 err_code storage_check_key(const char *key);

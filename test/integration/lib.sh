@@ -324,7 +324,7 @@ walc_wrapper() { cmd_wrapper "$T/walc.sh" "$WALC_PG" "$@"; }
 # walc's developers have it there; it is not part of walc). Without it the test prints
 # "skipped: ..." and passes. Called before it_setup.
 walg_required() {
-	WALG=${WALC_WALG:-$ROOT/../shared/tools/wal-g}
+	walg_optional
 	if [ ! -x "$WALG" ]; then
 		echo "skipped: no WAL-G binary at $WALG (set WALC_WALG to the wal-g v3.0.9 binary to run this test)"
 		exit 0
@@ -351,6 +351,9 @@ walg_lists() {
 	as_pg "$T/walg.sh" backup-list >"$T/log/walg-list.out" 2>&1 || { cat "$T/log/walg-list.out" >&2; fail "wal-g backup-list"; }
 	for n in "$@"; do assert_contains "$(cat "$T/log/walg-list.out")" "$n" "wal-g backup-list"; done
 }
+# walg_optional: WALG as walg_required sets it, for a test whose WAL-G part is skipped (saying so)
+# when the binary is absent: [ -x "$WALG" ] tells
+walg_optional() { WALG=${WALC_WALG:-$ROOT/../shared/tools/wal-g}; }
 # walg_wrapper VAR=VALUE...: $T/walg.sh, a copy of WAL-G as archive_command and
 # restore_command run it, with $T/bin first in PATH: its prefetcher runs `wal-g` from PATH
 walg_wrapper() {
@@ -434,6 +437,26 @@ pgbench_cluster() {
 	as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -i -s "$scale" -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
 		{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i -s $scale"; }
 	psqlc "$PORT" "CHECKPOINT"
+}
+
+# pgbench_init PORT SCALE: pgbench -i -s SCALE on the server on PORT (its log in $T/log)
+pgbench_init() {
+	as_pg "$PGBIN/pgbench" -h "$T" -p "$1" -U postgres -i -s "$2" -q postgres >"$T/log/pgbench-init.log" 2>&1 ||
+		{ cat "$T/log/pgbench-init.log" >&2; fail "pgbench -i -s $2"; }
+}
+
+# wal_rounds N: N rounds of 300 pgbench transactions on the server SRC (on PORT), each ending its
+# segment, then waits until the last is archived; LAST is its name
+wal_rounds() {
+	local seg
+	for _ in $(seq 1 "$1"); do
+		as_pg "$PGBIN/pgbench" -h "$T" -p "$PORT" -U postgres -n -t 300 -c 2 postgres >>"$T/log/pgbench.log" 2>&1 ||
+			fail "pgbench (see $T/log/pgbench.log)"
+		seg=$(switch_wal "$PORT")
+	done
+	wait_archived "$SRC" "$seg" 120
+	# shellcheck disable=SC2034 # read by the tests that source this file
+	LAST=$seg
 }
 
 # pgbench_source SCALE LOG: a cluster in SRC=$T/src on PORT, loaded by pgbench -i -s SCALE

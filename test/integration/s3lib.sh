@@ -100,6 +100,34 @@ s3_rgw_start() {
 	export WALC_S3_TEST_ENDPOINT=$S3_ENDPOINT
 }
 
+# s3_rgw_kill: SIGKILL the radosgw s3_rgw_start started (the server gone, as in an outage);
+# s3_rgw_restart: start it again and wait until it answers.
+s3_rgw_pid() { cat "$S3_RGW_DIR/run/rgw.a.pid"; }
+s3_rgw_kill() {
+	local p
+	p=$(s3_rgw_pid)
+	[ -d "/proc/$p" ] || fail "radosgw (pid $p) is not running"
+	kill -KILL "$p"
+	for _ in $(seq 1 100); do [ -d "/proc/$p" ] || break; sleep 0.05; done
+	[ -d "/proc/$p" ] && fail "radosgw $p survived SIGKILL"
+	return 0
+}
+# the same command ceph-rgw.sh runs; its pid file is updated so ceph-rgw.sh stop finds it
+s3_rgw_restart() {
+	local code
+	# in a subshell, so this shell does not report the daemon's later SIGKILL as a job
+	(
+		setsid radosgw -c "$S3_RGW_DIR/ceph.conf" -n client.rgw.a -f </dev/null >>"$S3_RGW_DIR/log/rgw.a.out" 2>&1 &
+		echo $! >"$S3_RGW_DIR/run/rgw.a.pid"
+	)
+	for _ in $(seq 1 240); do
+		code=$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$S3_ENDPOINT/" || true)
+		[ "$code" = 200 ] && return 0
+		sleep 0.25
+	done
+	fail "radosgw did not answer within 60 s of its restart"
+}
+
 # Debian's awscli (a pyenv or pip "aws" earlier in PATH may be another major version)
 AWSCLI=/usr/bin/aws
 [ -x "$AWSCLI" ] || AWSCLI=$(command -v aws || echo aws)

@@ -33,9 +33,11 @@ log "repository with backup $BACKUP; pushing $SEG in the checks below"
 
 listing() { find "$REPO" -printf '%P %s %T@\n' | sort; }
 
-# refused VAR=VALUE: each of the three commands exits 1, one line naming VAR, nothing changed
+# refused VAR=VALUE [NEEDLE]: each of the three commands exits 1 with one line holding NEEDLE
+# (default: "VAR is set, but"), and nothing changed
 refused() {
 	local setting=$1 var=${1%%=*} before cmd
+	local needle=${2:-"${1%%=*} is set, but"}
 	for cmd in wal-push backup-push backup-fetch; do
 		before=$(listing)
 		rm -rf "$T/dest"
@@ -46,7 +48,7 @@ refused() {
 		esac
 		expect_rc 1 "$cmd with $setting"
 		assert_eq 1 "$(nlines "$W_ERR")" "$cmd with $setting: stderr lines (stderr: $W_ERR)"
-		assert_contains "$W_ERR" "$var is set, but" "$cmd with $setting: the message names it"
+		assert_contains "$W_ERR" "$needle" "$cmd with $setting: the message names it"
 		assert_eq "$before" "$(listing)" "$cmd with $setting: the repository's listing"
 		assert_absent "$T/dest" "$cmd with $setting: the destination"
 	done
@@ -90,16 +92,32 @@ assert_contains "$W_ERR" "WALG_PGP_KEY_PASSPHRASE is set, but neither WALG_PGP_K
 assert_not_contains "$W_ERR" "secret" "the passphrase is not shown"
 ok "OpenPGP settings are accepted: a bad key is an error naming it, the passphrase alone warns"
 
-# other storages, failover storages, targets (GCS, Azure and SFTP are implemented: test_gcs_*,
-# test_az_*, test_sftp_*)
+# other storages, targets (GCS, Azure and SFTP are implemented: test_gcs_*, test_az_*,
+# test_sftp_*)
 for s in SWIFT OSS; do
 	refused "WALG_${s}_PREFIX=x://bucket/path"
 	refused "WALE_${s}_PREFIX=x://bucket/path"
 done
-refused WALG_FAILOVER_STORAGES='{"second": {"WALG_FILE_PREFIX": "/tmp/x"}}'
-refused WALG_TARGET_STORAGE=second
 refused AZURE_ENVIRONMENT_NAME=AzureChinaCloud
-ok "other storages and failover storages are refused"
+ok "other storages are refused"
+
+# failover storages (test_failover.sh) that cannot be what was meant: an error naming them
+refused WALG_FAILOVER_STORAGES='second: /tmp/x' "WALG_FAILOVER_STORAGES: expected a JSON object"
+refused WALG_FAILOVER_STORAGES='{"default": {"WALG_FILE_PREFIX": "/tmp/x"}}' \
+	'WALG_FAILOVER_STORAGES "default": the name is reserved'
+refused WALG_FAILOVER_STORAGES='{"second": "/tmp/x"}' \
+	'WALG_FAILOVER_STORAGES "second": expected a JSON object of settings'
+refused WALG_FAILOVER_STORAGES='{"second": {"AWS_REGION": "eu-west-1"}}' \
+	'WALG_FAILOVER_STORAGES "second": no storage prefix'
+refused WALG_FAILOVER_STORAGES='{"second": {"WALG_S3_PREFIX": "bucket/x"}}' \
+	'WALG_FAILOVER_STORAGES "second": WALG_S3_PREFIX: expected s3://bucket/path'
+refused WALG_FAILOVER_STORAGES='{"second": {"WALG_FILE_PREFIX": "/tmp/x", "S3_ENDPOINT_SOURCE": "http://b"}}' \
+	'S3_ENDPOINT_SOURCE (in WALG_FAILOVER_STORAGES "second") is set, but'
+refused WALG_TARGET_STORAGE=second \
+	'storage "second" (--target-storage, WALG_TARGET_STORAGE) is not configured; the storages are default'
+refused WALG_FAILOVER_STORAGES_CHECK_SIZE=lots \
+	'WALG_FAILOVER_STORAGES_CHECK_SIZE: expected a size like 100, 64kb or 1mb, got "lots"'
+ok "failover storages, a target and check sizes that are malformed are refused"
 
 # what is written and how it is kept
 # WAL metadata is implemented (test_wal_metadata.sh): a level WAL-G does not know is refused

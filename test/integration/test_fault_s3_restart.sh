@@ -32,32 +32,6 @@ E=(WALG_S3_PREFIX=s3://walc/bk AWS_ENDPOINT="$S3_ENDPOINT" AWS_S3_FORCE_PATH_STY
 PUSH_E=(S3_MAX_PART_SIZE=5242880 WALG_TAR_SIZE_THRESHOLD=8000000 WALG_DISK_RATE_LIMIT=10000000)
 walc_wrapper "${E[@]}"
 
-rgw_pid() { cat "$S3_RGW_DIR/run/rgw.a.pid"; }
-rgw_kill() {
-	local p
-	p=$(rgw_pid)
-	[ -d "/proc/$p" ] || fail "radosgw (pid $p) is not running"
-	kill -KILL "$p"
-	for _ in $(seq 1 100); do [ -d "/proc/$p" ] || break; sleep 0.05; done
-	[ -d "/proc/$p" ] && fail "radosgw $p survived SIGKILL"
-	return 0
-}
-# the same command ceph-rgw.sh runs; its pid file is updated so ceph-rgw.sh stop finds it
-rgw_restart() {
-	local code
-	# in a subshell, so this shell does not report the daemon's later SIGKILL as a job
-	(
-		setsid radosgw -c "$S3_RGW_DIR/ceph.conf" -n client.rgw.a -f </dev/null >>"$S3_RGW_DIR/log/rgw.a.out" 2>&1 &
-		echo $! >"$S3_RGW_DIR/run/rgw.a.pid"
-	)
-	for _ in $(seq 1 240); do
-		code=$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$S3_ENDPOINT/" || true)
-		[ "$code" = 200 ] && return 0
-		sleep 0.25
-	done
-	fail "radosgw did not answer within 60 s of its restart"
-}
-
 pgbench_source 3 archive.log
 log "source up on port $PORT; $((SECONDS - START))s"
 
@@ -78,7 +52,7 @@ push_with_outage() {
 	sleep "$after"
 	kill -0 "$bg" 2>/dev/null || { cat "$errf" >&2; fail "$tag: backup-push ended before the outage"; }
 	t_kill=$(date +%s%N)
-	rgw_kill
+	s3_rgw_kill
 	log "$tag: radosgw killed $after s into the push; down for $down s"
 	P_EXIT_AFTER_KILL_MS=""
 	for _ in $(seq 1 $((down * 10))); do
@@ -87,7 +61,7 @@ push_with_outage() {
 		fi
 		sleep 0.1
 	done
-	rgw_restart
+	s3_rgw_restart
 	log "$tag: radosgw back after $((($(date +%s%N) - t_kill) / 1000000)) ms"
 	P_RC=0
 	wait "$bg" || P_RC=$?

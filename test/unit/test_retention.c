@@ -517,7 +517,7 @@ static void test_everything(void **state)
 	p->permanent = true;
 	backup(1, 20, NOW - 1 * HOUR);
 	wal(1, 10, 22);
-	obj_info marker = { (char *)(uintptr_t)CATALOG_CLUSTER_MARKER, 50, NOW - HOUR, 0 };
+	obj_info marker = { (char *)(uintptr_t)CATALOG_CLUSTER_MARKER, 50, NOW - HOUR, 0, NULL };
 	lst.marker = &marker;
 	run(&(delete_options){ .mode = DELETE_EVERYTHING }, E_CONFIG);
 	assert_non_null(strstr(err_msg(), "FORCE"));
