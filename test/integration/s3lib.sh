@@ -60,7 +60,8 @@ s3_s3rver_start() {
 # --dump-signed), linked against libwalc.a with the Makefile's flags.
 s3_build_helpers() {
 	local build=${S3_BUILD:-$ROOT/build}
-	local pkgs="libzstd liblz4 libbrotlienc libbrotlidec liblzma libsodium libcurl openssl libpq jansson expat"
+	local pkgs
+	pkgs=$(sed -n 's/^PKGS *:= *//p' "$ROOT/Makefile") # the libraries walc links, as the Makefile lists them
 	local warn="-Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -Wvla -Wwrite-strings -Wcast-qual -Werror"
 	# tests may run side by side (INTEGRATION_JOBS): one make at a time in a build directory
 	mkdir -p "$build"
