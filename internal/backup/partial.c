@@ -385,6 +385,9 @@ err_code backup_restore_only(repo *r, const char *backup, const char *spec, keyt
 	bool found = false;
 	if (rc == E_OK)
 		rc = catalog_dbnames_each(r, backup, on_database, &p, &found);
+	if (rc == E_NOTFOUND)
+		rc = err_wrap(E_CONFIG, "backup-fetch --restore-only needs the backup's files metadata "
+								"(a backup taken with WALG_WITHOUT_FILES_METADATA has none)");
 	if (rc == E_OK && !found)
 		rc = err_set(E_CONFIG, "backup-fetch --restore-only: backup %s records no databases "
 							   "(DatabasesByNames in files_metadata.json: taken with "
