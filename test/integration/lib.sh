@@ -108,18 +108,7 @@ count_files() { find "$1" -type f 2>/dev/null | wc -l | tr -d ' '; }
 # A file wal-push and wal-fetch take as segment NAME (walc checks the long page header, not the
 # records): SIZE bytes (a PostgreSQL segment size), a long page header for NAME's place, then
 # SOURCE's bytes (repeated as needed; random when no SOURCE). SYSID defaults to a fixed one.
-fake_segment() { # NAME SIZE OUT [SOURCE [SYSID]]
-	"$PY" -c 'import os, struct, sys
-name, size, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-src = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
-sysid = int(sys.argv[5]) if len(sys.argv) > 5 else 7000000000000000042
-tli, hi, lo = int(name[:8], 16), int(name[8:16], 16), int(name[16:24], 16)
-segno = hi * ((1 << 32) // size) + lo
-head = struct.pack("<HHIQI4xQII", 0xD110, 2, tli, segno * size, 0, sysid, size, 8192)
-body = open(src, "rb").read() if src else os.urandom(size)
-body = (body * (size // max(len(body), 1) + 1))[: size - len(head)]
-open(out, "wb").write(head + body)' "$@"
-}
+fake_segment() { "$PY" "$IT_DIR/fake_segment.py" "$@"; } # NAME SIZE OUT [SOURCE [SYSID]]
 
 # ------------------------------------------------------------------------------------------
 # Setup, cleanup, running as postgres

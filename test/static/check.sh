@@ -144,7 +144,8 @@ while True:
 	for _ in $(seq 50); do [ -s "$hg/port" ] && break; sleep 0.1; done
 	port=$(cat "$hg/port")
 	mkdir -p "$hg/pg/pg_wal"
-	head -c 16777216 /dev/zero >"$hg/pg/pg_wal/000000010000000000000001"
+	python3 "$ROOT/test/integration/fake_segment.py" 000000010000000000000001 16777216 \
+		"$hg/pg/pg_wal/000000010000000000000001"
 	(cd "$hg/pg" && exec env -i PGDATA="$hg/pg" WALG_S3_PREFIX=s3://bucket/p AWS_REGION=us-east-1 \
 		AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s AWS_ENDPOINT="http://127.0.0.1:$port" \
 		"$BIN" wal-push pg_wal/000000010000000000000001) >"$hg/push.log" 2>&1 &

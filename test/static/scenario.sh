@@ -99,7 +99,8 @@ if [ "$STORAGE" = file ]; then
 	chmod 644 "$T/key.base64"
 	mkdir -p "$T/wal" "$T/fetched"
 	SEG=000000010000000000000001
-	{ head -c 300000 /dev/urandom; { yes "static walc segment" | head -c 700000 || true; }; } >"$T/wal/$SEG"
+	{ head -c 300000 /dev/urandom; { yes "static walc segment" | head -c 748576 || true; }; } >"$T/segsrc"
+	fake_segment "$SEG" 1048576 "$T/wal/$SEG" "$T/segsrc"
 	# OpenPGP with the WAL-G fixture's key: pushed with the public key, fetched with the secret
 	# key and its passphrase; decoded independently by gpg(1) when it is installed
 	PGPFX=$ROOT/test/fixtures/walg-v3.0.9-pgp/keys
