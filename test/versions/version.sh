@@ -16,8 +16,9 @@
 # started are stopped when it ends. A check whose prerequisite did not pass fails as "not run".
 # Environment: PGV_OUT (required), PGV_ONLY (checks to run, default all), WALC (the static walc), S3_ENDPOINT, AWS_ACCESS_KEY_ID,
 # AWS_SECRET_ACCESS_KEY and PGV_S3_BUCKET (the s3 check; it fails without them).
-CHECKS=(setup local-full local-delta fetch-chain tablespace pitr delta-restore encryption remote
-	remote-incremental remote-compression s3 standby archive-module wal-receive wal-verify retention)
+CHECKS=(setup local-full local-delta fetch-chain tablespace pitr delta-restore backup-verify encryption
+	remote remote-incremental remote-compression s3 standby archive-module wal-receive wal-verify
+	retention)
 if [ "${1:-}" = --list ]; then
 	printf '%s\n' "${CHECKS[@]}"
 	exit 0
@@ -263,6 +264,22 @@ check_delta_restore() {
 	log "backup-fetch --delta of $delta onto the old copy: ${out#*INFO: * * }"
 }
 
+# backup-verify --wal of the delta chain, without restoring it: its pg_control read for the data
+# checksum setting (this major's layout), every page's checksum, and the WAL from the delta's
+# start to the newest segment: every page header (this major's magic and flags) and every
+# record's CRC
+check_backup_verify() {
+	local delta
+	delta=$(get delta)
+	wrun "${ENVS[@]}" -- backup-verify --wal "$delta"
+	printf '%s\n%s\n' "$W_OUT" "$W_ERR" >"$T/log/backup-verify.log"
+	expect_rc 0 "backup-verify --wal $delta"
+	assert_contains "$W_ERR" "data checksums on" "backup-verify: the source's pg_control"
+	assert_match "$W_OUT" "^backup $delta: OK: [0-9]+ objects, [0-9]+ files, [1-9][0-9]* pages, [1-9][0-9]* WAL segments read; 0 problems" \
+		"backup-verify summary"
+	log "$(grep "^backup $delta: OK" <<<"$W_OUT")"
+}
+
 check_encryption() {
 	local obj seg
 	obj=$(find "$T/repo/wal_005" -name '[0-9A-F]*.zst' | sort | head -n 1)
@@ -414,7 +431,7 @@ check_s3() {
 }
 
 check_standby() {
-	local sport lsn name seg i=0
+	local sport lsn name seg pid i=0
 	sport=$(free_port)
 	as_pg "$PGBIN/pg_basebackup" -h "$T" -p "$PORT" -U postgres -D "$T/standby" -R -X stream -c fast \
 		-T "$T/ts=$T/ts-standby" >"$T/log/basebackup.log" 2>&1 || { cat "$T/log/basebackup.log" >&2; fail "pg_basebackup"; }
@@ -428,10 +445,23 @@ check_standby() {
 		sleep 0.25
 	done
 	[ "$(psqlc "$sport" "SELECT pg_is_in_recovery()")" = t ] || fail "the standby is not in recovery"
-	name=$(PUSH_PORT=$sport push "${ENVS[@]}" -- "$T/standby")
-	[[ $name =~ ^base_[0-9A-F]{24}$ ]] || fail "standby backup name: '$name'"
-	# the backup ends at a point the primary has still to archive
+	# The backup ends in a segment the primary has still to complete: the push waits until the
+	# primary has archived it, saying so, and the switch below lets it finish.
+	as_pg env PGDATA="$T/standby" "${ENVS[@]}" WALG_STOP_BACKUP_TIMEOUT=120s PGHOST="$T" PGPORT="$sport" \
+		"$WALC_PG" backup-push "$T/standby" >/dev/null 2>"$T/log/standby-push.log" </dev/null &
+	pid=$!
+	BG_PIDS+=("$pid")
+	i=0
+	until grep -q 'waiting for the primary to archive WAL segment' "$T/log/standby-push.log"; do
+		kill -0 "$pid" 2>/dev/null || fail "the standby's push ended before its WAL was archived: $(tail -n 3 "$T/log/standby-push.log")"
+		i=$((i + 1))
+		[ "$i" -lt 600 ] || fail "the standby's push does not say it waits for the primary"
+		sleep 0.1
+	done
 	seg=$(archive_now)
+	wait "$pid" || fail "backup-push on the standby: $(tail -n 3 "$T/log/standby-push.log")"
+	name=$(sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p' "$T/log/standby-push.log" | tail -n 1)
+	[[ $name =~ ^base_[0-9A-F]{24}$ ]] || fail "standby backup name: '$name'"
 	pg_stop "$T/standby"
 	fetch_to "$T/r-standby" "$name" "$T/ts-rstandby"
 	verify_restored "$T/r-standby" standby "${ENVS[*]}" "recovery_target = 'immediate'"
@@ -614,6 +644,7 @@ run_check fetch-chain local-delta
 run_check tablespace fetch-chain
 run_check pitr local-delta
 run_check delta-restore pitr
+run_check backup-verify local-delta
 run_check encryption local-full
 run_check remote setup
 run_check remote-incremental setup
