@@ -211,7 +211,7 @@ if [ "${PGV_TIMES:-0}" = 1 ]; then
 fi
 echo
 for v in $VERSIONS; do
-	ver=$(sed -n 's/.*PostgreSQL \([0-9.]*\) .*running on port.*/\1/p' "$work/$v/setup.log" 2>/dev/null | head -n 1)
+	ver=$(sed -n 's/.*PostgreSQL \([0-9][0-9a-z.]*\) .*running on port.*/\1/p' "$work/$v/setup.log" 2>/dev/null | head -n 1)
 	echo "  $v: PostgreSQL ${ver:-?} ($(release_of "$v")$([ "$(release_of "$v")" = host ] || echo " chroot"))"
 done
 for n in "${notes[@]}"; do echo "  $n"; done

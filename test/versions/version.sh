@@ -17,8 +17,8 @@
 # Environment: PGV_OUT (required), PGV_ONLY (checks to run, default all), WALC (the static walc), S3_ENDPOINT, AWS_ACCESS_KEY_ID,
 # AWS_SECRET_ACCESS_KEY and PGV_S3_BUCKET (the s3 check; it fails without them).
 CHECKS=(setup local-full local-delta fetch-chain tablespace pitr delta-restore backup-verify encryption
-	remote remote-incremental remote-compression s3 standby archive-module wal-receive wal-verify
-	retention)
+	remote next-major remote-incremental remote-compression s3 standby archive-module wal-receive
+	wal-verify retention)
 if [ "${1:-}" = --list ]; then
 	printf '%s\n' "${CHECKS[@]}"
 	exit 0
@@ -310,6 +310,39 @@ check_remote() {
 	fetch_to "$T/r-remote" "$name" ""
 	verify_restored "$T/r-remote" remote "${ENVS[*]}" "recovery_target = 'immediate'"
 	log "remote backup $name restored, its tablespace inside the data directory"
+}
+
+# The next major (PG_MAX_MAJOR + 1, which no server runs yet): the source seen through a proxy
+# that reports its server_version as 20devel (next_major.py) is refused in one line, in local
+# and in remote mode, before anything is written. psql works through the same proxy (and reads
+# 200000 as libpq's server version), so the refusal is walc's.
+check_next_major() {
+	local dir=$T/next mode want args i=0
+	want="PostgreSQL 20devel (server_version_num 200000) is not supported: walc supports PostgreSQL 13 to 19"
+	mkdir -p "$dir" "$T/repo-next"
+	chmod 755 "$dir"
+	pg_own "$T/repo-next"
+	"$PY" "$PGV_DIR/next_major.py" "$dir" "$PORT" "$T" 20devel >"$T/log/next-major.log" 2>&1 &
+	BG_PIDS+=($!)
+	until grep -q ready "$T/log/next-major.log"; do
+		i=$((i + 1))
+		[ "$i" -lt 100 ] || fail "next_major.py did not start: $(cat "$T/log/next-major.log")"
+		sleep 0.1
+	done
+	# psql connects through it, and libpq there reads the major as walc's does
+	assert_eq 200000 "$(as_pg "$PGBIN/psql" -X -A -t -h "$dir" -p "$PORT" -U postgres -d postgres \
+		-c "SELECT 1" -c '\echo :SERVER_VERSION_NUM' | tail -n 1)" "psql through the proxy"
+	for mode in local remote; do
+		args=()
+		[ "$mode" = remote ] || args=("$SRC")
+		wrun_pg WALG_FILE_PREFIX="$T/repo-next" WALG_COMPRESSION_METHOD=zstd "${KEY[@]}" PGHOST="$dir" PGPORT="$PORT" \
+			-- backup-push "${args[@]}"
+		[ "$W_RC" = 1 ] || fail "$mode backup-push from a 20devel server: $(wdesc)"
+		assert_eq 1 "$(printf '%s\n' "$W_ERR" | wc -l)" "$mode backup-push from a 20devel server: lines on stderr ($W_ERR)"
+		assert_contains "$W_ERR" "$want" "$mode backup-push from a 20devel server"
+	done
+	[ -z "$(find "$T/repo-next" -type f)" ] || fail "objects written for a 20devel server: $(find "$T/repo-next" -type f | head -n 3)"
+	log "a server reporting 20devel is refused in one line (local and remote backup-push), nothing written"
 }
 
 # rpush [VAR=VALUE...]: remote backup-push (no data directory); prints the backup name, the log
@@ -647,6 +680,7 @@ run_check delta-restore pitr
 run_check backup-verify local-delta
 run_check encryption local-full
 run_check remote setup
+run_check next-major setup
 run_check remote-incremental setup
 run_check remote-compression setup
 run_check s3 setup
