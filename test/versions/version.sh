@@ -554,7 +554,9 @@ check_wal_receive() {
 		[ "$(psqlc "$rport" "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'walg' AND active")" = 1 ] && break
 		sleep 0.1
 	done
-	mapfile -t rpids < <(pgrep -f " wal-receive\$" || true)
+	# this version's walc only (its own copy in $T): the versions run side by side, and another's
+	# wal-receive killed when this check ends would starve that version's check
+	mapfile -t rpids < <(pgrep -f "^$WALC_PG wal-receive\$" || true)
 	BG_PIDS+=("${rpids[@]}")
 	psqlc "$rport" "CREATE TABLE t (v text)"
 	for _ in $(seq 1 8); do
@@ -562,7 +564,13 @@ check_wal_receive() {
 		[ -n "$first" ] || first=$last
 	done
 	for _ in $(seq 1 600); do [ -e "$T/repo-rcv/wal_005/$last.zst" ] && break; sleep 0.1; done
-	[ -e "$T/repo-rcv/wal_005/$last.zst" ] || { cat "$T/log/receive.log" >&2; fail "wal-receive did not store $last"; }
+	if [ ! -e "$T/repo-rcv/wal_005/$last.zst" ]; then
+		# what the server sent against what walc stored tells a stalled stream from a stuck store
+		cat "$T/log/receive.log" >&2
+		psqlc "$rport" "SELECT pg_current_wal_lsn(), state, sent_lsn, write_lsn, flush_lsn FROM pg_stat_replication" >&2 || true
+		ps -o pid,stat,wchan:20,args -p "$(printf '%s,' "${rpids[@]}" 0)" >&2 || true
+		fail "wal-receive did not store $last"
+	fi
 	n=0
 	for s in "$T"/rcv/pg_wal/[0-9A-F]*; do
 		s=$(basename "$s")
