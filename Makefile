@@ -204,7 +204,7 @@ static:
 test-static: static
 	@test/static/test-static.sh
 
-# make test-versions: walc-static against PostgreSQL 13, 15 (the host's), 17 and 18, the others
+# make test-versions: walc-static against PostgreSQL 13, 15 (the host's), 17, 18 and 19, the others
 # in Debian chroots made by deploy/pgchroot.sh (cached in /var/cache/walc-pg); prints a table
 # check x version. See test/versions/run.sh.
 test-versions: static

@@ -8,7 +8,8 @@
 #   deploy/pgchroot.sh key RELEASE       prints the key and the recipe it hashes
 #   deploy/pgchroot.sh major RELEASE     prints the PostgreSQL major RELEASE ships
 #
-# RELEASE: bullseye (PostgreSQL 13), bookworm (15), trixie (17), sid (18).
+# RELEASE: bullseye (PostgreSQL 13), bookworm (15), trixie (17), sid (18), experimental (19: sid
+# with Debian's experimental suite added, pinned for PostgreSQL's own packages only).
 #
 # Each chroot lives in ${WALC_PG_CACHE:-/var/cache/walc-pg}/RELEASE/: root/ (the tree),
 # root/.walc-pg-key (its key: a hash of the recipe below: release, mirror, package list, the
@@ -42,7 +43,17 @@ major_of() {
 	bookworm) echo 15 ;;
 	trixie) echo 17 ;;
 	sid) echo 18 ;;
-	*) die "unknown release '$1' (bullseye, bookworm, trixie, sid)" ;;
+	experimental) echo 19 ;;
+	*) die "unknown release '$1' (bullseye, bookworm, trixie, sid, experimental)" ;;
+	esac
+}
+
+# The suite debootstrap makes the tree from: experimental is not a whole release, only packages
+# on top of sid.
+suite_of() {
+	case $1 in
+	experimental) echo sid ;;
+	*) echo "$1" ;;
 	esac
 }
 
@@ -63,6 +74,7 @@ pg_ids() {
 recipe() {
 	echo "recipe $RECIPE_VERSION"
 	echo "release $1"
+	[ "$(suite_of "$1")" = "$1" ] || echo "suite $(suite_of "$1"), pinned: postgresql* libpq*"
 	echo "mirror $MIRROR"
 	echo "postgres $(pg_ids)"
 	echo "packages $(packages_of "$1" | tr '\n' ' ')"
@@ -87,17 +99,25 @@ in_root() {
 
 # build_tree RELEASE NEW: everything, inside the private mount namespace
 build_tree() {
-	local rel=$1 new=$2 n ids uid gid pkgs start=$SECONDS
+	local rel=$1 new=$2 n ids uid gid pkgs suite start=$SECONDS
 	n=$(major_of "$rel")
+	suite=$(suite_of "$rel")
 	ids=$(pg_ids)
 	uid=${ids%:*}
 	gid=${ids#*:}
 	mapfile -t pkgs < <(packages_of "$rel")
-	msg "debootstrap --variant=minbase $rel into $new"
-	debootstrap --variant=minbase "$rel" "$new" "$MIRROR" || {
+	msg "debootstrap --variant=minbase $suite into $new"
+	debootstrap --variant=minbase "$suite" "$new" "$MIRROR" || {
 		tail -n 30 "$new/debootstrap/debootstrap.log" >&2 2>/dev/null
-		die "debootstrap $rel failed"
+		die "debootstrap $suite failed"
 	}
+	if [ "$suite" != "$rel" ]; then
+		# Only PostgreSQL's own packages from the added suite: the whole of it (apt-get -t) also
+		# asks for its newer perl, which sid's modules cannot go with.
+		echo "deb $MIRROR $rel main" >"$new/etc/apt/sources.list.d/$rel.list"
+		printf 'Package: postgresql* libpq*\nPin: release a=%s\nPin-Priority: 990\n' "$rel" \
+			>"$new/etc/apt/preferences.d/walc-pg"
+	fi
 	msg "debootstrap done in $((SECONDS - start))s"
 	# Our own configuration before any PostgreSQL package: no recommends, an expired Release
 	# file is accepted (sid's here is past its date), no service starts, no cluster is made.

@@ -14,18 +14,30 @@
 #include "internal/pg/bytes_impl.h"
 
 #define FLOATFORMAT_VALUE 1234567.0
-/*
- * From floatFormat, the field whose fixed value marks the layout of every major: back to
- * minRecoveryPoint (the fields between have not changed from 13 to 18), on to
- * xlog_seg_size and data_checksum_version; the CRC follows the 32-byte authentication nonce,
- * after one more bool in 18 (default_char_signedness).
- */
-#define MIN_RECOVERY_BACK 72
-#define SEG_SIZE_AT 20
-#define CHECKSUM_VERSION_AT 44
-#define CRC_AFTER_17 80
-#define CRC_AFTER_18 84
+#define MIN_RECOVERY_BACK 72 /* minRecoveryPoint, before floatFormat in every major */
 #define CRC_INIT 0xFFFFFFFFu
+
+/*
+ * What follows floatFormat, whose fixed value marks where the layout's second half starts,
+ * by pg_control_version: xlog_seg_size, data_checksum_version and the CRC after the 32-byte
+ * authentication nonce. 18 added a bool before the nonce (default_char_signedness); 19
+ * slru_pages_per_segment before xlog_seg_size and data_checksum_version_init before the
+ * version. crc_at 0: walc reads only the checksum setting (backups of old clusters).
+ * 19's range is open to the bumps a release candidate may still bring: pg_control_read
+ * needs the CRC to hold where the layout puts it, so it refuses a file laid out otherwise.
+ */
+typedef struct control_layout {
+	uint32_t first, last; /* pg_control_version */
+	int seg_size_at, checksum_at, crc_at;
+} control_layout;
+
+static const control_layout layouts[] = {
+	{ 942, 1201, 20, 44, 0 },  /* 9.4 to 12 */
+	{ 1300, 1300, 20, 44, 80 }, /* 13 to 16 */
+	{ 1700, 1700, 20, 44, 80 },
+	{ 1800, 1800, 20, 44, 84 },
+	{ 1900, 1999, 24, 52, 92 },
+};
 
 static long floatformat_at(const unsigned char *buf, size_t len)
 {
@@ -38,29 +50,42 @@ static long floatformat_at(const unsigned char *buf, size_t len)
 	return -1;
 }
 
-bool pg_control_checksums(const unsigned char *buf, size_t len, bool *on)
+/* The layout of a file long enough to hold it, and where its floatFormat is; NULL if none. */
+static const control_layout *layout_of(const unsigned char *buf, size_t len, size_t *ff)
 {
-	long ff = floatformat_at(buf, len);
-	if (ff < 0)
-		return false;
-	*on = pg_le(buf + ff + CHECKSUM_VERSION_AT, 4) != 0;
-	return true;
+	long at = floatformat_at(buf, len);
+	if (at < 128)
+		return NULL;
+	uint32_t version = (uint32_t)pg_le(buf + 8, 4);
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+		const control_layout *l = &layouts[i];
+		int end = (l->crc_at > l->checksum_at ? l->crc_at : l->checksum_at) + 4;
+		if (version >= l->first && version <= l->last) {
+			*ff = (size_t)at;
+			return (size_t)at + (size_t)end <= len ? l : NULL;
+		}
+	}
+	return NULL;
 }
 
-static bool crc_at(const unsigned char *buf, size_t len, size_t at)
+bool pg_control_checksums(const unsigned char *buf, size_t len, bool *on)
 {
-	if (at + 4 > len)
+	size_t ff;
+	const control_layout *l = layout_of(buf, len, &ff);
+	if (l == NULL)
 		return false;
-	uint32_t crc = pg_crc32c_update(CRC_INIT, buf, at) ^ CRC_INIT;
-	return crc == (uint32_t)pg_le(buf + at, 4);
+	*on = pg_le(buf + ff + (size_t)l->checksum_at, 4) != 0;
+	return true;
 }
 
 bool pg_control_read(const unsigned char *buf, size_t len, pg_control_info *out)
 {
-	long ff = floatformat_at(buf, len);
-	if (ff < 128 || (size_t)ff + CRC_AFTER_18 + 4 > len)
+	size_t ff;
+	const control_layout *l = layout_of(buf, len, &ff);
+	if (l == NULL || l->crc_at == 0)
 		return false;
-	if (!crc_at(buf, len, (size_t)ff + CRC_AFTER_17) && !crc_at(buf, len, (size_t)ff + CRC_AFTER_18))
+	size_t at = ff + (size_t)l->crc_at;
+	if ((pg_crc32c_update(CRC_INIT, buf, at) ^ CRC_INIT) != (uint32_t)pg_le(buf + at, 4))
 		return false;
 	memset(out, 0, sizeof(*out));
 	out->system_id = pg_le(buf, 8);
@@ -71,7 +96,7 @@ bool pg_control_read(const unsigned char *buf, size_t len, pg_control_info *out)
 	out->timeline = (uint32_t)pg_le(buf + 48, 4);
 	out->min_recovery = pg_le(buf + ff - MIN_RECOVERY_BACK, 8);
 	out->min_recovery_tli = (uint32_t)pg_le(buf + ff - MIN_RECOVERY_BACK + 8, 4);
-	out->seg_size = pg_le(buf + ff + SEG_SIZE_AT, 4);
+	out->seg_size = pg_le(buf + ff + (size_t)l->seg_size_at, 4);
 	return true;
 }
 

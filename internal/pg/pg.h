@@ -184,13 +184,14 @@ void pg_name_key(const char *name, uint64_t key[2]);
 uint32_t pg_relation_first_block(const char *path);
 
 /*
- * pg_control (PostgreSQL 9.3 to 18): whether the cluster has data checksums. The field is
- * found after floatFormat, whose fixed value marks the layout; false when buf is not a
- * pg_control file walc can read.
+ * pg_control (PostgreSQL 9.4 to 19): whether the cluster has data checksums. The field is
+ * found after floatFormat, whose fixed value marks the layout, where the file's
+ * pg_control_version puts it; false when buf is not a pg_control file walc can read (another
+ * version, or too short).
  */
 bool pg_control_checksums(const unsigned char *buf, size_t len, bool *on);
 /*
- * What pg_control (13 to 18) says of a stopped cluster: false unless buf is one whose CRC
+ * What pg_control (13 to 19) says of a stopped cluster: false unless buf is one whose CRC
  * holds. state is DBState: PG_STATE_SHUTDOWNED after a clean shutdown, ..._IN_RECOVERY after a
  * standby's.
  */
@@ -261,7 +262,7 @@ void pg_lsn_format(uint64_t lsn, char out[32]);
  * version. pg_check_version is that rule (text: server_version, for the message).
  */
 #define PG_MIN_MAJOR 13
-#define PG_MAX_MAJOR 18
+#define PG_MAX_MAJOR 19
 err_code pg_check_version(int version_num, const char *text);
 
 /*

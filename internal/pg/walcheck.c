@@ -2,23 +2,14 @@
  * What backup-verify checks in PostgreSQL's own files: WAL page headers and timeline history
  * files. Every input is untrusted bytes.
  */
+#include "internal/pg/bytes_impl.h"
 #include "internal/pg/pg.h"
+#include "internal/pg/walpage_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define XLP_LONG_HEADER 0x0002
-#define XLP_ALL_FLAGS 0x000F
-#define WAL_MAGIC_MIN 0xD061 /* PostgreSQL 9.2, as walname.c */
 #define WAL_SHORT_HEADER 24
-
-static uint64_t le(const unsigned char *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = n - 1; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
 
 static bool zero_page(const unsigned char *p)
 {
@@ -32,9 +23,9 @@ const char *pg_wal_page_check(pg_wal_check *c, const unsigned char *page, uint64
 							  uint64_t seg_size, uint32_t index, uint32_t max_tli,
 							  uint64_t sysid)
 {
-	uint16_t magic = (uint16_t)le(page, 2), info = (uint16_t)le(page + 2, 2);
-	uint32_t tli = (uint32_t)le(page + 4, 4);
-	uint64_t addr = le(page + 8, 8);
+	uint16_t magic = (uint16_t)pg_le(page, 2), info = (uint16_t)pg_le(page + 2, 2);
+	uint32_t tli = (uint32_t)pg_le(page + 4, 4);
+	uint64_t addr = pg_le(page + 8, 8);
 	if (magic == 0 && zero_page(page)) {
 		if (index == 0)
 			return "segment starts with an empty page";
@@ -43,18 +34,18 @@ const char *pg_wal_page_check(pg_wal_check *c, const unsigned char *page, uint64
 	}
 	if (c->ended)
 		return "page header after the end of the WAL in this segment";
-	if (magic < WAL_MAGIC_MIN || (c->magic != 0 && magic != c->magic))
+	if (magic < WAL_MAGIC_PG92 || (c->magic != 0 && magic != c->magic))
 		return "bad page magic";
 	if (c->magic == 0)
 		c->magic = magic;
-	if ((info & ~XLP_ALL_FLAGS) != 0)
+	if ((info & ~wal_flags_known(magic)) != 0)
 		return "unknown page flags";
 	if (index == 0) {
 		if ((info & XLP_LONG_HEADER) == 0)
 			return "first page has no long header";
-		if (le(page + 32, 4) != seg_size || le(page + 36, 4) != PG_WAL_PAGE)
+		if (pg_le(page + 32, 4) != seg_size || pg_le(page + 36, 4) != PG_WAL_PAGE)
 			return "long header: wrong segment or page size";
-		if (sysid != 0 && le(page + 24, 8) != sysid)
+		if (sysid != 0 && pg_le(page + 24, 8) != sysid)
 			return "long header: another system identifier";
 	} else if (info & XLP_LONG_HEADER) {
 		return "long header on a page other than the first";

@@ -1,6 +1,7 @@
 /* WAL file names: %08X%08X%08X of timeline, segno / segments-per-xlogid, segno % that. */
 #include "internal/pg/bytes_impl.h"
 #include "internal/pg/pg.h"
+#include "internal/pg/walpage_impl.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -70,15 +71,13 @@ void wal_name_format(char out[WAL_NAME_LEN + 1], uint32_t tli, uint64_t segno, u
 }
 
 /* XLogLongPageHeaderData: magic, info, tli, pageaddr, rem_len, padding, sysid, seg size, blcksz. */
-#define XLP_LONG_HEADER 0x0002
-#define WAL_MAGIC_MIN 0xD061 /* PostgreSQL 9.2; every later release has a higher magic */
 
 bool wal_header_sysid(const unsigned char *buf, size_t len, uint64_t seg_size, uint64_t *sysid)
 {
 	if (len < WAL_LONG_HEADER_LEN)
 		return false;
 	uint16_t magic = (uint16_t)pg_le(buf, 2), info = (uint16_t)pg_le(buf + 2, 2);
-	if (magic < WAL_MAGIC_MIN || (info & XLP_LONG_HEADER) == 0)
+	if (magic < WAL_MAGIC_PG92 || (info & XLP_LONG_HEADER) == 0)
 		return false;
 	if ((seg_size != 0 && pg_le(buf + 32, 4) != seg_size) || pg_le(buf + 36, 4) != 8192)
 		return false;
@@ -97,7 +96,7 @@ bool wal_segment_check(const char *name, const unsigned char *head, size_t head_
 	char seg[WAL_NAME_LEN + 1];
 	snprintf(seg, sizeof(seg), "%.24s", name);
 	uint16_t magic = head_len >= 2 ? (uint16_t)pg_le(head, 2) : 0;
-	if (head_len < WAL_LONG_HEADER_LEN || magic < WAL_MAGIC_MIN) {
+	if (head_len < WAL_LONG_HEADER_LEN || magic < WAL_MAGIC_PG92) {
 		snprintf(why, 128, "does not start with a WAL page header (%llu bytes)",
 				 (unsigned long long)size);
 		return false;
@@ -107,7 +106,7 @@ bool wal_segment_check(const char *name, const unsigned char *head, size_t head_
 	uint64_t addr = pg_le(head + 8, 8), own = pg_le(head + 32, 4);
 	uint32_t name_tli;
 	uint64_t segno;
-	if ((info & XLP_LONG_HEADER) == 0 || (info & ~UINT16_C(0x000F)) != 0 ||
+	if ((info & XLP_LONG_HEADER) == 0 || (info & ~wal_flags_known(magic)) != 0 ||
 		pg_le(head + 36, 4) != 8192 || !valid_seg_size(own)) {
 		snprintf(why, 128, "does not start with a WAL long page header");
 		return false;

@@ -9,6 +9,7 @@
  */
 #include "internal/pg/bytes_impl.h"
 #include "internal/pg/pg.h"
+#include "internal/pg/walpage_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +19,6 @@
 #define LONG_PHD 40
 #define REC_HEADER WAL_REC_HEADER
 #define REC_CRC_AT 20 /* offsetof(XLogRecord, xl_crc) */
-#define XLP_FIRST_IS_CONTRECORD 0x0001
-#define XLP_LONG_HEADER 0x0002
-#define XLP_FIRST_IS_OVERWRITE_CONTRECORD 0x0008
-#define XLP_ALL_FLAGS 0x000F
-#define WAL_MAGIC_MIN 0xD106 /* PostgreSQL 13 */
-#define WAL_MAGIC_PG15 0xD110
 /* PostgreSQL's largest record (XLogRecordMaxSize, 16+), and its resource managers' ids. */
 #define REC_MAX ((uint32_t)1020 << 20)
 #define RM_MAX_BUILTIN 31
@@ -129,9 +124,9 @@ static void page_header(wal_reader *r)
 	uint32_t rem = le32(r->phd + 16);
 	bool is_long = (info & XLP_LONG_HEADER) != 0;
 	const char *bad = NULL;
-	if (magic < WAL_MAGIC_MIN || (r->magic != 0 && magic != r->magic))
+	if (magic < WAL_MAGIC_PG13 || (r->magic != 0 && magic != r->magic))
 		bad = "page magic is not the WAL's";
-	else if ((info & ~XLP_ALL_FLAGS) != 0)
+	else if ((info & ~wal_flags_known(magic)) != 0)
 		bad = "unknown page flags";
 	else if (addr != page)
 		bad = "page address is not its place"; /* a recycled segment's stale page, typically */
@@ -147,7 +142,7 @@ static void page_header(wal_reader *r)
 	}
 	r->magic = magic;
 	r->tli = tli;
-	if (info & XLP_FIRST_IS_OVERWRITE_CONTRECORD) {
+	if (info & wal_flag_overwrite(magic)) {
 		/*
 		 * The record the last page began was never finished: it is abandoned, and the next
 		 * one links back to the record before it, as PostgreSQL's reader expects.

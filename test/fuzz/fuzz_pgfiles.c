@@ -1,6 +1,7 @@
 /*
  * libFuzzer target for what backup-verify reads of PostgreSQL's own files, untrusted bytes
- * from a repository: pg_control (data checksums), WAL pages, timeline history files and data
+ * from a repository: pg_control (data checksums, and what catchup-fetch and wal-restore read
+ * of it), WAL pages, timeline history files and data
  * pages; and the long page header wal-push and wal-fetch hold a segment to. The checks must
  * never read past their input, whatever it holds.
  */
@@ -15,6 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	bool on;
 	(void)pg_control_checksums(data, size, &on);
+	pg_control_info ci;
+	(void)pg_control_read(data, size, &ci);
 
 	uint32_t tli = size >= 4 ? (uint32_t)data[0] | (uint32_t)data[1] << 8 : 2;
 	const char *what = pg_history_check((const char *)data, size, tli);

@@ -312,11 +312,14 @@ static void test_supported_majors(void **state)
 	(void)state;
 	assert_int_equal(pg_check_version(130000, "13.0"), E_OK);
 	assert_int_equal(pg_check_version(180006, "18.6"), E_OK);
+	assert_int_equal(pg_check_version(190000, "19rc1"), E_OK);
+	assert_int_equal(pg_check_version(190009, "19.9"), E_OK);
 	assert_int_equal(pg_check_version(120022, "12.22"), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "PostgreSQL 12.22"));
-	assert_int_equal(pg_check_version(190000, "19devel"), E_CONFIG);
-	assert_non_null(strstr(err_msg(), "19devel"));
-	assert_non_null(strstr(err_msg(), "13 to 18"));
+	assert_int_equal(pg_check_version(200000, "20devel"), E_CONFIG);
+	assert_string_equal(err_msg(), "PostgreSQL 20devel (server_version_num 200000) is not "
+								   "supported: walc supports PostgreSQL 13 to 19");
+	assert_null(strchr(err_msg(), '\n'));
 	err_clear();
 }
 

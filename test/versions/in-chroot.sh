@@ -17,6 +17,11 @@ mount -t tmpfs -o mode=1777,size=1g tmpfs "$root/dev/shm"
 mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
 mkdir -p "$root$dir"
 mount --bind "$dir" "$root$dir"
+# The host's CA locations mean nothing inside unless the chroot has them too: walc refuses an
+# SSL_CERT_FILE it cannot read, and the minimal chroots have no CA bundle.
+for v in SSL_CERT_FILE SSL_CERT_DIR; do
+	[ -z "${!v:-}" ] || [ -e "$root${!v}" ] || unset "$v"
+done
 case $user in
 root) spec=0:0 ;;
 postgres) spec=$(id -u postgres):$(id -g postgres) ;;

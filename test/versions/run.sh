@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make test-versions: the PostgreSQL version matrix. Runs the checks of version.sh on
-# PostgreSQL 13 (bullseye chroot), 15 (the host's), 17 (trixie chroot) and 18 (sid chroot), with
-# the static walc inside each, and prints a table: one row per check, one column per version,
-# cells PASS / FAIL / n/a, the reasons under it. Last line: "versions: N passed, N failed"
+# PostgreSQL 13 (bullseye chroot), 15 (the host's), 17 (trixie chroot), 18 (sid chroot) and 19
+# (sid chroot with PostgreSQL from Debian experimental), with the static walc inside each, and
+# prints a table: one row per check, one column per version, cells PASS / FAIL / n/a, the
+# reasons under it. Last line: "versions: N passed, N failed"
 # (n/a cells count as neither). Exit 1 when a cell failed.
 #
 # The chroots come from deploy/pgchroot.sh (cached in /var/cache/walc-pg; missing ones are
@@ -12,14 +13,14 @@
 # run; the timeout guards against a hang, and CI's hosts have run 2-3 times slower). SIGINT or
 # SIGTERM stops every version's servers and the RGW.
 #
-# Environment: PGV_VERSIONS (default "13 15 17 18"), WALC_STATIC (default <repo>/walc-static),
-# KEEP=1 / KEEP_FAILED=1 as
-# for the integration tests, PGV_LOG_LINES (lines of a failed check's log shown, default 40),
-# PGV_TIMES=1 (a second table: the seconds each check took).
+# Environment: PGV_VERSIONS (default "13 15 17 18 19"), PGV_ONLY (checks, as version.sh),
+# WALC_STATIC (default <repo>/walc-static), KEEP=1 / KEEP_FAILED=1 as for the integration
+# tests, PGV_LOG_LINES (lines of a failed check's log shown, default 40), PGV_TIMES=1 (a second
+# table: the seconds each check took).
 set -uo pipefail
 DIR=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$DIR/../.." && pwd)
-VERSIONS=${PGV_VERSIONS:-13 15 17 18}
+VERSIONS=${PGV_VERSIONS:-13 15 17 18 19}
 WALC_STATIC=${WALC_STATIC:-$ROOT/walc-static}
 RGW=$ROOT/test/servers/ceph-rgw.sh # the project's own, as the S3 integration tests use
 JOBS=${PGV_JOBS:-$(nproc)}
@@ -33,6 +34,7 @@ release_of() {
 	15) echo host ;;
 	17) echo trixie ;;
 	18) echo sid ;;
+	19) echo experimental ;;
 	*) echo unknown ;;
 	esac
 }
@@ -143,7 +145,9 @@ run_version() { # VERSION: in the background; its exit status in $work/V/rc
 	echo "$((SECONDS - t0))" >"$work/$v/took"
 }
 running=0
-for v in $VERSIONS; do
+# Newest first: the newer majors run the most checks (incremental, compression, the archive
+# module), so the short old ones fill the last slot instead of one long version running alone.
+for v in $(tr ' ' '\n' <<<"$VERSIONS" | sort -rn); do
 	[ -z "${BROKEN[$v]:-}" ] || continue
 	while [ "$running" -ge "$JOBS" ]; do
 		wait -n
@@ -209,7 +213,7 @@ if [ "${PGV_TIMES:-0}" = 1 ]; then
 fi
 echo
 for v in $VERSIONS; do
-	ver=$(sed -n 's/.*PostgreSQL \([0-9.]*\) .*running on port.*/\1/p' "$work/$v/setup.log" 2>/dev/null | head -n 1)
+	ver=$(sed -n 's/.*PostgreSQL \([0-9][0-9a-z.]*\) .*running on port.*/\1/p' "$work/$v/setup.log" 2>/dev/null | head -n 1)
 	echo "  $v: PostgreSQL ${ver:-?} ($(release_of "$v")$([ "$(release_of "$v")" = host ] || echo " chroot"))"
 done
 for n in "${notes[@]}"; do echo "  $n"; done

@@ -16,8 +16,9 @@
 # started are stopped when it ends. A check whose prerequisite did not pass fails as "not run".
 # Environment: PGV_OUT (required), PGV_ONLY (checks to run, default all), WALC (the static walc), S3_ENDPOINT, AWS_ACCESS_KEY_ID,
 # AWS_SECRET_ACCESS_KEY and PGV_S3_BUCKET (the s3 check; it fails without them).
-CHECKS=(setup local-full local-delta fetch-chain tablespace pitr delta-restore encryption remote
-	remote-incremental remote-compression s3 standby archive-module wal-receive wal-verify retention)
+CHECKS=(setup local-full local-delta fetch-chain tablespace pitr delta-restore backup-verify encryption
+	remote next-major remote-incremental remote-compression s3 standby archive-module wal-receive
+	wal-verify retention)
 if [ "${1:-}" = --list ]; then
 	printf '%s\n' "${CHECKS[@]}"
 	exit 0
@@ -263,6 +264,22 @@ check_delta_restore() {
 	log "backup-fetch --delta of $delta onto the old copy: ${out#*INFO: * * }"
 }
 
+# backup-verify --wal of the delta chain, without restoring it: its pg_control read for the data
+# checksum setting (this major's layout), every page's checksum, and the WAL from the delta's
+# start to the newest segment: every page header (this major's magic and flags) and every
+# record's CRC
+check_backup_verify() {
+	local delta
+	delta=$(get delta)
+	wrun "${ENVS[@]}" -- backup-verify --wal "$delta"
+	printf '%s\n%s\n' "$W_OUT" "$W_ERR" >"$T/log/backup-verify.log"
+	expect_rc 0 "backup-verify --wal $delta"
+	assert_contains "$W_ERR" "data checksums on" "backup-verify: the source's pg_control"
+	assert_match "$W_OUT" "^backup $delta: OK: [0-9]+ objects, [0-9]+ files, [1-9][0-9]* pages, [1-9][0-9]* WAL segments read; 0 problems" \
+		"backup-verify summary"
+	log "$(grep "^backup $delta: OK" <<<"$W_OUT")"
+}
+
 check_encryption() {
 	local obj seg
 	obj=$(find "$T/repo/wal_005" -name '[0-9A-F]*.zst' | sort | head -n 1)
@@ -293,6 +310,39 @@ check_remote() {
 	fetch_to "$T/r-remote" "$name" ""
 	verify_restored "$T/r-remote" remote "${ENVS[*]}" "recovery_target = 'immediate'"
 	log "remote backup $name restored, its tablespace inside the data directory"
+}
+
+# The next major (PG_MAX_MAJOR + 1, which no server runs yet): the source seen through a proxy
+# that reports its server_version as 20devel (next_major.py) is refused in one line, in local
+# and in remote mode, before anything is written. psql works through the same proxy (and reads
+# 200000 as libpq's server version), so the refusal is walc's.
+check_next_major() {
+	local dir=$T/next mode want args i=0
+	want="PostgreSQL 20devel (server_version_num 200000) is not supported: walc supports PostgreSQL 13 to 19"
+	mkdir -p "$dir" "$T/repo-next"
+	chmod 755 "$dir"
+	pg_own "$T/repo-next"
+	"$PY" "$PGV_DIR/next_major.py" "$dir" "$PORT" "$T" 20devel >"$T/log/next-major.log" 2>&1 &
+	BG_PIDS+=($!)
+	until grep -q ready "$T/log/next-major.log"; do
+		i=$((i + 1))
+		[ "$i" -lt 100 ] || fail "next_major.py did not start: $(cat "$T/log/next-major.log")"
+		sleep 0.1
+	done
+	# psql connects through it, and libpq there reads the major as walc's does
+	assert_eq 200000 "$(as_pg "$PGBIN/psql" -X -A -t -h "$dir" -p "$PORT" -U postgres -d postgres \
+		-c "SELECT 1" -c '\echo :SERVER_VERSION_NUM' | tail -n 1)" "psql through the proxy"
+	for mode in local remote; do
+		args=()
+		[ "$mode" = remote ] || args=("$SRC")
+		wrun_pg WALG_FILE_PREFIX="$T/repo-next" WALG_COMPRESSION_METHOD=zstd "${KEY[@]}" PGHOST="$dir" PGPORT="$PORT" \
+			-- backup-push "${args[@]}"
+		[ "$W_RC" = 1 ] || fail "$mode backup-push from a 20devel server: $(wdesc)"
+		assert_eq 1 "$(printf '%s\n' "$W_ERR" | wc -l)" "$mode backup-push from a 20devel server: lines on stderr ($W_ERR)"
+		assert_contains "$W_ERR" "$want" "$mode backup-push from a 20devel server"
+	done
+	[ -z "$(find "$T/repo-next" -type f)" ] || fail "objects written for a 20devel server: $(find "$T/repo-next" -type f | head -n 3)"
+	log "a server reporting 20devel is refused in one line (local and remote backup-push), nothing written"
 }
 
 # rpush [VAR=VALUE...]: remote backup-push (no data directory); prints the backup name, the log
@@ -414,7 +464,7 @@ check_s3() {
 }
 
 check_standby() {
-	local sport lsn name seg i=0
+	local sport lsn name seg pid i=0
 	sport=$(free_port)
 	as_pg "$PGBIN/pg_basebackup" -h "$T" -p "$PORT" -U postgres -D "$T/standby" -R -X stream -c fast \
 		-T "$T/ts=$T/ts-standby" >"$T/log/basebackup.log" 2>&1 || { cat "$T/log/basebackup.log" >&2; fail "pg_basebackup"; }
@@ -428,10 +478,23 @@ check_standby() {
 		sleep 0.25
 	done
 	[ "$(psqlc "$sport" "SELECT pg_is_in_recovery()")" = t ] || fail "the standby is not in recovery"
-	name=$(PUSH_PORT=$sport push "${ENVS[@]}" -- "$T/standby")
-	[[ $name =~ ^base_[0-9A-F]{24}$ ]] || fail "standby backup name: '$name'"
-	# the backup ends at a point the primary has still to archive
+	# The backup ends in a segment the primary has still to complete: the push waits until the
+	# primary has archived it, saying so, and the switch below lets it finish.
+	as_pg env PGDATA="$T/standby" "${ENVS[@]}" WALG_STOP_BACKUP_TIMEOUT=120s PGHOST="$T" PGPORT="$sport" \
+		"$WALC_PG" backup-push "$T/standby" >/dev/null 2>"$T/log/standby-push.log" </dev/null &
+	pid=$!
+	BG_PIDS+=("$pid")
+	i=0
+	until grep -q 'waiting for the primary to archive WAL segment' "$T/log/standby-push.log"; do
+		kill -0 "$pid" 2>/dev/null || fail "the standby's push ended before its WAL was archived: $(tail -n 3 "$T/log/standby-push.log")"
+		i=$((i + 1))
+		[ "$i" -lt 600 ] || fail "the standby's push does not say it waits for the primary"
+		sleep 0.1
+	done
 	seg=$(archive_now)
+	wait "$pid" || fail "backup-push on the standby: $(tail -n 3 "$T/log/standby-push.log")"
+	name=$(sed -n 's/.*wrote backup \([^ ]*\) to .*/\1/p' "$T/log/standby-push.log" | tail -n 1)
+	[[ $name =~ ^base_[0-9A-F]{24}$ ]] || fail "standby backup name: '$name'"
 	pg_stop "$T/standby"
 	fetch_to "$T/r-standby" "$name" "$T/ts-rstandby"
 	verify_restored "$T/r-standby" standby "${ENVS[*]}" "recovery_target = 'immediate'"
@@ -491,7 +554,9 @@ check_wal_receive() {
 		[ "$(psqlc "$rport" "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'walg' AND active")" = 1 ] && break
 		sleep 0.1
 	done
-	mapfile -t rpids < <(pgrep -f " wal-receive\$" || true)
+	# this version's walc only (its own copy in $T): the versions run side by side, and another's
+	# wal-receive killed when this check ends would starve that version's check
+	mapfile -t rpids < <(pgrep -f "^$WALC_PG wal-receive\$" || true)
 	BG_PIDS+=("${rpids[@]}")
 	psqlc "$rport" "CREATE TABLE t (v text)"
 	for _ in $(seq 1 8); do
@@ -499,7 +564,13 @@ check_wal_receive() {
 		[ -n "$first" ] || first=$last
 	done
 	for _ in $(seq 1 600); do [ -e "$T/repo-rcv/wal_005/$last.zst" ] && break; sleep 0.1; done
-	[ -e "$T/repo-rcv/wal_005/$last.zst" ] || { cat "$T/log/receive.log" >&2; fail "wal-receive did not store $last"; }
+	if [ ! -e "$T/repo-rcv/wal_005/$last.zst" ]; then
+		# what the server sent against what walc stored tells a stalled stream from a stuck store
+		cat "$T/log/receive.log" >&2
+		psqlc "$rport" "SELECT pg_current_wal_lsn(), state, sent_lsn, write_lsn, flush_lsn FROM pg_stat_replication" >&2 || true
+		ps -o pid,stat,wchan:20,args -p "$(printf '%s,' "${rpids[@]}" 0)" >&2 || true
+		fail "wal-receive did not store $last"
+	fi
 	n=0
 	for s in "$T"/rcv/pg_wal/[0-9A-F]*; do
 		s=$(basename "$s")
@@ -614,8 +685,10 @@ run_check fetch-chain local-delta
 run_check tablespace fetch-chain
 run_check pitr local-delta
 run_check delta-restore pitr
+run_check backup-verify local-delta
 run_check encryption local-full
 run_check remote setup
+run_check next-major setup
 run_check remote-incremental setup
 run_check remote-compression setup
 run_check s3 setup
