@@ -42,6 +42,17 @@ static char *marker_path(const config *cfg, const char *name)
 	return p;
 }
 
+/* A background upload's marker: the file is stored, PostgreSQL's call for it returns at once. */
+bool wal_marked(const config *cfg, const char *name)
+{
+	char *marker = marker_path(cfg, name);
+	bool marked = access(marker, F_OK) == 0;
+	free(marker);
+	return marked;
+}
+
+#define WATCH_EVERY 10 /* scans between two looks at the backlog: a second */
+
 typedef struct bg {
 	repo *r;
 	const config *cfg;
@@ -59,6 +70,7 @@ typedef struct bg {
 	bool main_done;
 	char **taken;
 	size_t ntaken;
+	wal_watch *watch; /* the backlog's, or NULL */
 } bg;
 
 static bool take(bg *b, const char *name)
@@ -119,12 +131,29 @@ static bool pause_scan(bg *b)
 	return go_on;
 }
 
-/* .ready files, oldest name first, until the main upload ends or the budget is spent. */
+/* The backlog's watch may drop a file no upload has taken, never the main one. */
+static bool claim(void *arg, const char *name)
+{
+	bg *b = arg;
+	return strcmp(name, b->main_name) != 0 && take(b, name);
+}
+
+/*
+ * .ready files, oldest name first, until the main upload ends or the budget is spent; and
+ * each second a look at the backlog, however long the main upload takes.
+ */
 static err_code scan(void *arg)
 {
 	bg *b = arg;
 	char *status = xasprintf("%s/archive_status", b->wal_dir);
-	while (b->budget > 0 && !main_ended(b)) {
+	for (int ticks = 1; (b->budget > 0 || b->watch != NULL) && !main_ended(b); ticks++) {
+		if (b->watch != NULL && ticks % WATCH_EVERY == 0)
+			wal_watch_tick(b->watch);
+		if (b->budget <= 0) {
+			if (!pause_scan(b))
+				break;
+			continue;
+		}
 		struct dirent **list;
 		int n = scandir(status, &list, NULL, by_name);
 		for (int i = 0; i < n; i++) {
@@ -212,7 +241,33 @@ static err_code push_metadata(repo *r, const config *cfg, const char *path, cons
 	return wal_metadata_store(r, cfg, name, sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
 }
 
-err_code wal_push(repo *r, const config *cfg, const char *path)
+/*
+ * Before anything is uploaded from pg_wal: the backlog's first look (which may drop this very
+ * file: *done), and the gaps dropped earlier recorded in the repository, so that nothing after
+ * a gap is stored before the gap is known. *watch: the backlog's watch, or NULL outside pg_wal.
+ */
+static err_code before_upload(repo *r, const config *cfg, const char *wal_dir, const char *name,
+							  wal_backlog_fn report, void *arg, wal_watch **watch, bool *done)
+{
+	*watch = NULL;
+	*done = false;
+	if (wal_dropped_has(wal_dir, name)) {
+		log_info("%s was dropped unarchived earlier (WALG_WAL_BACKLOG_MAX): nothing to store",
+				 name);
+		*done = true;
+		return E_OK;
+	}
+	*watch = wal_watch_begin(r, cfg, wal_dir, name, report, arg, done);
+	if (*watch == NULL || *done)
+		return E_OK;
+	char *dir = wal_state_dir(wal_dir);
+	err_code rc = wal_dropped_flush(r, dir);
+	free(dir);
+	return rc == E_OK ? E_OK : err_wrap(rc, "wal-push %s", name);
+}
+
+err_code wal_push(repo *r, const config *cfg, const char *path, wal_backlog_fn report,
+				  void *arg)
 {
 	const char *slash = strrchr(path, '/');
 	const char *name = slash ? slash + 1 : path;
@@ -226,18 +281,36 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 		return push_metadata(r, cfg, path, name);
 	}
 	free(marker);
-
-	int workers = cfg->upload_concurrency - 1;
-	int budget = cfg->total_bg_uploaded_limit - 1;
-	if (workers <= 0 || budget <= 0 || !wal_is_archive_name(name)) {
+	if (!wal_is_archive_name(name)) {
 		TRY(wal_push_one(r, cfg, path));
 		return push_metadata(r, cfg, path, name);
 	}
 
-	bg b = { .r = r, .cfg = cfg, .main_name = name, .budget = budget };
+	char *wal_dir = slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup(".");
+	wal_watch *watch;
+	bool done;
+	err_code prc = before_upload(r, cfg, wal_dir, name, report, arg, &watch, &done);
+	if (prc != E_OK || done) {
+		wal_watch_end(watch);
+		free(wal_dir);
+		return prc;
+	}
+	int workers = cfg->upload_concurrency - 1;
+	int budget = cfg->total_bg_uploaded_limit - 1;
+	if (workers <= 0 || budget <= 0)
+		workers = budget = 0;
+	if (workers == 0 && watch == NULL) {
+		free(wal_dir);
+		TRY(wal_push_one(r, cfg, path));
+		return push_metadata(r, cfg, path, name);
+	}
+
+	bg b = { .r = r, .cfg = cfg, .main_name = name, .budget = budget, .watch = watch };
 	b.workers = workers < budget ? workers : budget;
-	b.wal_dir = slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup(".");
-	b.names = chan_new((size_t)workers);
+	b.wal_dir = wal_dir;
+	b.names = chan_new(workers > 0 ? (size_t)workers : 1);
+	if (watch != NULL)
+		wal_watch_claims(watch, claim, &b);
 	pthread_mutex_init(&b.lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -264,6 +337,7 @@ err_code wal_push(repo *r, const config *cfg, const char *path)
 	free(b.taken);
 	pthread_cond_destroy(&b.wake);
 	pthread_mutex_destroy(&b.lock);
+	wal_watch_end(watch);
 	free(b.wal_dir);
 	if (saved != NULL) {
 		err_set(rc, "%s", saved);
