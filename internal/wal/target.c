@@ -175,7 +175,7 @@ const wal_path *wal_archive_path(const wal_archive *a)
 
 char *wal_archive_gap_at(const wal_archive *a, uint64_t lsn)
 {
-	uint64_t seg = lsn / a->ix.segsize;
+	uint64_t seg = (lsn + a->ix.segsize - 1) / a->ix.segsize;
 	const wal_lost_gap *g =
 		wal_lost_at(&a->lost, wal_index_tli_for(&a->ix, a->path.tli[a->path.n - 1], seg), seg);
 	return g != NULL ? wal_lost_describe(g, a->ix.segsize) : NULL;

@@ -175,8 +175,9 @@ const wal_path *wal_archive_path(const wal_archive *a);
 /* Follows timeline tli's history from now on, not the newest's; E_NOTFOUND if it has no WAL. */
 err_code wal_archive_follow(wal_archive *a, uint32_t tli);
 /*
- * The recorded gap (walc_wal_lost.json) holding lsn's segment on the path followed, described,
- * newly allocated; NULL when there is none.
+ * The recorded gap (walc_wal_lost.json) holding the first segment that starts at or after lsn
+ * on the path followed (where a run of WAL that ends at lsn would go on), described, newly
+ * allocated; NULL when there is none.
  */
 char *wal_archive_gap_at(const wal_archive *a, uint64_t lsn);
 /* The timeline of the path that holds lsn. */
