@@ -28,13 +28,18 @@ int cmd_daemon(const config *cfg, const args *a)
 	return command_fail(rc);
 }
 
+static void report_backlog(void *arg, const wal_backlog *b)
+{
+	metrics_push_backlog(arg, "wal-receive", b);
+}
+
 int cmd_wal_receive(const config *cfg, const args *a)
 {
 	(void)a;
 	repo r;
 	err_code rc = repo_open_use(cfg, STORAGE_WRITE, cfg->target_storage, &r);
 	if (rc == E_OK)
-		rc = wal_receive(&r, cfg);
+		rc = wal_receive(&r, cfg, report_backlog, (void *)(uintptr_t)cfg);
 	repo_close(&r);
 	return command_fail(rc);
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cmd/walc/commands.h"
+#include "internal/daemon/daemon.h"
 #include "internal/pg/pg.h"
 #include "internal/pipe/pipe.h"
 #include "internal/wal/wal.h"
@@ -48,6 +49,12 @@ static void start_deadline(long ms)
 	pthread_attr_destroy(&attr);
 }
 
+/* The backlog to the Pushgateway (WALG_PUSHGATEWAY_URL) when wal_push says it is worth it. */
+static void report_backlog(void *arg, const wal_backlog *b)
+{
+	metrics_push_backlog(arg, "wal-push", b);
+}
+
 int cmd_wal_push(const config *cfg, const args *a)
 {
 	repo r;
@@ -55,7 +62,7 @@ int cmd_wal_push(const config *cfg, const args *a)
 		start_deadline(cfg->wal_push_timeout_ms);
 	err_code rc = repo_open_use(cfg, STORAGE_WRITE, target_storage(cfg, a), &r);
 	if (rc == E_OK)
-		rc = wal_push(&r, cfg, a->pos[0]);
+		rc = wal_push(&r, cfg, a->pos[0], report_backlog, (void *)(uintptr_t)cfg);
 	repo_close(&r);
 	return command_fail(rc);
 }

@@ -104,9 +104,10 @@ static char *us_time(int64_t us)
  * From the backup's end (its first consistent point) to the last commit the archived WAL
  * after it holds, on the timelines recovery follows; NULL when its WAL is not there.
  */
-static json_t *window_of(const wal_windows *w, const wal_path *path, const backup_ref *ref,
+static json_t *window_of(const wal_archive *a, const wal_windows *w, const backup_ref *ref,
 						 const json_t *meta)
 {
+	const wal_path *path = wal_archive_path(a);
 	unsigned tli;
 	json_t *fl = catalog_json_get(meta, "finish_lsn");
 	if (!json_is_integer(fl) || sscanf(ref->name, "base_%8X", &tli) != 1)
@@ -123,6 +124,11 @@ static json_t *window_of(const wal_windows *w, const wal_path *path, const backu
 						  catalog_json_get(meta, "finish_time") ? catalog_json_get(meta, "finish_time")
 																: json_null(),
 						  "to_lsn", to);
+	/* a run that ends where a segment is missing, in a gap walc recorded, says so */
+	char *gap = run->stop.kind == WAL_END_NONE ? wal_archive_gap_at(a, run->end_lsn) : NULL;
+	if (gap != NULL)
+		json_object_set_new(o, "ends_at_gap", json_string(gap));
+	free(gap);
 	if (run->last_commit_us != 0 && run->last_commit_lsn >= finish) {
 		char *t = us_time(run->last_commit_us);
 		json_object_set_new(o, "to_time", json_string(t));
@@ -142,7 +148,7 @@ static void read_windows(repo *r, const list_options *opt, row *rows, size_t n)
 		rc = wal_read_windows(a, &w);
 		for (size_t i = 0; rc == E_OK && i < n; i++)
 			if (rows[i].meta != NULL)
-				rows[i].window = window_of(&w, wal_archive_path(a), rows[i].ref, rows[i].meta);
+				rows[i].window = window_of(a, &w, rows[i].ref, rows[i].meta);
 		if (rc == E_OK)
 			wal_windows_free(&w);
 		wal_archive_close(a);

@@ -146,6 +146,12 @@ static err_code unreachable(const recovery_target *t, const char *from, const ta
 					   "commit: %s)",
 					   t->text, from, at, x->stop_object, x->stop.why, end, last);
 	}
+	if (x->lost[0] != '\0')
+		return err_set(E_NOTFOUND,
+					   "backup-fetch: target %s is not reachable from %s: WAL segment %s is "
+					   "missing from the archive: %s; recovery cannot cross that gap (the "
+					   "archived WAL ends at %s, last commit: %s)",
+					   t->text, from, x->missing, x->lost, end, last);
 	if (x->missing[0] != '\0' && x->gap)
 		return err_set(E_NOTFOUND,
 					   "backup-fetch: target %s is not reachable from %s: WAL segment %s is "

@@ -307,9 +307,85 @@ err_code push_store_control(push_state *st, const char *control, size_t len)
 	return pack_small_tar(st, "pg_control.tar", cname, cdata, &len, 1, 0600, NULL);
 }
 
+/*
+ * The backup's WAL (start to stop segment) must not be in a gap walc recorded (segments dropped
+ * past WALG_WAL_BACKLOG_MAX that PostgreSQL counts as archived, in pg_wal's journal or the
+ * repository's walc_wal_lost.json): such a backup could not be restored, so it is not
+ * published. Notes the newest gap before it, for the message that it is the first
+ * restorable point after that gap.
+ */
+static err_code check_wal_gaps(push_state *st, const backup_sentinel *sen)
+{
+	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
+	uint64_t first = sen->lsn / segsize;
+	uint64_t last = sen->finish_lsn > sen->lsn ? (sen->finish_lsn - 1) / segsize : first;
+	char *wal_dir = st->pgdata ? xasprintf("%s/pg_wal", st->pgdata) : NULL;
+	wal_lost lost;
+	err_code rc = wal_lost_read_local(st->r, wal_dir, segsize, &lost);
+	free(wal_dir);
+	TRY(rc);
+	for (uint64_t seg = first; rc == E_OK && seg <= last; seg++) {
+		const wal_lost_gap *g = wal_lost_at(&lost, st->timeline, seg);
+		if (g == NULL)
+			continue;
+		char name[WAL_NAME_LEN + 1], *what = wal_lost_describe(g, segsize);
+		wal_name_format(name, st->timeline, seg, segsize);
+		rc = err_set(E_NOTFOUND,
+					 "backup-push: the backup's WAL segment %s was not archived: %s; a backup "
+					 "without its WAL cannot be restored",
+					 name, what);
+		free(what);
+	}
+	const wal_lost_gap *before = NULL;
+	for (size_t i = 0; i < lost.n; i++)
+		if (lost.gaps[i].tli == st->timeline && lost.gaps[i].last < first &&
+			(before == NULL || lost.gaps[i].last > before->last))
+			before = &lost.gaps[i];
+	if (rc == E_OK && before != NULL) {
+		st->gap_before = wal_lost_describe(before, segsize);
+		st->gap_last = before->last;
+	}
+	wal_lost_free(&lost);
+	return rc;
+}
+
+/* Says so when no other backup starts after the newest recorded gap before this one. */
+static void say_first_after_gap(push_state *st)
+{
+	if (st->gap_before == NULL)
+		return;
+	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
+	backup_refs refs;
+	if (catalog_backups(st->r, &refs) != E_OK) {
+		err_clear();
+		return;
+	}
+	bool first = true;
+	for (size_t i = 0; i < refs.len && first; i++) {
+		char seg[WAL_NAME_LEN + 1];
+		uint32_t tli;
+		uint64_t s;
+		const char *name = refs.items[i].name;
+		if (strcmp(name, st->name) == 0 || !str_has_prefix(name, "base_") ||
+			strlen(name) < 5 + WAL_NAME_LEN)
+			continue;
+		snprintf(seg, sizeof(seg), "%.24s", name + 5);
+		if (wal_name_parse(seg, segsize, &tli, &s) == E_OK && tli == st->timeline &&
+			s > st->gap_last)
+			first = false;
+		err_clear();
+	}
+	catalog_backups_free(&refs);
+	if (first)
+		log_info("backup %s is the first restorable point after a gap in the archived WAL: %s; "
+				 "recovery to a time before it needs an older backup and stops at the gap",
+				 st->name, st->gap_before);
+}
+
 err_code push_store_tail(push_state *st, backup_sentinel *sen, const char *label,
 						 const char *spcmap)
 {
+	TRY(check_wal_gaps(st, sen));
 	char *key = NULL;
 	const char *lname[] = { "backup_label", "tablespace_map" };
 	const char *ldata[] = { label, spcmap };
@@ -630,6 +706,7 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 		if (st.corrupt_blocks > 0)
 			log_warn("backup %s: %llu corrupt pages found (recorded in files_metadata.json)",
 					 st.name, (unsigned long long)st.corrupt_blocks);
+		say_first_after_gap(&st);
 	} else if (st.name != NULL) {
 		err_wrap(rc, "backup %s failed (no sentinel written, so it does not exist)", st.name);
 		/* Unless the name went to another push: then what is there may be its objects. */
@@ -650,6 +727,7 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 	delta_free(&st.delta);
 	free(st.pgdata);
 	free(st.name);
+	free(st.gap_before);
 	free(st.manifest_key);
 	pthread_mutex_destroy(&st.lock);
 	rate_free(st.disk);

@@ -148,6 +148,8 @@ typedef struct push_state {
 	bool claim_lost; /* atomic: set by the claim's renewal thread; the push must stop */
 	json_t *published; /* keys of the objects this push stored (guarded by lock) */
 	bool mixed;		   /* another writer's objects are in the folder: leave it alone */
+	char *gap_before;  /* the newest recorded WAL gap before the backup's start, described */
+	uint64_t gap_last; /* ... and its last segment */
 } push_state;
 
 typedef struct push_state push_state;

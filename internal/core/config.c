@@ -410,6 +410,7 @@ static err_code finish(config *c, bool need_storage)
 	TRY(zstd_level(c));
 	TRY(parse_size("WALG_FAILOVER_STORAGES_CHECK_SIZE", c->failover_check_size,
 				   &c->failover_check_bytes));
+	TRY(parse_size("WALG_WAL_BACKLOG_MAX", c->wal_backlog_max, &c->wal_backlog_max_bytes));
 	if ((c->pg_wal_size_mb & (c->pg_wal_size_mb - 1)) != 0)
 		return err_set(E_CONFIG, "WALG_PG_WAL_SIZE: expected a power of two from 1 to 1024 "
 								 "(MiB), got %ld",

@@ -111,6 +111,10 @@ const config_var config_vars[] = {
 		 "Pushgateway (http://host:9091, or a URL ending in /metrics/job/NAME[/LABEL/VALUE...])"),
 	DURATION("WALG_WAL_PUSH_TIMEOUT", wal_push_timeout_ms, F_EXT, "10m",
 			 "wal-push gives up (exit 1, PostgreSQL retries) after this long"),
+	TEXT("WALG_WAL_BACKLOG_MAX", wal_backlog_max, F_EXT, NULL,
+		 "the most WAL that may wait for archiving (256mb, 4gb ...; off when unset): past it "
+		 "wal-push, the daemon and wal-receive drop the oldest segments unstored, log an ERROR "
+		 "and record the gap in walc_wal_lost.json; recovery cannot cross it"),
 	BOOL("WALG_ALLOW_SYSTEM_ID_CHANGE", allow_system_id_change, F_EXT, "false",
 		 "let a cluster with another system identifier write to this repository (it replaces "
 		 "the old cluster's WAL of the same names)"),

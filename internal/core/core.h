@@ -335,6 +335,8 @@ typedef struct config {
 	long total_bg_uploaded_limit;	/* TOTAL_BG_UPLOADED_LIMIT */
 	bool pg_ready_rename;			/* PG_READY_RENAME */
 	long wal_push_timeout_ms;		/* WALG_WAL_PUSH_TIMEOUT, 0 = none */
+	char *wal_backlog_max;			/* WALG_WAL_BACKLOG_MAX (walc extension), as given */
+	uint64_t wal_backlog_max_bytes;	/* ... in bytes, 0 = no limit */
 	char *prefetch_dir;				/* WALG_PREFETCH_DIR */
 	long integrity_max_delayed_wals; /* WALG_INTEGRITY_MAX_DELAYED_WALS */
 	char *metrics_address;			/* WALG_METRICS_ADDRESS, host:port for the daemon */

@@ -105,7 +105,7 @@ static char answer_push(conn *c, const daemon_request *q)
 	struct stat sb;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	storage_recheck(c->push->st);
-	err_code rc = wal_push(c->push, c->cfg, path);
+	err_code rc = wal_push(c->push, c->cfg, path, NULL, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (rc == E_OK) {
 		metrics_archived(q->name, stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0,
@@ -302,7 +302,7 @@ err_code daemon_run(repo *push, repo *fetch, const config *cfg, const char *sock
 	int lfd = -1;
 	TRY(listen_on(socket_path, dsb.st_uid, &lfd));
 	if (metrics_addr != NULL) {
-		err_code rc = metrics_start(fetch, metrics_addr);
+		err_code rc = metrics_start(fetch, cfg, metrics_addr);
 		if (rc != E_OK) {
 			close(lfd);
 			return rc;

@@ -8,6 +8,7 @@
 
 #include "internal/core/core.h"
 #include "internal/repo/repo.h"
+#include "internal/wal/wal.h"
 
 /* Message types and answers of the socket protocol. */
 #define DAEMON_CHECK 'C'
@@ -42,6 +43,12 @@ typedef struct metric {
 /* metrics_push, with the command's gauges (after a success only). */
 void metrics_push_with(repo *r, const config *cfg, const char *command, bool ok, double seconds,
 					   const metric *extra, size_t nextra);
+
+/*
+ * The WAL backlog an archiving command reported (wal-push, wal-receive), pushed to the
+ * Pushgateway as that command's gauges alone (a timeout of seconds: it runs inside archiving).
+ */
+void metrics_push_backlog(const config *cfg, const char *command, const wal_backlog *b);
 
 /*
  * Parses one request from buf (len bytes): *type, the body, and for 'f' the two arguments.

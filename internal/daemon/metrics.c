@@ -1,6 +1,7 @@
 /*
  * The daemon's HTTP side: /metrics in Prometheus text exposition and /healthz, on a TCP port.
- * One small thread; the last backup is read from storage at most once a minute.
+ * One small thread; the last backup is read from storage at most once a minute, the WAL waiting
+ * in pg_wal at each scrape.
  * And the Pushgateway push of backup-push and delete, whose pods end before any scrape: one
  * POST through libcurl, outside the storage layer's HTTP core as it is not a storage request.
  */
@@ -31,6 +32,8 @@ static time_t m_last_time;
 static int m_fd = -1;
 static pthread_t m_thread;
 static repo *m_repo;
+static const config *m_cfg;
+static char *m_wal_dir;
 static time_t m_backup_checked;
 static double m_backup_time, m_backup_bytes;
 
@@ -98,8 +101,43 @@ static void refresh_backup(void)
 	}
 }
 
+/*
+ * The backlog's figures, as /metrics and the Pushgateway both give them. The Pushgateway's are
+ * all gauges of the last report; the dropped count is a counter on /metrics.
+ */
+static char *backlog_text(const wal_backlog *b, bool counter)
+{
+	return xasprintf(
+		"# HELP walc_wal_backlog_bytes WAL waiting in pg_wal for archiving.\n"
+		"# TYPE walc_wal_backlog_bytes gauge\n"
+		"walc_wal_backlog_bytes %llu\n"
+		"# HELP walc_wal_backlog_files WAL files waiting in pg_wal for archiving.\n"
+		"# TYPE walc_wal_backlog_files gauge\n"
+		"walc_wal_backlog_files %llu\n"
+		"# HELP walc_wal_backlog_oldest_seconds How long the oldest WAL file waiting has waited.\n"
+		"# TYPE walc_wal_backlog_oldest_seconds gauge\n"
+		"walc_wal_backlog_oldest_seconds %.0f\n"
+		"# HELP walc_wal_backlog_limit_bytes WALG_WAL_BACKLOG_MAX (0: no limit).\n"
+		"# TYPE walc_wal_backlog_limit_bytes gauge\n"
+		"walc_wal_backlog_limit_bytes %llu\n"
+		"# HELP walc_wal_dropped_segments_total WAL segments dropped unarchived past WALG_WAL_BACKLOG_MAX.\n"
+		"# TYPE walc_wal_dropped_segments_total %s\n"
+		"walc_wal_dropped_segments_total %llu\n",
+		(unsigned long long)b->bytes, (unsigned long long)b->files, b->oldest_s,
+		(unsigned long long)b->limit, counter ? "counter" : "gauge",
+		(unsigned long long)b->dropped);
+}
+
 static char *render(void)
 {
+	wal_backlog b;
+	char *backlog = NULL;
+	if (wal_backlog_read(m_cfg, m_wal_dir, &b) == E_OK) {
+		backlog = backlog_text(&b, true);
+	} else {
+		log_warn("metrics: %s", err_msg());
+		err_clear();
+	}
 	pthread_mutex_lock(&m_lock);
 	refresh_backup();
 	double lag = m_last_time ? (double)(time(NULL) - m_last_time) : -1;
@@ -140,6 +178,12 @@ static char *render(void)
 		(unsigned long long)m_fetch_missing, m_last_segment, (long long)m_last_time, lag,
 		m_backup_time, m_backup_bytes);
 	pthread_mutex_unlock(&m_lock);
+	if (backlog != NULL) {
+		char *all = xasprintf("%s%s", out, backlog);
+		free(out);
+		free(backlog);
+		out = all;
+	}
 	return out;
 }
 
@@ -183,7 +227,7 @@ static void *serve_http(void *arg)
 	return NULL;
 }
 
-err_code metrics_start(repo *r, const char *addr)
+err_code metrics_start(repo *r, const config *cfg, const char *addr)
 {
 	char host[256];
 	const char *colon = strrchr(addr, ':');
@@ -209,6 +253,9 @@ err_code metrics_start(repo *r, const char *addr)
 	}
 	freeaddrinfo(ai);
 	m_repo = r;
+	m_cfg = cfg;
+	free(m_wal_dir);
+	m_wal_dir = xasprintf("%s/pg_wal", cfg->pgdata);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, PIPE_THREAD_STACK);
@@ -230,6 +277,8 @@ void metrics_stop(void)
 	close(m_fd);
 	pthread_join(m_thread, NULL);
 	m_fd = -1;
+	free(m_wal_dir);
+	m_wal_dir = NULL;
 }
 
 /* The Pushgateway group: job "walc" unless the URL names its own (/metrics/job/...), then the
@@ -300,13 +349,10 @@ void metrics_push(repo *r, const config *cfg, const char *command, bool ok, doub
 	metrics_push_with(r, cfg, command, ok, seconds, NULL, 0);
 }
 
-void metrics_push_with(repo *r, const config *cfg, const char *command, bool ok, double seconds,
-					   const metric *extra, size_t nextra)
+/* One POST of body to command's group; timeout_s bounds it (a warning when it fails). */
+static void post(const config *cfg, const char *command, const char *body, long timeout_s)
 {
-	if (cfg->pushgateway_url == NULL || *cfg->pushgateway_url == '\0')
-		return;
 	char *url = push_url(cfg->pushgateway_url, command);
-	char *body = push_body(r, ok, seconds, extra, nextra);
 	CURL *h = curl_easy_init();
 	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: text/plain; version=0.0.4");
 	long status = 0;
@@ -321,7 +367,8 @@ void metrics_push_with(repo *r, const config *cfg, const char *command, bool ok,
 		curl_easy_setopt(h, CURLOPT_URL, url);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-		curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+		curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
+		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, timeout_s < 10 ? timeout_s : 10L);
 		curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, push_discard);
 		storage_tls_apply(tls, h);
@@ -349,6 +396,25 @@ void metrics_push_with(repo *r, const config *cfg, const char *command, bool ok,
 	curl_slist_free_all(hdr);
 	curl_easy_cleanup(h);
 	storage_tls_free(tls);
-	free(body);
 	free(url);
+}
+
+void metrics_push_with(repo *r, const config *cfg, const char *command, bool ok, double seconds,
+					   const metric *extra, size_t nextra)
+{
+	if (cfg->pushgateway_url == NULL || *cfg->pushgateway_url == '\0')
+		return;
+	char *body = push_body(r, ok, seconds, extra, nextra);
+	post(cfg, command, body, 30);
+	free(body);
+}
+
+void metrics_push_backlog(const config *cfg, const char *command, const wal_backlog *b)
+{
+	if (cfg->pushgateway_url == NULL || *cfg->pushgateway_url == '\0')
+		return;
+	char *body = backlog_text(b, false);
+	/* from an archiving call: a Pushgateway that does not answer must not hold it long */
+	post(cfg, command, body, 5);
+	free(body);
 }

@@ -7,8 +7,11 @@
 void metrics_archived(const char *name, uint64_t bytes, double seconds);
 void metrics_failed(void);
 void metrics_fetched(bool found);
-/* Serves /metrics and /healthz on addr ("host:port") from a thread of its own. */
-err_code metrics_start(repo *r, const char *addr);
+/*
+ * Serves /metrics and /healthz on addr ("host:port") from a thread of its own; the backlog is
+ * that of cfg->pgdata's pg_wal (both borrowed until metrics_stop).
+ */
+err_code metrics_start(repo *r, const config *cfg, const char *addr);
 void metrics_stop(void);
 
 #endif

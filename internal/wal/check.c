@@ -190,6 +190,7 @@ typedef struct range_job {
 	wal_seam *seams;  /* per segment from `from` on, each written by its worker alone */
 	bool *whole;
 	char **keys;
+	wal_lost lost; /* gaps walc_wal_lost.json records: a missing segment in one says why */
 } range_job;
 
 static err_code check_segment(range_job *j, uint64_t seg)
@@ -198,6 +199,16 @@ static err_code check_segment(range_job *j, uint64_t seg)
 	wal_name_format(name, j->tli, seg, j->seg_size);
 	snprintf(base, sizeof(base), REPO_WAL_DIR "%s", name);
 	err_code rc = repo_find(j->r, base, &key);
+	const wal_lost_gap *g = rc == E_NOTFOUND ? wal_lost_at(&j->lost, j->tli, seg) : NULL;
+	if (g != NULL) {
+		char *gap = wal_lost_describe(g, j->seg_size);
+		char *what = xasprintf("WAL segment missing: %s; recovery cannot cross them", gap);
+		j->fn(j->arg, base, what);
+		free(what);
+		free(gap);
+		err_clear();
+		return E_OK;
+	}
 	if (rc != E_OK) {
 		j->fn(j->arg, base, rc == E_NOTFOUND ? "WAL segment missing" : err_msg());
 		err_clear();
@@ -280,7 +291,11 @@ err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from
 	size_t n = (size_t)(to - from + 1);
 	range_job j = { r, seg_size, sysid, to, tli, fn, arg, from, 0, from,
 					xcalloc(n, sizeof(wal_seam)), xcalloc(n, sizeof(bool)),
-					xcalloc(n, sizeof(char *)) };
+					xcalloc(n, sizeof(char *)), { NULL, 0 } };
+	if (wal_lost_read(r, seg_size, &j.lost) != E_OK) {
+		fn(arg, WAL_LOST_OBJECT, err_msg());
+		err_clear();
+	}
 	int fit = (int)(CHECK_MEMORY_BUDGET / codec_decode_memory(r->codec));
 	if (concurrency > fit)
 		concurrency = fit > 0 ? fit : 1;
@@ -300,6 +315,7 @@ err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from
 	free(j.keys);
 	free(j.whole);
 	free(j.seams);
+	wal_lost_free(&j.lost);
 	return rc;
 }
 

@@ -135,6 +135,31 @@ static err_code fetch_history(repo *r, const config *cfg, const char *name, cons
 	return rc;
 }
 
+/*
+ * A segment recorded lost ends recovery here while later WAL exists: PostgreSQL only hears
+ * "not found" and, without a target, promotes as if the archive ended. Its log must say why.
+ */
+static void warn_if_lost(repo *r, const config *cfg, const char *name)
+{
+	wal_lost lost;
+	uint32_t tli;
+	uint64_t seg, seg_size = (uint64_t)cfg->pg_wal_size_mb << 20;
+	if (wal_lost_read(r, seg_size, &lost) != E_OK ||
+		wal_name_parse(name, seg_size, &tli, &seg) != E_OK) {
+		err_clear();
+		return;
+	}
+	const wal_lost_gap *g = wal_lost_at(&lost, tli, seg);
+	if (g != NULL) {
+		char *what = wal_lost_describe(g, seg_size);
+		log_warn("wal-fetch %s: %s: recovery cannot go past it; WAL after the gap is usable "
+				 "only from a backup taken after it",
+				 name, what);
+		free(what);
+	}
+	wal_lost_free(&lost);
+}
+
 err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest,
 				   bool *prefetch)
 {
@@ -161,6 +186,8 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 	fetch_dest d = { r, cfg, name, dest };
 	err_code rc = repo_get_found(r, base, open_dest, &d, &key);
 	free(base);
+	if (rc == E_NOTFOUND && segment)
+		warn_if_lost(r, cfg, name);
 	if (rc == E_NOTFOUND)
 		return err_set(E_NOTFOUND, "Archive '%s' does not exist.", name);
 	if (rc == E_OK) {

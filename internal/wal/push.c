@@ -242,8 +242,14 @@ err_code wal_push_if_ready(repo *r, const config *cfg, const char *pgdata, const
 	err_code rc = E_OK;
 	*pushed = false;
 	if (access(ready, F_OK) == 0) {
-		rc = wal_push_one(r, cfg, path);
+		/* as wal-push: no segment is stored after a gap not yet recorded */
+		char *wal_dir = xasprintf("%s/pg_wal", pgdata), *state = wal_state_dir(wal_dir);
+		rc = wal_dropped_flush(r, state);
+		if (rc == E_OK)
+			rc = wal_push_one(r, cfg, path);
 		*pushed = rc == E_OK;
+		free(state);
+		free(wal_dir);
 	}
 	free(ready);
 	free(path);

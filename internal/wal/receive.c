@@ -34,6 +34,9 @@ typedef struct receiver {
 	time_t status_due;
 	const char *slot;
 	uint64_t server_lsn; /* the server's WAL end, as last told */
+	char *state_dir;	 /* the journal of segments dropped past WALG_WAL_BACKLOG_MAX */
+	wal_backlog_fn report;
+	void *report_arg;
 } receiver;
 
 /*
@@ -122,6 +125,48 @@ static err_code store_history(receiver *v, uint32_t tli, char **text, size_t *le
 	return rc;
 }
 
+/*
+ * A complete segment: stored, or past WALG_WAL_BACKLOG_MAX (the server keeps more than that
+ * for the slot from its start) dropped, recorded in the journal first; either way the slot
+ * may then move past it. Before a store, the gaps dropped earlier are recorded in the
+ * repository, so that nothing after a gap is stored before the gap is known.
+ */
+static err_code complete_segment(receiver *v)
+{
+	uint64_t limit = v->cfg->wal_backlog_max_bytes;
+	uint64_t held = v->server_lsn > v->seg_start ? v->server_lsn - v->seg_start : v->seg_size;
+	wal_backlog b = { .bytes = held, .files = (held + v->seg_size - 1) / v->seg_size,
+					  .limit = limit };
+	bool dropped = false;
+	if (limit > 0 && held > limit) {
+		char name[WAL_NAME_LEN + 1], *size = xasprintf("%.0f MiB", (double)held / 1048576);
+		char *max = xasprintf("%.0f MiB", (double)limit / 1048576);
+		wal_name_format(name, v->tli, v->seg_start / v->seg_size, v->seg_size);
+		char *why = xasprintf("the server kept %s of WAL for replication slot %s, over "
+							  "WALG_WAL_BACKLOG_MAX (%s)",
+							  size, v->slot, max);
+		const char *names[] = { name };
+		dropped = wal_dropped_add(v->state_dir, storage_describe(v->r->st), names, 1,
+								  v->seg_size, "wal-receive", why) == E_OK;
+		if (!dropped) {
+			log_error("wal-receive: WALG_WAL_BACKLOG_MAX: cannot record the dropped WAL, so "
+					  "nothing is dropped: %s",
+					  err_msg());
+			err_clear();
+		}
+		free(why);
+		free(size);
+		free(max);
+	}
+	if (!dropped) {
+		TRY(wal_dropped_flush(v->r, v->state_dir));
+		TRY(store_segment(v, false));
+	}
+	wal_backlog_note(v->state_dir, v->cfg, &b, dropped, "the server's pg_wal (for the slot)",
+					 v->report, v->report_arg);
+	return E_OK;
+}
+
 /* XLogData: appended to the segment, each segment stored as it completes. */
 static err_code take(receiver *v, const pg_wal_msg *m)
 {
@@ -141,7 +186,7 @@ static err_code take(receiver *v, const pg_wal_msg *m)
 		p += n;
 		left -= n;
 		if (v->have == v->seg_size) {
-			TRY(store_segment(v, false));
+			TRY(complete_segment(v));
 			v->seg_start += v->seg_size;
 			v->have = 0;
 			TRY(send_status(v, true));
@@ -256,7 +301,7 @@ static err_code read_slot(const char *slot, pg_slot_info *info)
 	return rc;
 }
 
-err_code wal_receive(repo *r, const config *cfg)
+err_code wal_receive(repo *r, const config *cfg, wal_backlog_fn report, void *arg)
 {
 	const char *slot = cfg->slot_name;
 	pg_slot_info si;
@@ -266,7 +311,12 @@ err_code wal_receive(repo *r, const config *cfg)
 	bool exists = si.exists;
 	uint64_t restart = si.restart_lsn;
 
-	receiver v = { .r = r, .slot = slot };
+	receiver v = { .r = r, .slot = slot, .report = report, .report_arg = arg };
+	{
+		char *wal_dir = cfg->pgdata ? xasprintf("%s/pg_wal", cfg->pgdata) : xstrdup("/tmp");
+		v.state_dir = wal_state_dir(wal_dir);
+		free(wal_dir);
+	}
 	pg_server_info ri;
 	TRY(pg_connect(true, &v.s));
 	err_code rc = pg_server_info_get(v.s, &ri);
@@ -316,6 +366,7 @@ err_code wal_receive(repo *r, const config *cfg)
 		rc = store_history(&v, next_tli, NULL, NULL);
 	}
 	free(v.buf);
+	free(v.state_dir);
 	pg_disconnect(v.s);
 	return rc;
 }

@@ -67,11 +67,43 @@ static err_code add_backups(repo *r, json_t *timelines)
 	return rc;
 }
 
+/*
+ * The recorded gaps of timeline tl that matter: from its first archived segment on (an older
+ * one lies before what the archive still holds). Each is a WARNING, and a member of the JSON.
+ */
+static json_t *recorded_lost(const timeline *tl, const wal_lost *lost, uint64_t segsize,
+							 bool *any)
+{
+	json_t *a = json_array();
+	*any = false;
+	for (size_t i = 0; i < lost->n; i++) {
+		const wal_lost_gap *g = &lost->gaps[i];
+		if (g->tli != tl->id || (tl->nsegs > 0 && g->last < tl->segs[0]))
+			continue;
+		char first[WAL_NAME_LEN + 1], last[WAL_NAME_LEN + 1];
+		wal_name_format(first, g->tli, g->first, segsize);
+		wal_name_format(last, g->tli, g->last, segsize);
+		char *what = wal_lost_describe(g, segsize);
+		log_warn("wal-show: %s: recovery cannot cross them", what);
+		free(what);
+		json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "first_segment", first,
+										   "last_segment", last, "reason", g->why));
+		*any = true;
+	}
+	return a;
+}
+
 err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_backups,
 				  FILE *out)
 {
 	wal_index ix;
 	TRY(wal_index_build(r, cfg, !without_backups, &ix));
+	wal_lost lost;
+	err_code lrc = wal_lost_read(r, ix.segsize, &lost);
+	if (lrc != E_OK) {
+		wal_index_free(&ix);
+		return lrc;
+	}
 	static const char *const hdr[] = { "TLI",			"PARENT TLI",	  "SWITCHPOINT LSN",
 									   "START SEGMENT", "END SEGMENT",	  "SEGMENT RANGE",
 									   "SEGMENTS COUNT", "STATUS",		  "BACKUPS COUNT" };
@@ -83,7 +115,9 @@ err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_b
 		char id[16], parent[16], lsn[32], start[32] = "", end[32] = "", range[32], count[32],
 			bk[16];
 		uint64_t span = tl->nsegs ? tl->segs[tl->nsegs - 1] - tl->segs[0] + 1 : 0;
-		const char *status = span == tl->nsegs ? "OK" : "LOST_SEGMENTS";
+		bool recorded;
+		json_t *gaps = recorded_lost(tl, &lost, ix.segsize, &recorded);
+		const char *status = span == tl->nsegs && !recorded ? "OK" : "LOST_SEGMENTS";
 		snprintf(id, sizeof(id), "%u", tl->id);
 		snprintf(parent, sizeof(parent), "%u", tl->parent);
 		pg_lsn_format(tl->switch_lsn, lsn);
@@ -104,6 +138,8 @@ err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_b
 		json_object_set_new(o, "end_segment", json_string(end));
 		json_object_set_new(o, "segments_count", json_integer((json_int_t)tl->nsegs));
 		json_object_set_new(o, "missing_segments", missing_list(tl, ix.segsize));
+		/* walc's: the gaps walc_wal_lost.json records (WAL-G has no such member) */
+		json_object_set_new(o, "recorded_lost", gaps);
 		if (detailed_json && !without_backups)
 			json_object_set_new(o, "backups", json_array());
 		json_object_set_new(o, "segment_range_size", json_integer((json_int_t)span));
@@ -122,6 +158,7 @@ err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_b
 	}
 	json_decref(arr);
 	table_free(t);
+	wal_lost_free(&lost);
 	wal_index_free(&ix);
 	return rc;
 }

@@ -105,6 +105,7 @@ struct wal_archive {
 	repo *r;
 	wal_index ix;
 	wal_path path;
+	wal_lost lost; /* the gaps walc_wal_lost.json records */
 };
 
 /* The path to timeline id, from the index's history files. */
@@ -135,6 +136,11 @@ err_code wal_archive_open(repo *r, const config *cfg, wal_archive **out)
 	wal_archive *a = xcalloc(1, sizeof(*a));
 	a->r = r;
 	err_code rc = wal_index_build(r, cfg, false, &a->ix);
+	if (rc == E_OK) {
+		rc = wal_lost_read(r, a->ix.segsize, &a->lost);
+		if (rc != E_OK)
+			wal_index_free(&a->ix);
+	}
 	if (rc != E_OK) {
 		free(a);
 		return rc;
@@ -158,12 +164,21 @@ void wal_archive_close(wal_archive *a)
 	if (a == NULL)
 		return;
 	wal_index_free(&a->ix);
+	wal_lost_free(&a->lost);
 	free(a);
 }
 
 const wal_path *wal_archive_path(const wal_archive *a)
 {
 	return &a->path;
+}
+
+char *wal_archive_gap_at(const wal_archive *a, uint64_t lsn)
+{
+	uint64_t seg = (lsn + a->ix.segsize - 1) / a->ix.segsize;
+	const wal_lost_gap *g =
+		wal_lost_at(&a->lost, wal_index_tli_for(&a->ix, a->path.tli[a->path.n - 1], seg), seg);
+	return g != NULL ? wal_lost_describe(g, a->ix.segsize) : NULL;
 }
 
 /* The object holding the record or page where reading ended, for messages. */
@@ -207,6 +222,9 @@ err_code wal_reach_target(wal_archive *a, uint64_t from_lsn, const recovery_targ
 		if (!wal_index_has(ix, tli, seg)) {
 			snprintf(out->missing, sizeof(out->missing), "%s", name);
 			out->gap = later_segments(ix, out->timeline, seg);
+			char *lost = wal_archive_gap_at(a, seg * ix->segsize);
+			snprintf(out->lost, sizeof(out->lost), "%s", lost ? lost : "");
+			free(lost);
 			break;
 		}
 		log_debug("reading %s for the recovery target", name);

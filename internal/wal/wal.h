@@ -10,6 +10,27 @@
 #include "internal/repo/repo.h"
 
 /*
+ * The WAL waiting for archiving in a pg_wal: the files PostgreSQL marked .ready that no
+ * wal-push has uploaded yet (a background upload's marker says one has), or for wal-receive
+ * what the server keeps for its slot past the segment being received.
+ */
+typedef struct wal_backlog {
+	uint64_t bytes;
+	uint64_t files;
+	double oldest_s;  /* how long the oldest has waited (since it was last written), 0: none */
+	uint64_t dropped; /* segments dropped unarchived there so far, past WALG_WAL_BACKLOG_MAX */
+	uint64_t limit;	  /* WALG_WAL_BACKLOG_MAX in bytes, 0: none */
+} wal_backlog;
+/*
+ * Told the backlog when it is worth telling: with the WARNING logged at most once a minute
+ * while archiving is behind, when segments were dropped, and once when it has caught up.
+ * Called from any thread of the archiving call.
+ */
+typedef void (*wal_backlog_fn)(void *arg, const wal_backlog *b);
+/* The backlog of the pg_wal at wal_dir, for metrics read at any time. */
+err_code wal_backlog_read(const config *cfg, const char *wal_dir, wal_backlog *out);
+
+/*
  * archive_command: stores the file at path as wal_005/<name>.<ext>, and meanwhile uploads
  * other files PostgreSQL has marked .ready (WALG_UPLOAD_CONCURRENCY - 1 at once, at most
  * TOTAL_BG_UPLOADED_LIMIT - 1), leaving WAL-G's markers in walg_data/walg_archive_status so
@@ -19,7 +40,8 @@
  * or always for .history) an existing object with identical content is success without an
  * upload and different content is E_EXISTS, leaving the stored object as it was.
  */
-err_code wal_push(repo *r, const config *cfg, const char *path);
+err_code wal_push(repo *r, const config *cfg, const char *path, wal_backlog_fn report,
+				  void *arg);
 /* The upload of one file alone, without markers or background uploads. */
 err_code wal_push_one(repo *r, const config *cfg, const char *path);
 /* The same upload of len bytes in memory as WAL file name (a segment, .partial or .history). */
@@ -65,9 +87,38 @@ err_code wal_history_load(repo *r, uint32_t tli, const char *path, pg_history_en
  * wal-receive: streams WAL from the server (PG* settings) through physical slot
  * cfg->slot_name, created if missing, storing each segment once complete and only then
  * reporting it flushed; .partial and the new history file when the server's timeline ends.
+ * With WALG_WAL_BACKLOG_MAX, a segment completed while the server keeps more than that for the
+ * slot is dropped (recorded lost, reported flushed); report hears the backlog as for wal_push.
+ * The journal of drops is <PGDATA>/pg_wal/walc_data, or /tmp/walc_data without PGDATA.
  * Returns E_OK once asked to stop (cancel_requested), an error when streaming cannot go on.
  */
-err_code wal_receive(repo *r, const config *cfg);
+err_code wal_receive(repo *r, const config *cfg, wal_backlog_fn report, void *arg);
+
+/*
+ * WAL recorded lost: gaps in the archive that walc knows of (wal-receive's invalidated slot,
+ * segments dropped past WALG_WAL_BACKLOG_MAX), kept in the repository's walc_wal_lost.json.
+ */
+typedef struct wal_lost_gap {
+	uint32_t tli;
+	uint64_t first, last;
+	char why[256];
+} wal_lost_gap;
+typedef struct wal_lost {
+	wal_lost_gap *gaps;
+	size_t n;
+} wal_lost;
+err_code wal_lost_read(repo *r, uint64_t seg_size, wal_lost *out);
+/*
+ * The same, with the drops pg_wal's journal at wal_dir holds (recorded in the repository or
+ * still waiting for it to be reachable): what a backup of that cluster must check its WAL
+ * against.
+ */
+err_code wal_lost_read_local(repo *r, const char *wal_dir, uint64_t seg_size, wal_lost *out);
+/* The gap holding segment segno of timeline tli, or NULL. */
+const wal_lost_gap *wal_lost_at(const wal_lost *l, uint32_t tli, uint64_t segno);
+/* "WAL segments A to B are recorded lost (why)", newly allocated. */
+char *wal_lost_describe(const wal_lost_gap *g, uint64_t seg_size);
+void wal_lost_free(wal_lost *l);
 
 /* wal-show: timelines, ranges and gaps in wal_005/, as a table or detailed JSON. */
 err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_backups,
@@ -123,6 +174,12 @@ void wal_archive_close(wal_archive *a);
 const wal_path *wal_archive_path(const wal_archive *a);
 /* Follows timeline tli's history from now on, not the newest's; E_NOTFOUND if it has no WAL. */
 err_code wal_archive_follow(wal_archive *a, uint32_t tli);
+/*
+ * The recorded gap (walc_wal_lost.json) holding the first segment that starts at or after lsn
+ * on the path followed (where a run of WAL that ends at lsn would go on), described, newly
+ * allocated; NULL when there is none.
+ */
+char *wal_archive_gap_at(const wal_archive *a, uint64_t lsn);
 /* The timeline of the path that holds lsn. */
 uint32_t wal_path_tli_at(const wal_path *p, uint64_t lsn);
 
@@ -139,6 +196,7 @@ typedef struct target_reach {
 	bool gap;						/* ... while later segments are */
 	wal_ending stop;				/* why the valid WAL read ended (NONE: it did not) */
 	char stop_object[WAL_OBJECT_MAX]; /* the object holding that record or page */
+	char lost[512]; /* the missing segment's recorded gap, described (wal_lost_describe), or "" */
 } target_reach;
 /*
  * Reads the archived WAL from the segment of from_lsn, along the history of the timeline

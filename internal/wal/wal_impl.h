@@ -11,6 +11,7 @@
 #include "internal/core/core.h"
 #include "internal/pg/pg.h"
 #include "internal/repo/repo.h"
+#include "internal/wal/wal.h"
 
 typedef struct timeline {
 	uint32_t id;
@@ -96,6 +97,63 @@ err_code wal_read_json(repo *r, const char *key, json_t **doc);
  * waiting for its group.
  */
 char *wal_marker_dir(const config *cfg);
+/* A background upload's marker says WAL file name is already stored. */
+bool wal_marked(const config *cfg, const char *name);
+
+/*
+ * The bound on the WAL waiting for archiving (backlog.c). Its state (a journal of drops, the
+ * last warning, the count) lives in walc_data beside pg_wal's files: wal_state_dir.
+ */
+char *wal_state_dir(const char *wal_dir);
+/* A file waiting in pg_wal for archiving. */
+typedef struct wal_waiting {
+	char name[64];
+	uint64_t size;
+	time_t mtime;
+} wal_waiting;
+/*
+ * Which of the waiting files w (by name: oldest first) to drop, drop[i], so that at most limit
+ * of the bytes waiting are left: segments only, those may(arg, name) lets go (may NULL: all),
+ * oldest first. Returns how many; none when limit is 0.
+ */
+size_t wal_backlog_pick(const wal_waiting *w, size_t n, uint64_t bytes, uint64_t limit,
+						bool (*may)(void *arg, const char *name), void *arg, bool *drop);
+/*
+ * Segments names (sorted, seg_size bytes each) dropped from storage's archive: into the
+ * journal in state_dir, synced, each run of consecutive ones a gap and an ERROR saying who
+ * dropped it and why. Nothing may be answered as archived unless this succeeded.
+ */
+err_code wal_dropped_add(const char *state_dir, const char *storage, const char *const *names,
+						 size_t n, uint64_t seg_size, const char *who, const char *why);
+/* Whether the journal of the pg_wal at wal_dir holds segment name as dropped. */
+bool wal_dropped_has(const char *wal_dir, const char *name);
+/*
+ * Records in r's walc_wal_lost.json what the journal in state_dir holds dropped from r and
+ * not yet recorded: called before anything is stored, so that nothing after a gap is stored
+ * before the gap is known. An error when it cannot be written.
+ */
+err_code wal_dropped_flush(repo *r, const char *state_dir);
+/*
+ * The warning (at most once a minute while archiving is behind: more files wait than one call
+ * uploads at once, the oldest for a minute, or over half the bound), the INFO when it has caught
+ * up, and report when either happened or segments were dropped. where names the pg_wal.
+ */
+void wal_backlog_note(const char *state_dir, const config *cfg, const wal_backlog *b,
+					  bool dropped, const char *where, wal_backlog_fn report, void *arg);
+/*
+ * An archiving call's watch of its pg_wal (wal_dir), for the file name it archives: a first
+ * look at once, dropping past the bound the oldest waiting segments, name itself among them
+ * (*self_dropped: answer it as archived, store nothing); then a look at each tick, from the
+ * uploads' scanner, dropping only what claim lets go (the call's own file never). NULL when
+ * wal_dir is not a pg_wal (no archive_status).
+ */
+typedef struct wal_watch wal_watch;
+wal_watch *wal_watch_begin(repo *r, const config *cfg, const char *wal_dir, const char *name,
+						   wal_backlog_fn report, void *arg, bool *self_dropped);
+void wal_watch_claims(wal_watch *w, bool (*claim)(void *arg, const char *name), void *arg);
+void wal_watch_tick(wal_watch *w);
+void wal_watch_end(wal_watch *w);
+
 /*
  * WALG_UPLOAD_WAL_METADATA for WAL file name, made at sec.nsec: nothing for NOMETADATA,
  * wal_005/<name>.json for INDIVIDUAL; for BULK the entry is staged in the marker folder and
@@ -108,19 +166,12 @@ err_code wal_metadata_store(repo *r, const config *cfg, const char *name, time_t
  * WAL-G ignores, which wal-verify reports as lost.
  */
 #define WAL_LOST_OBJECT "walc_wal_lost.json"
-typedef struct wal_lost_gap {
-	uint32_t tli;
-	uint64_t first, last;
-} wal_lost_gap;
-typedef struct wal_lost {
-	wal_lost_gap *gaps;
-	size_t n;
-} wal_lost;
 /* Adds the segments first to last of timeline tli, and why they are lost. */
 err_code wal_lost_record(repo *r, uint32_t tli, const char *first, const char *last,
 						 const char *why);
-err_code wal_lost_read(repo *r, uint64_t seg_size, wal_lost *out);
+/* Adds a gap to l from its first and last segment names; false when they are not a range. */
+bool wal_lost_add(wal_lost *l, uint64_t seg_size, const char *first, const char *last,
+				  const char *why);
 bool wal_lost_has(const wal_lost *l, uint32_t tli, uint64_t segno);
-void wal_lost_free(wal_lost *l);
 
 #endif

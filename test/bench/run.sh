@@ -13,7 +13,7 @@
 #                          WAL-G zstd and backup-verify; lz4 adds their lz4 rows and walc's
 #                          default); "zstd" alone halves full at a large scale
 #   BENCH_OUT=test/bench/results
-#   BENCH_SECTIONS="full delta delta-restore s3 stores wal small remote"   which parts to run
+#   BENCH_SECTIONS="full delta delta-restore s3 stores wal archive small remote"   which parts to run
 #                          (full is needed by delta, delta-restore, s3 and stores, except
 #                          BENCH_STORES_ONLY=retention; each section's
 #                          file says what it does; remote runs PostgreSQL 17 in the trixie chroot;
@@ -43,7 +43,7 @@ PERF=${BENCH_PERF:-1}
 CODECS=" ${BENCH_CODECS:-zstd lz4} "
 case $CODECS in *" zstd "*) ;; *) echo "BENCH_CODECS must include zstd (delta, delta-restore and the limit use it)" >&2; exit 2 ;; esac
 OUT=${BENCH_OUT:-$ROOT/test/bench/results}
-SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 stores wal small remote} "
+SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 stores wal archive small remote} "
 section() { case $SECTIONS in *" $1 "*) return 0 ;; esac; return 1; }
 case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
@@ -541,6 +541,8 @@ bench_perf() { # DS
 . "$BENCH_DIR/remote.sh"
 # shellcheck source=test/bench/files.sh
 . "$BENCH_DIR/files.sh"
+# shellcheck source=test/bench/archive.sh
+. "$BENCH_DIR/archive.sh"
 
 # ------------------------------------------------------------------------------------------
 # The run
@@ -577,6 +579,7 @@ if section stores && ! section full; then
 	fi
 fi
 section wal && bench_wal
+section archive && bench_archive
 section remote && bench_remote
 section files && bench_files
 
