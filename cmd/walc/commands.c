@@ -85,6 +85,15 @@ static const opt delete_opts[] = {
 	{ "target-user-data", 0, "JSON", "target: the backup with this user data" },
 	{ "without-backup-check", 0, NULL, "garbage: even when no non-permanent backup exists" },
 	{ "use-sentinel-time", 0, NULL, "a time compares with backups' start times (default: when their sentinels were written, the time backup-list shows)" },
+	{ "verify", 0, NULL,
+	  "first backup-verify backups, newest first, until one passes: retention keeps it" },
+	{ "daily", 0, "N", "retain: the newest backup of each of the last N days that have one" },
+	{ "weekly", 0, "N", "retain: ... of each of the last N ISO weeks" },
+	{ "monthly", 0, "N", "retain: ... of each of the last N months" },
+	{ "yearly", 0, "N", "retain: ... of each of the last N years" },
+	{ "timezone", 0, "ZONE", "retain: the zone days, weeks, months and years are counted in (IANA name; default UTC)" },
+	{ "pitr-window", 0, "DURATION",
+	  "retain: WAL kept continuous only this far back (7d, 36h); older kept backups keep their own WAL" },
 	END,
 };
 static const opt backup_mark_opts[] = {
