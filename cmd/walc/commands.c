@@ -330,6 +330,19 @@ static const command cmd_table[] = {
 	  "With WALG_PUSHGATEWAY_URL each run pushes walc_copy_lag_seconds: how long the oldest\n"
 	  "object it copied had been in the first repository.",
 	  false, cmd_copy, NULL },
+	{ "rekey", "[NAME|LATEST...]", 0, ARGS_MAX_POS, none,
+	  "re-encrypt the repository from older keys to the current one (walc only)",
+	  "Key rotation. Reads try the current key, then the older keys WALG_OLD_KEY_PATHS lists\n"
+	  "(libsodium and OpenPGP alike; writes use the current key only). rekey re-encrypts every\n"
+	  "object an older key opens (WAL files, tar partitions; of the named backups only, when\n"
+	  "given) with the current key: each is first copied whole under walc_rekey/ (a folder\n"
+	  "WAL-G ignores), then put back in place atomically once the copy decrypts with the\n"
+	  "current key alone to the bytes the old object held: no object is ever readable by\n"
+	  "neither key. Objects of the current key are left alone, so a run that was stopped is\n"
+	  "finished by running it again. Once every object is done, walc_cluster.json records\n"
+	  "the current key's method. An object no key opens is named (PROBLEM) and left as it\n"
+	  "is; exit status 1 then. Then the older key can be removed from the ring.",
+	  true, cmd_rekey, NULL },
 	{ "daemon", "SOCKET", 1, 1, none,
 	  "serve archiving over a socket (archive_library = 'walc_archive')",
 	  "Listens on the UNIX socket SOCKET for WAL-G's daemon protocol: the walc_archive module\n"

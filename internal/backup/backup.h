@@ -148,6 +148,23 @@ typedef struct delete_options {
  */
 err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE *out);
 
+/* rekey (walc only) */
+typedef struct rekey_options {
+	const char *const *names; /* backups (or LATEST) whose objects are rekeyed; none: all */
+	size_t nnames;
+	int concurrency;
+} rekey_options;
+/*
+ * Re-encrypts every encrypted object (WAL files, tar partitions, manifests; of the named
+ * backups only, when names are given) that an older key of the ring opens with the current
+ * key: each copied whole into walc_rekey/KEY first, then put back under KEY atomically once
+ * its bytes decrypt with the current key alone to the plaintext the old object held. Objects
+ * of the current key are left alone (a rerun finishes a killed run); one that no key opens is
+ * a problem (one line on out, counted in *problems) and is left as it is. Once the whole
+ * repository is done without problems, its cluster marker records the current key's method.
+ */
+err_code backup_rekey(repo *r, const rekey_options *o, uint64_t *problems, FILE *out);
+
 /* backup-mark: permanent (with its chain) or, with impermanent, not. */
 err_code backup_mark(repo *r, const char *name, bool impermanent);
 

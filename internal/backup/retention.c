@@ -383,28 +383,28 @@ static err_code execute(repo *r, retain_plan *p, bool confirm, FILE *out)
 }
 
 
-/*
- * Hidden temporaries of writers killed mid-object (file storage), but not of a process alive
- * here: a running writer's temporary grows as it writes.
- */
+err_code retain_dead_temporaries(repo *r, const char *dir, obj_list *out)
+{
+	obj_list t;
+	TRY(storage_list_temporaries(r->st, dir, &t));
+	for (size_t i = 0; i < t.len; i++) {
+		long pid = storage_temporary_pid(t.items[i].key);
+		bool alive = pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+		if (!alive)
+			obj_list_add(out, t.items[i].key, t.items[i].size, t.items[i].mtime,
+						 t.items[i].mtime_nsec);
+	}
+	obj_list_free(&t);
+	return E_OK;
+}
+
 static err_code list_temporaries(repo *r, const retain_scope *sc, obj_list *out)
 {
-	const char *dirs[2] = { sc->backups ? REPO_BACKUP_DIR : NULL, sc->wal ? REPO_WAL_DIR : NULL };
 	memset(out, 0, sizeof(*out));
-	for (int d = 0; d < 2; d++) {
-		if (dirs[d] == NULL)
-			continue;
-		obj_list t;
-		TRY(storage_list_temporaries(r->st, dirs[d], &t));
-		for (size_t i = 0; i < t.len; i++) {
-			long pid = storage_temporary_pid(t.items[i].key);
-			bool alive = pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
-			if (!alive)
-				obj_list_add(out, t.items[i].key, t.items[i].size, t.items[i].mtime,
-							 t.items[i].mtime_nsec);
-		}
-		obj_list_free(&t);
-	}
+	if (sc->backups)
+		TRY(retain_dead_temporaries(r, REPO_BACKUP_DIR, out));
+	if (sc->wal)
+		TRY(retain_dead_temporaries(r, REPO_WAL_DIR, out));
 	return E_OK;
 }
 

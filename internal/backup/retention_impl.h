@@ -99,6 +99,12 @@ typedef struct retain_plan {
 void retain_plan_objects(const retain_set *st, const retain_scope *sc, const retain_listing *l,
 						 retain_plan *p);
 
+/*
+ * Hidden temporaries below dir of writers killed mid-object (file storage), added to out; not
+ * those of a process alive here: a running writer's temporary grows as it writes.
+ */
+err_code retain_dead_temporaries(repo *r, const char *dir, obj_list *out);
+
 /* Refusing a delete that would remove what a running push needs: one line naming it. */
 err_code retain_running_error(const claim_info *c, const char *why);
 

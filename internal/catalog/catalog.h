@@ -226,6 +226,11 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 /* The marker's encryption rule alone, for writers of objects that name no cluster. */
 err_code catalog_check_encryption(repo *r, const char *what);
 /*
+ * Once every object is encrypted with this handle's key (rekey): the marker, when there is
+ * one, records its method.
+ */
+err_code catalog_record_encryption(repo *r);
+/*
  * The system identifier the marker records, for readers; *have false without a marker (or
  * with one that cannot be read: a WARNING, since readers can do without it).
  */

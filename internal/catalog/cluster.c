@@ -237,3 +237,23 @@ err_code catalog_check_encryption(repo *r, const char *what)
 	json_decref(doc);
 	return rc;
 }
+
+err_code catalog_record_encryption(repo *r)
+{
+	json_t *doc = NULL;
+	TRY(catalog_read_optional(r, CATALOG_CLUSTER_MARKER, &doc));
+	const char *recorded = json_string_value(json_object_get(doc, "encryption"));
+	const char *ours = our_encryption(r);
+	err_code rc = E_OK;
+	uint64_t sysid;
+	if (doc != NULL && ours != NULL && (recorded == NULL || strcmp(recorded, ours) != 0) &&
+		(rc = parse_sysid(json_string_value(json_object_get(doc, "system_identifier")),
+						  &sysid)) == E_OK) {
+		log_info("recording in " CATALOG_CLUSTER_MARKER " that %s's objects are encrypted with "
+				 "%s",
+				 storage_describe(r->st), ours);
+		rc = write_marker(r, sysid, false, ours);
+	}
+	json_decref(doc);
+	return rc;
+}

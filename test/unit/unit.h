@@ -188,6 +188,7 @@ static inline int setup_env(void **state)
 	static const char *const vars[] = {
 		"WALG_PGP_KEY",		  "WALG_PGP_KEY_PATH",		 "WALG_PGP_KEY_PASSPHRASE",
 		"WALG_LIBSODIUM_KEY", "WALG_LIBSODIUM_KEY_PATH", "WALG_LIBSODIUM_KEY_TRANSFORM",
+		"WALG_OLD_KEY_PATHS", "WALG_OLD_PGP_KEY_PASSPHRASE",
 	};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
