@@ -427,6 +427,23 @@ static err_code wal_end(repo *r, const backup_verify_options *o, uint32_t tli, u
 	return E_OK;
 }
 
+/* Whether a thinning delete kept only the own WAL of this backup (before its window). */
+static bool thinned_after(repo *r, const backup_verify_options *o, const char *name,
+						  uint32_t tli, uint64_t start)
+{
+	retention_window w;
+	bool windowed = false, before = false;
+	uint32_t wtli;
+	uint64_t wstart;
+	if (catalog_window_get(r, &w, &windowed) == E_OK && windowed)
+		before = strcmp(name, w.from_backup) != 0 &&
+			name_segment(w.from_backup, o->seg_size, &wtli, &wstart) && wtli == tli &&
+			start < wstart;
+	err_clear();
+	catalog_window_free(&w);
+	return before;
+}
+
 static err_code verify_wal(repo *r, const backup_verify_options *o, vrun *v, const level *top)
 {
 	uint32_t tli;
@@ -439,7 +456,11 @@ static err_code verify_wal(repo *r, const backup_verify_options *o, vrun *v, con
 	if (stop < start)
 		stop = start;
 	uint64_t end = stop;
-	if (o->wal)
+	if (o->wal && thinned_after(r, o, top->name, tli, start))
+		log_info("%s: the WAL after its end was thinned by delete retain --pitr-window: "
+				 "checked to its stop segment only",
+				 top->name);
+	else if (o->wal)
 		TRY(wal_end(r, o, tli, stop, &end));
 	uint64_t checked;
 	TRY(wal_check_range(r, o->seg_size, tli, start, end, top->s.have_system_id ? top->s.system_id : 0,

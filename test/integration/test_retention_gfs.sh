@@ -8,6 +8,8 @@
 #     retention_gfs.py (a model apart from walc) expects, with the bases of kept deltas;
 #   - --confirm leaves exactly those, and exactly the WAL the plan printed: each kept backup
 #     before the window its own range, the WAL from the window's first backup on;
+#   - wal-verify integrity checks from the window's first backup, backup-verify --all --wal
+#     passes (a backup before the window to its stop segment);
 #   - every kept backup restores to its consistency point (its mark, no later one);
 #   - a target time inside the window restores; targets before it (a time, an LSN) are
 #     refused naming the window.
@@ -83,6 +85,15 @@ assert_eq "$EXPECT" "$(remaining)" "backups left"
 assert_set "$want_wal" "$(segments)" "the WAL left is what the plan printed"
 [ -f "$R/walc_retention.json" ] || fail "no walc_retention.json recorded"
 ok "--confirm left the planned backups and exactly the WAL the plan printed"
+
+# the checks that read WAL know where it was thinned
+lsn=$(printf '%X/%X' $((16#${last:8:8})) $((16#${last:16:8} * 1048576)))
+wrun "${E[@]}" -- wal-verify integrity --timeline 1 --lsn "$lsn"
+expect_rc 0 "wal-verify integrity after the thinning"
+assert_contains "$W_ERR" "checking from backup ${B[6]}" "wal-verify integrity starts at the window"
+wrun "${E[@]}" -- backup-verify --all --wal
+expect_rc 0 "backup-verify --all --wal after the thinning"
+ok "wal-verify integrity checks from the window's first backup; backup-verify --all --wal passes"
 
 for b in $KEPT; do
 	i=${b#B}
