@@ -234,7 +234,10 @@ static const command cmd_table[] = {
 	  true, cmd_backup_fetch, NULL },
 	{ "backup-list", "", 0, 0, backup_list_opts, "list base backups",
 	  "Lists backups with a sentinel in WAL-G's columns, oldest first in LATEST's order (by\n"
-	  "timeline and start segment, another cluster's backups first): the last row is LATEST.",
+	  "timeline and start segment, another cluster's backups first): the last row is LATEST.\n"
+	  "--detail adds two columns: corrupt_blocks (pages that failed backup-push --verify) and\n"
+	  "verified (backup-verify's outcome and time: passed@TIME, failed@TIME, or -); --json a\n"
+	  "\"verified\" object.",
 	  true, cmd_backup_list, NULL },
 	{ "backup-verify", "[NAME|LATEST]", 0, 1, backup_verify_opts,
 	  "prove a backup restores, without restoring it (walc only)",
@@ -246,11 +249,15 @@ static const command cmd_table[] = {
 	  "as PostgreSQL does). Then reads the WAL from the backup's start to its stop segment\n"
 	  "(--wal: to the next backup or the newest segment): present, decodes, every page header\n"
 	  "of the right timeline and address, and the timeline's history file. One line per\n"
-	  "problem (object, file, block), a summary per backup; exit status 1 on any problem.",
+	  "problem (object, file, block), a summary per backup; exit status 1 on any problem.\n"
+	  "Each backup's outcome is kept with it (basebackups_005/NAME/walc_verified.json: when,\n"
+	  "what was read, passed or failed), for delete (which keeps the newest that passed),\n"
+	  "backup-list --detail and the metrics (WALG_PUSHGATEWAY_URL).",
 	  true, cmd_backup_verify, NULL },
 	{ "delete",
-	  "retain [FULL|FIND_FULL] N | before [FIND_FULL] NAME|TIME | everything [FORCE] |"
-	  " target [FIND_FULL] NAME | garbage [ARCHIVES|BACKUPS]",
+	  "retain [FULL|FIND_FULL] N | retain [FULL] [N] --daily|--weekly|--monthly|--yearly N... |"
+	  " before [FIND_FULL] NAME|TIME | everything [FORCE] | target [FIND_FULL] NAME |"
+	  " garbage [ARCHIVES|BACKUPS]",
 	  1, 4, delete_opts, "retention: delete old backups and WAL (a dry run without --confirm)",
 	  "retain N keeps the N newest backups (FULL: N newest fulls; FIND_FULL: back to the full\n"
 	  "of the N-th), --after also keeps everything since a time or backup; before deletes\n"
@@ -262,7 +269,19 @@ static const command cmd_table[] = {
 	  "is what a running backup-push needs. Backups are ordered as LATEST orders them: by\n"
 	  "timeline and start segment (never by a host's clock), another cluster's backups first.\n"
 	  "A backup whose sentinel cannot be read is skipped with a warning and never deleted\n"
-	  "(but by everything).",
+	  "(but by everything).\n\n"
+	  "Every mode keeps the newest backup whose backup-verify passed (its record,\n"
+	  "walc_verified.json) and the WAL from it to now, whatever the count or time says, and\n"
+	  "says so; target of it is refused, everything needs FORCE. --verify first verifies\n"
+	  "backups, newest first, until one passes.\n\n"
+	  "retain with calendar buckets (--daily, --weekly, --monthly, --yearly: the newest backup\n"
+	  "of each of the last N days, ISO weeks, months, years that have one, in --timezone,\n"
+	  "default UTC; FULL: full backups only; N, when given, keeps the N newest too) prints its\n"
+	  "plan as a table: each backup, kept or not, why, the WAL it keeps. --pitr-window 7d\n"
+	  "keeps the WAL continuous only from the newest backup that ended before the window (kept\n"
+	  "too); each older kept backup keeps only its own WAL, from its start to its end, and\n"
+	  "restores to its consistency point; backup-fetch --target-* before the window is\n"
+	  "refused naming it (walc_retention.json records it).",
 	  true, cmd_delete, delete_words_ok },
 	{ "catchup-push", "PGDATA", 1, 1, catchup_push_opts,
 	  "store what a stopped standby lacks: the primary's changes since its LSN",
