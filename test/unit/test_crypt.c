@@ -771,16 +771,6 @@ static char *hex_file(const unsigned char *key)
 	return write_temp(hex, strlen(hex), 0600);
 }
 
-static err_code ring_load(crypter **out)
-{
-	config cfg;
-	err_code rc = config_load(&cfg, false);
-	if (rc == E_OK)
-		rc = crypter_load(&cfg, out);
-	config_free(&cfg);
-	return rc;
-}
-
 /* Runs ct through c's ring decryptor (or current-key decryptor), fed in odd pieces. */
 static err_code ring_decrypt(crypter *c, bool current, const unsigned char *ct, size_t n,
 							 membuf *pt)
@@ -808,7 +798,7 @@ static void test_ring(void **state)
 	setenv("WALG_LIBSODIUM_KEY_TRANSFORM", "hex", 1);
 	setenv("WALG_OLD_KEY_PATHS", old, 1);
 	crypter *c = NULL;
-	assert_int_equal(ring_load(&c), E_OK);
+	assert_int_equal(crypter_load_env(&c), E_OK);
 	assert_true(crypter_has_ring(c));
 	static const size_t sizes[] = { 0, 100, CRYPT_CHUNK, CRYPT_CHUNK + 1, 100003 };
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -853,22 +843,22 @@ static void test_ring(void **state)
 
 	/* older keys need a current key; entries must name readable files */
 	unsetenv("WALG_LIBSODIUM_KEY_PATH");
-	assert_int_equal(ring_load(&c), E_CONFIG);
+	assert_int_equal(crypter_load_env(&c), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "no current key"));
 	setenv("WALG_LIBSODIUM_KEY_PATH", b, 1);
 	char *bad = xasprintf("%s,,%s", a, a);
 	setenv("WALG_OLD_KEY_PATHS", bad, 1);
-	assert_int_equal(ring_load(&c), E_CONFIG);
+	assert_int_equal(crypter_load_env(&c), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "WALG_OLD_KEY_PATHS: an empty entry"));
 	setenv("WALG_OLD_KEY_PATHS", "/nonexistent/key", 1);
-	assert_int_equal(ring_load(&c), E_CONFIG);
+	assert_int_equal(crypter_load_env(&c), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "WALG_OLD_KEY_PATHS: cannot read /nonexistent/key"));
 	setenv("WALG_OLD_KEY_PATHS", old + 4, 1); /* hex text read as base64: not 32 bytes */
 	setenv("WALG_LIBSODIUM_KEY_TRANSFORM", "base64", 1);
 	setenv("WALG_LIBSODIUM_KEY", "", 1);
 	unsetenv("WALG_LIBSODIUM_KEY_PATH");
 	setenv("WALG_LIBSODIUM_KEY", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", 1);
-	assert_int_equal(ring_load(&c), E_CONFIG);
+	assert_int_equal(crypter_load_env(&c), E_CONFIG);
 	assert_non_null(strstr(err_msg(), a));
 	err_clear();
 	unlink(a);

@@ -723,16 +723,6 @@ static err_code keys_load_env(pgp_keys **out)
 	return rc;
 }
 
-static err_code crypter_load_env(crypter **out)
-{
-	config cfg;
-	err_code rc = config_load(&cfg, false);
-	if (rc == E_OK)
-		rc = crypter_load(&cfg, out);
-	config_free(&cfg);
-	return rc;
-}
-
 static void test_load_env(void **state)
 {
 	(void)state;

@@ -181,6 +181,19 @@ static inline void check_plain(membuf *out, int finishes, const unsigned char *p
 	free(out->data);
 }
 
+#ifdef WALC_INTERNAL_CRYPT_CRYPT_H
+/* crypter_load on the settings the environment holds, parsed by the table as main does. */
+static inline err_code crypter_load_env(crypter **out)
+{
+	config cfg;
+	err_code rc = config_load(&cfg, false);
+	if (rc == E_OK)
+		rc = crypter_load(&cfg, out);
+	config_free(&cfg);
+	return rc;
+}
+#endif
+
 /* cmocka setup: no key settings in the environment, no error recorded. */
 static inline int setup_env(void **state)
 {
