@@ -111,7 +111,8 @@ static err_code check_encryption(repo *r, const char *what, const char *recorded
 					   "%s: %s holds objects encrypted with %s (" CATALOG_CLUSTER_MARKER
 					   "), and no key is configured: set %s, as its other writers do",
 					   what, storage_describe(r->st), recorded, crypter_vars(recorded));
-	if (strcmp(ours, recorded) != 0)
+	/* during a key rotation (an older key of the recorded method in the ring) as planned */
+	if (strcmp(ours, recorded) != 0 && !crypter_reads(r->crypt, recorded))
 		log_warn("%s: %s holds objects encrypted with %s (" CATALOG_CLUSTER_MARKER
 				 "); this writer encrypts with %s: a restore needs both keys",
 				 what, storage_describe(r->st), recorded, ours);

@@ -112,6 +112,8 @@ sink *crypter_decrypt_new(crypter *c, sink *next);
 sink *crypter_decrypt_current_new(crypter *c, sink *next);
 /* Whether older keys are configured. */
 bool crypter_has_ring(const crypter *c);
+/* Whether reads hold a key of method (a crypter_name), current or older. */
+bool crypter_reads(const crypter *c, const char *method);
 
 /*
  * Which key of the ring an object is encrypted with, from its first CRYPT_HEAD_BYTES (all of

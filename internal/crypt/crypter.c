@@ -225,6 +225,13 @@ bool crypter_has_ring(const crypter *c)
 	return c->ring;
 }
 
+bool crypter_reads(const crypter *c, const char *method)
+{
+	if (strcmp(method, crypter_name(c)) == 0)
+		return true;
+	return strcmp(method, "OpenPGP") == 0 ? c->pgp_ring != NULL : c->nsodium > 0;
+}
+
 /*
  * Reading with the key ring: the object's first bytes (a libsodium stream's header and first
  * chunk) are held until they show which key opens it; then the decryptor of that key takes
