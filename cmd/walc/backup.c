@@ -214,7 +214,8 @@ int cmd_backup_verify(const config *cfg, const args *a)
 								  .wal = arg_set(a, "wal"),
 								  .json = arg_set(a, "json"),
 								  .concurrency = (int)cfg->download_concurrency,
-								  .seg_size = (uint64_t)cfg->pg_wal_size_mb << 20 };
+								  .seg_size = (uint64_t)cfg->pg_wal_size_mb << 20,
+								  .record = true };
 	err_code rc = E_OK;
 	if (opt.all == (opt.name != NULL))
 		rc = err_set(E_CONFIG, opt.all ? "backup-verify: give NAME or --all, not both"
@@ -224,11 +225,18 @@ int cmd_backup_verify(const config *cfg, const args *a)
 		return command_fail(rc);
 	repo r;
 	uint64_t problems = 0;
+	double start = command_clock();
 	rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
+	bool opened = rc == E_OK;
 	if (rc == E_OK) {
 		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
 		rc = backup_verify(&r, &opt, &problems, stdout);
 	}
+	/* a run that found damage ran: walc_verify_problems says what it found */
+	metric found = { "walc_verify_problems", "Problems the last backup-verify run found.",
+					 (double)problems };
+	metrics_push_with(opened ? &r : NULL, cfg, "backup-verify", rc == E_OK,
+					  command_clock() - start, &found, 1);
 	repo_close(&r);
 	if (rc == E_OK && problems > 0) {
 		log_error("backup-verify: %llu problem%s found", (unsigned long long)problems,

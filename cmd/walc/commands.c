@@ -85,6 +85,15 @@ static const opt delete_opts[] = {
 	{ "target-user-data", 0, "JSON", "target: the backup with this user data" },
 	{ "without-backup-check", 0, NULL, "garbage: even when no non-permanent backup exists" },
 	{ "use-sentinel-time", 0, NULL, "a time compares with backups' start times (default: when their sentinels were written, the time backup-list shows)" },
+	{ "verify", 0, NULL,
+	  "first backup-verify backups, newest first, until one passes: retention keeps it" },
+	{ "daily", 0, "N", "retain: the newest backup of each of the last N days that have one" },
+	{ "weekly", 0, "N", "retain: ... of each of the last N ISO weeks" },
+	{ "monthly", 0, "N", "retain: ... of each of the last N months" },
+	{ "yearly", 0, "N", "retain: ... of each of the last N years" },
+	{ "timezone", 0, "ZONE", "retain: the zone days, weeks, months and years are counted in (IANA name; default UTC)" },
+	{ "pitr-window", 0, "DURATION",
+	  "retain: WAL kept continuous only this far back (7d, 36h); older kept backups keep their own WAL" },
 	END,
 };
 static const opt backup_mark_opts[] = {
@@ -225,7 +234,10 @@ static const command cmd_table[] = {
 	  true, cmd_backup_fetch, NULL },
 	{ "backup-list", "", 0, 0, backup_list_opts, "list base backups",
 	  "Lists backups with a sentinel in WAL-G's columns, oldest first in LATEST's order (by\n"
-	  "timeline and start segment, another cluster's backups first): the last row is LATEST.",
+	  "timeline and start segment, another cluster's backups first): the last row is LATEST.\n"
+	  "--detail adds two columns: corrupt_blocks (pages that failed backup-push --verify) and\n"
+	  "verified (backup-verify's outcome and time: passed@TIME, failed@TIME, or -); --json a\n"
+	  "\"verified\" object.",
 	  true, cmd_backup_list, NULL },
 	{ "backup-verify", "[NAME|LATEST]", 0, 1, backup_verify_opts,
 	  "prove a backup restores, without restoring it (walc only)",
@@ -237,11 +249,15 @@ static const command cmd_table[] = {
 	  "as PostgreSQL does). Then reads the WAL from the backup's start to its stop segment\n"
 	  "(--wal: to the next backup or the newest segment): present, decodes, every page header\n"
 	  "of the right timeline and address, and the timeline's history file. One line per\n"
-	  "problem (object, file, block), a summary per backup; exit status 1 on any problem.",
+	  "problem (object, file, block), a summary per backup; exit status 1 on any problem.\n"
+	  "Each backup's outcome is kept with it (basebackups_005/NAME/walc_verified.json: when,\n"
+	  "what was read, passed or failed), for delete (which keeps the newest that passed),\n"
+	  "backup-list --detail and the metrics (WALG_PUSHGATEWAY_URL).",
 	  true, cmd_backup_verify, NULL },
 	{ "delete",
-	  "retain [FULL|FIND_FULL] N | before [FIND_FULL] NAME|TIME | everything [FORCE] |"
-	  " target [FIND_FULL] NAME | garbage [ARCHIVES|BACKUPS]",
+	  "retain [FULL|FIND_FULL] N | retain [FULL] [N] --daily|--weekly|--monthly|--yearly N... |"
+	  " before [FIND_FULL] NAME|TIME | everything [FORCE] | target [FIND_FULL] NAME |"
+	  " garbage [ARCHIVES|BACKUPS]",
 	  1, 4, delete_opts, "retention: delete old backups and WAL (a dry run without --confirm)",
 	  "retain N keeps the N newest backups (FULL: N newest fulls; FIND_FULL: back to the full\n"
 	  "of the N-th), --after also keeps everything since a time or backup; before deletes\n"
@@ -253,7 +269,19 @@ static const command cmd_table[] = {
 	  "is what a running backup-push needs. Backups are ordered as LATEST orders them: by\n"
 	  "timeline and start segment (never by a host's clock), another cluster's backups first.\n"
 	  "A backup whose sentinel cannot be read is skipped with a warning and never deleted\n"
-	  "(but by everything).",
+	  "(but by everything).\n\n"
+	  "Every mode keeps the newest backup whose backup-verify passed (its record,\n"
+	  "walc_verified.json) and the WAL from it to now, whatever the count or time says, and\n"
+	  "says so; target of it is refused, everything needs FORCE. --verify first verifies\n"
+	  "backups, newest first, until one passes.\n\n"
+	  "retain with calendar buckets (--daily, --weekly, --monthly, --yearly: the newest backup\n"
+	  "of each of the last N days, ISO weeks, months, years that have one, in --timezone,\n"
+	  "default UTC; FULL: full backups only; N, when given, keeps the N newest too) prints its\n"
+	  "plan as a table: each backup, kept or not, why, the WAL it keeps. --pitr-window 7d\n"
+	  "keeps the WAL continuous only from the newest backup that ended before the window (kept\n"
+	  "too); each older kept backup keeps only its own WAL, from its start to its end, and\n"
+	  "restores to its consistency point; backup-fetch --target-* before the window is\n"
+	  "refused naming it (walc_retention.json records it).",
 	  true, cmd_delete, delete_words_ok },
 	{ "catchup-push", "PGDATA", 1, 1, catchup_push_opts,
 	  "store what a stopped standby lacks: the primary's changes since its LSN",
@@ -321,6 +349,19 @@ static const command cmd_table[] = {
 	  "With WALG_PUSHGATEWAY_URL each run pushes walc_copy_lag_seconds: how long the oldest\n"
 	  "object it copied had been in the first repository.",
 	  false, cmd_copy, NULL },
+	{ "rekey", "[NAME|LATEST...]", 0, ARGS_MAX_POS, none,
+	  "re-encrypt the repository from older keys to the current one (walc only)",
+	  "Key rotation. Reads try the current key, then the older keys WALG_OLD_KEY_PATHS lists\n"
+	  "(libsodium and OpenPGP alike; writes use the current key only). rekey re-encrypts every\n"
+	  "object an older key opens (WAL files, tar partitions; of the named backups only, when\n"
+	  "given) with the current key: each is first copied whole under walc_rekey/ (a folder\n"
+	  "WAL-G ignores), then put back in place atomically once the copy decrypts with the\n"
+	  "current key alone to the bytes the old object held: no object is ever readable by\n"
+	  "neither key. Objects of the current key are left alone, so a run that was stopped is\n"
+	  "finished by running it again. Once every object is done, walc_cluster.json records\n"
+	  "the current key's method. An object no key opens is named (PROBLEM) and left as it\n"
+	  "is; exit status 1 then. Then the older key can be removed from the ring.",
+	  true, cmd_rekey, NULL },
 	{ "daemon", "SOCKET", 1, 1, none,
 	  "serve archiving over a socket (archive_library = 'walc_archive')",
 	  "Listens on the UNIX socket SOCKET for WAL-G's daemon protocol: the walc_archive module\n"

@@ -89,6 +89,7 @@ int cmd_delete(const config *cfg, const args *a);
 int cmd_backup_mark(const config *cfg, const args *a);
 int cmd_st(const config *cfg, const args *a);
 int cmd_copy(const config *cfg, const args *a);
+int cmd_rekey(const config *cfg, const args *a);
 int cmd_daemon(const config *cfg, const args *a);
 int cmd_daemon_client(const config *cfg, const args *a);
 int cmd_wal_receive(const config *cfg, const args *a);

@@ -1,6 +1,8 @@
 /* The retention verbs: delete and backup-mark. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cmd/walc/commands.h"
 #include "internal/backup/backup.h"
@@ -16,6 +18,18 @@ static bool parse_count(const char *s, int *out)
 	return true;
 }
 
+static const char *const calendar_opts[] = { "daily", "weekly", "monthly", "yearly",
+											  "pitr-window", "timezone" };
+
+/* retain's grandfather-father-son options (calendar buckets, window, zone) */
+static bool calendar(const args *a)
+{
+	for (size_t i = 0; i < sizeof(calendar_opts) / sizeof(*calendar_opts); i++)
+		if (arg_set(a, calendar_opts[i]))
+			return true;
+	return false;
+}
+
 /* The mode words after "delete": retain [FULL|FIND_FULL] N, before ..., and so on. */
 static bool parse_mode(const args *a, delete_options *o)
 {
@@ -28,7 +42,8 @@ static bool parse_mode(const args *a, delete_options *o)
 		o->modifier = MOD_FIND_FULL, k++;
 	if (strcmp(mode, "retain") == 0) {
 		o->mode = DELETE_RETAIN;
-		return k + 1 == npos && parse_count(pos[k], &o->count);
+		/* with calendar buckets or a window, N is optional */
+		return (k + 1 == npos && parse_count(pos[k], &o->count)) || (k == npos && calendar(a));
 	}
 	if (strcmp(mode, "before") == 0) {
 		o->mode = DELETE_BEFORE;
@@ -61,7 +76,86 @@ static bool parse_mode(const args *a, delete_options *o)
 bool delete_words_ok(const args *a)
 {
 	delete_options o = { .after = arg(a, "after"), .user_data = arg(a, "target-user-data") };
-	return parse_mode(a, &o) && (o.after == NULL || o.mode == DELETE_RETAIN);
+	return parse_mode(a, &o) && (o.after == NULL || o.mode == DELETE_RETAIN) &&
+		(!calendar(a) || o.mode == DELETE_RETAIN);
+}
+
+/* A bucket's count: none, or 1 to 100000. */
+static err_code bucket(const args *a, const char *name, int *out)
+{
+	const char *v = arg(a, name);
+	char *end;
+	long n = v != NULL ? strtol(v, &end, 10) : 0;
+	if (v != NULL && (*v == '\0' || *end != '\0' || n < 1 || n > 100000))
+		return err_set(E_CONFIG, "delete retain --%s: expected a count from 1 to 100000, got "
+								 "\"%s\"",
+					   name, v);
+	*out = (int)n;
+	return E_OK;
+}
+
+/* --pitr-window: days (7d), or a duration as every setting takes one (36h, 90m). */
+static err_code window(const char *v, long *seconds)
+{
+	char *end;
+	long ms;
+	long days = strtol(v, &end, 10);
+	if (end != v && strcmp(end, "d") == 0 && days >= 1 && days <= 36500) {
+		*seconds = days * 86400;
+		return E_OK;
+	}
+	TRY(config_parse_duration("delete retain --pitr-window", v, &ms));
+	if (ms < 1000)
+		return err_set(E_CONFIG, "delete retain --pitr-window: expected at least a second (7d, "
+								 "36h), got \"%s\"",
+					   v);
+	*seconds = ms / 1000;
+	return E_OK;
+}
+
+/*
+ * The time zone calendar buckets are counted in: an IANA name (Europe/Berlin) whose zone file
+ * exists, or UTC. Set for the whole process (localtime_r reads it), which only this command's
+ * plan uses.
+ */
+static err_code time_zone(const char *name)
+{
+	static const char *const dirs[] = { "/usr/share/zoneinfo/", "/share/zoneinfo/",
+										"/etc/zoneinfo/" };
+	const char *tzdir = getenv("TZDIR");
+	bool ok = strcmp(name, "UTC") == 0;
+	bool plain = name[0] != '\0' && name[0] != '/' && strstr(name, "..") == NULL;
+	for (size_t i = 0; plain && !ok && i < 4; i++) {
+		const char *dir = i < 3 ? dirs[i] : tzdir;
+		if (dir == NULL)
+			continue;
+		char *path = xasprintf("%s%s%s", dir, str_has_suffix(dir, "/") ? "" : "/", name);
+		ok = access(path, R_OK) == 0;
+		free(path);
+	}
+	if (!ok)
+		return err_set(E_CONFIG, "delete retain --timezone: no time zone \"%s\" (an IANA "
+								 "name such as Europe/Berlin, or UTC)",
+					   name);
+	setenv("TZ", name, 1);
+	tzset();
+	return E_OK;
+}
+
+static err_code calendar_options(const args *a, delete_options *o)
+{
+	TRY(bucket(a, "daily", &o->daily));
+	TRY(bucket(a, "weekly", &o->weekly));
+	TRY(bucket(a, "monthly", &o->monthly));
+	TRY(bucket(a, "yearly", &o->yearly));
+	o->pitr_window = arg(a, "pitr-window");
+	if (o->pitr_window != NULL)
+		TRY(window(o->pitr_window, &o->pitr_window_s));
+	o->time_zone = arg(a, "timezone") ? arg(a, "timezone") : "UTC";
+	if (calendar(a) && !(o->daily || o->weekly || o->monthly || o->yearly || o->pitr_window))
+		return err_set(E_CONFIG, "delete retain --timezone: give calendar buckets (--daily, "
+								 "--weekly, --monthly, --yearly) or --pitr-window");
+	return calendar(a) ? time_zone(o->time_zone) : E_OK;
 }
 
 int cmd_delete(const config *cfg, const args *a)
@@ -70,12 +164,15 @@ int cmd_delete(const config *cfg, const args *a)
 						 .after = arg(a, "after"),
 						 .user_data = arg(a, "target-user-data"),
 						 .without_backup_check = arg_set(a, "without-backup-check"),
-						 .use_sentinel_time = arg_set(a, "use-sentinel-time") };
+						 .use_sentinel_time = arg_set(a, "use-sentinel-time"),
+						 .verify = arg_set(a, "verify") };
 	parse_mode(a, &o); /* checked by delete_words_ok */
 	double start = command_clock();
-	repo r;
+	repo r = { 0 };
+	err_code rc = calendar_options(a, &o);
 	/* Every storage, whatever WALG_TARGET_STORAGE says: none may lose what another needs. */
-	err_code rc = repo_open_use(cfg, STORAGE_EVERY, NULL, &r);
+	if (rc == E_OK)
+		rc = repo_open_use(cfg, STORAGE_EVERY, NULL, &r);
 	bool opened = rc == E_OK;
 	if (rc == E_OK)
 		rc = backup_delete(&r, cfg, &o, stdout);

@@ -96,11 +96,13 @@ typedef struct backup_verify_options {
 	bool json;
 	int concurrency;
 	uint64_t seg_size;
+	bool record; /* keep each backup's outcome with it (catalog_verified_put) */
 } backup_verify_options;
 /*
  * Reads every object of the backup (or each backup) and its delta chain without writing
- * anything, and the WAL its restore needs; one line per problem on out, then a summary (or
- * one JSON document). *problems counts them. An error only when the check itself could not run.
+ * anything but, with record, each backup's outcome (walc_verified.json), and the WAL its
+ * restore needs; one line per problem on out, then a summary (or one JSON document).
+ * *problems counts them. An error only when the check itself could not run.
  */
 err_code backup_verify(repo *r, const backup_verify_options *o, uint64_t *problems, FILE *out);
 
@@ -124,9 +126,44 @@ typedef struct delete_options {
 	bool confirm;		   /* otherwise a dry run */
 	bool without_backup_check; /* garbage: even with no non-permanent backup */
 	bool use_sentinel_time;	   /* a time compares with backups' start times, not sentinels' */
+	/*
+	 * retain's calendar buckets: the newest backup of each of the last N days (ISO weeks,
+	 * months, years) that have one, in the process's time zone (time_zone names it); 0: none.
+	 */
+	int daily, weekly, monthly, yearly;
+	const char *time_zone;
+	/*
+	 * retain: WAL kept continuous only for this long back (from the newest backup that ended
+	 * before it); older kept backups keep their own WAL only. 0: no thinning. pitr_window is
+	 * the text given, recorded for backup-fetch's refusal of targets before it.
+	 */
+	long pitr_window_s;
+	const char *pitr_window;
+	/* before planning: backup-verify backups newest first until one passes (its record kept) */
+	bool verify;
 } delete_options;
-/* Lists (dry run) or deletes what the mode selects; one line per object on out. */
+/*
+ * Lists (dry run) or deletes what the mode selects; one line per object on out. retain with
+ * buckets or a window prints its plan first: each backup, kept or not and why, its WAL.
+ */
 err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE *out);
+
+/* rekey (walc only) */
+typedef struct rekey_options {
+	const char *const *names; /* backups (or LATEST) whose objects are rekeyed; none: all */
+	size_t nnames;
+	int concurrency;
+} rekey_options;
+/*
+ * Re-encrypts every encrypted object (WAL files, tar partitions, manifests; of the named
+ * backups only, when names are given) that an older key of the ring opens with the current
+ * key: each copied whole into walc_rekey/KEY first, then put back under KEY atomically once
+ * its bytes decrypt with the current key alone to the plaintext the old object held. Objects
+ * of the current key are left alone (a rerun finishes a killed run); one that no key opens is
+ * a problem (one line on out, counted in *problems) and is left as it is. Once the whole
+ * repository is done without problems, its cluster marker records the current key's method.
+ */
+err_code backup_rekey(repo *r, const rekey_options *o, uint64_t *problems, FILE *out);
 
 /* backup-mark: permanent (with its chain) or, with impermanent, not. */
 err_code backup_mark(repo *r, const char *name, bool impermanent);

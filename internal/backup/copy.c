@@ -162,8 +162,11 @@ static err_code add_backup(repo *from, plan *p, const char *name, const copy_opt
 			if (!str_has_prefix(b->key, prefix))
 				continue;
 			const char *rest = b->key + strlen(prefix);
-			/* a running push's claim is no part of a finished backup */
-			if (str_has_prefix(rest, "walc_claim_"))
+			/*
+			 * A running push's claim is no part of a finished backup, and a verification
+			 * proves what was read in this repository, not the copy.
+			 */
+			if (str_has_prefix(rest, "walc_claim_") || strcmp(rest, CATALOG_VERIFIED) == 0)
 				continue;
 			bool meta = strcmp(rest, "metadata.json") == 0;
 			plan_add(p, b, meta ? PHASE_METADATA : PHASE_PAYLOAD, 0, meta);

@@ -10,12 +10,13 @@
 
 #include "internal/pg/pg.h"
 
-#define NCOLS_MAX 13
+#define NCOLS_MAX 14
 
 typedef struct row {
 	const backup_ref *ref;
 	json_t *meta;	/* metadata.json or NULL */
 	json_t *window; /* its recovery window, or NULL */
+	json_t *verified; /* its backup-verify record's outcome, or NULL */
 	char *cells[NCOLS_MAX];
 } row;
 
@@ -85,6 +86,8 @@ static void print_json(FILE *out, row *rows, size_t n, bool detail, bool windows
 	json_t *arr = json_array();
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = catalog_backup_json(rows[i].ref, detail ? rows[i].meta : NULL);
+		if (detail)
+			json_object_set(o, "verified", rows[i].verified ? rows[i].verified : json_null());
 		if (detail && windows)
 			json_object_set(o, "recovery_window", rows[i].window ? rows[i].window : json_null());
 		json_array_append_new(arr, o);
@@ -159,13 +162,43 @@ static void read_windows(repo *r, const list_options *opt, row *rows, size_t n)
 	}
 }
 
+/*
+ * Its verification, as backup-list shows it: {"verified_at", "result", "problems"}; NULL when
+ * it was never verified. The record must name the LSNs metadata.json (else the sentinel) has.
+ */
+static err_code verified_of(repo *r, const backup_ref *ref, const json_t *meta, json_t **out)
+{
+	backup_sentinel s = { 0 };
+	json_t *start = catalog_json_get(meta, "start_lsn"), *finish = catalog_json_get(meta, "finish_lsn");
+	err_code rc = E_OK;
+	*out = NULL;
+	if (json_is_integer(start) && json_is_integer(finish)) {
+		s.lsn = (uint64_t)json_integer_value(start);
+		s.finish_lsn = (uint64_t)json_integer_value(finish);
+	} else if ((rc = catalog_sentinel_read(r, ref->name, &s)) != E_OK) {
+		if (rc != E_NOTFOUND && rc != E_CORRUPT)
+			return rc;
+		err_clear();
+		return E_OK;
+	}
+	verify_record v;
+	bool found;
+	rc = catalog_verified_get(r, ref->name, &s, &v, &found);
+	if (rc == E_OK && found)
+		*out = json_pack("{s:s, s:s, s:I}", "verified_at", v.at_text, "result",
+						 v.passed ? "passed" : "failed", "problems", (json_int_t)v.problems);
+	catalog_verified_free(&v);
+	catalog_sentinel_free(&s);
+	return rc;
+}
+
 err_code backup_list(repo *r, const list_options *opt, FILE *out)
 {
 	static const char *const hdr[] = { "backup_name", "modified",	 "wal_file_name",
 									   "storage_name", "start_time", "finish_time",
 									   "hostname",	  "data_dir",	 "pg_version",
 									   "start_lsn",	  "finish_lsn",	 "is_permanent",
-									   "corrupt_blocks" };
+									   "corrupt_blocks", "verified" };
 	backup_refs refs;
 	/* LATEST's order (the last row is LATEST), whatever the clocks of the hosts were. */
 	TRY(catalog_backups_ordered(r, &refs));
@@ -190,6 +223,8 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 				err_clear();
 				rc = E_OK;
 			}
+			if (rc == E_OK)
+				rc = verified_of(r, &refs.items[i], rows[i].meta, &rows[i].verified);
 			if (rc != E_OK)
 				break;
 		}
@@ -200,7 +235,7 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 	 */
 	if (rc == E_OK && opt->detail && opt->json && opt->windows && opt->cfg != NULL)
 		read_windows(r, opt, rows, refs.len);
-	int ncols = opt->detail ? 13 : 4;
+	int ncols = opt->detail ? 14 : 4;
 	for (size_t i = 0; rc == E_OK && i < refs.len; i++) {
 		char **c = rows[i].cells;
 		const json_t *m = rows[i].meta;
@@ -222,6 +257,12 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 			json_t *cb = catalog_json_get(m, "corrupt_blocks");
 			c[12] = json_is_integer(cb) ? xasprintf("%lld", (long long)json_integer_value(cb))
 										: xstrdup("-");
+			/* walc's last column: the outcome of backup-verify and when ("-": never) */
+			const json_t *ver = rows[i].verified;
+			c[13] = ver == NULL
+				? xstrdup("-")
+				: xasprintf("%s@%s", json_string_value(json_object_get(ver, "result")),
+							json_string_value(json_object_get(ver, "verified_at")));
 		}
 	}
 	if (rc == E_OK) {
@@ -235,6 +276,7 @@ err_code backup_list(repo *r, const list_options *opt, FILE *out)
 			free(rows[i].cells[c]);
 		json_decref(rows[i].meta);
 		json_decref(rows[i].window);
+		json_decref(rows[i].verified);
 	}
 	free(rows);
 	catalog_backups_free(&refs);

@@ -204,10 +204,33 @@ static err_code check_branches(wal_archive *a, const recovery_target *t,
 	return rc != E_OK ? rc : back;
 }
 
-err_code backup_pick_for_target(repo *r, const config *cfg, recovery_target *t, char **name,
-								target_reach *reach)
+/* A target before the point-in-time window a thinning delete left: its WAL is gone. */
+static err_code outside_window(const recovery_target *t, const retention_window *w)
 {
-	*name = NULL;
+	char from[32];
+	pg_lsn_format(w->from_lsn, from);
+	return err_set(E_NOTFOUND,
+				   "backup-fetch: target %s is outside the point-in-time window: delete retain "
+				   "--pitr-window %s (planned %s) kept the archived WAL continuous only from "
+				   "the end of backup %s (%s, LSN %s); an older backup restores to its own end "
+				   "(backup-fetch DEST NAME)",
+				   t->text, w->window, w->recorded, w->from_backup, w->from_text, from);
+}
+
+/* Whether target t (at lsn, when found in the WAL; else 0) falls before the window w. */
+static bool before_window(const recovery_target *t, uint64_t lsn, const retention_window *w)
+{
+	if (t->kind == TARGET_TIME)
+		return t->time_us < (int64_t)w->from_time * 1000000;
+	if (t->kind == TARGET_LSN)
+		return t->lsn < w->from_lsn;
+	return lsn != 0 && lsn < w->from_lsn;
+}
+
+/* backup_pick_for_target, once the window w (NULL: none) cannot refuse the target. */
+static err_code pick(repo *r, const config *cfg, recovery_target *t, char **name,
+					 target_reach *reach, const retention_window *w)
+{
 	wal_archive *a;
 	TRY(wal_archive_open(r, cfg, &a));
 	err_code rc = t->timeline != 0 ? wal_archive_follow(a, t->timeline) : E_OK;
@@ -244,14 +267,22 @@ err_code backup_pick_for_target(repo *r, const config *cfg, recovery_target *t, 
 		if (rc == E_OK && !reach->reached)
 			rc = unreachable(t, pick->name, reach);
 	} else {
-		/* A name or a transaction: found in the WAL from the oldest backup on. */
+		/*
+		 * A name or a transaction: found in the WAL from the oldest backup on (from the
+		 * window's first backup when the WAL before it was thinned).
+		 */
 		const candidate *oldest = &cs.c[0];
 		for (size_t i = 1; i < cs.n; i++)
 			if (cs.c[i].start_lsn < oldest->start_lsn)
 				oldest = &cs.c[i];
+		for (size_t i = 0; w != NULL && i < cs.n; i++)
+			if (strcmp(cs.c[i].name, w->from_backup) == 0)
+				oldest = &cs.c[i];
 		rc = wal_reach_target(a, oldest->start_lsn, t, reach);
 		if (rc == E_OK && t->timeline == 0)
 			rc = check_branches(a, t, reach);
+		if (rc == E_OK && !reach->reached && w != NULL)
+			rc = outside_window(t, w); /* or later than the archive: the window says which */
 		if (rc == E_OK && !reach->reached)
 			rc = unreachable(t, oldest->name, reach);
 		if (rc == E_OK)
@@ -277,6 +308,26 @@ err_code backup_pick_for_target(repo *r, const config *cfg, recovery_target *t, 
 	candidates_free(&cs);
 	wal_archive_close(a);
 	return rc;
+}
+
+err_code backup_pick_for_target(repo *r, const config *cfg, recovery_target *t, char **name,
+								target_reach *reach)
+{
+	*name = NULL;
+	retention_window w;
+	bool windowed;
+	TRY(catalog_window_get(r, &w, &windowed));
+	err_code wrc = windowed && before_window(t, 0, &w) ? outside_window(t, &w) : E_OK;
+	if (wrc == E_OK) {
+		wrc = pick(r, cfg, t, name, reach, windowed ? &w : NULL);
+		if (wrc == E_OK && windowed && before_window(t, reach->lsn, &w)) {
+			free(*name);
+			*name = NULL;
+			wrc = outside_window(t, &w);
+		}
+	}
+	catalog_window_free(&w);
+	return wrc;
 }
 
 /* Appends s to out as a single-quoted postgresql.conf value. */

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "internal/pg/pg.h"
+
 static void move_claim(claim_list *to, claim_info *c)
 {
 	to->items = xrealloc(to->items, (to->len + 1) * sizeof(*to->items));
@@ -103,7 +105,17 @@ static err_code load_one(repo *r, retain_set *st, const backup_ref *ref, bool ha
 	 */
 	b->pick_sec = st->use_start_time ? b->sec : ref->mtime;
 	b->pick_nsec = st->use_start_time ? b->nsec : ref->mtime_nsec;
+	b->finish_sec = b->sec;
+	if (b->s.finish_time != NULL && time_parse_rfc3339(b->s.finish_time, &sec, &nsec))
+		b->finish_sec = sec;
 	retain_set_range(b, st->segsize);
+	verify_record v;
+	bool found;
+	TRY(catalog_verified_get(r, b->name, &b->s, &v, &found));
+	b->verified = found && v.passed;
+	if (b->verified)
+		b->verified_at = xstrdup(v.at_text);
+	catalog_verified_free(&v);
 	return E_OK;
 }
 
@@ -265,6 +277,92 @@ static err_code spare_locked(repo *r, retain_plan *p, FILE *out)
 	return rc;
 }
 
+/*
+ * delete --verify: the proof retention keeps is made now, before anything goes: backups are
+ * verified newest first until one passes (each outcome recorded with its backup).
+ */
+static err_code verify_newest(repo *r, const config *cfg, retain_set *st, FILE *out)
+{
+	for (size_t i = st->n; i-- > 0;) {
+		retain_backup *b = &st->b[i];
+		backup_verify_options vo = { .name = b->name,
+									 .concurrency = (int)cfg->download_concurrency,
+									 .seg_size = st->segsize,
+									 .record = true };
+		uint64_t problems = 0;
+		log_info("delete --verify: verifying %s", b->name);
+		TRY(backup_verify(r, &vo, &problems, out));
+		b->verified = problems == 0;
+		free(b->verified_at);
+		b->verified_at = b->verified ? time_now_rfc3339() : NULL;
+		if (b->verified)
+			return E_OK;
+	}
+	log_warn("delete --verify: no backup passed backup-verify");
+	return E_OK;
+}
+
+/* The WAL a kept backup holds on to, as the plan prints it. */
+static char *wal_kept_text(const retain_set *st, const retain_backup *b)
+{
+	char first[WAL_NAME_LEN + 1], last[WAL_NAME_LEN + 1];
+	if (!b->keep)
+		return xstrdup("-");
+	wal_name_format(first, b->tli, b->seg, st->segsize);
+	if (b->onward)
+		return xasprintf("%s onward", first);
+	wal_name_format(last, b->tli, b->end_seg, st->segsize);
+	return xasprintf("%s to %s", first, last);
+}
+
+/*
+ * retain with calendar buckets or a window: the plan as a table, oldest first (each backup's
+ * start in the operator's time zone, kept or not and why, the WAL it keeps), then the window.
+ */
+static void print_plan(const retain_set *st, const delete_options *o, const retain_scope *sc,
+					   FILE *out)
+{
+	char start_hdr[64];
+	snprintf(start_hdr, sizeof(start_hdr), "start (%s)", o->time_zone ? o->time_zone : "UTC");
+	const char *const hdr[] = { "backup", start_hdr, "kept", "why", "wal_kept" };
+	table *t = table_new(5, hdr, NULL);
+	for (size_t i = 0; i < st->n; i++) {
+		const retain_backup *b = &st->b[i];
+		struct tm tm;
+		char when[40];
+		localtime_r(&b->sec, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S%z", &tm);
+		char *wal = wal_kept_text(st, b);
+		const char *cells[] = { b->name, when, b->keep ? "yes" : "no",
+								b->keep && b->why ? b->why : "-", wal };
+		table_add(t, cells);
+		free(wal);
+	}
+	table_print(t, out, false);
+	table_free(t);
+	if (sc->window_from != NULL)
+		fprintf(out, "point-in-time recovery: from the end of %s (%s) to now; before it, each "
+					 "kept backup to its own end only (--pitr-window %s)\n",
+				sc->window_from->name,
+				sc->window_from->s.finish_time ? sc->window_from->s.finish_time : "?",
+				o->pitr_window);
+}
+
+/* What backup-fetch holds point-in-time targets to once the WAL before the window is gone. */
+static err_code record_window(repo *r, const delete_options *o, const retain_backup *from)
+{
+	char *now = time_now_rfc3339(), *at = time_format_rfc3339(from->finish_sec, 0);
+	retention_window w = { .window = (char *)(uintptr_t)o->pitr_window,
+						   .recorded = now,
+						   .from_backup = from->name,
+						   .from_text = at,
+						   .from_lsn = from->s.finish_lsn };
+	err_code rc = catalog_window_put(r, &w);
+	free(now);
+	free(at);
+	return rc;
+}
+
 static err_code execute(repo *r, retain_plan *p, bool confirm, FILE *out)
 {
 	TRY(spare_locked(r, p, out));
@@ -285,32 +383,32 @@ static err_code execute(repo *r, retain_plan *p, bool confirm, FILE *out)
 }
 
 
-/*
- * Hidden temporaries of writers killed mid-object (file storage), but not of a process alive
- * here: a running writer's temporary grows as it writes.
- */
-static err_code list_temporaries(repo *r, const retain_scope *sc, obj_list *out)
+err_code retain_dead_temporaries(repo *r, const char *dir, obj_list *out)
 {
-	const char *dirs[2] = { sc->backups ? REPO_BACKUP_DIR : NULL, sc->wal ? REPO_WAL_DIR : NULL };
-	memset(out, 0, sizeof(*out));
-	for (int d = 0; d < 2; d++) {
-		if (dirs[d] == NULL)
-			continue;
-		obj_list t;
-		TRY(storage_list_temporaries(r->st, dirs[d], &t));
-		for (size_t i = 0; i < t.len; i++) {
-			long pid = storage_temporary_pid(t.items[i].key);
-			bool alive = pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
-			if (!alive)
-				obj_list_add(out, t.items[i].key, t.items[i].size, t.items[i].mtime,
-							 t.items[i].mtime_nsec);
-		}
-		obj_list_free(&t);
+	obj_list t;
+	TRY(storage_list_temporaries(r->st, dir, &t));
+	for (size_t i = 0; i < t.len; i++) {
+		long pid = storage_temporary_pid(t.items[i].key);
+		bool alive = pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+		if (!alive)
+			obj_list_add(out, t.items[i].key, t.items[i].size, t.items[i].mtime,
+						 t.items[i].mtime_nsec);
 	}
+	obj_list_free(&t);
 	return E_OK;
 }
 
-/* What the plan needs to see of the repository, for the scope. */
+static err_code list_temporaries(repo *r, const retain_scope *sc, obj_list *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (sc->backups)
+		TRY(retain_dead_temporaries(r, REPO_BACKUP_DIR, out));
+	if (sc->wal)
+		TRY(retain_dead_temporaries(r, REPO_WAL_DIR, out));
+	return E_OK;
+}
+
+/* What the plan needs to see of the repository, for the scope; marker: room for two. */
 static err_code list_repo(repo *r, const retain_scope *sc, retain_listing *l, obj_info *marker)
 {
 	memset(l, 0, sizeof(*l));
@@ -320,9 +418,14 @@ static err_code list_repo(repo *r, const retain_scope *sc, retain_listing *l, ob
 	if (sc->orphans)
 		TRY(list_temporaries(r, sc, &l->temporaries));
 	if (sc->every) {
-		if (storage_stat(r->st, CATALOG_CLUSTER_MARKER, marker) == E_OK) {
-			marker->key = (char *)(uintptr_t)CATALOG_CLUSTER_MARKER;
-			l->marker = marker;
+		if (storage_stat(r->st, CATALOG_CLUSTER_MARKER, &marker[0]) == E_OK) {
+			marker[0].key = (char *)(uintptr_t)CATALOG_CLUSTER_MARKER;
+			l->marker = &marker[0];
+		}
+		err_clear();
+		if (storage_stat(r->st, CATALOG_RETENTION_WINDOW, &marker[1]) == E_OK) {
+			marker[1].key = (char *)(uintptr_t)CATALOG_RETENTION_WINDOW;
+			l->window = &marker[1];
 		}
 		err_clear();
 	}
@@ -339,18 +442,24 @@ static void listing_free(retain_listing *l)
 }
 
 /* Plans what the scope covers and lists or deletes it. */
-static err_code plan_and_run(repo *r, retain_set *st, const retain_scope *sc, bool confirm,
-							 FILE *out)
+static err_code plan_and_run(repo *r, retain_set *st, const retain_scope *sc,
+							 const delete_options *o, FILE *out)
 {
 	retain_listing l;
-	obj_info marker;
+	obj_info marker[2];
 	retain_plan p = { 0 };
-	bool announced = false;
-	err_code rc = list_repo(r, sc, &l, &marker);
+	bool announced = false, confirm = o->confirm;
+	err_code rc = list_repo(r, sc, &l, marker);
 	if (rc == E_OK) {
 		retain_plan_objects(st, sc, &l, &p);
+		if (o->mode == DELETE_RETAIN &&
+			(sc->window_from != NULL || o->daily || o->weekly || o->monthly || o->yearly))
+			print_plan(st, o, sc, out);
 		if (confirm)
 			rc = announce(r, st, &announced);
+		/* recorded before the WAL goes: a target the deletion makes unreachable is refused */
+		if (rc == E_OK && confirm && sc->window_from != NULL)
+			rc = record_window(r, o, sc->window_from);
 	}
 	if (rc == E_OK)
 		rc = execute(r, &p, confirm, out);
@@ -366,10 +475,12 @@ err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE
 	retain_set st;
 	retain_scope sc;
 	err_code rc = load(r, cfg, o->use_sentinel_time, &st);
+	if (rc == E_OK && o->verify)
+		rc = verify_newest(r, cfg, &st, out);
 	if (rc == E_OK)
 		rc = retain_select(&st, o, time(NULL), &sc);
 	if (rc == E_OK && sc.act)
-		rc = plan_and_run(r, &st, &sc, o->confirm, out);
+		rc = plan_and_run(r, &st, &sc, o, out);
 	retain_set_free(&st);
 	return rc;
 }

@@ -19,8 +19,14 @@ typedef struct retain_backup {
 	uint32_t tli;
 	uint64_t seg;	  /* start segment number */
 	uint64_t end_seg; /* segment holding finish LSN - 1 */
+	time_t finish_sec; /* its end (the sentinel's finish time, else sec) */
+	int cal[4];		   /* its start's day, ISO week, month, year (retain_calendar) */
+	bool verified;	   /* its backup-verify passed (walc_verified.json) */
+	char *verified_at; /* when, for messages */
 	bool keep;
-	bool gone; /* selected for deletion */
+	bool gone;	 /* selected for deletion */
+	bool onward; /* kept with the WAL from its start to now; else only its own range */
+	char *why;	 /* why it is kept, for the plan's table */
 } retain_backup;
 
 /* A backup whose sentinel cannot be read: neither counted nor deleted (but by everything). */
@@ -47,16 +53,31 @@ retain_backup *retain_find(const retain_set *st, const char *name);
 bool retain_position(const char *name, uint64_t segsize, uint32_t *tli, uint64_t *seg);
 /* A start and finish LSN's segments, as b's seg and end_seg (the name gives the start). */
 void retain_set_range(retain_backup *b, uint64_t segsize);
+/*
+ * Each backup's calendar periods (cal: day, ISO week, month, year of its start time) in the
+ * process's time zone (TZ); the text of one ("2026-03-04", "2026-W10", "2026-03", "2026").
+ */
+enum { CAL_DAY, CAL_WEEK, CAL_MONTH, CAL_YEAR };
+void retain_calendar(retain_set *st);
+void retain_period_text(int kind, int value, char out[16]);
+/* The newest backup whose verification passed, or NULL. */
+retain_backup *retain_newest_verified(const retain_set *st);
 
 /* What a delete mode asks the plan to cover; act false: nothing to do (said why). */
 typedef struct retain_scope {
 	bool act;
 	bool backups, wal, orphans, every;
+	/* retain with --pitr-window: WAL is continuous from window_from's start (thinned before) */
+	const retain_backup *window_from;
 } retain_scope;
 /*
  * Marks what the mode keeps and deletes, as WAL-G chooses it (reference §14) with walc's
- * rules: every ancestor of a kept delta and the base of a running delta push are kept;
- * deleting what a running push needs is refused (E_EXISTS). now judges RFC 3339 times.
+ * rules: every ancestor of a kept delta and the base of a running delta push are kept, and so
+ * is the newest backup whose verification passed, with the WAL from it to now (delete target
+ * of it is refused, delete everything without FORCE too); deleting what a running push needs
+ * is refused (E_EXISTS). retain with calendar buckets or a point-in-time window keeps the
+ * newest backup of each period and thins the WAL before the window (see select_gfs). now
+ * judges times.
  */
 err_code retain_select(retain_set *st, const delete_options *o, time_t now, retain_scope *sc);
 
@@ -66,6 +87,7 @@ typedef struct retain_listing {
 	obj_list wal;		  /* under wal_005/ */
 	obj_list temporaries; /* hidden temporaries of writers no longer alive */
 	const obj_info *marker; /* the cluster marker, or NULL */
+	const obj_info *window; /* the point-in-time window's record, or NULL */
 	time_t now;
 } retain_listing;
 
@@ -76,6 +98,12 @@ typedef struct retain_plan {
 /* Backups marked gone, orphans of failed pushes, and WAL no kept backup can need. */
 void retain_plan_objects(const retain_set *st, const retain_scope *sc, const retain_listing *l,
 						 retain_plan *p);
+
+/*
+ * Hidden temporaries below dir of writers killed mid-object (file storage), added to out; not
+ * those of a process alive here: a running writer's temporary grows as it writes.
+ */
+err_code retain_dead_temporaries(repo *r, const char *dir, obj_list *out);
 
 /* Refusing a delete that would remove what a running push needs: one line naming it. */
 err_code retain_running_error(const claim_info *c, const char *why);

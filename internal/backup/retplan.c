@@ -8,6 +8,7 @@
  */
 #include "internal/backup/retention_impl.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,8 @@ void retain_set_free(retain_set *st)
 {
 	for (size_t i = 0; i < st->n; i++) {
 		free(st->b[i].name);
+		free(st->b[i].verified_at);
+		free(st->b[i].why);
 		catalog_sentinel_free(&st->b[i].s);
 	}
 	free(st->b);
@@ -83,6 +86,56 @@ void retain_set_range(retain_backup *b, uint64_t segsize)
 	b->end_seg = fin / segsize > b->seg ? fin / segsize : b->seg;
 }
 
+void retain_calendar(retain_set *st)
+{
+	for (size_t i = 0; i < st->n; i++) {
+		struct tm tm;
+		char week[16];
+		retain_backup *b = &st->b[i];
+		localtime_r(&b->sec, &tm);
+		strftime(week, sizeof(week), "%G%V", &tm);
+		b->cal[CAL_DAY] = (tm.tm_year + 1900) * 10000 + (tm.tm_mon + 1) * 100 + tm.tm_mday;
+		b->cal[CAL_WEEK] = atoi(week);
+		b->cal[CAL_MONTH] = (tm.tm_year + 1900) * 100 + tm.tm_mon + 1;
+		b->cal[CAL_YEAR] = tm.tm_year + 1900;
+	}
+}
+
+void retain_period_text(int kind, int v, char out[16])
+{
+	if (kind == CAL_DAY)
+		snprintf(out, 16, "%04d-%02d-%02d", v / 10000 % 10000, v / 100 % 100, v % 100);
+	else if (kind == CAL_WEEK)
+		snprintf(out, 16, "%04d-W%02d", v / 100 % 10000, v % 100);
+	else if (kind == CAL_MONTH)
+		snprintf(out, 16, "%04d-%02d", v / 100 % 10000, v % 100);
+	else
+		snprintf(out, 16, "%04d", v % 10000);
+}
+
+retain_backup *retain_newest_verified(const retain_set *st)
+{
+	for (size_t i = st->n; i-- > 0;)
+		if (st->b[i].verified)
+			return &st->b[i];
+	return NULL;
+}
+
+/* Adds a reason to b's list of why it is kept. */
+static void add_why(retain_backup *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void add_why(retain_backup *b, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	char *all = b->why != NULL ? xasprintf("%s, %s", b->why, why) : xstrdup(why);
+	free(b->why);
+	b->why = all;
+}
+
 err_code retain_running_error(const claim_info *c, const char *why)
 {
 	return err_set(E_EXISTS, "backup-push of %s (host %s, pid %ld, started %s) is running%s; "
@@ -101,6 +154,7 @@ static void keep_ancestors(retain_set *st)
 			log_info("keeping %s: backup-push of %s (host %s) is based on it", base->name,
 					 c->name, c->hostname ? c->hostname : "?");
 			base->keep = true;
+			add_why(base, "base of the running backup-push of %s", c->name);
 		}
 	}
 	for (size_t i = 0; i < st->n; i++) {
@@ -109,23 +163,66 @@ static void keep_ancestors(retain_set *st)
 			retain_backup *parent = retain_find(st, b->s.delta_from);
 			if (parent == NULL)
 				break;
+			if (!parent->keep)
+				add_why(parent, "base of %s", b->name);
 			parent->keep = true;
 			b = parent;
 		}
 	}
 }
 
+/*
+ * The newest backup whose verification passed is kept whatever the mode chose, with the WAL
+ * from it to now: the one restore proven to work, and every target after it.
+ */
+static retain_backup *keep_verified(retain_set *st)
+{
+	retain_backup *v = retain_newest_verified(st);
+	if (v == NULL) {
+		log_info("no backup has passed backup-verify (walc_verified.json): retention cannot "
+				 "keep a proven one; run backup-verify, or delete --verify");
+		return NULL;
+	}
+	if (v->keep) {
+		log_info("%s is the newest verified backup (verified %s): kept, with the WAL from it "
+				 "to now",
+				 v->name, v->verified_at ? v->verified_at : "?");
+	} else {
+		log_info("keeping %s: it is the newest verified backup (verified %s), whatever the "
+				 "mode selects; and the WAL from it to now",
+				 v->name, v->verified_at ? v->verified_at : "?");
+		v->keep = true;
+	}
+	add_why(v, "newest verified (%s)", v->verified_at ? v->verified_at : "?");
+	return v;
+}
+
+/*
+ * After a mode chose what it keeps: the newest verified backup, every ancestor of a kept
+ * delta; then which WAL each needs. Without a window (window NULL) every kept backup but a
+ * permanent one needs the WAL from its start on; with one, only the window's base and the
+ * backups after it do, the older ones their own range.
+ */
+static void settle(retain_set *st, const retain_backup *window)
+{
+	retain_backup *v = keep_verified(st);
+	keep_ancestors(st);
+	for (size_t i = 0; i < st->n; i++) {
+		retain_backup *b = &st->b[i];
+		b->gone = !b->keep;
+		b->onward = b->keep && (window != NULL ? b >= window : !b->permanent);
+	}
+	if (v != NULL)
+		v->onward = true;
+}
+
 /* Everything older than target goes, except permanent backups and what kept ones need. */
 static void keep_from(retain_set *st, size_t target, retain_scope *sc)
 {
-	for (size_t i = 0; i < st->n; i++) {
-		st->b[i].keep = i >= target || st->b[i].permanent;
-		st->b[i].gone = false;
-	}
-	keep_ancestors(st);
 	for (size_t i = 0; i < st->n; i++)
-		st->b[i].gone = !st->b[i].keep;
+		st->b[i].keep = i >= target || st->b[i].permanent;
 	log_info("keeping %s and everything newer", st->b[target].name);
+	settle(st, NULL);
 	/* Leftovers of failed pushes older than what is kept go too, as in WAL-G. */
 	*sc = (retain_scope){ .act = true, .backups = true, .wal = true, .orphans = true };
 }
@@ -170,9 +267,97 @@ static err_code resolve_point(const retain_set *st, const char *what, time_t now
 	return err_set(E_NOTFOUND, "no backup at or after %s", what);
 }
 
+/*
+ * The backup the point-in-time window starts from: the newest that ended at or before its
+ * start (so a target at the window's first second has a backup to recover from), else the
+ * oldest.
+ */
+static retain_backup *window_base(retain_set *st, time_t from)
+{
+	for (size_t i = st->n; i-- > 0;)
+		if (st->b[i].finish_sec <= from)
+			return &st->b[i];
+	log_info("no backup ended before the point-in-time window starts: it reaches back to the "
+			 "end of the oldest, %s",
+			 st->b[0].name);
+	return &st->b[0];
+}
+
+/*
+ * Grandfather-father-son: the newest backup of each of the last `daily` days, `weekly` ISO
+ * weeks, `monthly` months and `yearly` years that have a backup (restic's rule: a period
+ * without backups does not use up a count), in the operator's time zone; with FULL only full
+ * backups count; the N newest too when N is given. With a point-in-time window, WAL stays
+ * continuous from the newest backup that ended before the window (kept too) and every kept
+ * backup before that keeps only the WAL from its start to its end: it restores to its
+ * consistency point, no further. Kept deltas keep their bases as in every mode.
+ */
+static err_code select_gfs(retain_set *st, const delete_options *o, time_t now,
+						   retain_scope *sc)
+{
+	static const char *const kinds[4] = { "daily", "weekly", "monthly", "yearly" };
+	const int want[4] = { o->daily, o->weekly, o->monthly, o->yearly };
+	int used[4] = { 0 }, last[4] = { -1, -1, -1, -1 };
+	if (o->modifier == MOD_FIND_FULL)
+		return err_set(E_CONFIG, "delete retain: FIND_FULL does not go with calendar buckets or "
+								 "--pitr-window (a kept delta always keeps its bases)");
+	if (o->after != NULL)
+		return err_set(E_CONFIG, "delete retain: --after does not go with calendar buckets or "
+								 "--pitr-window");
+	if (st->n == 0) {
+		log_info("No backup found for deletion");
+		return E_OK;
+	}
+	retain_calendar(st);
+	for (size_t i = 0; i < st->n; i++) {
+		st->b[i].keep = st->b[i].permanent;
+		if (st->b[i].permanent)
+			add_why(&st->b[i], "permanent");
+	}
+	/* N as in retain N: everything from the N-th newest backup (full, with FULL) on */
+	int seen = 0;
+	for (size_t i = st->n; i-- > 0 && seen < o->count;) {
+		st->b[i].keep = true;
+		add_why(&st->b[i], "within the %d newest%s", o->count,
+				o->modifier == MOD_FULL ? " fulls" : "");
+		seen += o->modifier != MOD_FULL || !st->b[i].s.is_delta;
+	}
+	for (size_t i = st->n; i-- > 0;) {
+		retain_backup *b = &st->b[i];
+		if (o->modifier == MOD_FULL && b->s.is_delta)
+			continue;
+		for (int k = 0; k < 4; k++) {
+			if (used[k] >= want[k] || b->cal[k] == last[k])
+				continue;
+			char period[16];
+			retain_period_text(k, b->cal[k], period);
+			b->keep = true;
+			add_why(b, "%s %s", kinds[k], period);
+			used[k]++;
+			last[k] = b->cal[k];
+		}
+	}
+	retain_backup *base = NULL;
+	if (o->pitr_window_s > 0) {
+		base = window_base(st, now - o->pitr_window_s);
+		base->keep = true;
+		add_why(base, "start of the point-in-time window (%s)", o->pitr_window);
+	}
+	settle(st, base);
+	if (base != NULL)
+		for (size_t i = 0; i < st->n; i++)
+			if (st->b[i].onward && &st->b[i] < base)
+				base = &st->b[i]; /* the newest verified, older: WAL continuous from it */
+	*sc = (retain_scope){ .act = true, .backups = true, .wal = true, .orphans = true,
+						  .window_from = base };
+	return E_OK;
+}
+
 static err_code select_retain(retain_set *st, const delete_options *o, time_t now,
 							  retain_scope *sc)
 {
+	if (o->daily > 0 || o->weekly > 0 || o->monthly > 0 || o->yearly > 0 || o->pitr_window_s > 0)
+		return select_gfs(st, o, now, sc);
 	if (o->count < 1)
 		return err_set(E_CONFIG, "delete retain: the count must be at least 1");
 	/* Walk newest to oldest counting backups (or fulls only). */
@@ -230,6 +415,11 @@ static err_code select_everything(retain_set *st, const delete_options *o, retai
 	if (any_permanent && !o->force)
 		return err_set(E_CONFIG, "delete everything: permanent backups exist; use "
 								 "`delete everything FORCE` to delete them too");
+	const retain_backup *v = retain_newest_verified(st);
+	if (v != NULL && !o->force)
+		return err_set(E_CONFIG, "delete everything: %s passed backup-verify (%s), the newest "
+								 "proven backup; use `delete everything FORCE` to delete it too",
+					   v->name, v->verified_at ? v->verified_at : "?");
 	if (st->running.len > 0)
 		return retain_running_error(&st->running.items[0], "");
 	for (size_t i = 0; i < st->n; i++) {
@@ -300,6 +490,13 @@ static err_code select_target(retain_set *st, const delete_options *o, retain_sc
 		if (base != NULL && base->gone)
 			return retain_running_error(&st->running.items[i], ", based on it");
 	}
+	const retain_backup *v = retain_newest_verified(st);
+	if (v != NULL && v->gone)
+		return err_set(E_CONFIG,
+					   "delete target: %s is the newest backup that passed backup-verify (%s)%s: "
+					   "nothing deleted (verify a newer backup first)",
+					   v->name, v->verified_at ? v->verified_at : "?",
+					   v == t ? "" : ", built on the target");
 	*sc = (retain_scope){ .act = true, .backups = true };
 	return E_OK;
 }
@@ -310,9 +507,9 @@ static err_code select_garbage(retain_set *st, const delete_options *o, retain_s
 	bool any = false;
 	for (size_t i = 0; i < st->n; i++) {
 		st->b[i].keep = true;
-		st->b[i].gone = false;
 		any |= !st->b[i].permanent;
 	}
+	settle(st, NULL);
 	if (!any && !o->without_backup_check) {
 		log_info("delete garbage: no non-permanent backup, nothing to do "
 				 "(--without-backup-check deletes garbage anyway)");
@@ -346,7 +543,8 @@ err_code retain_select(retain_set *st, const delete_options *o, time_t now, reta
 
 /*
  * WAL a kept backup may need: from its start onward, on its timeline or a later one (recovery
- * follows promotions). A permanent backup out of the window pins only its own range.
+ * follows promotions); a backup kept for itself only (a permanent one, one before the
+ * point-in-time window) pins its own range.
  */
 static bool wal_needed(const retain_set *st, uint32_t tli, uint64_t seg)
 {
@@ -354,9 +552,9 @@ static bool wal_needed(const retain_set *st, uint32_t tli, uint64_t seg)
 		const retain_backup *b = &st->b[i];
 		if (!b->keep)
 			continue;
-		if (b->permanent && !b->gone && b->tli == tli && seg >= b->seg && seg <= b->end_seg)
+		if (!b->onward && b->tli == tli && seg >= b->seg && seg <= b->end_seg)
 			return true;
-		if (!b->permanent && tli >= b->tli && seg >= b->seg)
+		if (b->onward && tli >= b->tli && seg >= b->seg)
 			return true;
 	}
 	for (size_t i = 0; i < st->running.len; i++) {
@@ -457,6 +655,8 @@ void retain_plan_objects(const retain_set *st, const retain_scope *sc, const ret
 	/* An emptied repository belongs to no cluster any more. */
 	if (sc->every && l->marker != NULL)
 		plan_add(p, l->marker);
+	if (sc->every && l->window != NULL)
+		plan_add(p, l->window);
 	if (sc->wal)
 		for (size_t i = 0; i < l->wal.len; i++) {
 			uint32_t tli;

@@ -31,6 +31,7 @@ typedef struct vrun {
 	uint64_t objects, files, pages, wal_segments; /* atomic */
 	progress prog; /* bytes of the files read, of the backups' sizes */
 	char *what;	   /* the progress line's name */
+	char *first;   /* the backup's first problem, for its record */
 } vrun;
 
 static void problem(vrun *v, const char *object, const char *file, int64_t block,
@@ -46,6 +47,9 @@ static void problem(vrun *v, const char *object, const char *file, int64_t block
 	va_end(ap);
 	pthread_mutex_lock(&v->lock);
 	v->nproblems++;
+	if (v->first == NULL)
+		v->first = file != NULL ? xasprintf("%s: %s: %s", object, file, what)
+								: xasprintf("%s: %s", object, what);
 	if (v->json) {
 		json_t *p = json_object();
 		json_object_set_new(p, "backup", json_string(v->backup));
@@ -423,6 +427,23 @@ static err_code wal_end(repo *r, const backup_verify_options *o, uint32_t tli, u
 	return E_OK;
 }
 
+/* Whether a thinning delete kept only the own WAL of this backup (before its window). */
+static bool thinned_after(repo *r, const backup_verify_options *o, const char *name,
+						  uint32_t tli, uint64_t start)
+{
+	retention_window w;
+	bool windowed = false, before = false;
+	uint32_t wtli;
+	uint64_t wstart;
+	if (catalog_window_get(r, &w, &windowed) == E_OK && windowed)
+		before = strcmp(name, w.from_backup) != 0 &&
+			name_segment(w.from_backup, o->seg_size, &wtli, &wstart) && wtli == tli &&
+			start < wstart;
+	err_clear();
+	catalog_window_free(&w);
+	return before;
+}
+
 static err_code verify_wal(repo *r, const backup_verify_options *o, vrun *v, const level *top)
 {
 	uint32_t tli;
@@ -435,7 +456,11 @@ static err_code verify_wal(repo *r, const backup_verify_options *o, vrun *v, con
 	if (stop < start)
 		stop = start;
 	uint64_t end = stop;
-	if (o->wal)
+	if (o->wal && thinned_after(r, o, top->name, tli, start))
+		log_info("%s: the WAL after its end was thinned by delete retain --pitr-window: "
+				 "checked to its stop segment only",
+				 top->name);
+	else if (o->wal)
 		TRY(wal_end(r, o, tli, stop, &end));
 	uint64_t checked;
 	TRY(wal_check_range(r, o->seg_size, tli, start, end, top->s.have_system_id ? top->s.system_id : 0,
@@ -462,6 +487,48 @@ static err_code metadata_only(repo *r, const chain *c, bool *out)
 	return E_OK;
 }
 
+/* What one verification read, as its record keeps it. */
+static json_t *checked_json(const backup_verify_options *o, const vrun *v, const chain *c)
+{
+	json_t *names = json_array();
+	for (size_t i = 0; i < c->n; i++)
+		json_array_append_new(names, json_string(c->lv[i].name));
+	return json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:s}", "chain", names, "objects",
+					 (json_int_t)v->objects, "files", (json_int_t)v->files, "pages",
+					 (json_int_t)v->pages, "bytes", (json_int_t)v->prog.done, "wal_segments",
+					 (json_int_t)v->wal_segments, "wal",
+					 o->wal ? "from the start to the next backup or the newest segment"
+							: "from the start to the stop segment");
+}
+
+/*
+ * Keeps the outcome with the backup, for retention and backup-list. A repository this run
+ * cannot write to (a reader's credentials) still gets its verification: a warning says the
+ * result was not kept.
+ */
+static void record(repo *r, const backup_verify_options *o, const vrun *v, const chain *c,
+				   const char *name, uint64_t found)
+{
+	backup_sentinel own = { 0 };
+	const backup_sentinel *s = c->n > 0 ? &c->lv[c->n - 1].s : NULL;
+	if (s == NULL && catalog_sentinel_read(r, name, &own) == E_OK)
+		s = &own;
+	err_clear();
+	if (s == NULL)
+		return;
+	verify_record rec = { .passed = found == 0, .problems = found, .at = time(NULL),
+						  .at_text = time_now_rfc3339(), .first_problem = v->first,
+						  .checked = checked_json(o, v, c) };
+	if (catalog_verified_put(r, name, s, &rec) != E_OK) {
+		log_warn("backup-verify %s: the result is not kept with the backup: %s", name,
+				 err_msg());
+		err_clear();
+	}
+	free(rec.at_text);
+	json_decref(rec.checked);
+	catalog_sentinel_free(&own);
+}
+
 static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, const char *name,
 						   json_t *summaries)
 {
@@ -470,6 +537,8 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 	uint64_t before = v->nproblems;
 	v->backup = name;
 	v->objects = v->files = v->pages = v->wal_segments = 0;
+	free(v->first);
+	v->first = NULL;
 	free(v->what);
 	v->what = xasprintf("backup-verify %s", name);
 	progress_start(&v->prog, v->what, 0);
@@ -500,6 +569,8 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 		goto out;
 summary:;
 	uint64_t found = v->nproblems - before;
+	if (o->record)
+		record(r, o, v, &c, name, found);
 	if (o->json) {
 		json_t *s = json_object();
 		json_object_set_new(s, "name", json_string(name));
@@ -569,5 +640,6 @@ err_code backup_verify(repo *r, const backup_verify_options *o, uint64_t *proble
 	json_decref(v.problems);
 	pthread_mutex_destroy(&v.lock);
 	free(v.what);
+	free(v.first);
 	return rc;
 }

@@ -226,6 +226,11 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 /* The marker's encryption rule alone, for writers of objects that name no cluster. */
 err_code catalog_check_encryption(repo *r, const char *what);
 /*
+ * Once every object is encrypted with this handle's key (rekey): the marker, when there is
+ * one, records its method.
+ */
+err_code catalog_record_encryption(repo *r);
+/*
  * The system identifier the marker records, for readers; *have false without a marker (or
  * with one that cannot be read: a WARNING, since readers can do without it).
  */
@@ -299,6 +304,59 @@ err_code catalog_claims(repo *r, claim_list *out);
 /* One claim's whole content. */
 err_code catalog_claim_read(repo *r, const char *key, claim_info *out);
 void catalog_claims_free(claim_list *l);
+
+/*
+ * backup-verify's result, kept with the backup in an object WAL-G ignores
+ * (basebackups_005/NAME/walc_verified.json): when, what was read, the outcome. Retention
+ * keeps the newest backup whose verification passed; backup-list --detail and the metrics
+ * show it. A record names the sentinel's start and finish LSN: one left by an earlier backup
+ * of the same name (a folder reused after a failed push) does not count.
+ */
+#define CATALOG_VERIFIED "walc_verified.json"
+typedef struct verify_record {
+	bool passed;		 /* no problem found */
+	uint64_t problems;
+	time_t at;			 /* when the verification ended */
+	char *at_text;		 /* the same, RFC 3339 */
+	char *first_problem; /* NULL when none */
+	json_t *checked;	 /* what was read (counts, chain, WAL): owned, may be NULL */
+} verify_record;
+/* Stores v for backup name (of sentinel s), replacing an earlier record. Borrows v. */
+err_code catalog_verified_put(repo *r, const char *name, const backup_sentinel *s,
+							  const verify_record *v);
+/*
+ * The record of backup name: *found false when it has none, or one that does not match s
+ * (a WARNING when it is unreadable or another backup's).
+ */
+err_code catalog_verified_get(repo *r, const char *name, const backup_sentinel *s,
+							  verify_record *out, bool *found);
+void catalog_verified_free(verify_record *v);
+/*
+ * The newest backup (catalog_backup_cmp's order) whose verification passed, its sentinel's
+ * finish time (0 when it has none) and the record; *found false when none did. Reads records
+ * from the newest backup back.
+ */
+err_code catalog_newest_verified(repo *r, char **name, time_t *finish, verify_record *rec,
+								 bool *found);
+
+/*
+ * The point-in-time window `delete retain --pitr-window` left (a root object WAL-G ignores,
+ * walc_retention.json): WAL is continuous from the end of backup from_backup (from_lsn, at
+ * from_time) to now; before it only each kept backup's own WAL is stored.
+ */
+#define CATALOG_RETENTION_WINDOW "walc_retention.json"
+typedef struct retention_window {
+	char *window;	   /* as given: "7d" */
+	char *recorded;	   /* when the delete that thinned the WAL planned it, RFC 3339 */
+	char *from_backup;
+	char *from_text;   /* from_time, RFC 3339 */
+	time_t from_time;
+	uint64_t from_lsn;
+} retention_window;
+err_code catalog_window_put(repo *r, const retention_window *w);
+/* *found false when no delete recorded a window (or the record cannot be read: a WARNING). */
+err_code catalog_window_get(repo *r, retention_window *out, bool *found);
+void catalog_window_free(retention_window *w);
 
 /*
  * Retention's intent (a root object WAL-G ignores): delete records the backups it is about to

@@ -111,7 +111,8 @@ static err_code check_encryption(repo *r, const char *what, const char *recorded
 					   "%s: %s holds objects encrypted with %s (" CATALOG_CLUSTER_MARKER
 					   "), and no key is configured: set %s, as its other writers do",
 					   what, storage_describe(r->st), recorded, crypter_vars(recorded));
-	if (strcmp(ours, recorded) != 0)
+	/* during a key rotation (an older key of the recorded method in the ring) as planned */
+	if (strcmp(ours, recorded) != 0 && !crypter_reads(r->crypt, recorded))
 		log_warn("%s: %s holds objects encrypted with %s (" CATALOG_CLUSTER_MARKER
 				 "); this writer encrypts with %s: a restore needs both keys",
 				 what, storage_describe(r->st), recorded, ours);
@@ -234,6 +235,26 @@ err_code catalog_check_encryption(repo *r, const char *what)
 	TRY(storage_prepare_write(r->st));
 	TRY(catalog_read_optional(r, CATALOG_CLUSTER_MARKER, &doc));
 	err_code rc = check_encryption(r, what, json_string_value(json_object_get(doc, "encryption")));
+	json_decref(doc);
+	return rc;
+}
+
+err_code catalog_record_encryption(repo *r)
+{
+	json_t *doc = NULL;
+	TRY(catalog_read_optional(r, CATALOG_CLUSTER_MARKER, &doc));
+	const char *recorded = json_string_value(json_object_get(doc, "encryption"));
+	const char *ours = our_encryption(r);
+	err_code rc = E_OK;
+	uint64_t sysid;
+	if (doc != NULL && ours != NULL && (recorded == NULL || strcmp(recorded, ours) != 0) &&
+		(rc = parse_sysid(json_string_value(json_object_get(doc, "system_identifier")),
+						  &sysid)) == E_OK) {
+		log_info("recording in " CATALOG_CLUSTER_MARKER " that %s's objects are encrypted with "
+				 "%s",
+				 storage_describe(r->st), ours);
+		rc = write_marker(r, sysid, false, ours);
+	}
 	json_decref(doc);
 	return rc;
 }

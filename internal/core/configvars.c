@@ -84,6 +84,13 @@ const config_var config_vars[] = {
 	TEXT("WALG_PGP_KEY_PATH", pgp_key_path, 0, NULL, "OpenPGP: file holding the armored key"),
 	TEXT("WALG_PGP_KEY_PASSPHRASE", pgp_key_passphrase, F_SECRET | F_RAW, NULL,
 		 "OpenPGP: passphrase of a protected secret key"),
+	TEXT("WALG_OLD_KEY_PATHS", old_key_paths, F_EXT, NULL,
+		 "older keys reads also try (key rotation, walc rekey): comma-separated files, each a "
+		 "libsodium key ([hex:|base64:|none:]PATH; default WALG_LIBSODIUM_KEY_TRANSFORM) or an "
+		 "armored OpenPGP secret key; writes use the current key only"),
+	TEXT("WALG_OLD_PGP_KEY_PASSPHRASE", old_pgp_key_passphrase, F_EXT | F_SECRET | F_RAW, NULL,
+		 "passphrase of the protected OpenPGP keys in WALG_OLD_KEY_PATHS (default: "
+		 "WALG_PGP_KEY_PASSPHRASE)"),
 	/* WAL */
 	BOOL("WALG_PREVENT_WAL_OVERWRITE", prevent_wal_overwrite, 0, "false",
 		 "refuse to overwrite an archived WAL file with different content"),

@@ -370,6 +370,8 @@ typedef struct config {
 	char *pgp_key;					/* WALG_PGP_KEY */
 	char *pgp_key_path;				/* WALG_PGP_KEY_PATH */
 	char *pgp_key_passphrase;		/* WALG_PGP_KEY_PASSPHRASE */
+	char *old_key_paths;			/* WALG_OLD_KEY_PATHS (walc extension): the key ring's older keys */
+	char *old_pgp_key_passphrase;	/* WALG_OLD_PGP_KEY_PASSPHRASE (walc extension) */
 	/* logging */
 	char *log_level_name;	/* WALG_LOG_LEVEL */
 	log_level log_level;

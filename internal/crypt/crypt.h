@@ -92,16 +92,37 @@ sink *pgp_decrypt_new(pgp_keys *k, sink *next);
 typedef struct crypter crypter;
 
 /*
- * Reads whichever method the settings configure (libsodium or OpenPGP). *out is NULL when
- * none is. Both configured at once is E_CONFIG naming the variables (WAL-G would quietly
- * prefer OpenPGP). Borrows cfg for the call only. Call crypt_init() first.
+ * Reads whichever method the settings configure (libsodium or OpenPGP): the current key,
+ * which every write uses, and the key ring's older keys (cfg->old_key_paths,
+ * WALG_OLD_KEY_PATHS: libsodium keys and OpenPGP secret keys alike), which reads try too.
+ * *out is NULL when none is. Both methods configured at once is E_CONFIG naming the variables
+ * (WAL-G would quietly prefer OpenPGP), and so are older keys without a current one. Borrows
+ * cfg for the call only. Call crypt_init() first.
  */
 err_code crypter_load(const config *cfg, crypter **out);
 void crypter_free(crypter *c); /* NULL is a no-op */
-const char *crypter_name(const crypter *c); /* "libsodium" or "OpenPGP" */
-/* Encrypt / decrypt into next (takes ownership of next; borrows c). */
+const char *crypter_name(const crypter *c); /* "libsodium" or "OpenPGP": the current key's */
+/*
+ * Encrypt with the current key / decrypt with any key of the ring (the current one first)
+ * into next (takes ownership of next; borrows c).
+ */
 sink *crypter_encrypt_new(const crypter *c, sink *next);
 sink *crypter_decrypt_new(crypter *c, sink *next);
+/* Decrypt with the current key alone: how rekey checks what it wrote. */
+sink *crypter_decrypt_current_new(crypter *c, sink *next);
+/* Whether older keys are configured. */
+bool crypter_has_ring(const crypter *c);
+/* Whether reads hold a key of method (a crypter_name), current or older. */
+bool crypter_reads(const crypter *c, const char *method);
+
+/*
+ * Which key of the ring an object is encrypted with, from its first CRYPT_HEAD_BYTES (all of
+ * it when shorter): a libsodium stream's header and first chunk authenticate with the key, an
+ * OpenPGP message's session keys are for its key ids (the current key: for no other).
+ */
+#define CRYPT_HEAD_BYTES (24 + CRYPT_CHUNK + 17)
+typedef enum crypt_key_of { CRYPT_KEY_CURRENT, CRYPT_KEY_OLD, CRYPT_KEY_NONE } crypt_key_of;
+crypt_key_of crypter_probe(const crypter *c, const unsigned char *head, size_t n);
 /* The variables that configure a method by its crypter_name ("WALG_PGP_KEY or ..."). */
 const char *crypter_vars(const char *method);
 

@@ -2,7 +2,7 @@
  * Key loading and derivation as WAL-G does it (reference §11.1). Key material never appears in
  * a message or a log line: only lengths and variable names do.
  */
-#include "internal/crypt/crypt.h"
+#include "internal/crypt/crypt_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,58 +111,76 @@ static bool is_space(unsigned char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-static err_code derive_from_file(const char *path, const char *transform, unsigned char *key)
+err_code crypt_file_read(const char *path, const char *var, size_t max, unsigned char **out,
+						 size_t *len, bool *loose)
 {
-	static const char var[] = "WALG_LIBSODIUM_KEY_PATH";
-	unsigned char *buf = NULL;
-	size_t len = 0;
 	struct stat st;
 	err_code rc = E_OK;
-
+	*out = NULL;
+	*len = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return err_errno(E_CONFIG, errno, "%s: cannot read %s", var, path);
 	if (fstat(fd, &st) != 0) {
 		rc = err_errno(E_CONFIG, errno, "%s: cannot read %s", var, path);
-		goto out;
+		close(fd);
+		return rc;
 	}
-	buf = xmalloc(KEY_FILE_MAX + 1);
-	for (;;) {
-		ssize_t n = read(fd, buf + len, KEY_FILE_MAX + 1 - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
+	/* others, not the group: see derive_from_file */
+	*loose = S_ISREG(st.st_mode) && (st.st_mode & S_IROTH) != 0;
+	unsigned char *buf = xmalloc(max + 1);
+	size_t n = 0;
+	while (rc == E_OK) {
+		ssize_t got = read(fd, buf + n, max + 1 - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
 			rc = err_errno(E_CONFIG, errno, "%s: cannot read %s", var, path);
-			goto out;
-		}
-		if (n == 0)
+		else if (got == 0)
 			break;
-		len += (size_t)n;
-		if (len > KEY_FILE_MAX) {
-			rc = err_set(E_CONFIG, "%s: %s is larger than %d bytes", var, path, KEY_FILE_MAX);
-			goto out;
-		}
+		else if ((n += (size_t)got) > max)
+			rc = err_set(E_CONFIG, "%s: %s is larger than %zu bytes", var, path, max);
 	}
+	close(fd);
+	if (rc != E_OK) {
+		sodium_memzero(buf, max + 1);
+		free(buf);
+		return rc;
+	}
+	/* what is not read is not wiped: the caller wipes len bytes */
+	*out = buf;
+	*len = n;
+	return E_OK;
+}
 
+err_code crypt_key_from_text(const unsigned char *text, size_t len, const char *transform,
+							 unsigned char key[CRYPT_KEY_BYTES], const char *var)
+{
 	size_t start = 0;
-	while (start < len && is_space(buf[start]))
+	while (start < len && is_space(text[start]))
 		start++;
-	while (len > start && is_space(buf[len - 1]))
+	while (len > start && is_space(text[len - 1]))
 		len--;
-	rc = crypt_key_derive((const char *)buf + start, len - start, transform, key, var);
+	return crypt_key_derive((const char *)text + start, len - start, transform, key, var);
+}
+
+static err_code derive_from_file(const char *path, const char *transform, unsigned char *key)
+{
+	static const char var[] = "WALG_LIBSODIUM_KEY_PATH";
+	unsigned char *buf;
+	size_t len;
+	bool loose;
+	TRY(crypt_file_read(path, var, KEY_FILE_MAX, &buf, &len, &loose));
+	err_code rc = crypt_key_from_text(buf, len, transform, key, var);
 	/*
 	 * Warned only for a usable key, so a bad configuration still prints one line; and only
 	 * when others may read it: a key shared with a group is how Kubernetes mounts a Secret
 	 * for a pod's fsGroup, and a warning there would repeat with every archived segment.
 	 */
-	if (rc == E_OK && S_ISREG(st.st_mode) && (st.st_mode & S_IROTH) != 0)
+	if (rc == E_OK && loose)
 		log_warn("%s: %s is readable by others", var, path);
-out:
-	if (buf != NULL) {
-		sodium_memzero(buf, KEY_FILE_MAX + 1);
-		free(buf);
-	}
-	close(fd);
+	sodium_memzero(buf, len);
+	free(buf);
 	return rc;
 }
 

@@ -40,7 +40,22 @@ struct pgp_keys {
 	 */
 	rnp_ffi_t idle[PGP_IDLE_MAX];
 	int nidle;
+	/* Every key id (primary keys and subkeys), for telling whom a message is encrypted to. */
+	uint64_t *ids;
+	size_t nids;
+	/* The key ring's older keys: decryption contexts hold their secret keys too. */
+	pgp_keys *older;
 };
+
+/* Chains older's keys (taking ownership) behind k's: k's decryption contexts hold them all. */
+void pgp_keys_join(pgp_keys *k, pgp_keys *older);
+/* Whether k (or, with ring, any of its older keys) has a key or subkey of this id. */
+bool pgp_keys_has_id(const pgp_keys *k, uint64_t id, bool ring);
+/*
+ * The key ids of the public-key session key packets an OpenPGP message starts with (up to
+ * max; its first n bytes suffice): how many, 0 when it starts with none.
+ */
+size_t pgp_recipients(const unsigned char *head, size_t n, uint64_t *ids, size_t max);
 
 /* A librnp context whose diagnostics go to /dev/null (to stderr at DEVEL). NULL on failure. */
 rnp_ffi_t pgp_ffi_new(void);

@@ -207,6 +207,12 @@ static err_code survey(rnp_ffi_t ffi, pgp_keys *k)
 		rnp_key_is_primary(h, &primary);
 		rnp_key_have_secret(h, &secret);
 		k->have_secret |= secret;
+		char *id = NULL;
+		if (rnp_key_get_keyid(h, &id) == RNP_SUCCESS && id != NULL) {
+			k->ids = xrealloc(k->ids, (k->nids + 1) * sizeof(*k->ids));
+			k->ids[k->nids++] = strtoull(id, NULL, 16);
+			rnp_buffer_destroy(id);
+		}
 		if (primary) {
 			k->primaries++;
 			rnp_result_t rc = k->enc_rc == E_OK ? try_encrypt_to(ffi, h) : RNP_SUCCESS;
@@ -364,12 +370,26 @@ static err_code unlock_once(pgp_keys *k, const pgp_buf **out)
 	return rc == E_OK ? E_OK : err_set(rc, "%s", k->unlock_msg);
 }
 
-err_code pgp_keys_take(pgp_keys *k, rnp_ffi_t *out)
+/*
+ * The unlocked keys of k and of its older keys, unlocked once: E_OK when any of them unlocked
+ * (a current key that is public only, as a writer's may be, still lets the older ones
+ * decrypt), else k's own failure.
+ */
+static err_code unlock_ring(pgp_keys *k)
 {
 	const pgp_buf *sec;
-	rnp_result_t rr;
+	bool any = false;
+	for (pgp_keys *o = k; o != NULL; o = o->older)
+		any |= unlock_once(o, &sec) == E_OK;
+	err_clear();
+	return any ? E_OK : err_set(k->unlock_rc, "%s", k->unlock_msg);
+}
+
+err_code pgp_keys_take(pgp_keys *k, rnp_ffi_t *out)
+{
+	rnp_result_t rr = RNP_SUCCESS;
 	*out = NULL;
-	TRY(unlock_once(k, &sec));
+	TRY(unlock_ring(k));
 	pthread_mutex_lock(&k->mu);
 	if (k->nidle > 0)
 		*out = k->idle[--k->nidle];
@@ -379,13 +399,32 @@ err_code pgp_keys_take(pgp_keys *k, rnp_ffi_t *out)
 	rnp_ffi_t ffi = pgp_ffi_new();
 	if (ffi == NULL)
 		return err_set(E_FAIL, "librnp: cannot create a context");
-	if ((rr = pgp_import(ffi, sec->data, sec->len)) != RNP_SUCCESS) {
+	for (const pgp_keys *o = k; o != NULL && rr == RNP_SUCCESS; o = o->older)
+		if (o->unlock_rc == E_OK)
+			rr = pgp_import(ffi, o->sec.data, o->sec.len);
+	if (rr != RNP_SUCCESS) {
 		rnp_ffi_destroy(ffi);
 		return err_set(E_FAIL, "OpenPGP: librnp cannot import the unlocked keys: %s",
 					   rnp_result_to_string(rr));
 	}
 	*out = ffi;
 	return E_OK;
+}
+
+bool pgp_keys_has_id(const pgp_keys *k, uint64_t id, bool ring)
+{
+	for (; k != NULL; k = ring ? k->older : NULL)
+		for (size_t i = 0; i < k->nids; i++)
+			if (k->ids[i] == id)
+				return true;
+	return false;
+}
+
+void pgp_keys_join(pgp_keys *k, pgp_keys *older)
+{
+	while (k->older != NULL)
+		k = k->older;
+	k->older = older;
 }
 
 void pgp_keys_give(pgp_keys *k, rnp_ffi_t ffi)
@@ -409,6 +448,8 @@ void pgp_keys_free(pgp_keys *k)
 {
 	if (k == NULL)
 		return;
+	pgp_keys_free(k->older);
+	free(k->ids);
 	for (int i = 0; i < k->nidle; i++)
 		rnp_ffi_destroy(k->idle[i]);
 	pgp_buf_wipe(&k->block);
@@ -517,4 +558,56 @@ err_code pgp_keys_load(const config *cfg, pgp_keys **out)
 		free(pw);
 	}
 	return rc;
+}
+
+/*
+ * An OpenPGP packet header at p (n bytes): its tag and body's offset and length. False for a
+ * partial or indeterminate length, which no session key packet has.
+ */
+static bool packet_at(const unsigned char *p, size_t n, unsigned *tag, size_t *at, size_t *len)
+{
+	if (n < 2 || !(p[0] & 0x80))
+		return false;
+	if (p[0] & 0x40) {
+		*tag = p[0] & 0x3f;
+		if (p[1] < 192) {
+			*at = 2, *len = p[1];
+		} else if (p[1] < 224 && n >= 3) {
+			*at = 3, *len = ((size_t)(p[1] - 192) << 8) + p[2] + 192;
+		} else if (p[1] == 255 && n >= 6) {
+			*at = 6, *len = (size_t)p[2] << 24 | (size_t)p[3] << 16 | (size_t)p[4] << 8 | p[5];
+		} else {
+			return false;
+		}
+	} else {
+		static const size_t bytes[4] = { 1, 2, 4, 0 };
+		size_t b = bytes[p[0] & 3];
+		*tag = (p[0] >> 2) & 0x0f;
+		if (b == 0 || n < 1 + b)
+			return false;
+		*len = 0;
+		for (size_t i = 0; i < b; i++)
+			*len = *len << 8 | p[1 + i];
+		*at = 1 + b;
+	}
+	return true;
+}
+
+size_t pgp_recipients(const unsigned char *head, size_t n, uint64_t *ids, size_t max)
+{
+	size_t found = 0, off = 0;
+	unsigned tag;
+	size_t at, len;
+	/* session key packets (public-key: tag 1, symmetric: tag 3) come first */
+	while (off < n && packet_at(head + off, n - off, &tag, &at, &len) && (tag == 1 || tag == 3)) {
+		const unsigned char *body = head + off + at;
+		if (tag == 1 && off + at + 9 <= n && body[0] == 3 && found < max) {
+			uint64_t id = 0;
+			for (int i = 1; i <= 8; i++)
+				id = id << 8 | body[i];
+			ids[found++] = id;
+		}
+		off += at + len;
+	}
+	return found;
 }

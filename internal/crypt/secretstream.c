@@ -2,7 +2,7 @@
  * Encrypt and decrypt sinks for WAL-G's libsodium framing: a 24-byte secretstream header, then
  * 8192-byte plaintext chunks (8209 bytes encrypted), the last one tagged FINAL.
  */
-#include "internal/crypt/crypt.h"
+#include "internal/crypt/crypt_impl.h"
 
 #include <inttypes.h>
 #include <sodium.h>
@@ -16,6 +16,23 @@
 #define TAG_FINAL crypto_secretstream_xchacha20poly1305_TAG_FINAL
 
 _Static_assert(HDR_BYTES == 24 && ABYTES == 17, "WAL-G's framing assumes these sizes");
+_Static_assert(CRYPT_HEAD_BYTES == HDR_BYTES + CT_CHUNK, "a stream's header and first chunk");
+
+bool crypt_key_opens(const unsigned char key[CRYPT_KEY_BYTES], const unsigned char *head,
+					 size_t n)
+{
+	crypto_secretstream_xchacha20poly1305_state st;
+	unsigned char plain[CRYPT_CHUNK], tag;
+	unsigned long long mlen;
+	size_t clen = n > CRYPT_HEAD_BYTES ? CT_CHUNK : n - HDR_BYTES;
+	bool ok = n >= HDR_BYTES + ABYTES &&
+		crypto_secretstream_xchacha20poly1305_init_pull(&st, head, key) == 0 &&
+		crypto_secretstream_xchacha20poly1305_pull(&st, plain, &mlen, &tag, head + HDR_BYTES,
+												   clen, NULL, 0) == 0;
+	sodium_memzero(&st, sizeof(st));
+	sodium_memzero(plain, sizeof(plain));
+	return ok;
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Encrypt                                                                                    */

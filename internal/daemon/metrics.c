@@ -35,7 +35,7 @@ static repo *m_repo;
 static const config *m_cfg;
 static char *m_wal_dir;
 static time_t m_backup_checked;
-static double m_backup_time, m_backup_bytes;
+static double m_backup_time, m_backup_bytes, m_verified_time;
 
 void metrics_archived(const char *name, uint64_t bytes, double seconds)
 {
@@ -86,6 +86,24 @@ static bool newest_backup(repo *r, double *finish, double *stored, double *uncom
 	return found;
 }
 
+/*
+ * The finish time of the newest backup whose verification passed (0 when none did); false
+ * when the repository could not be read.
+ */
+static bool newest_verified(repo *r, double *finish)
+{
+	char *name = NULL;
+	time_t at = 0;
+	verify_record rec;
+	bool found = false;
+	bool read = catalog_newest_verified(r, &name, &at, &rec, &found) == E_OK;
+	*finish = found ? (double)at : 0;
+	catalog_verified_free(&rec);
+	free(name);
+	err_clear();
+	return read;
+}
+
 /* The newest backup's finish time and size, refreshed at most once a minute. */
 static void refresh_backup(void)
 {
@@ -99,6 +117,9 @@ static void refresh_backup(void)
 			m_backup_time = finish;
 		m_backup_bytes = stored;
 	}
+	double verified;
+	if (newest_verified(m_repo, &verified))
+		m_verified_time = verified;
 }
 
 /*
@@ -172,11 +193,18 @@ static char *render(void)
 		"walc_last_backup_timestamp_seconds %.0f\n"
 		"# HELP walc_last_backup_stored_bytes Stored size of the newest backup.\n"
 		"# TYPE walc_last_backup_stored_bytes gauge\n"
-		"walc_last_backup_stored_bytes %.0f\n",
+		"walc_last_backup_stored_bytes %.0f\n"
+		"# HELP walc_verified_backup_timestamp_seconds Finish time of the newest backup whose backup-verify passed (0: none).\n"
+		"# TYPE walc_verified_backup_timestamp_seconds gauge\n"
+		"walc_verified_backup_timestamp_seconds %.0f\n"
+		"# HELP walc_verified_backup_age_seconds Seconds since the newest backup whose backup-verify passed ended (-1: none).\n"
+		"# TYPE walc_verified_backup_age_seconds gauge\n"
+		"walc_verified_backup_age_seconds %.0f\n",
 		(unsigned long long)m_archived, (unsigned long long)m_archived_bytes,
 		(unsigned long long)m_failed, m_archive_seconds, (unsigned long long)m_fetched,
 		(unsigned long long)m_fetch_missing, m_last_segment, (long long)m_last_time, lag,
-		m_backup_time, m_backup_bytes);
+		m_backup_time, m_backup_bytes, m_verified_time,
+		m_verified_time > 0 ? (double)time(NULL) - m_verified_time : -1);
 	pthread_mutex_unlock(&m_lock);
 	if (backlog != NULL) {
 		char *all = xasprintf("%s%s", out, backlog);
@@ -323,6 +351,16 @@ static char *push_body(repo *r, bool ok, double seconds, const metric *extra, si
 		b = push_append(b, "walc_backups", "Backups in the repository after the run.",
 						(double)refs.len);
 		catalog_backups_free(&refs);
+	}
+	double vfinish;
+	if (newest_verified(r, &vfinish)) {
+		b = push_append(b, "walc_verified_backup_timestamp_seconds",
+						"Finish time of the newest backup whose backup-verify passed (0: none).",
+						vfinish);
+		b = push_append(b, "walc_verified_backup_age_seconds",
+						"Seconds since the newest backup whose backup-verify passed ended "
+						"(-1: none).",
+						vfinish > 0 ? (double)time(NULL) - vfinish : -1);
 	}
 	double finish, stored, uncompressed;
 	if (newest_backup(r, &finish, &stored, &uncompressed)) {

@@ -329,6 +329,32 @@ static err_code integrity_start(repo *r, wal_index *ix, const verify_options *o,
 		*first = s;
 		picked = name;
 	}
+	/*
+	 * After `delete retain --pitr-window` the older backups keep only their own WAL: the WAL
+	 * is continuous from the window's first backup on, and integrity is checked from there.
+	 */
+	retention_window w;
+	bool windowed = false;
+	if (rc == E_OK && o->backup_name == NULL && picked != NULL)
+		rc = catalog_window_get(r, &w, &windowed);
+	for (size_t i = 0; rc == E_OK && windowed && i < refs.len; i++) {
+		uint32_t t;
+		uint64_t s;
+		char seg[WAL_NAME_LEN + 1];
+		snprintf(seg, sizeof(seg), "%.24s", refs.items[i].name + strlen("base_"));
+		if (strcmp(refs.items[i].name, w.from_backup) == 0 &&
+			wal_name_parse(seg, ix->segsize, &t, &s) == E_OK && s > *first &&
+			reaches(ix, cur_tli, t, s)) {
+			log_info("wal-verify: the WAL before %s was thinned by delete retain --pitr-window "
+					 "%s (" CATALOG_RETENTION_WINDOW ")",
+					 w.from_backup, w.window);
+			*first = s;
+			picked = refs.items[i].name;
+		}
+		err_clear();
+	}
+	if (windowed)
+		catalog_window_free(&w);
 	if (o->backup_name != NULL && !found)
 		rc = err_set(E_NOTFOUND, "wal-verify: backup %s does not exist in %s", o->backup_name,
 					 storage_describe(r->st));

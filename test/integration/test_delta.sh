@@ -137,7 +137,7 @@ expect_rc 0 "backup-push --verify with a corrupt page"
 assert_contains "$W_ERR" "$relpath block 2" "corrupt page report"
 wrun "${ENVS[@]}" -- backup-list --detail
 last=$(printf '%s\n' "$W_OUT" | tail -n 1)
-assert_eq 1 "$(printf '%s\n' "$last" | awk '{ print $NF }')" "corrupt_blocks column"
+assert_eq "1 -" "$(printf '%s\n' "$last" | awk '{ print $(NF - 1), $NF }')" "corrupt_blocks and verified columns"
 name=$(printf '%s\n' "$last" | cut -f 1 -d " ")
 "$PY" - "$T/repo/basebackups_005/$name/files_metadata.json" "/$relpath" <<'PYEOF' || fail "CorruptBlocks in files_metadata.json"
 import json, sys

@@ -76,7 +76,7 @@ for spec in $FIXTURES; do
 	pg_own "$T"
 
 	# backup-list: WAL-G's columns; only `modified` (the storage time) may differ, and walc
-	# adds a last column (corrupt_blocks).
+	# adds two last columns (corrupt_blocks, verified).
 	wrun WALG_FILE_PREFIX="$T/repo-$fx" -- backup-list --detail
 	expect_rc 0 "backup-list $fx"
 	want=$(awk '{ $2 = ""; print }' "$FX/$fx/expected-backup-list-detail.txt")

@@ -759,6 +759,116 @@ static void test_walg_fixture(void **state)
 	free(path);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The key ring (WALG_OLD_KEY_PATHS)                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+static char *hex_file(const unsigned char *key)
+{
+	char hex[2 * CRYPT_KEY_BYTES + 2];
+	sodium_bin2hex(hex, sizeof(hex), key, CRYPT_KEY_BYTES);
+	strcat(hex, "\n");
+	return write_temp(hex, strlen(hex), 0600);
+}
+
+/* Runs ct through c's ring decryptor (or current-key decryptor), fed in odd pieces. */
+static err_code ring_decrypt(crypter *c, bool current, const unsigned char *ct, size_t n,
+							 membuf *pt)
+{
+	probe pr;
+	sink *s = current ? crypter_decrypt_current_new(c, probe_new(&pr))
+					  : crypter_decrypt_new(c, probe_new(&pr));
+	return run_probe(s, &pr, ct, n, ODD, odd_sizes, sizeof(odd_sizes) / sizeof(odd_sizes[0]), pt,
+					 NULL);
+}
+
+/*
+ * B current, A older: objects of A and of B both decrypt, whatever their size (none, inside
+ * the first chunk, exactly one, more); the probe tells which key they are of; a third key's
+ * object and a tampered one of A are refused; writes use B.
+ */
+static void test_ring(void **state)
+{
+	(void)state;
+	unsigned char key_c[CRYPT_KEY_BYTES];
+	randombytes_buf(key_c, sizeof(key_c));
+	char *a = hex_file(key_a), *b = hex_file(key_b);
+	char *old = xasprintf("hex:%s", a);
+	setenv("WALG_LIBSODIUM_KEY_PATH", b, 1);
+	setenv("WALG_LIBSODIUM_KEY_TRANSFORM", "hex", 1);
+	setenv("WALG_OLD_KEY_PATHS", old, 1);
+	crypter *c = NULL;
+	assert_int_equal(crypter_load_env(&c), E_OK);
+	assert_true(crypter_has_ring(c));
+	static const size_t sizes[] = { 0, 100, CRYPT_CHUNK, CRYPT_CHUNK + 1, 100003 };
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+		unsigned char *pt = pattern(n, (uint32_t)i);
+		membuf ct, out;
+		encrypt_buf(key_a, pt, n, WHOLE, &ct);
+		assert_int_equal(crypter_probe(c, ct.data, ct.len < CRYPT_HEAD_BYTES ? ct.len : CRYPT_HEAD_BYTES),
+						 CRYPT_KEY_OLD);
+		assert_int_equal(ring_decrypt(c, false, ct.data, ct.len, &out), E_OK);
+		assert_int_equal(out.len, n);
+		assert_memory_equal(out.data, pt, n);
+		free(out.data);
+		assert_int_equal(ring_decrypt(c, true, ct.data, ct.len, NULL), E_CORRUPT);
+		err_clear();
+		ct.data[ct.len - 1] ^= 1; /* the last chunk: the ring does not hide tampering */
+		assert_int_equal(ring_decrypt(c, false, ct.data, ct.len, NULL), E_CORRUPT);
+		err_clear();
+		free(ct.data);
+
+		memset(&ct, 0, sizeof(ct));
+		sink *s = crypter_encrypt_new(c, membuf_sink_new(&ct));
+		assert_int_equal(feed(s, pt, n, ODD), E_OK);
+		assert_int_equal(sink_finish(s), E_OK);
+		sink_free(s);
+		assert_int_equal(crypter_probe(c, ct.data, ct.len < CRYPT_HEAD_BYTES ? ct.len : CRYPT_HEAD_BYTES),
+						 CRYPT_KEY_CURRENT);
+		assert_int_equal(decrypt_buf(key_b, ct.data, ct.len, WHOLE, NULL, NULL), E_OK);
+		assert_int_equal(ring_decrypt(c, true, ct.data, ct.len, NULL), E_OK);
+		free(ct.data);
+
+		encrypt_buf(key_c, pt, n, WHOLE, &ct);
+		assert_int_equal(crypter_probe(c, ct.data, ct.len < CRYPT_HEAD_BYTES ? ct.len : CRYPT_HEAD_BYTES),
+						 CRYPT_KEY_NONE);
+		assert_int_equal(ring_decrypt(c, false, ct.data, ct.len, NULL), E_CORRUPT);
+		assert_non_null(strstr(err_msg(), "no key of the ring"));
+		err_clear();
+		free(ct.data);
+		free(pt);
+	}
+	crypter_free(c);
+
+	/* older keys need a current key; entries must name readable files */
+	unsetenv("WALG_LIBSODIUM_KEY_PATH");
+	assert_int_equal(crypter_load_env(&c), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "no current key"));
+	setenv("WALG_LIBSODIUM_KEY_PATH", b, 1);
+	char *bad = xasprintf("%s,,%s", a, a);
+	setenv("WALG_OLD_KEY_PATHS", bad, 1);
+	assert_int_equal(crypter_load_env(&c), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "WALG_OLD_KEY_PATHS: an empty entry"));
+	setenv("WALG_OLD_KEY_PATHS", "/nonexistent/key", 1);
+	assert_int_equal(crypter_load_env(&c), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "WALG_OLD_KEY_PATHS: cannot read /nonexistent/key"));
+	setenv("WALG_OLD_KEY_PATHS", old + 4, 1); /* hex text read as base64: not 32 bytes */
+	setenv("WALG_LIBSODIUM_KEY_TRANSFORM", "base64", 1);
+	setenv("WALG_LIBSODIUM_KEY", "", 1);
+	unsetenv("WALG_LIBSODIUM_KEY_PATH");
+	setenv("WALG_LIBSODIUM_KEY", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", 1);
+	assert_int_equal(crypter_load_env(&c), E_CONFIG);
+	assert_non_null(strstr(err_msg(), a));
+	err_clear();
+	unlink(a);
+	unlink(b);
+	free(a);
+	free(b);
+	free(old);
+	free(bad);
+}
+
 /* The fuzz seeds are fixed key (32 bytes) + a valid stream: keep them that way. */
 static void test_fuzz_corpus_valid(void **state)
 {
@@ -814,6 +924,7 @@ int main(void)
 		cmocka_unit_test_setup(test_load_permissions_warning, setup_env),
 		cmocka_unit_test_setup(test_walg_fixture, setup_env),
 		cmocka_unit_test(test_fuzz_corpus_valid),
+		cmocka_unit_test_setup(test_ring, setup_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
  */
 #include "internal/codec/codec.h"
 #include "internal/crypt/crypt.h"
+#include "internal/crypt/pgp_impl.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -722,16 +723,6 @@ static err_code keys_load_env(pgp_keys **out)
 	return rc;
 }
 
-static err_code crypter_load_env(crypter **out)
-{
-	config cfg;
-	err_code rc = config_load(&cfg, false);
-	if (rc == E_OK)
-		rc = crypter_load(&cfg, out);
-	config_free(&cfg);
-	return rc;
-}
-
 static void test_load_env(void **state)
 {
 	(void)state;
@@ -813,6 +804,86 @@ static void test_crypter(void **state)
 	crypter_free(c);
 }
 
+/* The probe's view of an object: the first CRYPT_HEAD_BYTES, or all of it. */
+static crypt_key_of probe_of(const crypter *c, const membuf *ct)
+{
+	return crypter_probe(c, ct->data, ct->len < CRYPT_HEAD_BYTES ? ct->len : CRYPT_HEAD_BYTES);
+}
+
+static err_code ring_decrypt(crypter *c, bool current, const membuf *ct)
+{
+	probe pr;
+	sink *s = current ? crypter_decrypt_current_new(c, probe_new(&pr))
+					  : crypter_decrypt_new(c, probe_new(&pr));
+	return run_probe(s, &pr, ct->data, ct->len, ODD, odd_sizes,
+					 sizeof(odd_sizes) / sizeof(odd_sizes[0]), NULL, NULL);
+}
+
+/*
+ * An OpenPGP ring: the current key (plain) and an older one (the fixture's, protected by
+ * WALG_OLD_PGP_KEY_PASSPHRASE). Objects of either decrypt, the probe tells them apart by the
+ * session key packets' key ids; a third key's object is refused; a libsodium current key with
+ * the older OpenPGP key reads both methods.
+ */
+static void test_ring(void **state)
+{
+	(void)state;
+	setenv("WALG_PGP_KEY_PATH", KEYS "plain.sec.asc", 1);
+	setenv("WALG_OLD_KEY_PATHS", FIXTURE "/keys/pgp-secret.asc", 1);
+	setenv("WALG_OLD_PGP_KEY_PASSPHRASE", FIXTURE_PASS, 1);
+	crypter *c = NULL;
+	assert_int_equal(crypter_load_env(&c), E_OK);
+	unsigned char *pt = pattern(70000, 21);
+	membuf old, cur, third = { 0 };
+	encrypt_buf(fx_pub, pt, 70000, WHOLE, &old);
+	encrypt_buf(other, pt, 70000, WHOLE, &third);
+	memset(&cur, 0, sizeof(cur));
+	sink *s = crypter_encrypt_new(c, membuf_sink_new(&cur));
+	assert_int_equal(feed(s, pt, 70000, ODD), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_int_equal(probe_of(c, &old), CRYPT_KEY_OLD);
+	assert_int_equal(probe_of(c, &cur), CRYPT_KEY_CURRENT);
+	assert_int_equal(probe_of(c, &third), CRYPT_KEY_NONE);
+	assert_int_equal(ring_decrypt(c, false, &old), E_OK);
+	assert_int_equal(ring_decrypt(c, false, &cur), E_OK);
+	assert_int_equal(ring_decrypt(c, true, &cur), E_OK);
+	assert_int_equal(ring_decrypt(c, true, &old), E_CONFIG);
+	err_clear();
+	assert_int_equal(ring_decrypt(c, false, &third), E_CONFIG);
+	err_clear();
+	uint64_t ids[4];
+	assert_int_equal(pgp_recipients(old.data, old.len, ids, 4), 1);
+	assert_int_equal(pgp_recipients(pt, 100, ids, 4), 0);
+	crypter_free(c);
+
+	/* libsodium current, the OpenPGP key older: both methods read */
+	unsetenv("WALG_PGP_KEY_PATH");
+	setenv("WALG_LIBSODIUM_KEY", "0123456789abcdef0123456789abcdef", 1);
+	assert_int_equal(crypter_load_env(&c), E_OK);
+	assert_string_equal(crypter_name(c), "libsodium");
+	membuf sod = { 0 };
+	s = crypter_encrypt_new(c, membuf_sink_new(&sod));
+	assert_int_equal(feed(s, pt, 70000, WHOLE), E_OK);
+	assert_int_equal(sink_finish(s), E_OK);
+	sink_free(s);
+	assert_int_equal(probe_of(c, &sod), CRYPT_KEY_CURRENT);
+	assert_int_equal(probe_of(c, &old), CRYPT_KEY_OLD);
+	assert_int_equal(ring_decrypt(c, false, &sod), E_OK);
+	assert_int_equal(ring_decrypt(c, false, &old), E_OK);
+	crypter_free(c);
+
+	/* an older key must be able to decrypt: a public key is refused */
+	setenv("WALG_OLD_KEY_PATHS", FIXTURE "/keys/pgp-public.asc", 1);
+	assert_int_equal(crypter_load_env(&c), E_CONFIG);
+	expect_msg("holds no secret key");
+	free(old.data);
+	free(cur.data);
+	free(third.data);
+	free(sod.data);
+	free(pt);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -835,6 +906,7 @@ int main(void)
 		cmocka_unit_test(test_unusable_for_encryption),
 		cmocka_unit_test_setup(test_load_env, setup_env),
 		cmocka_unit_test_setup(test_crypter, setup_env),
+		cmocka_unit_test_setup(test_ring, setup_env),
 	};
 	if (crypt_init() != E_OK)
 		return 1;

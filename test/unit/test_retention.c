@@ -28,7 +28,7 @@ static int setup(void **state)
 	memset(&lst, 0, sizeof(lst));
 	memset(&plan, 0, sizeof(plan));
 	st.segsize = SEG;
-	st.b = xcalloc(16, sizeof(*st.b));
+	st.b = xcalloc(400, sizeof(*st.b));
 	lst.now = NOW;
 	return 0;
 }
@@ -52,6 +52,7 @@ static retain_backup *backup(uint32_t tli, uint64_t seg, time_t sec)
 	wal_name_format(wal, tli, seg, SEG);
 	b->name = xasprintf("base_%s", wal);
 	b->sec = sec;
+	b->finish_sec = sec + 60;
 	b->pick_sec = sec; /* times given to delete compare with start times here */
 	assert_true(retain_position(b->name, SEG, &b->tli, &b->seg));
 	/* the order's key, as the name gives it (for segments below 256) and the sentinel's time */
@@ -571,6 +572,269 @@ static void test_target(void **state)
 	err_clear();
 }
 
+/* A backup whose backup-verify passed. */
+static void verified(retain_backup *b)
+{
+	b->verified = true;
+	b->verified_at = xstrdup("2027-01-15T00:00:00Z");
+}
+
+/*
+ * The newest verified backup is kept whatever the count says, with the WAL from it to now;
+ * the damaged ones between it and what the count keeps go.
+ */
+static void test_verified_kept(void **state)
+{
+	(void)state;
+	backup(1, 10, NOW - 7 * HOUR);
+	verified(backup(1, 20, NOW - 6 * HOUR)); /* older: not the newest verified */
+	verified(backup(1, 30, NOW - 5 * HOUR));
+	for (int i = 0; i < 4; i++)
+		backup(1, 40 + 10 * (uint64_t)i, NOW - (4 - i) * HOUR);
+	wal(1, 5, 75);
+	run(&(delete_options){ .mode = DELETE_RETAIN, .count = 2 }, E_OK);
+	assert_true(sentinel_planned(at(10)) && sentinel_planned(at(20)));
+	assert_false(sentinel_planned(at(30)));
+	assert_true(sentinel_planned(at(40)) && sentinel_planned(at(50)));
+	assert_false(sentinel_planned(at(60)) || sentinel_planned(at(70)));
+	for (uint64_t s = 5; s < 30; s++)
+		assert_true(wal_planned(1, s));
+	for (uint64_t s = 30; s <= 75; s++) /* from the verified one's start to now */
+		assert_false(wal_planned(1, s));
+	assert_true(strstr(at(30)->why, "newest verified") != NULL);
+}
+
+/* The same in before and garbage; a verified delta keeps its chain. */
+static void test_verified_modes(void **state)
+{
+	(void)state;
+	retain_backup *f = backup(1, 10, NOW - 5 * HOUR);
+	verified(delta(1, 20, NOW - 4 * HOUR, f));
+	backup(1, 30, NOW - 3 * HOUR);
+	backup(1, 40, NOW - 2 * HOUR);
+	wal(1, 5, 45);
+	run(&(delete_options){ .mode = DELETE_BEFORE, .point = at(40)->name }, E_OK);
+	assert_false(sentinel_planned(at(10)) || sentinel_planned(at(20)));
+	assert_true(sentinel_planned(at(30)));
+	for (uint64_t s = 5; s < 10; s++)
+		assert_true(wal_planned(1, s));
+	for (uint64_t s = 10; s < 12; s++) /* the full's own range: kept as the delta's base */
+		assert_false(wal_planned(1, s));
+	for (uint64_t s = 20; s <= 45; s++)
+		assert_false(wal_planned(1, s));
+	/* a permanent verified backup pins the WAL from it to now, not only its own range */
+	obj_list_free(&plan.del);
+	memset(&plan, 0, sizeof(plan));
+	at(20)->permanent = true;
+	run(&(delete_options){ .mode = DELETE_GARBAGE }, E_OK);
+	for (uint64_t s = 20; s <= 45; s++)
+		assert_false(wal_planned(1, s));
+}
+
+/* delete target of the newest verified backup (or of its base) and everything are refused. */
+static void test_verified_refusals(void **state)
+{
+	(void)state;
+	retain_backup *f = backup(1, 10, NOW - 3 * HOUR);
+	verified(delta(1, 20, NOW - 2 * HOUR, f));
+	backup(1, 30, NOW - 1 * HOUR);
+	run(&(delete_options){ .mode = DELETE_TARGET, .point = at(20)->name }, E_CONFIG);
+	assert_non_null(strstr(err_msg(), "newest backup that passed backup-verify"));
+	err_clear();
+	run(&(delete_options){ .mode = DELETE_TARGET, .point = at(10)->name }, E_CONFIG);
+	assert_non_null(strstr(err_msg(), "built on the target"));
+	err_clear();
+	run(&(delete_options){ .mode = DELETE_TARGET, .point = at(30)->name }, E_OK);
+	assert_true(sentinel_planned(at(30)));
+	run(&(delete_options){ .mode = DELETE_EVERYTHING }, E_CONFIG);
+	assert_non_null(strstr(err_msg(), "FORCE"));
+	err_clear();
+	run(&(delete_options){ .mode = DELETE_EVERYTHING, .force = true }, E_OK);
+}
+
+static time_t utc(int y, int mo, int d, int h, int mi)
+{
+	struct tm tm = { .tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi };
+	return timegm(&tm);
+}
+
+static bool kept_on(int y, int mo, int d)
+{
+	time_t day = utc(y, mo, d, 0, 0);
+	for (size_t i = 0; i < st.n; i++)
+		if (st.b[i].sec >= day && st.b[i].sec < day + 86400)
+			return st.b[i].keep;
+	fail_msg("no backup on %04d-%02d-%02d", y, mo, d);
+	return false;
+}
+
+/*
+ * A simulated year, 2025-07-01 to 2026-06-30, a backup every day at 02:00 UTC: a full on
+ * Sundays, a delta of the day before on the other days. daily 7, weekly 4, monthly 6, yearly
+ * 2 keep exactly the newest backup of each period and the chains of the deltas among them.
+ */
+static void test_gfs_year(void **state)
+{
+	(void)state;
+	setenv("TZ", "UTC", 1);
+	tzset();
+	retain_backup *prev = NULL;
+	time_t first = utc(2025, 7, 1, 2, 0);
+	for (int day = 0; day < 365; day++) {
+		time_t t = first + (time_t)day * 86400;
+		struct tm tm;
+		gmtime_r(&t, &tm);
+		uint64_t seg = 10 + 3 * (uint64_t)day;
+		prev = tm.tm_wday == 0 || prev == NULL ? backup(1, seg, t) : delta(1, seg, t, prev);
+	}
+	wal(1, 5, 10 + 3 * 365);
+	const time_t now = utc(2026, 6, 30, 12, 0);
+	retain_scope sc;
+	retain_sort(&st);
+	delete_options o = { .mode = DELETE_RETAIN, .daily = 7, .weekly = 4, .monthly = 6, .yearly = 2 };
+	assert_int_equal(retain_select(&st, &o, now, &sc), E_OK);
+	assert_null(sc.window_from);
+	/* what each bucket keeps, and the chain of each delta kept (back to its Sunday full) */
+	static const int keep[][3] = {
+		/* daily 7 (Wed 06-24 is a delta: its chain back to Sun 06-21) */
+		{ 2026, 6, 21 }, { 2026, 6, 22 }, { 2026, 6, 23 }, { 2026, 6, 24 }, { 2026, 6, 25 },
+		{ 2026, 6, 26 }, { 2026, 6, 27 }, { 2026, 6, 28 }, { 2026, 6, 29 }, { 2026, 6, 30 },
+		/* weekly 4: the weeks' last backups are Sundays 06-28, 06-21, 06-14 and Tue 06-30 */
+		{ 2026, 6, 14 },
+		/* monthly 6: 05-31 (Sun), 04-30 (Thu, from 04-26), 03-31 (Tue, from 03-29),
+		   02-28 (Sat, from 02-22), 01-31 (Sat, from 01-25) */
+		{ 2026, 5, 31 }, { 2026, 4, 26 }, { 2026, 4, 27 }, { 2026, 4, 28 }, { 2026, 4, 29 },
+		{ 2026, 4, 30 }, { 2026, 3, 29 }, { 2026, 3, 30 }, { 2026, 3, 31 }, { 2026, 2, 22 },
+		{ 2026, 2, 23 }, { 2026, 2, 24 }, { 2026, 2, 25 }, { 2026, 2, 26 }, { 2026, 2, 27 },
+		{ 2026, 2, 28 }, { 2026, 1, 25 }, { 2026, 1, 26 }, { 2026, 1, 27 }, { 2026, 1, 28 },
+		{ 2026, 1, 29 }, { 2026, 1, 30 }, { 2026, 1, 31 },
+		/* yearly 2: 2026's newest (06-30), 2025's newest (Wed 12-31, from Sun 12-28) */
+		{ 2025, 12, 28 }, { 2025, 12, 29 }, { 2025, 12, 30 }, { 2025, 12, 31 },
+	};
+	size_t nkeep = sizeof(keep) / sizeof(keep[0]), kept = 0;
+	for (size_t i = 0; i < nkeep; i++)
+		assert_true(kept_on(keep[i][0], keep[i][1], keep[i][2]));
+	for (size_t i = 0; i < st.n; i++) {
+		kept += st.b[i].keep;
+		assert_true(st.b[i].keep != st.b[i].gone);
+		/* a kept delta's base is kept: no month keeps a delta whose base went */
+		if (st.b[i].keep && st.b[i].s.is_delta)
+			assert_true(retain_find(&st, st.b[i].s.delta_from)->keep);
+	}
+	assert_int_equal(kept, nkeep);
+	assert_non_null(strstr(at(10 + 3 * 364)->why, "daily 2026-06-30"));
+	assert_non_null(strstr(at(10 + 3 * 364)->why, "weekly 2026-W27"));
+	assert_non_null(strstr(at(10 + 3 * 364)->why, "monthly 2026-06"));
+	assert_non_null(strstr(at(10 + 3 * 364)->why, "yearly 2026"));
+	/* no window: WAL continuous from the oldest kept backup (12-28) on */
+	retain_plan_objects(&st, &sc, &lst, &plan);
+	uint64_t oldest = 10 + 3 * (uint64_t)((utc(2025, 12, 28, 2, 0) - first) / 86400);
+	assert_true(wal_planned(1, oldest - 1));
+	assert_false(wal_planned(1, oldest));
+
+	/* FULL: only full backups fill the buckets (the month's last full, not its last delta) */
+	for (size_t i = 0; i < st.n; i++) {
+		free(st.b[i].why);
+		st.b[i].why = NULL;
+	}
+	o.modifier = MOD_FULL;
+	assert_int_equal(retain_select(&st, &o, now, &sc), E_OK);
+	assert_true(kept_on(2026, 4, 26) && !kept_on(2026, 4, 30) && !kept_on(2026, 4, 27));
+	assert_true(kept_on(2026, 6, 28) && !kept_on(2026, 6, 30));
+	for (size_t i = 0; i < st.n; i++)
+		assert_false(st.b[i].keep && st.b[i].s.is_delta);
+}
+
+/* Days, weeks and months are the operator's: 23:30 UTC on 01-31 is February in Berlin. */
+static void test_gfs_time_zone(void **state)
+{
+	(void)state;
+	backup(1, 10, utc(2026, 1, 31, 22, 30)); /* 23:30 in Berlin: January */
+	backup(1, 20, utc(2026, 1, 31, 23, 30)); /* 00:30 on 02-01 in Berlin */
+	backup(1, 30, utc(2026, 2, 2, 10, 0));
+	delete_options o = { .mode = DELETE_RETAIN, .monthly = 2 };
+	setenv("TZ", "UTC", 1);
+	tzset();
+	run(&o, E_OK);
+	assert_true(!at(10)->keep && at(20)->keep && at(30)->keep);
+	setenv("TZ", "Europe/Berlin", 1);
+	tzset();
+	obj_list_free(&plan.del);
+	memset(&plan, 0, sizeof(plan));
+	for (size_t i = 0; i < st.n; i++) {
+		free(st.b[i].why);
+		st.b[i].why = NULL;
+	}
+	run(&o, E_OK);
+	assert_true(at(10)->keep && !at(20)->keep && at(30)->keep);
+	assert_non_null(strstr(at(10)->why, "monthly 2026-01"));
+	setenv("TZ", "UTC", 1);
+	tzset();
+}
+
+/*
+ * A point-in-time window of 3 days: WAL continuous from the newest backup that ended before
+ * it; a kept backup before that keeps only its own WAL; the window starts earlier when the
+ * newest verified backup is older.
+ */
+static void test_gfs_window(void **state)
+{
+	(void)state;
+	setenv("TZ", "UTC", 1);
+	tzset();
+	const time_t day = 86400;
+	for (int i = 0; i < 10; i++) /* daily fulls at 02:00, segments 10, 20, ..., 100 */
+		backup(1, 10 + 10 * (uint64_t)i, NOW - (10 - i) * day);
+	wal(1, 5, 105);
+	delete_options o = { .mode = DELETE_RETAIN, .weekly = 2, .pitr_window_s = 3 * day,
+						 .pitr_window = "3d" };
+	retain_scope sc;
+	retain_sort(&st);
+	assert_int_equal(retain_select(&st, &o, NOW, &sc), E_OK);
+	retain_plan_objects(&st, &sc, &lst, &plan);
+	/* the window starts at NOW - 3d: the backup of NOW - 3d ended 60 s later, so the one of
+	 * NOW - 4d (segment 70) is its base */
+	assert_non_null(sc.window_from);
+	assert_int_equal(sc.window_from->seg, 70);
+	assert_true(at(70)->keep && at(70)->onward);
+	assert_non_null(strstr(at(70)->why, "point-in-time window"));
+	for (uint64_t s = 70; s <= 105; s++)
+		assert_false(wal_planned(1, s));
+	/* backups in the window that no bucket keeps go; their WAL stays */
+	size_t kept = 0;
+	for (size_t i = 0; i < st.n; i++)
+		kept += st.b[i].keep;
+	for (size_t i = 0; i < st.n; i++)
+		if (st.b[i].keep && st.b[i].seg < 70) {
+			/* before the window: its own range only */
+			assert_false(st.b[i].onward);
+			assert_false(wal_planned(1, st.b[i].seg) || wal_planned(1, st.b[i].end_seg));
+			assert_true(wal_planned(1, st.b[i].end_seg + 1));
+		}
+	assert_true(kept >= 2 && kept < 10);
+	for (uint64_t s = 5; s < 10; s++)
+		assert_true(wal_planned(1, s));
+
+	/* an older verified backup: the WAL is continuous from it */
+	obj_list_free(&plan.del);
+	memset(&plan, 0, sizeof(plan));
+	for (size_t i = 0; i < st.n; i++) {
+		free(st.b[i].why);
+		st.b[i].why = NULL;
+	}
+	verified(at(20));
+	assert_int_equal(retain_select(&st, &o, NOW, &sc), E_OK);
+	retain_plan_objects(&st, &sc, &lst, &plan);
+	assert_int_equal(sc.window_from->seg, 20);
+	for (uint64_t s = 20; s <= 105; s++)
+		assert_false(wal_planned(1, s));
+	assert_true(wal_planned(1, 19));
+	/* FIND_FULL and --after do not go with it */
+	o.modifier = MOD_FIND_FULL;
+	assert_int_equal(retain_select(&st, &o, NOW, &sc), E_CONFIG);
+	err_clear();
+}
+
 static void test_positions(void **state)
 {
 	(void)state;
@@ -597,6 +861,8 @@ int main(void)
 		T(test_garbage_modifiers), T(test_garbage_only_permanent), T(test_before),
 		T(test_retain_after),	   T(test_retain_fewer),		T(test_everything),
 		T(test_target),			   T(test_positions),
+		T(test_verified_kept),	   T(test_verified_modes),		T(test_verified_refusals),
+		T(test_gfs_year),		   T(test_gfs_time_zone),		T(test_gfs_window),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

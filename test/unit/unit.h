@@ -181,6 +181,19 @@ static inline void check_plain(membuf *out, int finishes, const unsigned char *p
 	free(out->data);
 }
 
+#ifdef WALC_INTERNAL_CRYPT_CRYPT_H
+/* crypter_load on the settings the environment holds, parsed by the table as main does. */
+static inline err_code crypter_load_env(crypter **out)
+{
+	config cfg;
+	err_code rc = config_load(&cfg, false);
+	if (rc == E_OK)
+		rc = crypter_load(&cfg, out);
+	config_free(&cfg);
+	return rc;
+}
+#endif
+
 /* cmocka setup: no key settings in the environment, no error recorded. */
 static inline int setup_env(void **state)
 {
@@ -188,6 +201,7 @@ static inline int setup_env(void **state)
 	static const char *const vars[] = {
 		"WALG_PGP_KEY",		  "WALG_PGP_KEY_PATH",		 "WALG_PGP_KEY_PASSPHRASE",
 		"WALG_LIBSODIUM_KEY", "WALG_LIBSODIUM_KEY_PATH", "WALG_LIBSODIUM_KEY_TRANSFORM",
+		"WALG_OLD_KEY_PATHS", "WALG_OLD_PGP_KEY_PASSPHRASE",
 	};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
