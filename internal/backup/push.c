@@ -324,6 +324,8 @@ static err_code check_wal_gaps(push_state *st, const backup_sentinel *sen)
 	err_code rc = wal_lost_read_local(st->r, wal_dir, segsize, &lost);
 	free(wal_dir);
 	TRY(rc);
+	free(st->gap_before);
+	st->gap_before = NULL;
 	for (uint64_t seg = first; rc == E_OK && seg <= last; seg++) {
 		const wal_lost_gap *g = wal_lost_at(&lost, st->timeline, seg);
 		if (g == NULL)
@@ -489,6 +491,10 @@ static err_code wait_archived(pg_session *s, push_state *st, const backup_sentin
 		if (busy == NULL)
 			break;
 		if ((rc = push_stopped(st)) != E_OK)
+			break;
+		/* a file dropped past WALG_WAL_BACKLOG_MAX counts as archived, the .backup after it
+		 * waits for a store that may be gone: the drop ends the wait, each second looked at */
+		if (waited % 1000 == 0 && (rc = check_wal_gaps(st, sen)) != E_OK)
 			break;
 		if (limit > 0 && waited >= limit) {
 			rc = err_set(E_IO,
