@@ -50,13 +50,6 @@ static int info_cmp(const void *a, const void *b)
 	return strcmp(((const obj_info *)a)->key, ((const obj_info *)b)->key);
 }
 
-/* qsort's pointer must not be NULL, and an empty listing's is. */
-static void sort_by_key(obj_list *l)
-{
-	if (l->len > 1)
-		qsort(l->items, l->len, sizeof(obj_info), info_cmp);
-}
-
 /* The first item of a sorted listing whose key is not before key. */
 static size_t lower_bound(const obj_list *l, const char *key)
 {
@@ -247,8 +240,7 @@ static int entry_key_cmp(const void *a, const void *b)
 
 static void plan_dedupe(plan *p)
 {
-	if (p->n > 1)
-		qsort(p->e, p->n, sizeof(*p->e), entry_key_cmp);
+	xqsort(p->e, p->n, sizeof(*p->e), entry_key_cmp);
 	size_t k = 0;
 	for (size_t i = 0; i < p->n; i++)
 		if (k == 0 || strcmp(p->e[k - 1].key, p->e[i].key) != 0)
@@ -328,8 +320,8 @@ static err_code plan_build(repo *from, const copy_options *o, plan *p)
 {
 	TRY(storage_list(from->st, REPO_BACKUP_DIR, true, &p->backups));
 	TRY(storage_list(from->st, REPO_WAL_DIR, false, &p->wal));
-	sort_by_key(&p->backups);
-	sort_by_key(&p->wal);
+	xqsort(p->backups.items, p->backups.len, sizeof(obj_info), info_cmp);
+	xqsort(p->wal.items, p->wal.len, sizeof(obj_info), info_cmp);
 	char **names = NULL;
 	size_t nnames = 0;
 	if (o->backup_name != NULL) {
@@ -408,15 +400,14 @@ err_code backup_copy(repo *from, repo *to, const copy_options *o, copy_result *o
 		obj_list_add(&have_b, CATALOG_CLUSTER_MARKER, marker.size, marker.mtime, 0);
 	if (rc == E_OK) {
 		err_clear();
-		sort_by_key(&have_b);
-		sort_by_key(&have_w);
+		xqsort(have_b.items, have_b.len, sizeof(obj_info), info_cmp);
+		xqsort(have_w.items, have_w.len, sizeof(obj_info), info_cmp);
 	}
 	size_t n = 0;
 	uint64_t total = 0;
 	time_t oldest = 0;
 	if (rc == E_OK) {
-		if (p.n > 1)
-			qsort(p.e, p.n, sizeof(*p.e), entry_cmp);
+		xqsort(p.e, p.n, sizeof(*p.e), entry_cmp);
 		todo = xcalloc(p.n + 1, sizeof(*todo));
 		/* Conflicts are found before anything is copied. */
 		for (size_t i = 0; rc == E_OK && i < p.n; i++) {

@@ -303,7 +303,7 @@ static err_code on_database(void *arg, const char *name, const json_t *rec)
 		choose(c, member_u32(sub, "relfilenode"));
 	}
 	if (c->n > 0)
-		qsort(c->files, c->n, sizeof(uint32_t), cmp_u32);
+		xqsort(c->files, c->n, sizeof(uint32_t), cmp_u32);
 	return E_OK;
 }
 
@@ -334,7 +334,8 @@ static bool restored(const partial *p, const char *member)
 	for (size_t i = 0; i < p->ndbs; i++)
 		if (p->dbs[i].oid == db)
 			return p->dbs[i].all ||
-				bsearch(&file, p->dbs[i].files, p->dbs[i].n, sizeof(uint32_t), cmp_u32) != NULL;
+				(p->dbs[i].n > 0 &&
+				 bsearch(&file, p->dbs[i].files, p->dbs[i].n, sizeof(uint32_t), cmp_u32) != NULL);
 	return false; /* a database the backup does not name */
 }
 

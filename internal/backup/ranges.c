@@ -71,8 +71,8 @@ bool part_ranges(part_frames *p, byte_range **out, size_t *nout)
 	*nout = 0;
 	if (p->unframed || p->nw == 0 || p->size == 0)
 		return false;
-	qsort(p->starts, p->ns, sizeof(*p->starts), by_offset);
-	qsort(p->want, p->nw, sizeof(*p->want), by_offset);
+	xqsort(p->starts, p->ns, sizeof(*p->starts), by_offset);
+	xqsort(p->want, p->nw, sizeof(*p->want), by_offset);
 	/* one entry per needed member, by offset: each joins the range it falls in */
 	byte_range *r = xcalloc(p->nw, sizeof(*r));
 	size_t merged = 0;

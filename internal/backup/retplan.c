@@ -42,7 +42,7 @@ void retain_sort(retain_set *st)
 	for (size_t i = 0; i < st->n; i++)
 		st->b[i].ref.name = st->b[i].name;
 	if (st->n > 1)
-		qsort(st->b, st->n, sizeof(*st->b), by_order);
+		xqsort(st->b, st->n, sizeof(*st->b), by_order);
 }
 
 static const retain_skipped *skipped(const retain_set *st, const char *name)

@@ -317,7 +317,7 @@ err_code catalog_backups(repo *r, backup_refs *out)
 		ref_position(ref);
 	}
 	obj_list_free(&l);
-	qsort(out->items, out->len, sizeof(*out->items), ref_cmp);
+	xqsort(out->items, out->len, sizeof(*out->items), ref_cmp);
 	return E_OK;
 }
 
@@ -355,7 +355,7 @@ err_code catalog_backups_ordered(repo *r, backup_refs *out)
 		catalog_backups_free(out);
 		return rc;
 	}
-	qsort(out->items, out->len, sizeof(*out->items), ref_cmp);
+	xqsort(out->items, out->len, sizeof(*out->items), ref_cmp);
 	return E_OK;
 }
 

@@ -522,6 +522,9 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
+/* qsort for any n: qsort's pointer may not be NULL even with nothing to sort, and an empty
+ * list's is. */
+void xqsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /*
  * From now on, memory is asked of the system in transparent huge pages where it gives them on

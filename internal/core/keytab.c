@@ -228,7 +228,7 @@ static void flush_raw(keytab *t)
 {
 	if (t->nraw == 0)
 		return;
-	qsort(t->raw, t->nraw, sizeof(*t->raw), hash128_cmp);
+	xqsort(t->raw, t->nraw, sizeof(*t->raw), hash128_cmp);
 	t->runs = xrealloc(t->runs, (t->nruns + 1) * sizeof(*t->runs));
 	t->runs[t->nruns++] = encode(t, feed_raw, t);
 	t->nraw = 0;

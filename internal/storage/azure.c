@@ -79,7 +79,7 @@ static char *string_to_sign(const az_storage *s, const char *method, const char 
 	for (size_t i = 0; i < hdrs->n; i++)
 		if (strncasecmp(hdrs->v[i].name, "x-ms-", 5) == 0)
 			ms[n++] = hdrs->v[i];
-	qsort(ms, n, sizeof(*ms), cmp_kv);
+	xqsort(ms, n, sizeof(*ms), cmp_kv);
 	for (size_t i = 0; i < n; i++) {
 		sb_add(&b, ms[i].name);
 		sb_add(&b, ":");
@@ -94,7 +94,7 @@ static char *string_to_sign(const az_storage *s, const char *method, const char 
 	http_kv *q = xcalloc(nq + 1, sizeof(*q));
 	for (size_t i = 0; i < nq; i++)
 		q[i] = query->v[i];
-	qsort(q, nq, sizeof(*q), cmp_kv);
+	xqsort(q, nq, sizeof(*q), cmp_kv);
 	for (size_t i = 0; i < nq; i++) {
 		sb_add(&b, "\n");
 		sb_add(&b, q[i].name);

@@ -162,7 +162,7 @@ static err_code parse_entries(const char *text, entry **out, size_t *n)
 		entries_free(e, k);
 		return rc;
 	}
-	qsort(e, k, sizeof(*e), entry_cmp);
+	xqsort(e, k, sizeof(*e), entry_cmp);
 	*out = e;
 	*n = k;
 	return E_OK;
@@ -618,7 +618,7 @@ static err_code merged(failover *f, bool temporaries, const char *prefix, bool r
 		free(l.items); /* the keys moved into all */
 	}
 	if (rc == E_OK && n > 1)
-		qsort(all, len, sizeof(*all), tagged_cmp);
+		xqsort(all, len, sizeof(*all), tagged_cmp);
 	for (size_t k = 0; k < len; k++) {
 		bool dup = k > 0 && n > 1 && strcmp(all[k].info.key, all[k - 1].info.key) == 0;
 		if (rc == E_OK && !dup) {

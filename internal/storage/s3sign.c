@@ -78,7 +78,7 @@ char *s3_canonical_query(const http_kvs *query)
 		p[i].k = http_uri_encode(query->v[i].name, false);
 		p[i].v = http_uri_encode(query->v[i].value, false);
 	}
-	qsort(p, query->n, sizeof(*p), cmp_pair);
+	xqsort(p, query->n, sizeof(*p), cmp_pair);
 	for (size_t i = 0; i < query->n; i++) {
 		if (i > 0)
 			sb_str(&b, "&");
@@ -147,7 +147,7 @@ void s3_sign(const s3_creds *creds, const char *region, const char *service, tim
 	canon_hdr *h = xcalloc(headers->n, sizeof(*h));
 	for (size_t i = 0; i < headers->n; i++)
 		h[i] = canon(&headers->v[i]);
-	qsort(h, headers->n, sizeof(*h), cmp_hdr);
+	xqsort(h, headers->n, sizeof(*h), cmp_hdr);
 
 	sbuf signed_names = { 0 };
 	sb_str(&signed_names, "");

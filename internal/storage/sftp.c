@@ -1134,7 +1134,7 @@ static void prune_folders(sftp_store *st, const char *const *keys, size_t n)
 		free(dir);
 	}
 	if (o.n > 0) {
-		qsort(o.dirs, o.n, sizeof(*o.dirs), deeper_first);
+		xqsort(o.dirs, o.n, sizeof(*o.dirs), deeper_first);
 		sftp_run(st, "removing emptied folders", NULL, prune_run, &o);
 		err_clear();
 	}

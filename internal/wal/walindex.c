@@ -201,7 +201,7 @@ err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix
 	for (size_t i = 0; i < ix->n; i++) {
 		timeline *t = &ix->tl[i];
 		if (t->nsegs > 0)
-			qsort(t->segs, t->nsegs, 8, cmp_u64);
+			xqsort(t->segs, t->nsegs, 8, cmp_u64);
 		size_t k = 0;
 		for (size_t j = 0; j < t->nsegs; j++)
 			if (k == 0 || t->segs[k - 1] != t->segs[j])
@@ -209,7 +209,7 @@ err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix
 		t->nsegs = k;
 	}
 	if (ix->n > 0)
-		qsort(ix->tl, ix->n, sizeof(timeline), cmp_tl);
+		xqsort(ix->tl, ix->n, sizeof(timeline), cmp_tl);
 	TRY(drop_unbacked(r, ix));
 	if (backups) {
 		backup_refs refs;
@@ -222,7 +222,7 @@ err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix
 		catalog_backups_free(&refs);
 	}
 	if (ix->n > 0)
-		qsort(ix->tl, ix->n, sizeof(timeline), cmp_tl);
+		xqsort(ix->tl, ix->n, sizeof(timeline), cmp_tl);
 	return E_OK;
 }
 

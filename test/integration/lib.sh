@@ -198,6 +198,10 @@ pg_own() { # chown to postgres (no-op when not root)
 
 # walc_instrumented: WALC is a sanitizer or coverage build, whose run times are not walc's
 walc_instrumented() { grep -qaE '__asan_init|__tsan_init|__llvm_profile_write_file' "$WALC"; }
+# rss_limit_kib MIB: a bound on walc's peak RSS in KiB; an instrumented build gets 1.6 times it
+# (ASan's shadow memory and the quarantine that keeps freed buffers: 105 MiB where the plain
+# binary peaks at 30 on an 8 MiB listing)
+rss_limit_kib() { if walc_instrumented; then echo $(($1 * 1024 * 8 / 5)); else echo $(($1 * 1024)); fi; }
 
 # wrun [VAR=VALUE ...] -- ARGS...: run walc (as the current user) with extra environment;
 # sets W_RC, W_OUT, W_ERR. Fails the test on any sanitizer report.

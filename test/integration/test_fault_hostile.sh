@@ -44,7 +44,7 @@ HOST=("$PY" "$IT_DIR/fault_hostile.py")
 FULL=base_000000010000000000000002
 DELTA=base_000000010000000000000004_D_000000010000000000000002
 PASSWD_SUM=$(sha /etc/passwd)
-RSS_LIMIT_KIB=$((100 * 1024))
+RSS_LIMIT_KIB=$(rss_limit_kib 100)
 # shellcheck disable=SC2154 # rc is assigned inside the trap string
 trap 'rc=$?; set +e; rm -rf /tmp/walc-hostile-never-made /tmp/walc-hostile-oid; (exit $rc); it_cleanup' EXIT
 mkdir -p "$T/work"

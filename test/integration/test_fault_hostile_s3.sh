@@ -24,7 +24,7 @@ IT_KEEP_GOING=${IT_KEEP_GOING:-1}
 . "$(dirname "$0")/s3lib.sh"
 s3_setup fault-hostile-s3
 START=$SECONDS
-RSS_LIMIT_KIB=$((100 * 1024))
+RSS_LIMIT_KIB=$(rss_limit_kib 100)
 FPORT=$(s3_port 1)
 "$PY" "$IT_DIR/fault_fakes3.py" --listen "$FPORT" --log "$T/log/fake.jsonl" >"$T/log/fake.out" 2>&1 &
 S3_PIDS+=("$!")
