@@ -60,6 +60,8 @@ typedef struct label_info {
 	uint64_t start, stop;
 	uint32_t tli; /* START TIMELINE, else the start file's */
 	char file[WAL_NAME_LEN + 1]; /* the start segment, "" when not given */
+	char label[256], start_time[64]; /* LABEL, START TIME: which backup wrote it */
+	bool standby;					  /* BACKUP FROM: standby */
 } label_info;
 
 /* "KEY: X/Y (file SEGMENT)": the LSN, and the segment's name when file is given. */
@@ -96,7 +98,12 @@ static void parse_label(const membuf *mb, label_info *li)
 		else if (sscanf(line, "START TIMELINE: %u", &tli) == 1) {
 			li->tli = tli;
 			li->tli_ok = true;
-		}
+		} else if (strncmp(line, "LABEL: ", 7) == 0)
+			snprintf(li->label, sizeof(li->label), "%.255s", line + 7);
+		else if (strncmp(line, "START TIME: ", 12) == 0)
+			snprintf(li->start_time, sizeof(li->start_time), "%.63s", line + 12);
+		else if (strcmp(line, "BACKUP FROM: standby") == 0)
+			li->standby = true;
 	}
 	if (!li->tli_ok && li->file[0] != '\0' && sscanf(li->file, "%8X", &li->tli) == 1)
 		li->tli_ok = true;
@@ -292,8 +299,19 @@ err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, 
 		key = xasprintf("wal_005/%s.%08X.backup", li.file, (unsigned)(li.start % seg_size));
 		label_info hi;
 		rc = read_record(&c, key, NULL, &mb, &st);
-		if (rc == E_OK && st == REC_READ) {
+		if (rc == E_OK && st == REC_READ)
 			parse_label(&mb, &hi);
+		/*
+		 * A backup taken on a standby archives no history file: one of that name is another
+		 * backup's that started at the same checkpoint (its primary's), as one whose LABEL or
+		 * START TIME differs from this backup_label's.
+		 */
+		if (rc == E_OK && st == REC_READ &&
+			(li.standby || strcmp(hi.label, li.label) != 0 ||
+			 strcmp(hi.start_time, li.start_time) != 0)) {
+			log_info("%s: %s is another backup's (its LABEL or START TIME differ): not compared",
+					 name, key);
+		} else if (rc == E_OK && st == REC_READ) {
 			pg_lsn_format(s->finish_lsn, a);
 			pg_lsn_format(hi.stop, b);
 			if (hi.stop_ok && hi.stop != s->finish_lsn)

@@ -600,6 +600,10 @@ check_retention() {
 	[ "${#before[@]}" -ge 2 ] || fail "retention needs 2 backups or more, the repository has ${#before[@]}"
 	keep=${before[-1]}
 	[[ $keep =~ ^base_[0-9A-F]{24}$ ]] || fail "the newest backup $keep should be a full one"
+	# retention keeps the newest verified backup whatever the count: backup-verify proved the
+	# delta chain above, so the newest is proven too and then kept alone
+	wrun "${ENVS[@]}" -- backup-verify "$keep"
+	expect_rc 0 "backup-verify $keep (stdout: $(printf "%s" "$W_OUT" | head -c 600))"
 	wrun "${ENVS[@]}" -- delete retain 1 --confirm
 	expect_rc 0 "delete retain 1 --confirm"
 	mapfile -t after < <(backup_names)
