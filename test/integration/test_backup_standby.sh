@@ -5,7 +5,8 @@
 # backup-push exits 1 naming the segment it waited for, leaving no backup. With archiving
 # back, a push waits (saying for which segment) until the primary switches WAL and archives
 # it, then completes; its WAL from start to stop segment is in the repository, and the backup
-# restores to a consistent cluster through that WAL.
+# restores to a consistent cluster through that WAL, and backup-verify does not take the .backup
+# file it shares a name with (pg_basebackup's, which made the standby) for its own.
 . "$(dirname "$0")/lib.sh"
 it_setup backup-standby
 
@@ -86,3 +87,12 @@ restore_start "$T/restored" "$B" "${E[@]}"
 assert_eq 2000 "$(psqlc "$RPORT" "SELECT count(*) FROM t")" "rows in the restored standby backup"
 pg_stop "$T/restored"
 ok "the standby's backup restores"
+
+# The standby's first restartpoint was the checkpoint of pg_basebackup, which made it: the
+# standby's backup shares its start, and so its .backup history file's name, with that backup,
+# whose file the primary archived. backup-verify must not take that file for the backup's own.
+ls "$R/wal_005/${B:5:24}".*.backup* >/dev/null 2>&1 || fail "no .backup file shares $B's start"
+wrun "${E[@]}" -- backup-verify "$B"
+expect_rc 0 "backup-verify of the standby's backup (stdout: $W_OUT)"
+assert_contains "$W_ERR" "is another backup's" "backup-verify says why the .backup file is not compared"
+ok "the standby's backup, sharing its start with pg_basebackup's, verifies"
