@@ -196,6 +196,35 @@ pg_own() { # chown to postgres (no-op when not root)
 	if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$@"; fi
 }
 
+# pushgateway_start PORT: a Prometheus Pushgateway on 127.0.0.1:PORT until the test ends (GW_PID)
+pushgateway_start() {
+	prometheus-pushgateway --web.listen-address="127.0.0.1:$1" \
+		--persistence.file="$T/pushgateway.data" >"$T/log/pushgateway.log" 2>&1 &
+	GW_PID=$!
+	BG_PIDS+=("$GW_PID")
+	for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$1/-/ready" >/dev/null && break; sleep 0.1; done
+	curl -sf "http://127.0.0.1:$1/-/ready" >/dev/null || fail "the Pushgateway did not start"
+}
+
+# wal_receive_start LOG VAR=VALUE...: walc wal-receive as postgres in the background, with the
+# test's ENV and these settings, logging to LOG, until its slot is active on $PORT; RECV is its
+# pid, RECV_JOB the job's (both stopped with the test)
+wal_receive_start() {
+	local log=$1
+	shift
+	as_pg env "${ENV[@]}" "$@" ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" wal-receive >>"$log" 2>&1 &
+	RECV_JOB=$!
+	BG_PIDS+=("$RECV_JOB")
+	RECV=""
+	for _ in $(seq 1 200); do
+		RECV=$(pid_of "$WALC_PG wal-receive" "PGPORT=$PORT")
+		[ -n "$RECV" ] && [ "$(psqlc "$PORT" "SELECT count(*) FROM pg_replication_slots WHERE active")" = 1 ] && break
+		sleep 0.05
+	done
+	[ -n "$RECV" ] || { cat "$log"; fail "wal-receive did not start"; }
+	BG_PIDS+=("$RECV")
+}
+
 # walc_instrumented: WALC is a sanitizer or coverage build, whose run times are not walc's
 walc_instrumented() { grep -qaE '__asan_init|__tsan_init|__llvm_profile_write_file' "$WALC"; }
 # rss_limit_kib MIB: a bound on walc's peak RSS in KiB; an instrumented build gets 1.6 times it

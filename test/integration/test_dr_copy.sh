@@ -19,11 +19,7 @@ DR_BOUND=${DR_BOUND:-30}
 s3_rgw_start
 s3_mb walc
 GW_PORT=$(s3_port 1)
-prometheus-pushgateway --web.listen-address="127.0.0.1:$GW_PORT" \
-	--persistence.file="$T/pushgateway.data" >"$T/log/pushgateway.log" 2>&1 &
-BG_PIDS+=("$!")
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$GW_PORT/-/ready" >/dev/null && break; sleep 0.1; done
-curl -sf "http://127.0.0.1:$GW_PORT/-/ready" >/dev/null || fail "the Pushgateway did not start"
+pushgateway_start "$GW_PORT"
 
 head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$T/key.hex"
 chmod 644 "$T/key.hex"

@@ -35,11 +35,7 @@ log "B1..B7: ${B[*]}; a byte flipped in B3..B7"
 
 # backup-verify --all: each outcome kept with its backup, pushed as metrics
 GW_PORT=$(free_port)
-prometheus-pushgateway --web.listen-address="127.0.0.1:$GW_PORT" \
-	>"$T/log/pushgateway.log" 2>&1 &
-GW=$!
-BG_PIDS+=("$GW")
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$GW_PORT/-/ready" >/dev/null && break; sleep 0.1; done
+pushgateway_start "$GW_PORT"
 wrun "${E[@]}" WALG_PUSHGATEWAY_URL="http://127.0.0.1:$GW_PORT" -- backup-verify --all
 expect_rc 1 "backup-verify --all (five damaged backups)"
 for i in 1 2; do assert_contains "$W_OUT" "backup ${B[i]}: OK" "backup-verify B$i"; done
@@ -58,8 +54,8 @@ assert_eq "1 5" "$(gauge walc_run_success) $(gauge walc_verify_problems)" "pushe
 age=$(gauge walc_verified_backup_age_seconds)
 "$PY" -c 'import sys; a = float(sys.argv[1]); sys.exit(0 if 0 <= a < 600 else 1)' "$age" ||
 	fail "walc_verified_backup_age_seconds is $age"
-kill "$GW"
-wait "$GW" || true
+kill "$GW_PID"
+wait "$GW_PID" || true
 
 wrun "${E[@]}" -- backup-list --detail
 expect_rc 0 "backup-list --detail"

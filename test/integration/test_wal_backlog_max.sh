@@ -21,11 +21,7 @@ RATE=${BACKLOG_RATE:-60} # pgbench transactions a second, about 0.5 MiB of WAL e
 s3_rgw_start
 s3_mb walc
 GW_PORT=$(s3_port 1)
-prometheus-pushgateway --web.listen-address="127.0.0.1:$GW_PORT" \
-	--persistence.file="$T/pushgateway.data" >"$T/log/pushgateway.log" 2>&1 &
-BG_PIDS+=("$!")
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$GW_PORT/-/ready" >/dev/null && break; sleep 0.1; done
-curl -sf "http://127.0.0.1:$GW_PORT/-/ready" >/dev/null || fail "the Pushgateway did not start"
+pushgateway_start "$GW_PORT"
 
 E=(WALG_S3_PREFIX=s3://walc/gap AWS_ENDPOINT="$S3_ENDPOINT" AWS_S3_FORCE_PATH_STYLE=true
 	AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID"

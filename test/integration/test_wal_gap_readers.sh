@@ -29,19 +29,7 @@ rows() { # N: N rows, then a segment switch; prints the segment completed
 	switch_wal "$PORT"
 }
 # receive VAR=VALUE...: wal-receive in the background (RECV its pid) until the slot is active
-receive() {
-	as_pg env "${ENV[@]}" "$@" ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" wal-receive >>"$T/log/receive.log" 2>&1 &
-	BG_PIDS+=("$!")
-	RECV_JOB=$!
-	RECV=""
-	for _ in $(seq 1 200); do
-		RECV=$(pid_of "$WALC_PG wal-receive" "PGPORT=$PORT")
-		[ -n "$RECV" ] && [ "$(psqlc "$PORT" "SELECT count(*) FROM pg_replication_slots WHERE active")" = 1 ] && break
-		sleep 0.05
-	done
-	[ -n "$RECV" ] || { cat "$T/log/receive.log"; fail "wal-receive did not start"; }
-	BG_PIDS+=("$RECV")
-}
+receive() { wal_receive_start "$T/log/receive.log" "$@"; }
 stored() { # SEG: wait until SEG is in the repository
 	for _ in $(seq 1 300); do [ -e "$T/repo/wal_005/$1.lz4" ] && return 0; sleep 0.1; done
 	cat "$T/log/receive.log"

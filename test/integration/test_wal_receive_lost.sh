@@ -24,17 +24,7 @@ rows() { # N: N rows, then a segment switch; prints the segment completed
 	switch_wal "$PORT"
 }
 psqlc "$PORT" "CREATE TABLE t (id int, v text)"
-as_pg env "${ENV[@]}" ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" wal-receive >>"$T/receive.log" 2>&1 &
-RECV_JOB=$!
-BG_PIDS+=("$RECV_JOB")
-RECV=""
-for _ in $(seq 1 200); do
-	RECV=$(pid_of "$WALC_PG wal-receive" "PGPORT=$PORT")
-	[ -n "$RECV" ] && [ "$(psqlc "$PORT" "SELECT count(*) FROM pg_replication_slots WHERE active")" = 1 ] && break
-	sleep 0.05
-done
-[ -n "$RECV" ] || { cat "$T/receive.log"; fail "wal-receive did not start"; }
-BG_PIDS+=("$RECV")
+wal_receive_start "$T/receive.log"
 wrun_pg "${ENV[@]}" -- backup-push "$T/src"
 expect_rc 0 "backup-push"
 seg=$(rows 1000)
