@@ -152,8 +152,10 @@ static void run(const delete_options *o, err_code want)
 	retain_sort(&st);
 	err_code rc = retain_select(&st, o, NOW, &sc);
 	assert_int_equal(rc, want);
-	if (rc == E_OK && sc.act)
+	if (rc == E_OK && sc.act) {
+		obj_list_free(&plan.del); /* an earlier run's */
 		retain_plan_objects(&st, &sc, &lst, &plan);
+	}
 }
 
 /* st.b is sorted by run(): find a backup again by its start segment. */
