@@ -559,7 +559,8 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 	rc = metadata_only(r, &c, &meta_only);
 	if (rc == E_OK && meta_only)
 		log_info("%s: metadata only, no objects (a copy kept outside the repository, such as "
-				 "a volume snapshot): its WAL is checked",
+				 "a volume snapshot): its WAL is checked, and it is not recorded as verified "
+				 "(its files were never read)",
 				 name);
 	for (size_t i = 0; rc == E_OK && !meta_only && i < c.n; i++)
 		rc = verify_level(r, o, v, &c.lv[i], i > 0 ? &c.lv[i - 1] : NULL);
@@ -569,7 +570,8 @@ static err_code verify_one(repo *r, const backup_verify_options *o, vrun *v, con
 		goto out;
 summary:;
 	uint64_t found = v->nproblems - before;
-	if (o->record)
+	/* what retention keeps as proven must have been read whole */
+	if (o->record && !meta_only)
 		record(r, o, v, &c, name, found);
 	if (o->json) {
 		json_t *s = json_object();

@@ -24,6 +24,7 @@
 
 #define WARN_EVERY_S 60
 #define BEHIND_AGE_S 60		/* a file waiting this long means archiving is behind */
+#define BEHIND_BURST_S 5	/* with more files than one call uploads at once, this long */
 #define JOURNAL_KEEP 1000	/* recorded gaps the journal keeps, for backup-push's check */
 #define STATE_FILE "backlog.json"
 
@@ -457,11 +458,15 @@ err_code wal_lost_read_local(repo *r, const char *wal_dir, uint64_t seg_size, wa
 /* Warnings and reports                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Behind: more waits than one call uploads at once, for a minute, or over half the bound. */
+/*
+ * Behind: more waits than one call uploads at once and the oldest has waited a few seconds (a
+ * burst of segments that archiving drains at once is not), one has waited a minute, or the
+ * backlog is over half the bound.
+ */
 static bool behind(const config *cfg, const wal_backlog *b)
 {
-	return b->files > (uint64_t)cfg->upload_concurrency || b->oldest_s >= BEHIND_AGE_S ||
-		(b->limit > 0 && b->bytes > b->limit / 2);
+	return (b->files > (uint64_t)cfg->upload_concurrency && b->oldest_s >= BEHIND_BURST_S) ||
+		b->oldest_s >= BEHIND_AGE_S || (b->limit > 0 && b->bytes > b->limit / 2);
 }
 
 void wal_backlog_note(const char *state_dir, const config *cfg, const wal_backlog *b,

@@ -49,9 +49,10 @@ RSS_LIMIT_KIB=$(rss_limit_kib 100)
 trap 'rc=$?; set +e; rm -rf /tmp/walc-hostile-never-made /tmp/walc-hostile-oid; (exit $rc); it_cleanup' EXIT
 mkdir -p "$T/work"
 
-snapshot() { # the test directory outside destinations and walc's output files
+snapshot() { # the test directory outside destinations and walc's output files (and backup-verify's
+	# record of its outcome, walc_verified.json, which it keeps with the backup by design)
 	(cd "$T" && find . -path './sb-*/dest' -prune -o -path ./work -prune -o \
-		! -name '.w_*' ! -name rss -printf '%p %y %s %m %l\n' | sort)
+		! -name '.w_*' ! -name rss ! -name walc_verified.json -printf '%p %y %s %m %l\n' | sort)
 }
 # hrun ENV... -- ARGS: as wrun, under `timeout 60` and with the peak RSS in $H_RSS (KiB)
 hrun() {
