@@ -42,9 +42,10 @@ tests=(
 	stunnel4
 	openssh-server libnss-wrapper
 )
-# make image, make e2e-pod (test/e2e/pod.sh); curl and the PostgreSQL client on the host
+# make image, make e2e-pod (test/e2e/pod.sh); curl and the PostgreSQL client on the host; Ceph
+# RGW and awscli for its S3
 pod=(podman buildah runc catatonit conmon debootstrap prometheus prometheus-pushgateway curl
-	postgresql-client-15)
+	postgresql-client-15 radosgw ceph-mon ceph-osd ceph-common awscli)
 
 case ${1:-test} in
 demo) apt_install "${build[@]}" "${demo[@]}" ;;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make e2e-pod: walc as Kubernetes runs it, with podman kube play on the chart's rendered pods.
 #
-#   1. s3rver, Prometheus and the Pushgateway on 127.0.0.1 (host processes);
+#   1. Ceph RGW, Prometheus and the Pushgateway on 127.0.0.1 (host processes; RGW, not s3rver:
+#      the daemon and wal-receive store the same segments at once, and s3rver writes a PUT
+#      straight into its file, so two at once interleave into a corrupt object);
 #   2. PostgreSQL 15 (Debian's packages, deploy/image/postgres + the archive module) in the
 #      StatefulSet pod that test/e2e/postgres-statefulset.yaml builds from the chart's sidecar
 #      templates: walc-install copies the binary, the walc-daemon sidecar archives through the
@@ -42,8 +44,6 @@ T0=$SECONDS
 OUT=$ROOT/build/e2e
 LOGS=$OUT/logs
 KEY_HEX=7a1f0e3c5b9d2468ace013579bdf2468ace013579bdf2468ace013579bdf0123
-S3_KEY=S3RVER
-S3_SECRET=S3RVER
 PG_PASSWORD=e2e-postgres-password
 BACKUP_PASSWORD=e2e-walc-backup-password
 SECRETS=(walc-s3 postgres-credentials walc-backup-password walc-libsodium walc-pgp)
@@ -102,7 +102,7 @@ cleanup() {
 		podman pod rm -f -t 5 "$p" >/dev/null 2>&1
 	done
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	"$ROOT/test/servers/s3rver.sh" stop "$WORK/s3" >/dev/null 2>&1
+	"$ROOT/test/servers/ceph-rgw.sh" stop "$WORK/rgw" >/dev/null 2>&1
 	"$ROOT/test/servers/azurite.sh" stop "$WORK/azurite" >/dev/null 2>&1
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 	for c in "${VOLUMES[@]}"; do podman volume rm -f "$c" >/dev/null 2>&1; done
@@ -115,6 +115,16 @@ trap 'exit 1' INT TERM
 
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# free_ports N: a port P with P to P+N-1 free (RGW's monitor and OSD take the ports after S3's)
+free_ports() {
+	local p i
+	while :; do
+		p=$((20000 + RANDOM % 30000))
+		for ((i = 0; i < $1; i++)); do (exec 3<>"/dev/tcp/127.0.0.1/$((p + i))") 2>/dev/null && continue 2; done
+		echo "$p"
+		return
+	done
 }
 # wait_for SECONDS COMMAND...: until COMMAND succeeds, or fail after three times SECONDS
 # (SECONDS is ample on a quiet machine; CI's 2-core hosts have run the whole suite 2-3 times
@@ -153,12 +163,15 @@ play() {
 # --- servers on 127.0.0.1 ---------------------------------------------------------------------
 
 say "tools, servers"
-need "test tools (Helm, Node.js packages, s3rver)" \
-	bash -c "'$ROOT/test/deploy/tools.sh' && '$ROOT/test/servers/s3rver.sh' install"
+need "test tools (Helm, Node.js packages)" "$ROOT/test/deploy/tools.sh"
 HELM=$("$ROOT/test/deploy/tools.sh" bin)/helm
-S3_PORT=$(free_port) PG_PORT=$(free_port) PG2_PORT=$(free_port) METRICS_PORT=$(free_port)
+S3_PORT=$(free_ports 10) PG_PORT=$(free_port) PG2_PORT=$(free_port) METRICS_PORT=$(free_port)
 PROM_PORT=$(free_port) GW_PORT=$(free_port)
-need "s3rver on 127.0.0.1:$S3_PORT" "$ROOT/test/servers/s3rver.sh" start "$WORK/s3" "$S3_PORT" http
+need "Ceph RGW on 127.0.0.1:$S3_PORT" "$ROOT/test/servers/ceph-rgw.sh" start "$WORK/rgw" "$S3_PORT"
+S3_KEY=$(sed -n 's/^AWS_ACCESS_KEY_ID=//p' "$WORK/rgw/env")
+S3_SECRET=$(sed -n 's/^AWS_SECRET_ACCESS_KEY=//p' "$WORK/rgw/env")
+need "the bucket test on RGW" env AWS_ACCESS_KEY_ID="$S3_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET" \
+	AWS_DEFAULT_REGION=us-east-1 aws --endpoint-url "http://127.0.0.1:$S3_PORT" s3api create-bucket --bucket test
 
 # Debian's Pushgateway persists to /var/lib/prometheus/pushgateway.data unless told otherwise:
 # this run's groups stay in its own directory.
