@@ -493,9 +493,17 @@ static err_code wait_archived(pg_session *s, push_state *st, const backup_sentin
 		if ((rc = push_stopped(st)) != E_OK)
 			break;
 		/* a file dropped past WALG_WAL_BACKLOG_MAX counts as archived, the .backup after it
-		 * waits for a store that may be gone: the drop ends the wait, each second looked at */
-		if (waited % 1000 == 0 && (rc = check_wal_gaps(st, sen)) != E_OK)
-			break;
+		 * waits for a store that may be gone: the drop ends the wait, each second looked at
+		 * (a store that cannot be read now does not: the wait goes on, as archiving's) */
+		if (waited % 1000 == 0) {
+			err_code gap = check_wal_gaps(st, sen);
+			if (gap == E_NOTFOUND) {
+				rc = gap;
+				break;
+			}
+			if (gap != E_OK)
+				err_clear();
+		}
 		if (limit > 0 && waited >= limit) {
 			rc = err_set(E_IO,
 						 "WAL file %s was not archived within WALG_STOP_BACKUP_TIMEOUT "
