@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -310,6 +311,12 @@ static void *check_thread(void *arg)
 	obj_list_free(&l);
 	if (rc == E_OK && j->write)
 		rc = check_write(j->mem->st, j->bytes);
+	/*
+	 * The thread is detached and the process may end as soon as the waiter is told: OpenSSL's
+	 * state of this thread (the error queue a failed connection fills) goes now, not in a
+	 * thread-exit handler that may never run.
+	 */
+	OPENSSL_thread_stop();
 	/*
 	 * The member may be freed once this is 0: it is the thread's last use of it, before the
 	 * waiter learns the check is done.
