@@ -309,8 +309,9 @@ err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, 
 		if (rc == E_OK && st == REC_READ &&
 			(li.standby || strcmp(hi.label, li.label) != 0 ||
 			 strcmp(hi.start_time, li.start_time) != 0)) {
-			log_info("%s: %s is another backup's (its LABEL or START TIME differ): not compared",
-					 name, key);
+			log_info("%s: %s is another backup's (%s): not compared", name, key,
+					 li.standby ? "this one was taken on a standby, which archives none"
+								: "its LABEL or START TIME differ from backup_label's");
 		} else if (rc == E_OK && st == REC_READ) {
 			pg_lsn_format(s->finish_lsn, a);
 			pg_lsn_format(hi.stop, b);
