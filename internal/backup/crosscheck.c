@@ -297,7 +297,7 @@ err_code backup_crosscheck(repo *r, const char *name, const backup_sentinel *s, 
 	/* The history file is named by the start the label gives (the sentinel's may be wrong). */
 	if (rc == E_OK && li.start_ok && li.file[0] != '\0' && seg_size > 0) {
 		key = xasprintf("wal_005/%s.%08X.backup", li.file, (unsigned)(li.start % seg_size));
-		label_info hi;
+		label_info hi = { 0 };
 		rc = read_record(&c, key, NULL, &mb, &st);
 		if (rc == E_OK && st == REC_READ)
 			parse_label(&mb, &hi);
