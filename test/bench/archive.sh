@@ -6,22 +6,24 @@
 # archives, zstd everywhere:
 #   walc wal-push as archive_command; the walc_archive module with walc daemon; walc
 #   wal-receive (archive_mode off, a replication slot); WAL-G's wal-push; pgBackRest's
-#   archive-push with archive-async=y and process-max=2; and "none" (archive_mode off): the
-#   rate the machine sustains without archiving;
+#   archive-push with archive-async=y and process-max=2; PostgreSQL's own pg_receivewal (file
+#   system only, uncompressed: what streaming from a slot costs the server without walc); and
+#   "none" (archive_mode off): the rate the machine sustains without archiving;
 # each to the file system and to Ceph RGW (pgBackRest through stunnel: it speaks only HTTPS).
 # Per run: the WAL generated, the largest backlog (segments PostgreSQL keeps .ready, or for
 # wal-receive the complete segments its slot holds; sampled five times a second), the backlog
 # when the load stops, how long it then takes to drain, and the archiving processes' CPU for
 # all of the run's WAL (the archiver with the archive_command processes it waited for; the
-# daemon; wal-receive with its walsender; pgBackRest's async processes, which detach from the
+# daemon; wal-receive or pg_receivewal with its walsender, whose share is also given apart;
+# pgBackRest's async processes, which detach from the
 # archiver, counted by reaper.py, a subreaper the cluster runs under). report_archive.py
 # writes archive.md.
 #
 #   BENCH_ARCHIVE_SECONDS=60       each run's load
 #   BENCH_ARCHIVE_RUNS=$RUNS       runs of every path and store (the order rotates)
 #   BENCH_ARCHIVE_STORES="file rgw"
-#   BENCH_ARCHIVE_PATHS="none walc walc-daemon wal-receive pgbackrest wal-g"   (wal-g when run.sh
-#                                  found WAL-G)
+#   BENCH_ARCHIVE_PATHS="none walc walc-daemon wal-receive pg_receivewal pgbackrest wal-g"
+#                                  (wal-g when run.sh found WAL-G)
 #   BENCH_ARCHIVE_CLIENTS=$CORES   pgbench clients
 #   BENCH_ARCHIVE_MAX_GB=4         a run whose pg_wal passes this stops its load early (the
 #                                  disk is shared): its row says so
@@ -39,7 +41,7 @@ arc_cpu() {
 
 # arc_backlog: bytes waiting for the path now: .ready segments, or what the slot holds
 arc_backlog() {
-	if [ "$ARC_PATH" = wal-receive ]; then
+	if [ "$ARC_PATH" = wal-receive ] || [ "$ARC_PATH" = pg_receivewal ]; then
 		# complete segments only, as .ready counts them: the one being written cannot be stored
 		psqlc "$ARC_PORT" "SELECT greatest(0, ((pg_current_wal_lsn() - '0/0')::bigint / $ARC_SEG * $ARC_SEG - (restart_lsn - '0/0'))::bigint) FROM pg_replication_slots WHERE slot_name = 'walg'" 2>/dev/null || echo 0
 	else
@@ -103,7 +105,11 @@ arc_stored() {
 	local where=wal_005
 	[ "$ARC_PATH" != pgbackrest ] || where=archive
 	case $1 in
-	file) find "$A/repo/$where" -type f 2>/dev/null | grep -cE '/[0-9A-F]{24}[-.]' || true ;;
+	file) if [ "$ARC_PATH" = pg_receivewal ]; then
+			find "$A/repo" -type f 2>/dev/null | grep -cE '/[0-9A-F]{24}$' || true
+		else
+			find "$A/repo/$where" -type f 2>/dev/null | grep -cE '/[0-9A-F]{24}[-.]' || true
+		fi ;;
 	rgw) awsc s3 ls --recursive "s3://$ARC_BUCKET/r$2/$where/" 2>/dev/null | grep -cE '/[0-9A-F]{24}[-.]' || true ;;
 	esac
 }
@@ -119,7 +125,7 @@ arc_run() {
 	cp -a "$A/template" "$A/pg"
 	ARC_PORT=$(free_port)
 	case $ARC_PATH in
-	none | wal-receive) pg_conf "$A/pg" "archive_mode = off" ;;
+	none | wal-receive | pg_receivewal) pg_conf "$A/pg" "archive_mode = off" ;;
 	walc) cmd="env ${env[*]} $WALC_PG wal-push %p" ;;
 	wal-g) cmd="env ${env[*]} $WALG wal-push %p" ;;
 	pgbackrest)
@@ -160,12 +166,21 @@ arc_run() {
 			ASAN_OPTIONS="$ASAN_OPTIONS" "$WALC_PG" wal-receive >>"$T/log/arc-receive.log" 2>&1 &
 		await_pid "$WALC_PG wal-receive" "PGPORT=$ARC_PORT" "$T/log/arc-receive.log"
 		rpid=$AWAITED_PID
+	elif [ "$ARC_PATH" = pg_receivewal ]; then
+		as_pg "$PGBIN/pg_receivewal" -h "$T" -p "$ARC_PORT" -U postgres -S walg --create-slot \
+			>>"$T/log/arc-receive.log" 2>&1 || { cat "$T/log/arc-receive.log" >&2; fail "pg_receivewal --create-slot"; }
+		as_pg env PGPORT="$ARC_PORT" "$PGBIN/pg_receivewal" -h "$T" -U postgres -D "$A/repo" -S walg -n -s 1 \
+			>>"$T/log/arc-receive.log" 2>&1 &
+		await_pid "$PGBIN/pg_receivewal -h $T -U postgres -D $A/repo -S walg -n -s 1" "PGPORT=$ARC_PORT" "$T/log/arc-receive.log"
+		rpid=$AWAITED_PID
+	fi
+	if [ -n "$rpid" ]; then
 		for _ in $(seq 1 200); do
 			wpid=$(psqlc "$ARC_PORT" "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'walg'")
 			[ -n "$wpid" ] && break
 			sleep 0.05
 		done
-		[ -n "$wpid" ] || { cat "$T/log/arc-receive.log" >&2; fail "wal-receive did not start streaming"; }
+		[ -n "$wpid" ] || { cat "$T/log/arc-receive.log" >&2; fail "$ARC_PATH did not start streaming"; }
 	fi
 	apid=$(pgrep -P "$(head -n 1 "$A/pg/postmaster.pid")" -f 'archiver' || true)
 	first=$(psqlc "$ARC_PORT" "SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
@@ -177,6 +192,8 @@ arc_run() {
 		echo "$t"
 	}
 	c0=$(arc_ticks)
+	local s0=0 s1
+	[ -z "$wpid" ] || s0=$(arc_cpu "$wpid")
 	sync
 	t0=$(date +%s.%N)
 	as_pg "$PGBIN/pgbench" -h "$T" -p "$ARC_PORT" -U postgres -n -T "$ARC_SECONDS" -c "$ARC_CLIENTS" \
@@ -209,6 +226,8 @@ arc_run() {
 	fi
 	t2=$(date +%s.%N)
 	c1=$(arc_ticks)
+	s1=0
+	[ -z "$wpid" ] || s1=$(($(arc_cpu "$wpid") - s0))
 	local segs=$(((lsn1 - lsn0) / ARC_SEG)) stored=null cpu async=0
 	[ "$ARC_PATH" = none ] || stored=$(arc_stored "$store" "$run")
 	if [ "$ARC_PATH" = pgbackrest ]; then
@@ -219,10 +238,11 @@ arc_run() {
 		async=$(cat "$A/reaped" 2>/dev/null || echo 0)
 	fi
 	cpu=$(awk -v t=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v a="$async" 'BEGIN { printf "%.2f", t / hz + a }')
-	printf '{"dataset":"archive","op":"archive-keepup","tool":"%s","codec":"zstd","settings":"%s","run":%s,"wall":%s,"user":%s,"sys":0,"rss_kb":0,"bytes":%s,"name":"","stop_s":null,"max_backlog":%s,"end_backlog":%s,"drain_s":%s,"first":"%s","last":"%s","stored":%s,"early":%s,"clients":%s}\n' \
+	printf '{"dataset":"archive","op":"archive-keepup","tool":"%s","codec":"zstd","settings":"%s","run":%s,"wall":%s,"user":%s,"sys":0,"rss_kb":0,"bytes":%s,"name":"","stop_s":null,"max_backlog":%s,"end_backlog":%s,"drain_s":%s,"first":"%s","last":"%s","stored":%s,"early":%s,"clients":%s,"walsender_s":%s}\n' \
 		"$ARC_PATH" "$store" "$run" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" "$cpu" \
 		"$((lsn1 - lsn0))" "$max" "$end" "$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.2f", b - a }')" \
-		"$first" "$last" "$stored" "$early" "$ARC_CLIENTS" >>"$SAMPLES"
+		"$first" "$last" "$stored" "$early" "$ARC_CLIENTS" \
+		"$(awk -v t="$s1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }')" >>"$SAMPLES"
 	log "  archive $ARC_PATH to $store run $run: $(((lsn1 - lsn0) / 1048576)) MiB of WAL ($segs segments) in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", b - a }') s; backlog at most $((max / 1048576)) MiB, $((end / 1048576)) MiB at the end, drained in $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }') s; CPU ${cpu} s; stored $stored"
 	# wal-receive before the server, which would end its stream under it
 	[ -z "$rpid" ] || { kill "$rpid" 2>/dev/null || true; while kill -0 "$rpid" 2>/dev/null; do sleep 0.1; done; }
@@ -247,7 +267,7 @@ bench_archive() {
 		{ cat "$T/log/arc-module.log" >&2; fail "installing walc_archive"; }
 	log "archive: ${ARC_SECONDS} s of pgbench ($ARC_CLIENTS clients) per run, $runs run(s), stores: $stores"
 	arc_template
-	paths=(none walc walc-daemon wal-receive pgbackrest "${WALG_ITEMS[@]/walg/wal-g}")
+	paths=(none walc walc-daemon wal-receive pg_receivewal pgbackrest "${WALG_ITEMS[@]/walg/wal-g}")
 	[ -z "${BENCH_ARCHIVE_PATHS:-}" ] || read -r -a paths <<<"$BENCH_ARCHIVE_PATHS"
 	for store in $stores; do
 		if [ "$store" = rgw ]; then
@@ -260,6 +280,7 @@ bench_archive() {
 		for ((run = 1; run <= runs; run++)); do
 			while read -r item; do
 				[ "$item" != none ] || [ "$store" = "${stores%% *}" ] || continue
+				[ "$item" != pg_receivewal ] || [ "$store" = file ] || continue
 				arc_run "$item" "$store" "$run"
 			done < <(rotate $((run - 1)) "${paths[@]}")
 		done

@@ -13,9 +13,12 @@ PATHS = [("none", "no archiving (archive_mode off): the machine's rate"),
          ("walc", "walc wal-push (archive_command)"),
          ("walc-daemon", "walc_archive module + walc daemon"),
          ("wal-receive", "walc wal-receive (replication slot)"),
+         ("pg_receivewal", "PostgreSQL's pg_receivewal (replication slot, uncompressed)"),
          ("wal-g", "WAL-G v3.0.9 wal-push (archive_command)"),
          ("pgbackrest", "pgBackRest archive-push, archive-async=y, process-max=2")]
 WALC = ("walc", "walc-daemon", "wal-receive")
+# what the goal compares walc against; pg_receivewal is a floor of streaming, not a peer
+PEERS = ("wal-g", "pgbackrest")
 STORES = [("file", "file system"), ("rgw", "Ceph RGW")]
 
 
@@ -39,6 +42,8 @@ def summary(runs):
         "drain_s": med([r["drain_s"] for r in runs]),
         "cpu_s": med([r["user"] for r in runs]),
         "cpu_ms_per_seg": med([r["user"] * 1000 / s for r, s in zip(runs, segs) if s]),
+        "walsender_ms_per_seg": med([r["walsender_s"] * 1000 / s for r, s in zip(runs, segs)
+                                     if s and r.get("walsender_s")]),
         "stored_ok": all(r["stored"] is None or r["stored"] >= int(r["bytes"] // SEG) for r in runs),
         "early": any(r.get("early") for r in runs),
     }
@@ -60,7 +65,8 @@ def section(meta, samples):
          "(zstd everywhere). Backlog: the segments PostgreSQL keeps .ready (for wal-receive, the complete segments its slot holds), "
          "sampled five times a second; at the end: when the load stops; drain: from then until nothing waits. CPU: the "
          "archiving processes' (the archiver and the archive_command processes it waited for, the daemon, wal-receive "
-         "and its walsender, pgBackRest's async processes, counted by a subreaper), for all of the run's WAL. Medians of "
+         "and its walsender, pgBackRest's async processes, counted by a subreaper), for all of the run's WAL; "
+         "of which the walsender's, for the paths that stream from a slot, in brackets. Medians of "
          f"{max(v['runs'] for v in S.values())} run(s).", "",
          "| path | store | WAL MiB | MiB/s | largest backlog MiB | backlog at the end MiB | drain s | CPU s | "
          "CPU ms / segment | all stored |",
@@ -75,14 +81,15 @@ def section(meta, samples):
                      f"{fmt(d['rate_mib_s'])} | {fmt(d['max_backlog_mib'], 0) if path != 'none' else '—'} | "
                      f"{fmt(d['end_backlog_mib'], 0) if path != 'none' else '—'} | "
                      f"{fmt(d['drain_s']) if path != 'none' else '—'} | {fmt(d['cpu_s'])} | "
-                     f"{fmt(d['cpu_ms_per_seg'], 0) if path != 'none' else '—'} | "
+                     f"{fmt(d['cpu_ms_per_seg'], 0) if path != 'none' else '—'}"
+                     f"{'' if d['walsender_ms_per_seg'] is None else ' (' + fmt(d['walsender_ms_per_seg'], 0) + ')'} | "
                      f"{'—' if path == 'none' else ('yes' if d['stored_ok'] else 'NO')} |")
     L.append("")
     targets = []
     for store, sname in STORES:
         tools = {p: S[(p, store)] for p, _ in PATHS if p != "none" and (p, store) in S}
         walc = {p: d for p, d in tools.items() if p in WALC}
-        peers = {p: d for p, d in tools.items() if p not in WALC}
+        peers = {p: d for p, d in tools.items() if p in PEERS}
         if not walc or not peers:
             continue
         worst = max(walc, key=lambda p: walc[p]["end_backlog_mib"])

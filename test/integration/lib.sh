@@ -129,7 +129,7 @@ it_cleanup() {
 		echo "$IT_FAILURES failure(s)" >&2
 		rc=1
 	fi
-	for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	for d in "${PG_RUNNING[@]}"; do
 		[ -f "$d/postmaster.pid" ] && as_pg "$PGBIN/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1
 	done
