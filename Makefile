@@ -1,5 +1,6 @@
-# walc build. Sources are discovered: internal/<concern>/*.c form the library, cmd/walc the
-# binary, test/unit/test_*.c one cmocka program each, test/fuzz/fuzz_*.c one libFuzzer target each.
+# walc build. Sources are discovered: internal/<concern>/*.c and internal/<concern>/<room>/*.c
+# form the library, cmd/walc the binary, test/unit/test_*.c one cmocka program each,
+# test/fuzz/fuzz_*.c one libFuzzer target each.
 
 CC       ?= cc
 BUILD    ?= build
@@ -12,7 +13,8 @@ CPPFLAGS += -D_GNU_SOURCE $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -pthread
 LDFLAGS  += $(EXTRA_LDFLAGS)
 
-LIB_SRC   := $(sort $(wildcard internal/*/*.c))
+LIB_SRC   := $(sort $(wildcard internal/*/*.c internal/*/*/*.c))
+LIB_HDR   := $(wildcard internal/*/*.h internal/*/*/*.h)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CMD_SRC   := $(sort $(wildcard cmd/walc/*.c))
 CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)
@@ -65,7 +67,7 @@ $(BUILD)/flags.stamp: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(CC) $(EXTRA_CFLAGS) $(EXTRA_LDFLAGS)' | cmp -s - $@ || echo '$(CC) $(EXTRA_CFLAGS) $(EXTRA_LDFLAGS)' >$@
 
-$(BUILD)/%.o: %.c $(wildcard internal/*/*.h cmd/walc/*.h) $(BUILD)/flags.stamp
+$(BUILD)/%.o: %.c $(LIB_HDR) $(wildcard cmd/walc/*.h) $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -225,7 +227,7 @@ lint-deploy:
 	@test/deploy/check.sh
 
 format:
-	clang-format -i $(LIB_SRC) $(CMD_SRC) $(wildcard internal/*/*.h) $(UNIT_SRC) $(FUZZ_SRC)
+	clang-format -i $(LIB_SRC) $(CMD_SRC) $(LIB_HDR) $(UNIT_SRC) $(FUZZ_SRC)
 
 # cppcheck, and the layering rules of docs/ARCHITECTURE.md (with a self-test that a planted
 # upward include, sideways include or fork() below cmd/ is caught).
