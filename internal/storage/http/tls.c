@@ -4,7 +4,7 @@
  * crypto/x509 reads them on Linux, since that is how WAL-G users hand a private CA to WAL-G
  * and libcurl ignores both; otherwise the system bundle.
  */
-#include "internal/storage/http_impl.h"
+#include "internal/storage/http/http_impl.h"
 
 #include <curl/curl.h>
 #include <dirent.h>

@@ -4,7 +4,7 @@
  * credentials file, then the ECS container endpoint or EC2 instance metadata (IMDSv2). No
  * credential is ever logged.
  */
-#include "internal/storage/s3.h"
+#include "internal/storage/s3/s3.h"
 
 #include <ctype.h>
 #include <curl/curl.h>

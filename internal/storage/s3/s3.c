@@ -4,7 +4,7 @@
  * style), SigV4 on every attempt, S3's error codes, ListObjectsV2 and DeleteObjects. Uploads
  * are in s3put.c.
  */
-#include "internal/storage/s3.h"
+#include "internal/storage/s3/s3.h"
 
 #include <ctype.h>
 #include <errno.h>

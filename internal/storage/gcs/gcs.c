@@ -6,7 +6,7 @@
  * HTTP, no credentials, as WAL-G's client does), the JSON API's answers and errors.
  * Operations are in gcsobj.c.
  */
-#include "internal/storage/gcs.h"
+#include "internal/storage/gcs/gcs.h"
 
 #include <ctype.h>
 #include <jansson.h>

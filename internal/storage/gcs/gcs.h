@@ -7,7 +7,7 @@
 #ifndef WALC_INTERNAL_STORAGE_GCS_H
 #define WALC_INTERNAL_STORAGE_GCS_H
 
-#include "internal/storage/http.h"
+#include "internal/storage/http/http.h"
 
 /* Opens the GCS backend for cfg->gs_prefix (gs://bucket/path). */
 err_code storage_gcs_open(const config *cfg, storage **out);

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "internal/core/core.h"
-#include "internal/storage/http.h"
+#include "internal/storage/http/http.h"
 #include "internal/storage/storage.h"
 
 /* Opens the S3 backend for cfg->s3_prefix, reading and validating the S3_* / AWS_* variables. */

@@ -5,7 +5,7 @@
  * tokens from a service principal, AKS workload identity or managed identity), Azure's error
  * codes, and the parsers of its listing and batch answers. Operations are in azblob.c.
  */
-#include "internal/storage/azure.h"
+#include "internal/storage/azure/azure.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -4,7 +4,7 @@
  * of a failed upload are never visible and Azure drops them); ranged, ETag-pinned GETs; List
  * Blobs pages; deletes in Blob Batch requests of up to 256.
  */
-#include "internal/storage/azure.h"
+#include "internal/storage/azure/azure.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,8 +5,8 @@
  * writes. libssh2 runs non-blocking: every wait is a poll of the socket that watches the
  * cancellation and the stall timeout.
  */
-#include "internal/storage/http.h"
-#include "internal/storage/sftp.h"
+#include "internal/storage/http/http.h"
+#include "internal/storage/sftp/sftp.h"
 
 #include <ctype.h>
 #include <errno.h>

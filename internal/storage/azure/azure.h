@@ -6,7 +6,7 @@
 #ifndef WALC_INTERNAL_STORAGE_AZURE_H
 #define WALC_INTERNAL_STORAGE_AZURE_H
 
-#include "internal/storage/http.h"
+#include "internal/storage/http/http.h"
 
 /* Opens the Azure Blob backend for cfg->az_prefix (azure://container/path). */
 err_code storage_az_open(const config *cfg, storage **out);

@@ -3,7 +3,7 @@
  * events. The input is untrusted: documents are capped, DOCTYPEs refused (no entity tricks),
  * nesting and text bounded.
  */
-#include "internal/storage/http.h"
+#include "internal/storage/http/http.h"
 
 #include <expat.h>
 #include <errno.h>

@@ -9,8 +9,8 @@
  * acknowledgements left it, a get reads on from the byte it had reached, pinned to the
  * object's size and time.
  */
-#include "internal/storage/http.h"
-#include "internal/storage/sftp.h"
+#include "internal/storage/http/http.h"
+#include "internal/storage/sftp/sftp.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -4,7 +4,7 @@
  * answers that it expired; the answers of token endpoints parsed with a size cap. No token
  * is ever logged.
  */
-#include "internal/storage/http.h"
+#include "internal/storage/http/http.h"
 
 #include <jansson.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * with alt=media resume with Range, pinned to the generation they started reading. Listing
  * pages of objects.list; deletes in parallel (WALG_UPLOAD_CONCURRENCY wide).
  */
-#include "internal/storage/gcs.h"
+#include "internal/storage/gcs/gcs.h"
 
 #include <stdlib.h>
 #include <string.h>

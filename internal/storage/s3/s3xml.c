@@ -1,5 +1,5 @@
 /* S3 and STS XML answers (listings, upload ids, delete results, credentials) over xml.c. */
-#include "internal/storage/s3.h"
+#include "internal/storage/s3/s3.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * SFTP_PACKET_MAX) and matched to requests. Everything a server sends is untrusted here
  * (test/fuzz/fuzz_sftp.c feeds it arbitrary bytes).
  */
-#include "internal/storage/sftp.h"
+#include "internal/storage/sftp/sftp.h"
 
 #include <stdlib.h>
 #include <string.h>

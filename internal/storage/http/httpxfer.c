@@ -6,7 +6,7 @@
  * keep it, bounded. The unit-test seam answers here, through those same callbacks, so the
  * retry loop of http.c above it is the real one.
  */
-#include "internal/storage/http_impl.h"
+#include "internal/storage/http/http_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,7 @@
  * streamed while the partitions are written) cannot deadlock with them. The object is
  * completed only when every part succeeded, and aborted otherwise.
  */
-#include "internal/storage/http.h"
+#include "internal/storage/http/http.h"
 
 #include <stdlib.h>
 #include <string.h>

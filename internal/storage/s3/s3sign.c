@@ -1,5 +1,5 @@
 /* AWS Signature Version 4 for S3 (and STS) requests, with OpenSSL's HMAC-SHA256 and SHA-256. */
-#include "internal/storage/s3.h"
+#include "internal/storage/s3/s3.h"
 
 #include <ctype.h>
 #include <openssl/evp.h>

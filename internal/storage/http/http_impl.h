@@ -8,7 +8,7 @@
 
 #include <curl/curl.h>
 
-#include "internal/storage/http.h"
+#include "internal/storage/http/http.h"
 
 typedef struct xfer {
 	http_request *req;

@@ -4,7 +4,7 @@
  * aborted otherwise), so an object is complete or absent. put_new makes every write
  * conditional (If-None-Match: *). Deletes of many objects are DeleteObjects requests.
  */
-#include "internal/storage/s3.h"
+#include "internal/storage/s3/s3.h"
 
 #include <openssl/evp.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * resumes with a Range request where a broken connection left it, pinned to the object it
  * started reading.
  */
-#include "internal/storage/http_impl.h"
+#include "internal/storage/http/http_impl.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * Small pieces every HTTP object store needs: name/value lists, percent and base64 encodings,
  * digests and HMAC, XML escaping, HTTP and ISO dates, small secret files.
  */
-#include "internal/storage/http.h"
+#include "internal/storage/http/http.h"
 
 #include <ctype.h>
 #include <errno.h>
