@@ -4,7 +4,7 @@
  * operator placed a tablespace, each place empty (or, with --delta, a stopped copy of this
  * cluster and its tablespaces' PG_<version> folders).
  */
-#include "internal/backup/fetch_impl.h"
+#include "internal/backup/restore/fetch_impl.h"
 
 #include <dirent.h>
 #include <endian.h>

@@ -7,8 +7,8 @@
  * object held. Objects already under the current key are left alone, so a run that was
  * killed is finished by the next one.
  */
-#include "internal/backup/fetch_impl.h"
-#include "internal/backup/retention_impl.h"
+#include "internal/backup/restore/fetch_impl.h"
+#include "internal/backup/manage/retention_impl.h"
 
 #include <pthread.h>
 #include <stdlib.h>

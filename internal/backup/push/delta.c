@@ -2,7 +2,7 @@
  * Delta backups: choosing the base (reference §8.1), deciding per file whether it is skipped,
  * stored as an increment of changed pages, or stored whole (§8.2, §8.3).
  */
-#include "internal/backup/push_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 #include <endian.h>
 #include <errno.h>

@@ -6,7 +6,7 @@
  * no kept backup can need it; a backup whose sentinel cannot be read is left alone;
  * `everything` removes only basebackups_005/ and wal_005/.
  */
-#include "internal/backup/retention_impl.h"
+#include "internal/backup/manage/retention_impl.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * get every member held to what files_metadata.json recorded for it, checked as the bytes
  * pass (XXH3 at memory speed), never by reading a written file back.
  */
-#include "internal/backup/extract.h"
+#include "internal/backup/restore/extract.h"
 
 #include <endian.h>
 #include <errno.h>

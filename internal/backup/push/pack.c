@@ -3,7 +3,7 @@
  * (read -> tar -> compress -> encrypt -> storage), rolling over to a new part once the
  * partition holds more than WALG_TAR_SIZE_THRESHOLD bytes of content, as WAL-G does.
  */
-#include "internal/backup/push_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

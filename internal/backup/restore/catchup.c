@@ -11,7 +11,7 @@
  * into its file, relation files the primary no longer has are removed, and pg_control comes
  * back last.
  */
-#include "internal/backup/fetch_impl.h"
+#include "internal/backup/restore/fetch_impl.h"
 
 #include <dirent.h>
 #include <endian.h>

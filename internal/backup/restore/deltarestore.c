@@ -5,7 +5,7 @@
  * that differs (changed, corrupted, missing) is restored, and anything the backup does not
  * have is removed. Parts whose files are all intact are never downloaded.
  */
-#include "internal/backup/fetch_impl.h"
+#include "internal/backup/restore/fetch_impl.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -7,7 +7,7 @@
  * LOCATION); metadata.json, written with the sentinel, must agree too. backup-verify reports
  * each disagreement; backup-push does not build a delta on it.
  */
-#include "internal/backup/push_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 #include <endian.h>
 #include <stdarg.h>

@@ -2,7 +2,7 @@
  * backup-fetch: resolve the chain (full, then each delta), work out which files each level
  * must supply, and extract level by level in parallel streams, pg_control last.
  */
-#include "internal/backup/fetch_impl.h"
+#include "internal/backup/restore/fetch_impl.h"
 
 #include <dirent.h>
 #include <errno.h>

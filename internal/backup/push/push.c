@@ -3,7 +3,7 @@
  * WALG_UPLOAD_DISK_CONCURRENCY packers stream the data directory into tar partitions; then
  * pg_control, stop, backup_label, metadata, files metadata, and the sentinel last.
  */
-#include "internal/backup/push_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * into WAL-G's partitions, so a pod without PGDATA can take backups. On 17+ with WAL summaries
  * a delta is an incremental backup whose INCREMENTAL files become WAL-G increments.
  */
-#include "internal/backup/push_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

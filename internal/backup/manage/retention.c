@@ -3,7 +3,7 @@
  * reads the repository into plain data, has retplan.c decide, records the intent, and
  * deletes (or, without confirm, lists) what the plan holds.
  */
-#include "internal/backup/retention_impl.h"
+#include "internal/backup/manage/retention_impl.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -2,7 +2,7 @@
 #ifndef WALC_INTERNAL_BACKUP_FETCH_IMPL_H
 #define WALC_INTERNAL_BACKUP_FETCH_IMPL_H
 
-#include "internal/backup/extract.h"
+#include "internal/backup/restore/extract.h"
 
 typedef struct level {
 	char *name;

@@ -5,7 +5,7 @@
  * recorded offset, or to the end of the object. The needed members' frames, merged where
  * they touch, are all a restore has to read.
  */
-#include "internal/backup/fetch_impl.h"
+#include "internal/backup/restore/fetch_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * whole listing in memory, and a database directory can hold hundreds of thousands of
  * relation files. Nothing depends on the order; a directory still comes before its contents.
  */
-#include "internal/backup/push_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -5,8 +5,8 @@
  * the backup records with them), and skips the other relation files. A skipped relation holds
  * only what WAL replay writes into it.
  */
-#include "internal/backup/fetch_impl.h"
-#include "internal/backup/push_impl.h"
+#include "internal/backup/restore/fetch_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 #include <regex.h>
 #include <stdint.h>

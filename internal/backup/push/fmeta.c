@@ -9,7 +9,7 @@
  * Files comes out in the order the packers finish their files rather than sorted; JSON
  * objects have no order, and WAL-G reads Files into a map.
  */
-#include "internal/backup/push_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

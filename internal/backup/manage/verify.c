@@ -4,8 +4,8 @@
  * file's size and checksum compared with files_metadata.json, every page of a relation file
  * held to pg's page rule, and the WAL from the backup's start to its stop read the same way.
  */
-#include "internal/backup/fetch_impl.h"
-#include "internal/backup/push_impl.h"
+#include "internal/backup/restore/fetch_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 #include <pthread.h>
 #include <stdarg.h>

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal/backup/fetch_impl.h"
+#include "internal/backup/restore/fetch_impl.h"
 #include "internal/catalog/catalog.h"
 #include "internal/pg/pg.h"
 

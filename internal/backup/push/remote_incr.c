@@ -3,7 +3,7 @@
  * each INCREMENTAL.<relfile> member turned into a WAL-G increment (reference §8.3) of the same
  * relation file, and the backup_label made that of a plain backup, as pg_combinebackup would.
  */
-#include "internal/backup/push_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 #include <endian.h>
 #include <stdlib.h>
