@@ -210,7 +210,7 @@ void fmeta_free(fmeta *f);
 err_code fmeta_member(push_state *st, const char *key);
 err_code fmeta_text(push_state *st, const char *text, size_t len);
 /*
- * WAL-G's DatabasesByNames (partial.c), into files_metadata.json as the relations are read:
+ * WAL-G's DatabasesByNames (dbnames.c), into files_metadata.json as the relations are read:
  * every database that allows connections, its relations by name with their files; a database
  * that cannot be read is left out with a warning.
  */
