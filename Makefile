@@ -71,14 +71,14 @@ $(BUILD)/%.o: %.c $(LIB_HDR) $(wildcard cmd/walc/*.h) $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-# XXH3's AVX2 code, in a file of its own (internal/core/hash_avx2.c); hash.c calls it only on a
-# CPU that has AVX2.
+# XXH3's AVX2 code, in a file of its own (internal/core/keys/hash_avx2.c); hash.c calls it only
+# on a CPU that has AVX2.
 ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine)),)
-$(BUILD)/internal/core/hash_avx2.o: CFLAGS += -mavx2
+$(BUILD)/internal/core/keys/hash_avx2.o: CFLAGS += -mavx2
 endif
 
-# The static build's memcpy for short copies (internal/core/memcpy_small.c, linked there with
-# --wrap=memcpy) is tested here on its own, its long copies going to the C library's memcpy.
+# The static build's memcpy for short copies (internal/core/mem/memcpy_small.c, linked there
+# with --wrap=memcpy) is tested here on its own, its long copies going to the C library's memcpy.
 $(BUILD)/test/test_core: LDFLAGS += -Wl,--defsym=__real_memcpy=memcpy
 
 # Unit programs and fuzz targets are compiled, then linked: a compile-and-link command is one

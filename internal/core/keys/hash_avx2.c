@@ -5,7 +5,7 @@
  * only when the CPU says it has AVX2. xxhash's own run-time dispatch is built into the shared
  * libxxhash only; walc inlines xxhash, so both builds pick the same way, here.
  */
-#include "internal/core/hash_impl.h"
+#include "internal/core/keys/hash_impl.h"
 
 #if defined(__x86_64__)
 #ifndef __AVX2__

@@ -3,7 +3,7 @@
  * to every backup read and strong enough to tell a changed or corrupted file from the stored one.
  */
 #include "internal/core/core.h"
-#include "internal/core/hash_impl.h"
+#include "internal/core/keys/hash_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
