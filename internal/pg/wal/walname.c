@@ -1,7 +1,7 @@
 /* WAL file names: %08X%08X%08X of timeline, segno / segments-per-xlogid, segno % that. */
 #include "internal/pg/bytes_impl.h"
 #include "internal/pg/pg.h"
-#include "internal/pg/walpage_impl.h"
+#include "internal/pg/wal/walpage_impl.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * START_REPLICATION stream (CopyBoth: XLogData and keepalives from the server, standby status
  * updates from us), as pg_receivewal speaks it.
  */
-#include "internal/pg/session_impl.h"
+#include "internal/pg/server/session_impl.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -1,5 +1,5 @@
 /* The SQL side of a non-exclusive base backup, held on one session from start to stop. */
-#include "internal/pg/session_impl.h"
+#include "internal/pg/server/session_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

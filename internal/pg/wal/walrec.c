@@ -9,7 +9,7 @@
  */
 #include "internal/pg/bytes_impl.h"
 #include "internal/pg/pg.h"
-#include "internal/pg/walpage_impl.h"
+#include "internal/pg/wal/walpage_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

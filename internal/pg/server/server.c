@@ -1,5 +1,5 @@
 /* What commands ask the server before and around their work: settings, identity, WAL state. */
-#include "internal/pg/session_impl.h"
+#include "internal/pg/server/session_impl.h"
 
 #include <errno.h>
 #include <stdio.h>

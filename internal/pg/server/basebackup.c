@@ -6,7 +6,7 @@
  * handler in one shape. After the data the server waits for its archiver to archive the
  * backup's WAL, sending nothing: that wait is watched, said, and bounded.
  */
-#include "internal/pg/session_impl.h"
+#include "internal/pg/server/session_impl.h"
 
 #include <errno.h>
 #include <poll.h>

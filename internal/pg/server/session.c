@@ -1,5 +1,5 @@
 /* libpq sessions from the PG* environment, with errors that name the server. */
-#include "internal/pg/session_impl.h"
+#include "internal/pg/server/session_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

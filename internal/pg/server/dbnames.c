@@ -3,7 +3,7 @@
  * each database that allows connections, its relations read on a session of its own, row by
  * row, so that memory does not grow with their number.
  */
-#include "internal/pg/session_impl.h"
+#include "internal/pg/server/session_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
