@@ -54,9 +54,9 @@ if [ "${1:-}" = --self-test ]; then
 	trap 'rm -rf "$tmp"' EXIT
 	cp -r "$here/internal" "$tmp/"
 	check "$tmp" >/dev/null || { echo "layers self-test: the tree itself fails"; exit 1; }
-	printf '#include "internal/backup/backup.h"\n' >>"$tmp/internal/wal/push.c"
+	printf '#include "internal/backup/backup.h"\n' >>"$tmp/internal/wal/push/push.c"
 	if check "$tmp" >/dev/null; then echo "layers self-test: an upward include was not caught"; exit 1; fi
-	cp "$here/internal/wal/push.c" "$tmp/internal/wal/push.c"
+	cp "$here/internal/wal/push/push.c" "$tmp/internal/wal/push/push.c"
 	printf '#include "internal/tar/tar.h"\n' >>"$tmp/internal/codec/codec.c"
 	if check "$tmp" >/dev/null; then echo "layers self-test: a sideways include was not caught"; exit 1; fi
 	cp "$here/internal/codec/codec.c" "$tmp/internal/codec/codec.c"
