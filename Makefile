@@ -229,8 +229,9 @@ lint-deploy:
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(LIB_HDR) $(UNIT_SRC) $(FUZZ_SRC)
 
-# cppcheck, and the layering rules of docs/ARCHITECTURE.md (with a self-test that a planted
-# upward include, sideways include or fork() below cmd/ is caught).
+# cppcheck, and the layering rules of docs/ARCHITECTURE.md, between modules and between the
+# rooms of one (with a self-test that a planted violation of each rule, fork() below cmd/
+# included, is caught).
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --suppress=unknownMacro \
 	  -I. internal cmd
