@@ -1,5 +1,6 @@
-# walc build. Sources are discovered: internal/<concern>/*.c form the library, cmd/walc the
-# binary, test/unit/test_*.c one cmocka program each, test/fuzz/fuzz_*.c one libFuzzer target each.
+# walc build. Sources are discovered: internal/<concern>/*.c and internal/<concern>/<room>/*.c
+# form the library, cmd/walc the binary, test/unit/test_*.c one cmocka program each,
+# test/fuzz/fuzz_*.c one libFuzzer target each.
 
 CC       ?= cc
 BUILD    ?= build
@@ -12,7 +13,8 @@ CPPFLAGS += -D_GNU_SOURCE $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -pthread
 LDFLAGS  += $(EXTRA_LDFLAGS)
 
-LIB_SRC   := $(sort $(wildcard internal/*/*.c))
+LIB_SRC   := $(sort $(wildcard internal/*/*.c internal/*/*/*.c))
+LIB_HDR   := $(wildcard internal/*/*.h internal/*/*/*.h)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CMD_SRC   := $(sort $(wildcard cmd/walc/*.c))
 CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)
@@ -65,18 +67,18 @@ $(BUILD)/flags.stamp: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(CC) $(EXTRA_CFLAGS) $(EXTRA_LDFLAGS)' | cmp -s - $@ || echo '$(CC) $(EXTRA_CFLAGS) $(EXTRA_LDFLAGS)' >$@
 
-$(BUILD)/%.o: %.c $(wildcard internal/*/*.h cmd/walc/*.h) $(BUILD)/flags.stamp
+$(BUILD)/%.o: %.c $(LIB_HDR) $(wildcard cmd/walc/*.h) $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-# XXH3's AVX2 code, in a file of its own (internal/core/hash_avx2.c); hash.c calls it only on a
-# CPU that has AVX2.
+# XXH3's AVX2 code, in a file of its own (internal/core/keys/hash_avx2.c); hash.c calls it only
+# on a CPU that has AVX2.
 ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine)),)
-$(BUILD)/internal/core/hash_avx2.o: CFLAGS += -mavx2
+$(BUILD)/internal/core/keys/hash_avx2.o: CFLAGS += -mavx2
 endif
 
-# The static build's memcpy for short copies (internal/core/memcpy_small.c, linked there with
-# --wrap=memcpy) is tested here on its own, its long copies going to the C library's memcpy.
+# The static build's memcpy for short copies (internal/core/mem/memcpy_small.c, linked there
+# with --wrap=memcpy) is tested here on its own, its long copies going to the C library's memcpy.
 $(BUILD)/test/test_core: LDFLAGS += -Wl,--defsym=__real_memcpy=memcpy
 
 # Unit programs and fuzz targets are compiled, then linked: a compile-and-link command is one
@@ -225,10 +227,11 @@ lint-deploy:
 	@test/deploy/check.sh
 
 format:
-	clang-format -i $(LIB_SRC) $(CMD_SRC) $(wildcard internal/*/*.h) $(UNIT_SRC) $(FUZZ_SRC)
+	clang-format -i $(LIB_SRC) $(CMD_SRC) $(LIB_HDR) $(UNIT_SRC) $(FUZZ_SRC)
 
-# cppcheck, and the layering rules of docs/ARCHITECTURE.md (with a self-test that a planted
-# upward include, sideways include or fork() below cmd/ is caught).
+# cppcheck, and the layering rules of docs/ARCHITECTURE.md, between modules and between the
+# rooms of one (with a self-test that a planted violation of each rule, fork() below cmd/
+# included, is caught).
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --suppress=unknownMacro \
 	  -I. internal cmd

@@ -325,9 +325,9 @@ build_walc() {
 	# - -isystem: the prefix plays the part of /usr/include in the ordinary build, so its headers
 	#   are system headers (warnings in them, e.g. brotli's -Wvla, are not walc's); GCC then
 	#   ignores pkg-config's -I for the same directory. WALC_MIMALLOC: walc may call mimalloc's
-	#   own interface (internal/core/hugepages.c).
+	#   own interface (internal/core/mem/hugepages.c).
 	# - --wrap=memcpy: every memcpy call, the libraries' and musl's own included, goes through
-	#   internal/core/memcpy_small.c, which copies short runs itself (musl's memcpy is slow
+	#   internal/core/mem/memcpy_small.c, which copies short runs itself (musl's memcpy is slow
 	#   at a few bytes, and jansson copies byte by byte).
 	# - mimalloc.o: the allocator in place of musl's (one lock for all threads); an object, so
 	#   its malloc and free are taken before libc.a is searched.

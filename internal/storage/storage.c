@@ -1,9 +1,9 @@
 /* Backend-independent parts of storage: dispatch, key checks, listing helpers. */
 #include "internal/storage/storage.h"
-#include "internal/storage/azure.h"
-#include "internal/storage/gcs.h"
-#include "internal/storage/s3.h"
-#include "internal/storage/sftp.h"
+#include "internal/storage/azure/azure.h"
+#include "internal/storage/gcs/gcs.h"
+#include "internal/storage/s3/s3.h"
+#include "internal/storage/sftp/sftp.h"
 
 #include <stdlib.h>
 #include <string.h>

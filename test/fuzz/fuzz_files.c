@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal/backup/push_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal/backup/extract.h"
+#include "internal/backup/restore/extract.h"
 #include "internal/tar/tar.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -6,7 +6,7 @@
  */
 #include <stdlib.h>
 
-#include "internal/backup/push_impl.h"
+#include "internal/backup/push/push_impl.h"
 #include "internal/pg/pg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal/backup/extract.h"
+#include "internal/backup/restore/extract.h"
 #include "internal/daemon/daemon.h"
 #include "internal/pg/pg.h"
 #include "internal/storage/storage.h"

@@ -4,8 +4,8 @@
  * token answers (Google, Azure AD, the metadata servers), Azure's List Blobs XML and Blob
  * Batch multipart answers. Seeds in corpus/fuzz_objstore are real-shaped answers.
  */
-#include "internal/storage/azure.h"
-#include "internal/storage/gcs.h"
+#include "internal/storage/azure/azure.h"
+#include "internal/storage/gcs/gcs.h"
 
 #include <stdlib.h>
 #include <string.h>

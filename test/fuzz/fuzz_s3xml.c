@@ -3,7 +3,7 @@
  * ListObjectsV2, Error, InitiateMultipartUpload, DeleteObjects, AssumeRoleWithWebIdentity,
  * and the date formats. Seeds in corpus/fuzz_s3xml are real-shaped answers.
  */
-#include "internal/storage/s3.h"
+#include "internal/storage/s3/s3.h"
 
 #include <stdlib.h>
 #include <string.h>

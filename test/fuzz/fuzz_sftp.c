@@ -4,7 +4,7 @@
  * test seam by a "server" whose byte stream is the input (the first byte picks the
  * operation). Seeds in corpus/fuzz_sftp are replies shaped as OpenSSH's.
  */
-#include "internal/storage/sftp.h"
+#include "internal/storage/sftp/sftp.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal/storage/s3.h"
+#include "internal/storage/s3/s3.h"
 #include "internal/storage/storage.h"
 
 static int fail(const char *what)

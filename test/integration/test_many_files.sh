@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# More files than one run of a keytab holds (16,384 keys, internal/core/keytab.c): a cluster of
+# More files than one run of a keytab holds (16,384 keys, internal/core/keys/keytab.c): a cluster of
 # about 18,000 relation files, a full backup and a delta after a few tables changed. Every
 # table a restore keeps of Files, each need set and the set of files --delta finds intact is
 # then merged from several runs. The chain verifies clean and restores to the source's dump,

@@ -6,7 +6,8 @@
 #   - --version runs and names the repository's VERSION, also with an empty environment;
 #   - as root: --version runs in a chroot that holds nothing but the binary (no libc, no loader,
 #     no /etc), so nothing is loaded from the host at start;
-#   - wal-push asks for transparent huge pages and backup-push does not (internal/core/hugepages.c).
+#   - wal-push asks for transparent huge pages and backup-push does not
+#     (internal/core/mem/hugepages.c).
 # Prints PASS/FAIL per check and "static-check: N passed, N failed" last; exit 1 on any failure.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

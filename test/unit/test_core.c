@@ -400,7 +400,8 @@ static void test_hash128_long(void **state)
 	free(buf);
 }
 
-/* internal/core/memcpy_small.c: the static build's memcpy (this test links __real_memcpy to memcpy) */
+/* internal/core/mem/memcpy_small.c: the static build's memcpy (this test links __real_memcpy to
+ * memcpy) */
 void *__wrap_memcpy(void *restrict dst, const void *restrict src, size_t n);
 
 /* Every length around the shim's cases (0-3, 4-7, 8-15, 16-32, longer), at every alignment. */

@@ -16,8 +16,8 @@
 
 #include "test/unit/unit.h"
 
-#include "internal/backup/extract.h"
-#include "internal/backup/push_impl.h"
+#include "internal/backup/restore/extract.h"
+#include "internal/backup/push/push_impl.h"
 #include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal/backup/push_impl.h"
+#include "internal/backup/push/push_impl.h"
 
 typedef struct collected {
 	char **names;

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal/storage/azure.h"
-#include "internal/storage/gcs.h"
+#include "internal/storage/azure/azure.h"
+#include "internal/storage/gcs/gcs.h"
 
 static const char *const vars[] = {
 	"WALG_GS_PREFIX", "STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "GCS_ENDPOINT",

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal/backup/fetch_impl.h"
+#include "internal/backup/restore/fetch_impl.h"
 
 /*
  * One partition of 10000 bytes whose TarFileSets list names /a, /b, ... in order, with these

@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal/backup/extract.h"
-#include "internal/backup/push_impl.h"
+#include "internal/backup/restore/extract.h"
+#include "internal/backup/push/push_impl.h"
 #include "internal/pg/pg.h"
 
 static void test_command_per_major(void **state)

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "internal/backup/retention_impl.h"
+#include "internal/backup/manage/retention_impl.h"
 #include "internal/pg/pg.h"
 
 #define SEG (UINT64_C(16) << 20)

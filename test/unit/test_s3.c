@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal/storage/s3.h"
+#include "internal/storage/s3/s3.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Environment                                                                                */

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "internal/storage/sftp.h"
+#include "internal/storage/sftp/sftp.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* The test's server                                                                          */
