@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal/repo/repo.h"
+#include "internal/repo/repo_impl.h"
 
 /* 32 bytes, hex: the form WALG_LIBSODIUM_KEY_TRANSFORM=hex takes. */
 #define KEY_A "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
@@ -25,7 +25,7 @@ static int teardown(void **state)
 }
 
 /* Opens the repository in unit_dir with a codec and, when key is not NULL, a libsodium key. */
-static err_code open_repo(const char *method, const char *level, const char *key, repo *r)
+static err_code open_repo(const char *method, const char *level, const char *key, repo **r)
 {
 	config_pair file[] = { { "WALG_FILE_PREFIX", unit_dir },
 						   { "WALG_COMPRESSION_METHOD", method },
@@ -81,55 +81,55 @@ static void test_roundtrip_every_codec(void **state)
 	const char *keys[] = { "wal_005/s.lz4", "wal_005/s.zst", "wal_005/s.br", "wal_005/s.lzma",
 						   "wal_005/s" };
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
-		repo r;
+		repo *r = NULL;
 		assert_int_equal(open_repo(methods[i], NULL, NULL, &r), E_OK);
 		char *key;
-		put(&r, "wal_005/s", text, &key);
+		put(r, "wal_005/s", text, &key);
 		assert_string_equal(key, keys[i]);
 		membuf mb;
-		assert_int_equal(get(&r, key, &mb), E_OK);
+		assert_int_equal(get(r, key, &mb), E_OK);
 		assert_int_equal(mb.len, strlen(text));
 		assert_memory_equal(mb.data, text, mb.len);
 		free(mb.data);
-		assert_ptr_equal(repo_codec_for_key(key), r.codec);
-		assert_int_equal(storage_remove(r.st, key), E_OK);
+		assert_ptr_equal(repo_codec_for_key(key), r->codec);
+		assert_int_equal(storage_remove(r->st, key), E_OK);
 		free(key);
-		repo_close(&r);
+		repo_close(r);
 	}
 }
 
 static void test_find_any_codec(void **state)
 {
 	(void)state;
-	repo z, l;
+	repo *z = NULL, *l = NULL;
 	assert_int_equal(open_repo("zstd", NULL, NULL, &z), E_OK);
 	char *key;
-	put(&z, "wal_005/000000010000000000000001", "zstd bytes", &key);
+	put(z, "wal_005/000000010000000000000001", "zstd bytes", &key);
 	free(key);
 	/* A repository configured for lz4 finds (and reads) what zstd wrote, as after a switch. */
 	assert_int_equal(open_repo("lz4", NULL, NULL, &l), E_OK);
-	assert_int_equal(repo_find(&l, "wal_005/000000010000000000000001", &key), E_OK);
+	assert_int_equal(repo_find(l, "wal_005/000000010000000000000001", &key), E_OK);
 	assert_string_equal(key, "wal_005/000000010000000000000001.zst");
 	membuf mb;
-	assert_int_equal(get(&l, key, &mb), E_OK);
+	assert_int_equal(get(l, key, &mb), E_OK);
 	assert_int_equal(mb.len, strlen("zstd bytes"));
 	free(mb.data);
 	free(key);
 	/* Its own codec's object wins when both exist. */
-	put(&l, "wal_005/000000010000000000000001", "lz4 bytes", &key);
+	put(l, "wal_005/000000010000000000000001", "lz4 bytes", &key);
 	free(key);
-	assert_int_equal(repo_find(&l, "wal_005/000000010000000000000001", &key), E_OK);
+	assert_int_equal(repo_find(l, "wal_005/000000010000000000000001", &key), E_OK);
 	assert_string_equal(key, "wal_005/000000010000000000000001.lz4");
 	free(key);
-	assert_int_equal(repo_find(&l, "wal_005/000000010000000000000002", &key), E_NOTFOUND);
+	assert_int_equal(repo_find(l, "wal_005/000000010000000000000002", &key), E_NOTFOUND);
 	assert_null(key);
 	assert_non_null(strstr(err_msg(), "wal_005/000000010000000000000002"));
 	err_clear();
-	assert_int_equal(get(&l, "wal_005/missing.lz4", &mb), E_NOTFOUND);
+	assert_int_equal(get(l, "wal_005/missing.lz4", &mb), E_NOTFOUND);
 	free(mb.data);
 	err_clear();
-	repo_close(&z);
-	repo_close(&l);
+	repo_close(z);
+	repo_close(l);
 }
 
 /* repo_get_found's opener: counts its calls, and fails when told to. */
@@ -155,15 +155,15 @@ static err_code open_membuf(void *arg, sink **out)
 static void test_get_found(void **state)
 {
 	(void)state;
-	repo z, l;
+	repo *z = NULL, *l = NULL;
 	char *key;
 	assert_int_equal(open_repo("zstd", NULL, NULL, &z), E_OK);
 	assert_int_equal(open_repo("lz4", NULL, NULL, &l), E_OK);
-	put(&z, "wal_005/000000010000000000000001", "zstd bytes", &key);
+	put(z, "wal_005/000000010000000000000001", "zstd bytes", &key);
 	free(key);
 	opener o = { { 0 }, 0, E_OK };
 	/* its own codec's object: one try */
-	assert_int_equal(repo_get_found(&z, "wal_005/000000010000000000000001", open_membuf, &o, &key),
+	assert_int_equal(repo_get_found(z, "wal_005/000000010000000000000001", open_membuf, &o, &key),
 		E_OK);
 	assert_string_equal(key, "wal_005/000000010000000000000001.zst");
 	free(key);
@@ -172,14 +172,14 @@ static void test_get_found(void **state)
 	assert_memory_equal(o.mb.data, "zstd bytes", o.mb.len);
 	/* another codec's: found after the configured one missed */
 	o.calls = 0;
-	assert_int_equal(repo_get_found(&l, "wal_005/000000010000000000000001", open_membuf, &o, NULL),
+	assert_int_equal(repo_get_found(l, "wal_005/000000010000000000000001", open_membuf, &o, NULL),
 		E_OK);
 	assert_true(o.calls > 1);
 	assert_memory_equal(o.mb.data, "zstd bytes", o.mb.len);
 	/* the configured codec's wins when both exist */
-	put(&l, "wal_005/000000010000000000000001", "lz4 bytes", &key);
+	put(l, "wal_005/000000010000000000000001", "lz4 bytes", &key);
 	free(key);
-	assert_int_equal(repo_get_found(&l, "wal_005/000000010000000000000001", open_membuf, &o, &key),
+	assert_int_equal(repo_get_found(l, "wal_005/000000010000000000000001", open_membuf, &o, &key),
 		E_OK);
 	assert_string_equal(key, "wal_005/000000010000000000000001.lz4");
 	free(key);
@@ -187,7 +187,7 @@ static void test_get_found(void **state)
 	/* none: every key tried, E_NOTFOUND naming the object */
 	o.calls = 0;
 	key = NULL;
-	assert_int_equal(repo_get_found(&l, "wal_005/000000010000000000000002", open_membuf, &o, &key),
+	assert_int_equal(repo_get_found(l, "wal_005/000000010000000000000002", open_membuf, &o, &key),
 		E_NOTFOUND);
 	assert_null(key);
 	assert_int_equal(o.calls, 5);
@@ -195,27 +195,27 @@ static void test_get_found(void **state)
 	err_clear();
 	/* a destination that cannot be opened is an error, never "no such object" */
 	o.fail = E_NOTFOUND;
-	assert_int_equal(repo_get_found(&l, "wal_005/000000010000000000000001", open_membuf, &o, NULL),
+	assert_int_equal(repo_get_found(l, "wal_005/000000010000000000000001", open_membuf, &o, NULL),
 		E_IO);
 	err_clear();
 	free(o.mb.data);
-	repo_close(&z);
-	repo_close(&l);
+	repo_close(z);
+	repo_close(l);
 }
 
 static void test_put_new_never_replaces(void **state)
 {
 	(void)state;
-	repo r;
+	repo *r = NULL;
 	assert_int_equal(open_repo("lz4", NULL, NULL, &r), E_OK);
 	sink *s;
 	char *key;
-	assert_int_equal(repo_put_new(&r, "wal_005/00000002.history", &s, &key), E_OK);
+	assert_int_equal(repo_put_new(r, "wal_005/00000002.history", &s, &key), E_OK);
 	assert_int_equal(sink_write(s, "first", 5), E_OK);
 	assert_int_equal(sink_finish(s), E_OK);
 	sink_free(s);
 	free(key);
-	err_code rc = repo_put_new(&r, "wal_005/00000002.history", &s, NULL);
+	err_code rc = repo_put_new(r, "wal_005/00000002.history", &s, NULL);
 	if (rc == E_OK) {
 		assert_int_equal(sink_write(s, "second", 6), E_OK);
 		rc = sink_finish(s);
@@ -224,43 +224,43 @@ static void test_put_new_never_replaces(void **state)
 	assert_int_equal(rc, E_EXISTS);
 	err_clear();
 	membuf mb;
-	assert_int_equal(get(&r, "wal_005/00000002.history.lz4", &mb), E_OK);
+	assert_int_equal(get(r, "wal_005/00000002.history.lz4", &mb), E_OK);
 	assert_int_equal(mb.len, 5);
 	assert_memory_equal(mb.data, "first", 5);
 	free(mb.data);
-	repo_close(&r);
+	repo_close(r);
 }
 
 static void test_encrypted_objects(void **state)
 {
 	(void)state;
 	const char *text = "secret secret secret secret secret secret secret secret";
-	repo r;
+	repo *r = NULL;
 	assert_int_equal(open_repo("none", NULL, KEY_A, &r), E_OK);
-	assert_non_null(r.crypt);
-	assert_string_equal(crypter_name(r.crypt), "libsodium");
+	assert_non_null(r->crypt);
+	assert_string_equal(crypter_name(r->crypt), "libsodium");
 	char *key;
-	put(&r, "basebackups_005/b/tar_partitions/part_1.tar", text, &key);
+	put(r, "basebackups_005/b/tar_partitions/part_1.tar", text, &key);
 	/* What storage holds is not the plaintext. */
 	membuf mb;
-	raw(&r, key, &mb);
+	raw(r, key, &mb);
 	assert_true(mb.len > strlen(text));
 	assert_null(memmem(mb.data, mb.len, "secret", 6));
 	free(mb.data);
-	assert_int_equal(get(&r, key, &mb), E_OK);
+	assert_int_equal(get(r, key, &mb), E_OK);
 	assert_int_equal(mb.len, strlen(text));
 	assert_memory_equal(mb.data, text, mb.len);
 	free(mb.data);
-	repo_close(&r);
+	repo_close(r);
 
 	/* Another key fails authentication, naming the object. */
 	assert_int_equal(open_repo("none", NULL, KEY_B, &r), E_OK);
-	err_code rc = get(&r, key, &mb);
+	err_code rc = get(r, key, &mb);
 	assert_int_equal(rc, E_CORRUPT);
 	assert_non_null(strstr(err_msg(), key));
 	err_clear();
 	free(mb.data);
-	repo_close(&r);
+	repo_close(r);
 	free(key);
 }
 
@@ -277,18 +277,18 @@ static void test_encrypted_without_key(void **state)
 		data[i] = (unsigned char)('a' + data[i] % 16);
 	static const char *const methods[] = { "zstd", "lz4", "lzma", "none" };
 	for (size_t m = 0; m < 4; m++) {
-		repo r;
+		repo *r = NULL;
 		assert_int_equal(open_repo(methods[m], NULL, KEY_A, &r), E_OK);
 		char *base = xasprintf("wal_005/00000001000000000000000%zu", m + 1), *key;
 		sink *s;
-		assert_int_equal(repo_put(&r, base, NULL, &s, &key), E_OK);
+		assert_int_equal(repo_put(r, base, NULL, &s, &key), E_OK);
 		assert_int_equal(sink_write(s, data, 100000), E_OK);
 		assert_int_equal(sink_finish(s), E_OK);
 		sink_free(s);
-		repo_close(&r);
+		repo_close(r);
 		assert_int_equal(open_repo(methods[m], NULL, NULL, &r), E_OK);
 		membuf mb;
-		err_code rc = get(&r, key, &mb);
+		err_code rc = get(r, key, &mb);
 		free(mb.data);
 		if (strcmp(methods[m], "none") == 0) {
 			/* nothing fails in the clear: whoever checks the content names the object */
@@ -302,7 +302,7 @@ static void test_encrypted_without_key(void **state)
 		}
 		/* A damaged object in the clear is damaged, not "encrypted". */
 		char *plain_base = xasprintf("%s.plain", base), *plain_key;
-		assert_int_equal(repo_put(&r, plain_base, NULL, &s, &plain_key), E_OK);
+		assert_int_equal(repo_put(r, plain_base, NULL, &s, &plain_key), E_OK);
 		assert_int_equal(sink_write(s, data, 100000), E_OK);
 		assert_int_equal(sink_finish(s), E_OK);
 		sink_free(s);
@@ -312,7 +312,7 @@ static void test_encrypted_without_key(void **state)
 		fseek(f, 20, SEEK_SET);
 		fputs("garbage in the middle", f);
 		fclose(f);
-		rc = get(&r, plain_key, &mb);
+		rc = get(r, plain_key, &mb);
 		free(mb.data);
 		if (rc != E_OK) {
 			assert_null(strstr(err_msg(), "no key configured"));
@@ -321,7 +321,7 @@ static void test_encrypted_without_key(void **state)
 		free(path);
 		free(plain_base);
 		free(plain_key);
-		repo_close(&r);
+		repo_close(r);
 		free(base);
 		free(key);
 	}
@@ -331,7 +331,7 @@ static void test_encrypted_without_key(void **state)
 static void test_open_names_the_variable(void **state)
 {
 	(void)state;
-	repo r;
+	repo *r = NULL;
 	assert_int_equal(open_repo("gzip", NULL, NULL, &r), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "WALG_COMPRESSION_METHOD"));
 	err_clear();
@@ -339,8 +339,8 @@ static void test_open_names_the_variable(void **state)
 	assert_non_null(strstr(err_msg(), "WALG_COMPRESSION_LEVEL"));
 	err_clear();
 	assert_int_equal(open_repo("zstd", "19", NULL, &r), E_OK);
-	assert_int_equal(r.level, 19);
-	repo_close(&r);
+	assert_int_equal(r->level, 19);
+	repo_close(r);
 }
 
 static void test_codec_for_key(void **state)
