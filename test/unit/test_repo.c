@@ -24,10 +24,11 @@ static int teardown(void **state)
 	return rc;
 }
 
-/* Opens the repository in unit_dir with a codec and, when key is not NULL, a libsodium key. */
-static err_code open_repo(const char *method, const char *level, const char *key, repo **r)
+/* Opens the repository in dir with a codec and, when key is not NULL, a libsodium key. */
+static err_code open_repo_in(const char *dir, const char *method, const char *level,
+							 const char *key, repo **r)
 {
-	config_pair file[] = { { "WALG_FILE_PREFIX", unit_dir },
+	config_pair file[] = { { "WALG_FILE_PREFIX", dir },
 						   { "WALG_COMPRESSION_METHOD", method },
 						   { "WALG_COMPRESSION_LEVEL", level } };
 	config_sources src = { NULL, 0, file, level ? 3 : 2, "test" };
@@ -44,6 +45,11 @@ static err_code open_repo(const char *method, const char *level, const char *key
 		rc = repo_open(&cfg, r);
 	config_free(&cfg);
 	return rc;
+}
+
+static err_code open_repo(const char *method, const char *level, const char *key, repo **r)
+{
+	return open_repo_in(unit_dir, method, level, key, r);
 }
 
 static void put(repo *r, const char *base, const char *data, char **key)
@@ -354,6 +360,154 @@ static void test_codec_for_key(void **state)
 	assert_string_equal(codec_name(repo_codec_for_key("file.unknown")), "none");
 }
 
+/* Frames are entry points only in the clear, and only for a codec that has them. */
+static void test_frames_rule(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *method, *key;
+		bool frames;
+	} cases[] = { { "zstd", NULL, true }, { "none", NULL, true }, { "lz4", NULL, false },
+				  { "brotli", NULL, false }, { "zstd", KEY_A, false }, { "none", KEY_A, false } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		repo *r = NULL;
+		assert_int_equal(open_repo(cases[i].method, NULL, cases[i].key, &r), E_OK);
+		assert_int_equal(repo_frames_allowed(r), cases[i].frames);
+		/* ranged reads follow the same rule, by the object's own extension */
+		assert_int_equal(repo_has_range(r, "b/tar_partitions/part_001.tar.zst"),
+						 cases[i].key == NULL);
+		assert_false(repo_has_range(r, "b/tar_partitions/part_001.tar.lz4"));
+		repo_close(r);
+	}
+}
+
+static void put_plain(repo *r, const char *key, repo_put_mode mode, const char *text,
+					  err_code want)
+{
+	sink *s = NULL;
+	err_code rc = repo_put_plain(r, key, mode, &s);
+	if (rc == E_OK) {
+		assert_int_equal(sink_write(s, text, strlen(text)), E_OK);
+		rc = sink_finish(s);
+	}
+	sink_free(s);
+	assert_int_equal(rc, want);
+	err_clear();
+}
+
+/* Objects as stored: written and read unchanged, listed, stated, removed. */
+static void test_plain_objects(void **state)
+{
+	(void)state;
+	repo *r = NULL;
+	assert_int_equal(open_repo("zstd", NULL, KEY_A, &r), E_OK);
+	put_plain(r, "basebackups_005/b_backup_stop_sentinel.json", REPO_PUT_REPLACE, "{}", E_OK);
+	put_plain(r, "basebackups_005/b/metadata.json", REPO_PUT_NEW, "{\"a\":1}", E_OK);
+	put_plain(r, "basebackups_005/b/metadata.json", REPO_PUT_NEW, "{}", E_EXISTS);
+	put_plain(r, "basebackups_005/b/files_metadata.json", REPO_PUT_LONG, "{\"Files\":{}}", E_OK);
+	membuf mb;
+	raw(r, "basebackups_005/b/metadata.json", &mb);
+	assert_int_equal(mb.len, 7);
+	assert_memory_equal(mb.data, "{\"a\":1}", 7);
+	free(mb.data);
+
+	repo_objs l;
+	assert_int_equal(repo_list(r, "basebackups_005/", false, &l), E_OK);
+	assert_int_equal(l.len, 1);
+	assert_string_equal(l.items[0].key, "basebackups_005/b_backup_stop_sentinel.json");
+	assert_int_equal(l.items[0].size, 2);
+	assert_null(l.items[0].where);
+	repo_objs_add(&l, "x", 5, 7, 0);
+	assert_int_equal(l.len, 2);
+	repo_objs_free(&l);
+	assert_int_equal(repo_list(r, "basebackups_005/", true, &l), E_OK);
+	assert_int_equal(l.len, 3);
+	const char *keys[3];
+	for (size_t i = 0; i < l.len; i++)
+		keys[i] = l.items[i].key;
+	repo_obj info;
+	assert_int_equal(repo_stat(r, "basebackups_005/b/metadata.json", &info), E_OK);
+	assert_int_equal(info.size, 7);
+	assert_true(info.mtime > 0);
+	assert_int_equal(repo_remove_many(r, keys, 2), E_OK);
+	repo_objs_free(&l);
+	assert_int_equal(repo_list(r, "basebackups_005/", true, &l), E_OK);
+	assert_int_equal(l.len, 1);
+	assert_int_equal(repo_remove(r, l.items[0].key), E_OK);
+	assert_int_equal(repo_remove(r, l.items[0].key), E_OK); /* absent: done */
+	assert_int_equal(repo_stat(r, l.items[0].key, &info), E_NOTFOUND);
+	err_clear();
+	repo_objs_free(&l);
+	assert_int_equal(repo_list(r, "nothing/", true, &l), E_OK);
+	assert_int_equal(l.len, 0);
+	repo_objs_free(&l);
+	repo_close(r);
+}
+
+/* Which key opens an object: the current one's, and none for an object in the clear. */
+static void test_probe_key(void **state)
+{
+	(void)state;
+	repo *r = NULL;
+	char *enc, *plain;
+	assert_int_equal(open_repo("lz4", NULL, NULL, &r), E_OK);
+	put(r, "wal_005/000000010000000000000001", "in the clear", &plain);
+	repo_close(r);
+	assert_int_equal(open_repo("lz4", NULL, KEY_A, &r), E_OK);
+	assert_true(repo_encrypted(r));
+	assert_string_equal(repo_crypt_name(r), "libsodium");
+	assert_true(repo_crypt_reads(r, "libsodium"));
+	assert_false(repo_crypt_reads(r, "OpenPGP"));
+	put(r, "wal_005/000000010000000000000002", "secret", &enc);
+	repo_obj info;
+	repo_key_of of = REPO_KEY_OLD;
+	assert_int_equal(repo_stat(r, enc, &info), E_OK);
+	assert_int_equal(repo_probe_key(r, enc, info.size, &of), E_OK);
+	assert_int_equal(of, REPO_KEY_CURRENT);
+	assert_int_equal(repo_stat(r, plain, &info), E_OK);
+	assert_int_equal(repo_probe_key(r, plain, info.size, &of), E_OK);
+	assert_int_equal(of, REPO_KEY_NONE);
+	repo_close(r);
+	assert_int_equal(open_repo("lz4", NULL, NULL, &r), E_OK);
+	assert_false(repo_encrypted(r));
+	assert_null(repo_crypt_name(r));
+	assert_false(repo_crypt_reads(r, "libsodium"));
+	repo_close(r);
+	free(enc);
+	free(plain);
+}
+
+/* A copy between repositories is the object as stored, read back whole at the other end. */
+static void test_copy_object(void **state)
+{
+	(void)state;
+	char *there = xasprintf("%s/second", unit_dir);
+	repo *from = NULL, *to = NULL;
+	char *key;
+	assert_int_equal(open_repo("zstd", NULL, KEY_A, &from), E_OK);
+	assert_int_equal(open_repo_in(there, "lz4", NULL, KEY_A, &to), E_OK);
+	put(from, "wal_005/000000010000000000000003", "copied as it is", &key);
+	repo_obj info;
+	assert_int_equal(repo_stat(from, key, &info), E_OK);
+	bool inside = true;
+	assert_int_equal(repo_copy_object(from, to, key, info.size, &inside), E_OK);
+	assert_false(inside);
+	membuf a, b;
+	raw(from, key, &a);
+	raw(to, key, &b);
+	assert_int_equal(a.len, b.len);
+	assert_memory_equal(a.data, b.data, a.len);
+	free(a.data);
+	free(b.data);
+	assert_int_equal(get(to, key, &b), E_OK);
+	assert_int_equal(b.len, strlen("copied as it is"));
+	free(b.data);
+	repo_close(from);
+	repo_close(to);
+	free(key);
+	free(there);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -365,6 +519,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_encrypted_without_key, unit_dir_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_names_the_variable, unit_dir_setup, teardown),
 		cmocka_unit_test(test_codec_for_key),
+		cmocka_unit_test_setup_teardown(test_frames_rule, unit_dir_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_plain_objects, unit_dir_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_probe_key, unit_dir_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_copy_object, unit_dir_setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
