@@ -43,16 +43,16 @@ int cmd_backup_push(const config *cfg, const args *a)
 		.without_files_metadata = arg_set(a, "without-files-metadata"),
 	};
 	double start = command_clock();
-	repo r;
-	err_code rc = repo_open_use(cfg, STORAGE_WRITE, target_storage(cfg, a), &r);
+	repo *r = NULL;
+	err_code rc = repo_open_use(cfg, REPO_WRITE, target_storage(cfg, a), &r);
 	bool opened = rc == E_OK;
 	if (rc == E_OK) {
-		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
-		rc = backup_push(&r, cfg, &opt);
+		repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
+		rc = backup_push(r, cfg, &opt);
 	}
 	int code = command_fail(rc);
-	metrics_push(opened ? &r : NULL, cfg, "backup-push", rc == E_OK, command_clock() - start);
-	repo_close(&r);
+	metrics_push(opened ? r : NULL, cfg, "backup-push", rc == E_OK, command_clock() - start);
+	repo_close(r);
 	return code;
 }
 
@@ -193,14 +193,14 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 								   ? "backup-fetch: name a backup (NAME or LATEST) or give "
 									 "--target-user-data"
 								   : "backup-fetch: give NAME or --target-user-data, not both");
-	repo r;
+	repo *r = NULL;
 	if (rc == E_OK) {
-		rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
+		rc = repo_open_use(cfg, REPO_READ, target_storage(cfg, a), &r);
 		if (rc == E_OK) {
-			repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
-			rc = backup_fetch(&r, &opt);
+			repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
+			rc = backup_fetch(r, &opt);
 		}
-		repo_close(&r);
+		repo_close(r);
 	}
 	free(restore_command);
 	return command_fail(rc);
@@ -223,21 +223,21 @@ int cmd_backup_verify(const config *cfg, const args *a)
 										 "--all");
 	if (rc != E_OK)
 		return command_fail(rc);
-	repo r;
+	repo *r = NULL;
 	uint64_t problems = 0;
 	double start = command_clock();
-	rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
+	rc = repo_open_use(cfg, REPO_READ, target_storage(cfg, a), &r);
 	bool opened = rc == E_OK;
 	if (rc == E_OK) {
-		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
-		rc = backup_verify(&r, &opt, &problems, stdout);
+		repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
+		rc = backup_verify(r, &opt, &problems, stdout);
 	}
 	/* a run that found damage ran: walc_verify_problems says what it found */
 	metric found = { "walc_verify_problems", "Problems the last backup-verify run found.",
 					 (double)problems };
-	metrics_push_with(opened ? &r : NULL, cfg, "backup-verify", rc == E_OK,
+	metrics_push_with(opened ? r : NULL, cfg, "backup-verify", rc == E_OK,
 					  command_clock() - start, &found, 1);
-	repo_close(&r);
+	repo_close(r);
 	if (rc == E_OK && problems > 0) {
 		log_error("backup-verify: %llu problem%s found", (unsigned long long)problems,
 				  problems == 1 ? "" : "s");
@@ -256,11 +256,11 @@ int cmd_backup_list(const config *cfg, const args *a)
 	if (opt.windows && !(opt.detail && opt.json))
 		return command_fail(
 			err_set(E_CONFIG, "backup-list --recovery-windows goes with --detail --json"));
-	repo r;
-	err_code rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
+	repo *r = NULL;
+	err_code rc = repo_open_use(cfg, REPO_READ, target_storage(cfg, a), &r);
 	if (rc == E_OK)
-		rc = backup_list(&r, &opt, stdout);
-	repo_close(&r);
+		rc = backup_list(r, &opt, stdout);
+	repo_close(r);
 	return command_fail(rc);
 }
 
@@ -284,12 +284,13 @@ static err_code parse_from_lsn(const char *text, uint64_t *lsn)
 
 /* The repository, its backups those of catchup_005/. */
 /* catchup_005/ of the storage a reader (or, push, a writer) uses, as for backups */
-static err_code open_catchup(const config *cfg, const args *a, storage_use use, repo *r)
+static err_code open_catchup(const config *cfg, const args *a, repo_use use, repo **r)
 {
 	err_code rc = repo_open_use(cfg, use, target_storage(cfg, a), r);
-	r->backups = REPO_CATCHUP_DIR;
-	if (rc == E_OK)
-		repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
+	if (rc == E_OK) {
+		repo_set_backups(*r, REPO_CATCHUP_DIR);
+		repo_limit_network(*r, (uint64_t)cfg->network_rate_limit);
+	}
 	return rc;
 }
 
@@ -302,11 +303,11 @@ int cmd_catchup_push(const config *cfg, const args *a)
 		: err_set(E_CONFIG, "catchup-push: give --from-lsn, the standby's LSN");
 	if (rc != E_OK)
 		return command_fail(rc);
-	repo r;
-	rc = open_catchup(cfg, a, STORAGE_WRITE, &r);
+	repo *r = NULL;
+	rc = open_catchup(cfg, a, REPO_WRITE, &r);
 	if (rc == E_OK)
-		rc = backup_push(&r, cfg, &opt);
-	repo_close(&r);
+		rc = backup_push(r, cfg, &opt);
+	repo_close(r);
 	return command_fail(rc);
 }
 
@@ -316,11 +317,11 @@ int cmd_catchup_fetch(const config *cfg, const args *a)
 	catchup_options opt = { .dest = a->pos[0],
 							.name = a->pos[1],
 							.concurrency = (int)cfg->download_concurrency };
-	repo r;
-	err_code rc = open_catchup(cfg, a, STORAGE_READ, &r);
+	repo *r = NULL;
+	err_code rc = open_catchup(cfg, a, REPO_READ, &r);
 	if (rc == E_OK)
-		rc = backup_catchup_fetch(&r, &opt);
-	repo_close(&r);
+		rc = backup_catchup_fetch(r, &opt);
+	repo_close(r);
 	return command_fail(rc);
 }
 
@@ -333,12 +334,12 @@ int cmd_catchup_list(const config *cfg, const args *a)
 	err_code rc = E_OK;
 	if (arg_set(a, "recovery-windows"))
 		rc = err_set(E_CONFIG, "catchup-list: --recovery-windows is backup-list's");
-	repo r;
+	repo *r = NULL;
 	if (rc == E_OK) {
-		rc = open_catchup(cfg, a, STORAGE_READ, &r);
+		rc = open_catchup(cfg, a, REPO_READ, &r);
 		if (rc == E_OK)
-			rc = backup_list(&r, &opt, stdout);
-		repo_close(&r);
+			rc = backup_list(r, &opt, stdout);
+		repo_close(r);
 	}
 	return command_fail(rc);
 }

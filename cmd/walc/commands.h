@@ -74,6 +74,24 @@ static inline double command_clock(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/*
+ * Publishes one run of a command ("backup-push", "delete") to the Pushgateway at
+ * cfg->pushgateway_url (metrics_run_text). A failed push is a warning only: it never changes
+ * the command's outcome.
+ */
+typedef struct repo repo;
+typedef struct metric metric;
+void metrics_push(repo *r, const config *cfg, const char *command, bool ok, double seconds);
+/* metrics_push, with the command's gauges (after a success only). */
+void metrics_push_with(repo *r, const config *cfg, const char *command, bool ok, double seconds,
+					   const metric *extra, size_t nextra);
+/*
+ * The WAL backlog an archiving command reported (wal-push, wal-receive), pushed to the
+ * Pushgateway as that command's gauges alone (a timeout of seconds: it runs inside archiving).
+ */
+typedef struct wal_backlog wal_backlog;
+void metrics_push_backlog(const config *cfg, const char *command, const wal_backlog *b);
+
 /* The storage a command uses alone: --target-storage, else WALG_TARGET_STORAGE, else NULL. */
 const char *target_storage(const config *cfg, const args *a);
 

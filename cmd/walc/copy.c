@@ -14,9 +14,9 @@
 
 /* The repository a copy file names: its storage settings, the rest of the configuration's. */
 static err_code open_side(const config *cfg, const char *flag, const char *path, bool reading,
-						  repo *out)
+						  repo **out)
 {
-	memset(out, 0, sizeof(*out));
+	*out = NULL;
 	if (path == NULL || path[0] == '\0')
 		return err_set(E_CONFIG, "copy: %s FILE is required (a WAL-G configuration file)", flag);
 	conffile f;
@@ -25,7 +25,7 @@ static err_code open_side(const config *cfg, const char *flag, const char *path,
 	config own;
 	err_code rc = config_for_storage(cfg, what, f.pairs, f.n, CFS_FILE, &own);
 	if (rc == E_OK)
-		rc = repo_open_use(&own, reading ? STORAGE_READ : STORAGE_WRITE, NULL, out);
+		rc = repo_open_use(&own, reading ? REPO_READ : REPO_WRITE, NULL, out);
 	if (rc != E_OK && !str_has_prefix(err_msg(), what))
 		err_wrap(rc, "%s", what);
 	config_free(&own);
@@ -37,7 +37,7 @@ static err_code open_side(const config *cfg, const char *flag, const char *path,
 /* One copy, its outcome pushed to the Pushgateway with the lag it measured. */
 static err_code pass(const config *cfg, const args *a, const copy_options *o)
 {
-	repo from, to;
+	repo *from = NULL, *to = NULL;
 	double start = command_clock();
 	copy_result res;
 	memset(&res, 0, sizeof(res));
@@ -47,8 +47,8 @@ static err_code pass(const config *cfg, const args *a, const copy_options *o)
 		rc = open_side(cfg, "--to", arg(a, "to"), false, &to);
 		opened = rc == E_OK;
 		if (rc == E_OK) {
-			repo_limit_network(&to, (uint64_t)cfg->network_rate_limit);
-			rc = backup_copy(&from, &to, o, &res);
+			repo_limit_network(to, (uint64_t)cfg->network_rate_limit);
+			rc = backup_copy(from, to, o, &res);
 		}
 	}
 	if (rc != E_OK)
@@ -62,11 +62,10 @@ static err_code pass(const config *cfg, const args *a, const copy_options *o)
 		{ "walc_copy_bytes", "Bytes the run copied.", (double)res.copied_bytes },
 		{ "walc_copy_backups", "Backups the run copied or found copied.", (double)res.backups },
 	};
-	metrics_push_with(opened ? &to : NULL, cfg, "copy", rc == E_OK, command_clock() - start, m,
+	metrics_push_with(opened ? to : NULL, cfg, "copy", rc == E_OK, command_clock() - start, m,
 					  sizeof(m) / sizeof(m[0]));
-	if (opened)
-		repo_close(&to);
-	repo_close(&from);
+	repo_close(to);
+	repo_close(from);
 	return rc;
 }
 

@@ -4,6 +4,7 @@
  */
 #include "cmd/walc/commands.h"
 #include "internal/daemon/daemon.h"
+#include "internal/storage/storage.h"
 #include "internal/wal/wal.h"
 
 #include <string.h>
@@ -13,18 +14,17 @@ int cmd_daemon(const config *cfg, const args *a)
 	/* One stuck request must not end the daemon: no whole-process deadline here. */
 	config own = *cfg;
 	own.wal_push_timeout_ms = 0;
-	repo push, fetch;
-	memset(&fetch, 0, sizeof(fetch));
+	repo *push = NULL, *fetch = NULL;
 	const char *target = cfg->target_storage;
 	/* One repository serves both unless failover storages make writing and reading differ. */
 	bool two = storage_has_failovers(cfg) || target != NULL;
-	err_code rc = repo_open_use(&own, STORAGE_WRITE, target, &push);
+	err_code rc = repo_open_use(&own, REPO_WRITE, target, &push);
 	if (rc == E_OK && two)
-		rc = repo_open_use(&own, STORAGE_READ, target, &fetch);
+		rc = repo_open_use(&own, REPO_READ, target, &fetch);
 	if (rc == E_OK)
-		rc = daemon_run(&push, two ? &fetch : &push, &own, a->pos[0], own.metrics_address);
-	repo_close(&fetch);
-	repo_close(&push);
+		rc = daemon_run(push, two ? fetch : push, &own, a->pos[0], own.metrics_address);
+	repo_close(fetch);
+	repo_close(push);
 	return command_fail(rc);
 }
 
@@ -36,11 +36,11 @@ static void report_backlog(void *arg, const wal_backlog *b)
 int cmd_wal_receive(const config *cfg, const args *a)
 {
 	(void)a;
-	repo r;
-	err_code rc = repo_open_use(cfg, STORAGE_WRITE, cfg->target_storage, &r);
+	repo *r = NULL;
+	err_code rc = repo_open_use(cfg, REPO_WRITE, cfg->target_storage, &r);
 	if (rc == E_OK)
-		rc = wal_receive(&r, cfg, report_backlog, (void *)(uintptr_t)cfg);
-	repo_close(&r);
+		rc = wal_receive(r, cfg, report_backlog, (void *)(uintptr_t)cfg);
+	repo_close(r);
 	return command_fail(rc);
 }
 

@@ -6,20 +6,21 @@
 
 #include "cmd/walc/commands.h"
 #include "internal/backup/backup.h"
+#include "internal/storage/storage.h"
 
 /* One storage (target; NULL: the configuration's only one). */
 static err_code rekey_storage(const config *cfg, const args *a, const char *target,
 							  uint64_t *problems)
 {
-	repo r;
+	repo *r = NULL;
 	rekey_options o = { .names = a->pos, .nnames = (size_t)a->npos,
 						.concurrency = (int)cfg->upload_concurrency };
-	err_code rc = repo_open_use(cfg, STORAGE_READ, target, &r);
+	err_code rc = repo_open_use(cfg, REPO_READ, target, &r);
 	if (rc == E_OK) {
-		repo_limit_network(&r, (uint64_t)cfg->network_rate_limit);
-		rc = backup_rekey(&r, &o, problems, stdout);
+		repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
+		rc = backup_rekey(r, &o, problems, stdout);
 	}
-	repo_close(&r);
+	repo_close(r);
 	return rc;
 }
 

@@ -168,27 +168,27 @@ int cmd_delete(const config *cfg, const args *a)
 						 .verify = arg_set(a, "verify") };
 	parse_mode(a, &o); /* checked by delete_words_ok */
 	double start = command_clock();
-	repo r = { 0 };
+	repo *r = NULL;
 	err_code rc = calendar_options(a, &o);
 	/* Every storage, whatever WALG_TARGET_STORAGE says: none may lose what another needs. */
 	if (rc == E_OK)
-		rc = repo_open_use(cfg, STORAGE_EVERY, NULL, &r);
+		rc = repo_open_use(cfg, REPO_EVERY, NULL, &r);
 	bool opened = rc == E_OK;
 	if (rc == E_OK)
-		rc = backup_delete(&r, cfg, &o, stdout);
+		rc = backup_delete(r, cfg, &o, stdout);
 	int code = command_fail(rc);
-	metrics_push(opened ? &r : NULL, cfg, "delete", rc == E_OK, command_clock() - start);
-	repo_close(&r);
+	metrics_push(opened ? r : NULL, cfg, "delete", rc == E_OK, command_clock() - start);
+	repo_close(r);
 	return code;
 }
 
 int cmd_backup_mark(const config *cfg, const args *a)
 {
-	repo r;
+	repo *r = NULL;
 	/* Every alive storage: the backup's objects are updated wherever they are. */
-	err_code rc = repo_open_use(cfg, STORAGE_READ, NULL, &r);
+	err_code rc = repo_open_use(cfg, REPO_READ, NULL, &r);
 	if (rc == E_OK)
-		rc = backup_mark(&r, a->pos[0], arg_set(a, "impermanent"));
-	repo_close(&r);
+		rc = backup_mark(r, a->pos[0], arg_set(a, "impermanent"));
+	repo_close(r);
 	return command_fail(rc);
 }

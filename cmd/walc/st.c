@@ -13,6 +13,7 @@
 
 #include "cmd/walc/commands.h"
 #include "internal/repo/repo.h"
+#include "internal/storage/storage.h"
 
 typedef struct st_flags {
 	bool recursive, no_decompress, no_decrypt, no_compress, no_encrypt, force, stdin_in, glob;
@@ -44,7 +45,7 @@ static void go_time(time_t t, long nsec, char *out, size_t len)
 static err_code st_ls(repo *r, const st_flags *f)
 {
 	static const char *const hdr[] = { "type", "size", "last modified", "name" };
-	obj_list l;
+	repo_objs l;
 	const char *pattern = f->npos > 0 ? relative(f->pos[0]) : "";
 	char *prefix = xstrdup(f->glob ? "" : pattern);
 	/* "wal_005" names the folder, as "wal_005/" does. */
@@ -54,7 +55,7 @@ static err_code st_ls(repo *r, const st_flags *f)
 		prefix = p;
 	}
 	size_t plen = strlen(prefix);
-	err_code rc = storage_list(r->st, prefix, true, &l);
+	err_code rc = repo_list(r, prefix, true, &l);
 	free(prefix);
 	TRY(rc);
 	table *t = table_new(4, hdr, NULL);
@@ -85,7 +86,7 @@ static err_code st_ls(repo *r, const st_flags *f)
 	}
 	table_print(t, stdout, false);
 	table_free(t);
-	obj_list_free(&l);
+	repo_objs_free(&l);
 	return E_OK;
 }
 
@@ -94,10 +95,10 @@ static err_code read_object(repo *r, const char *key, const st_flags *f, sink *o
 {
 	sink *chain = out;
 	if (!f->no_decompress)
-		chain = codec_decompress_new(repo_codec_for_key(key), chain);
+		chain = repo_decompress_new(key, chain);
 	if (!f->no_decrypt)
 		chain = repo_decrypt_new(r, chain);
-	err_code rc = storage_get(r->st, key, chain);
+	err_code rc = repo_get_plain(r, key, chain);
 	if (rc == E_OK)
 		rc = sink_finish(chain);
 	sink_free(chain);
@@ -129,16 +130,16 @@ static err_code st_put(repo *r, const st_flags *f)
 		return err_set(E_CONFIG, f->stdin_in ? "st put --read-stdin KEY" : "st put FILE KEY");
 	const char *file = f->stdin_in ? "standard input" : f->pos[0];
 	const char *dst = relative(f->pos[f->stdin_in ? 0 : 1]);
-	const codec *c = f->no_compress ? codec_by_name("none") : r->codec;
-	char *key = codec_ext(c)[0] ? xasprintf("%s.%s", dst, codec_ext(c)) : xstrdup(dst);
+	char *key = f->no_compress ? xstrdup(dst) : repo_key(r, dst);
 	sink *s = NULL;
-	err_code rc = f->force ? storage_put(r->st, key, &s) : storage_put_new(r->st, key, &s);
+	err_code rc = repo_put_plain(r, key, f->force ? REPO_PUT_REPLACE : REPO_PUT_NEW, &s);
 	if (rc == E_EXISTS)
 		err_wrap(rc, "st put: use -f to overwrite");
 	if (rc == E_OK) {
 		if (!f->no_encrypt)
 			s = repo_encrypt_new(r, s);
-		s = codec_compress_new(c, r->level, s);
+		if (!f->no_compress)
+			s = repo_compress_new(r, s);
 		rc = f->stdin_in ? sink_write_fd(s, STDIN_FILENO, file) : sink_write_file(s, file);
 		if (rc == E_OK)
 			rc = sink_finish(s);
@@ -155,40 +156,40 @@ static err_code st_put(repo *r, const st_flags *f)
 static err_code st_rm(repo *r, const st_flags *f)
 {
 	const char *what = relative(f->pos[0]);
-	obj_info info;
+	repo_obj info;
 	err_code rc = E_OK;
 	if (!f->glob && what[0] != '\0') {
-		rc = storage_stat(r->st, what, &info);
+		rc = repo_stat(r, what, &info);
 		if (rc == E_OK)
-			return storage_remove(r->st, what);
+			return repo_remove(r, what);
 		if (rc != E_NOTFOUND)
 			return rc;
 		err_clear();
 		rc = E_OK;
 	}
-	obj_list l;
-	TRY(storage_list(r->st, f->glob ? "" : what, true, &l));
+	repo_objs l;
+	TRY(repo_list(r, f->glob ? "" : what, true, &l));
 	size_t removed = 0;
 	const char **keys = xcalloc(l.len + 1, sizeof(*keys));
 	for (size_t i = 0; i < l.len; i++)
 		if (!f->glob || fnmatch(what, l.items[i].key, 0) == 0)
 			keys[removed++] = l.items[i].key;
-	rc = storage_remove_many(r->st, keys, removed);
+	rc = repo_remove_many(r, keys, removed);
 	free(keys);
 	/* As WAL-G: a name that removes nothing is a mistake (a pattern may match nothing). */
 	if (rc == E_OK && removed == 0 && !f->glob)
 		rc = err_set(E_NOTFOUND, "st rm: object or folder \"%s\" does not exist in %s", f->pos[0],
-					 storage_describe(r->st));
+					 repo_describe(r));
 	if (rc == E_OK)
 		log_info("removed %zu objects under %s", removed, what[0] ? what : "/");
-	obj_list_free(&l);
+	repo_objs_free(&l);
 	return rc;
 }
 
 static err_code st_stat(repo *r, const char *key)
 {
-	obj_info info;
-	TRY(storage_stat(r->st, relative(key), &info));
+	repo_obj info;
+	TRY(repo_stat(r, relative(key), &info));
 	struct tm tm;
 	char when[32];
 	gmtime_r(&info.mtime, &tm);
@@ -200,13 +201,13 @@ static err_code st_stat(repo *r, const char *key)
 /* WAL-G's read check: the repository lists, and every name given exists. */
 static err_code st_check_read(repo *r, const st_flags *f)
 {
-	obj_list l;
-	TRY(storage_list(r->st, "", false, &l));
-	obj_list_free(&l);
+	repo_objs l;
+	TRY(repo_list(r, "", false, &l));
+	repo_objs_free(&l);
 	char *missing = NULL;
 	for (int i = 1; i < f->npos; i++) {
-		obj_info info;
-		err_code rc = storage_stat(r->st, relative(f->pos[i]), &info);
+		repo_obj info;
+		err_code rc = repo_stat(r, relative(f->pos[i]), &info);
 		if (rc == E_OK)
 			continue;
 		if (rc != E_NOTFOUND)
@@ -218,7 +219,7 @@ static err_code st_check_read(repo *r, const st_flags *f)
 	}
 	if (missing != NULL) {
 		err_code rc = err_set(E_NOTFOUND, "st check read: missing from %s: %s",
-							  storage_describe(r->st), missing);
+							  repo_describe(r), missing);
 		free(missing);
 		return rc;
 	}
@@ -236,15 +237,15 @@ static err_code st_check_write(repo *r)
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(name + 2 * i, 3, "%02x", rnd[i]);
 	sink *s = NULL;
-	err_code rc = storage_put_new(r->st, name, &s);
+	err_code rc = repo_put_plain(r, name, REPO_PUT_NEW, &s);
 	if (rc == E_OK)
 		rc = sink_write(s, "test", 4);
 	if (rc == E_OK)
 		rc = sink_finish(s);
 	sink_free(s);
 	if (rc != E_OK)
-		return err_wrap(rc, "st check write: storing %s in %s", name, storage_describe(r->st));
-	rc = storage_remove(r->st, name);
+		return err_wrap(rc, "st check write: storing %s in %s", name, repo_describe(r));
+	rc = repo_remove(r, name);
 	if (rc != E_OK)
 		return err_wrap(rc, "st check write: %s stored, but removing it", name);
 	log_info("Write check OK");
@@ -267,30 +268,30 @@ bool st_words_ok(const args *a)
 /* One subcommand on the storage named target. */
 static err_code st_run(const config *cfg, const char *sub, const st_flags *f, const char *target)
 {
-	repo r;
-	err_code rc = repo_open_use(cfg, STORAGE_READ, target, &r);
+	repo *r = NULL;
+	err_code rc = repo_open_use(cfg, REPO_READ, target, &r);
 	if (rc == E_OK) {
 		if (strcmp(sub, "ls") == 0)
-			rc = st_ls(&r, f);
+			rc = st_ls(r, f);
 		else if (strcmp(sub, "get") == 0) {
 			sink *out;
 			rc = file_sink_new(f->pos[1], true, true, &out);
 			if (rc == E_OK)
-				rc = read_object(&r, relative(f->pos[0]), f, out);
+				rc = read_object(r, relative(f->pos[0]), f, out);
 		} else if (strcmp(sub, "cat") == 0) {
 			sink *out = xcalloc(1, sizeof(*out));
 			out->ops = &stdout_ops;
-			rc = read_object(&r, relative(f->pos[0]), f, out);
+			rc = read_object(r, relative(f->pos[0]), f, out);
 		} else if (strcmp(sub, "put") == 0)
-			rc = st_put(&r, f);
+			rc = st_put(r, f);
 		else if (strcmp(sub, "rm") == 0)
-			rc = st_rm(&r, f);
+			rc = st_rm(r, f);
 		else if (strcmp(sub, "check") == 0)
-			rc = strcmp(f->pos[0], "read") == 0 ? st_check_read(&r, f) : st_check_write(&r);
+			rc = strcmp(f->pos[0], "read") == 0 ? st_check_read(r, f) : st_check_write(r);
 		else
-			rc = st_stat(&r, f->pos[0]);
+			rc = st_stat(r, f->pos[0]);
 	}
-	repo_close(&r);
+	repo_close(r);
 	return rc;
 }
 

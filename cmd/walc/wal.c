@@ -57,25 +57,25 @@ static void report_backlog(void *arg, const wal_backlog *b)
 
 int cmd_wal_push(const config *cfg, const args *a)
 {
-	repo r;
+	repo *r = NULL;
 	if (cfg->wal_push_timeout_ms > 0)
 		start_deadline(cfg->wal_push_timeout_ms);
-	err_code rc = repo_open_use(cfg, STORAGE_WRITE, target_storage(cfg, a), &r);
+	err_code rc = repo_open_use(cfg, REPO_WRITE, target_storage(cfg, a), &r);
 	if (rc == E_OK)
-		rc = wal_push(&r, cfg, a->pos[0], report_backlog, (void *)(uintptr_t)cfg);
-	repo_close(&r);
+		rc = wal_push(r, cfg, a->pos[0], report_backlog, (void *)(uintptr_t)cfg);
+	repo_close(r);
 	return command_fail(rc);
 }
 
 int cmd_wal_fetch(const config *cfg, const args *a)
 {
-	repo r;
+	repo *r = NULL;
 	bool prefetch = false;
 	const char *target = target_storage(cfg, a);
-	err_code rc = repo_open_use(cfg, STORAGE_READ, target, &r);
+	err_code rc = repo_open_use(cfg, REPO_READ, target, &r);
 	if (rc == E_OK)
-		rc = wal_fetch(&r, cfg, a->pos[0], a->pos[1], &prefetch);
-	repo_close(&r);
+		rc = wal_fetch(r, cfg, a->pos[0], a->pos[1], &prefetch);
+	repo_close(r);
 	if (rc == E_OK && prefetch)
 		spawn_prefetch(a->pos[0], a->pos[1], target);
 	int code = command_fail(rc);
@@ -114,24 +114,24 @@ void spawn_prefetch(const char *name, const char *dest, const char *target)
 
 int cmd_wal_prefetch(const config *cfg, const args *a)
 {
-	repo r;
-	err_code rc = repo_open_use(cfg, STORAGE_READ, target_storage(cfg, a), &r);
+	repo *r = NULL;
+	err_code rc = repo_open_use(cfg, REPO_READ, target_storage(cfg, a), &r);
 	if (rc == E_OK)
-		wal_prefetch(&r, cfg, a->pos[0], a->pos[1]);
-	repo_close(&r);
+		wal_prefetch(r, cfg, a->pos[0], a->pos[1]);
+	repo_close(r);
 	return command_fail(rc);
 }
 
 int cmd_wal_show(const config *cfg, const args *a)
 {
-	repo r;
+	repo *r = NULL;
 	err_code rc = repo_open(cfg, &r);
 	if (rc == E_OK && arg_set(a, "restore-points"))
-		rc = wal_show_restore_points(&r, cfg, arg_set(a, "detailed-json"), stdout);
+		rc = wal_show_restore_points(r, cfg, arg_set(a, "detailed-json"), stdout);
 	else if (rc == E_OK)
-		rc = wal_show(&r, cfg, arg_set(a, "detailed-json"), arg_set(a, "without-backups"),
+		rc = wal_show(r, cfg, arg_set(a, "detailed-json"), arg_set(a, "without-backups"),
 					  stdout);
-	repo_close(&r);
+	repo_close(r);
 	return command_fail(rc);
 }
 
@@ -166,11 +166,11 @@ int cmd_wal_verify(const config *cfg, const args *a)
 		o.at_timeline = (uint32_t)t;
 	}
 	bool failed = false;
-	repo r;
+	repo *r = NULL;
 	err_code rc = repo_open(cfg, &r);
 	if (rc == E_OK)
-		rc = wal_verify(&r, cfg, &o, &failed, stdout);
-	repo_close(&r);
+		rc = wal_verify(r, cfg, &o, &failed, stdout);
+	repo_close(r);
 	if (rc == E_OK && failed) {
 		log_error("wal-verify: a check reported FAILURE");
 		return 1;
@@ -180,10 +180,10 @@ int cmd_wal_verify(const config *cfg, const args *a)
 
 int cmd_wal_restore(const config *cfg, const args *a)
 {
-	repo r;
+	repo *r = NULL;
 	err_code rc = repo_open(cfg, &r);
 	if (rc == E_OK)
-		rc = wal_restore(&r, cfg, a->pos[0], a->pos[1]);
-	repo_close(&r);
+		rc = wal_restore(r, cfg, a->pos[0], a->pos[1]);
+	repo_close(r);
 	return command_fail(rc);
 }

@@ -197,7 +197,7 @@ typedef struct copy_result {
 /*
  * Copies what from holds of the backups (every object of each, and of its delta's bases) and
  * the WAL each needs (its start to its end; to the newest with with_history; every timeline
- * history) into to, unchanged, each object checked after its copy (storage_copy). Sentinels
+ * history) into to, unchanged, each object checked after its copy (repo_copy_object). Sentinels
  * go last, a base's before its deltas'. Objects to holds already (same size) are not copied;
  * metadata.json and sentinels that differ are replaced, any other that differs is an error
  * before anything is copied, as is a to of another cluster (its marker).

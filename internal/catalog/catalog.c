@@ -26,12 +26,12 @@ json_t *catalog_json_get(const json_t *obj, const char *key)
 	return NULL;
 }
 
-/* storage_get of a catalog object; a missing one is named with its store. */
+/* A catalog object as stored; a missing one is named with its store. */
 static err_code get(repo *r, const char *key, sink *into)
 {
-	err_code rc = storage_get(r->st, key, into);
+	err_code rc = repo_get_plain(r, key, into);
 	if (rc == E_NOTFOUND)
-		return err_set(E_NOTFOUND, "%s does not exist in %s", key, storage_describe(r->st));
+		return err_set(E_NOTFOUND, "%s does not exist in %s", key, repo_describe(r));
 	return rc;
 }
 
@@ -298,9 +298,9 @@ static void ref_position(backup_ref *ref)
 
 err_code catalog_backups(repo *r, backup_refs *out)
 {
-	obj_list l;
+	repo_objs l;
 	memset(out, 0, sizeof(*out));
-	TRY(storage_list(r->st, repo_backups(r), false, &l));
+	TRY(repo_list(r, repo_backups(r), false, &l));
 	out->items = xcalloc(l.len ? l.len : 1, sizeof(*out->items));
 	for (size_t i = 0; i < l.len; i++) {
 		const char *base = l.items[i].key + strlen(repo_backups(r));
@@ -316,7 +316,7 @@ err_code catalog_backups(repo *r, backup_refs *out)
 		ref->storage = l.items[i].where;
 		ref_position(ref);
 	}
-	obj_list_free(&l);
+	repo_objs_free(&l);
 	xqsort(out->items, out->len, sizeof(*out->items), ref_cmp);
 	return E_OK;
 }
@@ -394,10 +394,10 @@ static err_code latest(repo *r, char **out)
 		if (readable[k] && (pick == NULL || catalog_backup_cmp(pick, &refs.items[k]) < 0))
 			pick = &refs.items[k];
 	if (rc == E_OK && pick == NULL)
-		rc = err_set(E_NOTFOUND, "no backups found in %s", storage_describe(r->st));
+		rc = err_set(E_NOTFOUND, "no backups found in %s", repo_describe(r));
 	if (rc == E_OK) {
 		*out = xstrdup(pick->name);
-		storage_prefer(r->st, pick->storage);
+		repo_prefer(r, pick->storage);
 	}
 	free(readable);
 	catalog_backups_free(&refs);
@@ -412,16 +412,16 @@ err_code catalog_resolve(repo *r, const char *name, char **out)
 	if (strchr(name, '/') != NULL || strstr(name, "..") != NULL)
 		return err_set(E_CONFIG, "\"%s\" is not a backup name", name);
 	char *key = xasprintf("%s%s" SENTINEL_SUFFIX, repo_backups(r), name);
-	obj_info info;
-	err_code rc = storage_stat(r->st, key, &info);
+	repo_obj info;
+	err_code rc = repo_stat(r, key, &info);
 	free(key);
 	if (rc == E_NOTFOUND)
 		return err_set(E_NOTFOUND, "backup %s does not exist in %s (no sentinel)", name,
-					   storage_describe(r->st));
+					   repo_describe(r));
 	TRY(rc);
 	*out = xstrdup(name);
 	/* its objects are read from where its sentinel is, as WAL-G reads a backup */
-	storage_prefer(r->st, info.where);
+	repo_prefer(r, info.where);
 	return E_OK;
 }
 
@@ -429,7 +429,7 @@ static err_code put_json(repo *r, const char *key, const json_t *doc, bool exclu
 {
 	char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	sink *s = NULL;
-	err_code rc = exclusive ? storage_put_new(r->st, key, &s) : storage_put(r->st, key, &s);
+	err_code rc = repo_put_plain(r, key, exclusive ? REPO_PUT_NEW : REPO_PUT_REPLACE, &s);
 	if (rc == E_OK)
 		rc = sink_write(s, text, strlen(text));
 	if (rc == E_OK)
@@ -495,7 +495,7 @@ err_code catalog_find_by_user_data(repo *r, const char *json_text, const char *w
 	json_decref(want);
 	if (rc == E_OK && *name == NULL)
 		rc = err_set(E_NOTFOUND, "%s: no backup in %s has that user data", what,
-					 storage_describe(r->st));
+					 repo_describe(r));
 	if (rc != E_OK) {
 		free(*name);
 		*name = NULL;

@@ -81,7 +81,7 @@ void catalog_backups_free(backup_refs *l);
  * "LATEST" or a name: the backup that exists under that name. LATEST is the newest in
  * catalog_backup_cmp's order whose sentinel can be read (the ones that cannot are skipped
  * with a WARNING naming them). With failover storages, reads then look first in the storage
- * that holds its sentinel (storage_prefer).
+ * that holds its sentinel (repo_prefer).
  */
 err_code catalog_resolve(repo *r, const char *name_or_latest, char **name_out);
 

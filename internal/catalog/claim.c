@@ -136,8 +136,8 @@ static err_code claim_read(repo *r, const char *key, claim_info *out)
 	long nsec;
 	if (out->renewed == NULL || !time_parse_rfc3339(out->renewed, &out->renewed_at, &nsec))
 		out->renewed_at = 0;
-	obj_info info;
-	if (storage_stat(r->st, key, &info) == E_OK)
+	repo_obj info;
+	if (repo_stat(r, key, &info) == E_OK)
 		out->stored_at = info.mtime;
 	err_clear();
 	json_decref(o);
@@ -178,8 +178,8 @@ static int claim_generation(const repo *r, const char *key, const char *name)
 static err_code survey(repo *r, const char *name, int *gen, size_t *others)
 {
 	char *folder = xasprintf("%s%s/", repo_backups(r), name);
-	obj_list l;
-	err_code rc = storage_list(r->st, folder, true, &l);
+	repo_objs l;
+	err_code rc = repo_list(r, folder, true, &l);
 	free(folder);
 	TRY(rc);
 	*gen = 0;
@@ -191,15 +191,15 @@ static err_code survey(repo *r, const char *name, int *gen, size_t *others)
 		else if (g > *gen)
 			*gen = g;
 	}
-	obj_list_free(&l);
+	repo_objs_free(&l);
 	return E_OK;
 }
 
 static bool sentinel_exists(repo *r, const char *name)
 {
 	char *key = xasprintf("%s%s" SENTINEL_SUFFIX, repo_backups(r), name);
-	obj_info info;
-	bool found = storage_stat(r->st, key, &info) == E_OK;
+	repo_obj info;
+	bool found = repo_stat(r, key, &info) == E_OK;
 	err_clear();
 	free(key);
 	return found;
@@ -308,14 +308,14 @@ static err_code judge(repo *r, const char *name, int gen, bool *dead)
 static err_code clear_folder(repo *r, const char *name, const char *keep)
 {
 	char *folder = xasprintf("%s%s/", repo_backups(r), name);
-	obj_list l;
-	err_code rc = storage_list(r->st, folder, true, &l);
+	repo_objs l;
+	err_code rc = repo_list(r, folder, true, &l);
 	free(folder);
 	TRY(rc);
 	for (size_t i = 0; rc == E_OK && i < l.len; i++)
 		if (strcmp(l.items[i].key, keep) != 0)
-			rc = storage_remove(r->st, l.items[i].key);
-	obj_list_free(&l);
+			rc = repo_remove(r, l.items[i].key);
+	repo_objs_free(&l);
 	return rc;
 }
 
@@ -373,7 +373,7 @@ err_code catalog_claim(repo *r, const char *name, uint64_t start_lsn, uint32_t t
 			rc = err_set(E_EXISTS,
 						 "backup %s already exists in %s (a backup started in the same WAL "
 						 "segment); this push stops, nothing was written",
-						 name, storage_describe(r->st));
+						 name, repo_describe(r));
 			break;
 		}
 		int gen;
@@ -386,7 +386,7 @@ err_code catalog_claim(repo *r, const char *name, uint64_t start_lsn, uint32_t t
 						 "backup %s has %zu objects in %s that no walc push claimed (WAL-G "
 						 "writing it, or a failed push's leftovers); this push stops, nothing "
 						 "was written (walc delete garbage removes leftovers)",
-						 name, others, storage_describe(r->st));
+						 name, others, repo_describe(r));
 			break;
 		}
 		bool take_over = false;
@@ -430,12 +430,12 @@ err_code catalog_claim(repo *r, const char *name, uint64_t start_lsn, uint32_t t
 									   "this push stops",
 							 name);
 			if (rc != E_OK)
-				storage_remove(r->st, me.key);
+				repo_remove(r, me.key);
 		}
 	}
 	if (rc == E_OK && !won)
 		rc = err_set(E_EXISTS, "backup %s: could not claim the name in %s", name,
-					 storage_describe(r->st));
+					 repo_describe(r));
 	if (rc != E_OK) {
 		catalog_claim_info_free(&me);
 		return rc;
@@ -477,8 +477,8 @@ err_code catalog_claim_check(claim *c)
 	if (lost)
 		return err_set(E_CANCELLED, "%s", c->lost_why);
 	char *next = claim_key(c->r, c->info.name, c->info.generation + 1);
-	obj_info info;
-	err_code rc = storage_stat(c->r->st, next, &info);
+	repo_obj info;
+	err_code rc = repo_stat(c->r, next, &info);
 	free(next);
 	if (rc == E_NOTFOUND) {
 		/* Our claim still holds our id: a store without atomic create let nobody else in. */
@@ -542,7 +542,7 @@ void catalog_claim_end(claim *c, bool drop)
 	err_code code = err_last();
 	char *msg = xstrdup(err_msg());
 	if (drop && !c->lost)
-		storage_remove(c->r->st, c->info.key);
+		repo_remove(c->r, c->info.key);
 	if (code != E_OK)
 		err_set(code, "%s", msg);
 	else
@@ -559,7 +559,7 @@ void catalog_claim_end(claim *c, bool drop)
 typedef struct newest {
 	char *name;
 	int gen;
-	const obj_info *obj;
+	const repo_obj *obj;
 } newest;
 
 err_code catalog_claim_read(repo *r, const char *key, claim_info *out)
@@ -569,9 +569,9 @@ err_code catalog_claim_read(repo *r, const char *key, claim_info *out)
 
 err_code catalog_claims(repo *r, claim_list *out)
 {
-	obj_list l;
+	repo_objs l;
 	memset(out, 0, sizeof(*out));
-	TRY(storage_list(r->st, repo_backups(r), true, &l));
+	TRY(repo_list(r, repo_backups(r), true, &l));
 	newest *nw = xcalloc(l.len ? l.len : 1, sizeof(*nw));
 	size_t nn = 0;
 	for (size_t i = 0; i < l.len; i++) {
@@ -637,7 +637,7 @@ err_code catalog_claims(repo *r, claim_list *out)
 	for (size_t k = 0; k < nn; k++)
 		free(nw[k].name);
 	free(nw);
-	obj_list_free(&l);
+	repo_objs_free(&l);
 	if (rc != E_OK)
 		catalog_claims_free(out);
 	return rc;

@@ -18,7 +18,7 @@
 static pthread_mutex_t verified_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *verified_repo;
 static uint64_t verified_sysid;
-static const char *verified_encryption; /* a crypter_name, or NULL */
+static const char *verified_encryption; /* a repo_crypt_name, or NULL */
 
 static const char *our_encryption(const repo *r);
 
@@ -27,7 +27,7 @@ static bool verified(repo *r, uint64_t sysid)
 	pthread_mutex_lock(&verified_lock);
 	bool yes = verified_repo != NULL && verified_sysid == sysid &&
 		verified_encryption == our_encryption(r) &&
-		strcmp(verified_repo, storage_describe(r->st)) == 0;
+		strcmp(verified_repo, repo_describe(r)) == 0;
 	pthread_mutex_unlock(&verified_lock);
 	return yes;
 }
@@ -36,7 +36,7 @@ static void remember(repo *r, uint64_t sysid)
 {
 	pthread_mutex_lock(&verified_lock);
 	free(verified_repo);
-	verified_repo = xstrdup(storage_describe(r->st));
+	verified_repo = xstrdup(repo_describe(r));
 	verified_sysid = sysid;
 	verified_encryption = our_encryption(r);
 	pthread_mutex_unlock(&verified_lock);
@@ -94,7 +94,7 @@ static err_code write_marker(repo *r, uint64_t sysid, bool exclusive, const char
 /* This writer's encryption method, NULL when it writes in the clear. */
 static const char *our_encryption(const repo *r)
 {
-	return r->crypt != NULL ? crypter_name(r->crypt) : NULL;
+	return repo_crypt_name(r);
 }
 
 /*
@@ -110,12 +110,12 @@ static err_code check_encryption(repo *r, const char *what, const char *recorded
 		return err_set(E_CONFIG,
 					   "%s: %s holds objects encrypted with %s (" CATALOG_CLUSTER_MARKER
 					   "), and no key is configured: set %s, as its other writers do",
-					   what, storage_describe(r->st), recorded, crypter_vars(recorded));
+					   what, repo_describe(r), recorded, repo_crypt_vars(recorded));
 	/* during a key rotation (an older key of the recorded method in the ring) as planned */
-	if (strcmp(ours, recorded) != 0 && !crypter_reads(r->crypt, recorded))
+	if (strcmp(ours, recorded) != 0 && !repo_crypt_reads(r, recorded))
 		log_warn("%s: %s holds objects encrypted with %s (" CATALOG_CLUSTER_MARKER
 				 "); this writer encrypts with %s: a restore needs both keys",
-				 what, storage_describe(r->st), recorded, ours);
+				 what, repo_describe(r), recorded, ours);
 	return E_OK;
 }
 
@@ -126,7 +126,7 @@ static err_code mismatch(repo *r, const char *what, uint64_t ours, uint64_t thei
 				   "%s: this cluster's system identifier is %llu, but %s holds the WAL and "
 				   "backups of cluster %llu (%s): archive this cluster to a new prefix, or set "
 				   "WALG_ALLOW_SYSTEM_ID_CHANGE=true if replacing it is intended",
-				   what, (unsigned long long)ours, storage_describe(r->st),
+				   what, (unsigned long long)ours, repo_describe(r),
 				   (unsigned long long)theirs, source);
 }
 
@@ -162,7 +162,7 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 {
 	if (verified(r, sysid))
 		return E_OK;
-	TRY(storage_prepare_write(r->st));
+	TRY(repo_prepare_write(r));
 	for (int attempt = 0; attempt < 2; attempt++) {
 		json_t *doc = NULL;
 		err_code rc = catalog_read_json(r, CATALOG_CLUSTER_MARKER, CATALOG_JSON_MAX, &doc);
@@ -192,7 +192,7 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 				/* The first encrypted writer: from now on, writers without a key are refused. */
 				log_info("%s: recording in " CATALOG_CLUSTER_MARKER " that %s's objects are "
 						 "encrypted with %s",
-						 what, storage_describe(r->st), keep);
+						 what, repo_describe(r), keep);
 				rc = write_marker(r, theirs, false, keep);
 			}
 			free(enc);
@@ -222,17 +222,17 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 			return E_OK;
 		}
 		if (rc != E_EXISTS) /* another writer recorded one meanwhile: read it */
-			return err_wrap(rc, "recording the cluster in %s", storage_describe(r->st));
+			return err_wrap(rc, "recording the cluster in %s", repo_describe(r));
 		err_clear();
 	}
 	return err_set(E_IO, "%s: could not read or record " CATALOG_CLUSTER_MARKER " in %s", what,
-				   storage_describe(r->st));
+				   repo_describe(r));
 }
 
 err_code catalog_check_encryption(repo *r, const char *what)
 {
 	json_t *doc = NULL;
-	TRY(storage_prepare_write(r->st));
+	TRY(repo_prepare_write(r));
 	TRY(catalog_read_optional(r, CATALOG_CLUSTER_MARKER, &doc));
 	err_code rc = check_encryption(r, what, json_string_value(json_object_get(doc, "encryption")));
 	json_decref(doc);
@@ -252,7 +252,7 @@ err_code catalog_record_encryption(repo *r)
 						  &sysid)) == E_OK) {
 		log_info("recording in " CATALOG_CLUSTER_MARKER " that %s's objects are encrypted with "
 				 "%s",
-				 storage_describe(r->st), ours);
+				 repo_describe(r), ours);
 		rc = write_marker(r, sysid, false, ours);
 	}
 	json_decref(doc);

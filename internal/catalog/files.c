@@ -448,9 +448,9 @@ err_code catalog_dbnames_each(repo *r, const char *backup, catalog_file_fn fn, v
 	f->obj = "DatabasesByNames";
 	f->had_obj = found;
 	*found = false;
-	err_code rc = storage_get(r->st, key, &f->base);
+	err_code rc = repo_get_plain(r, key, &f->base);
 	if (rc == E_NOTFOUND)
-		rc = err_set(E_NOTFOUND, "%s does not exist in %s", key, storage_describe(r->st));
+		rc = err_set(E_NOTFOUND, "%s does not exist in %s", key, repo_describe(r));
 	if (rc == E_OK)
 		rc = sink_finish(&f->base);
 	sink_free(&f->base);

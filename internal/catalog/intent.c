@@ -31,7 +31,7 @@ err_code catalog_deleting_begin(repo *r, const char *const *names, size_t n)
 
 void catalog_deleting_end(repo *r)
 {
-	if (storage_remove(r->st, INTENT_KEY) != E_OK)
+	if (repo_remove(r, INTENT_KEY) != E_OK)
 		err_clear();
 }
 

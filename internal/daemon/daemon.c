@@ -104,7 +104,7 @@ static char answer_push(conn *c, const daemon_request *q)
 	struct timespec t0, t1;
 	struct stat sb;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	storage_recheck(c->push->st);
+	repo_recheck(c->push);
 	err_code rc = wal_push(c->push, c->cfg, path, NULL, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (rc == E_OK) {

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal/repo/repo_impl.h"
+
 static err_code check_codec(const config *cfg, repo *r)
 {
 	r->codec = codec_by_name(cfg->compression);
@@ -21,18 +23,30 @@ static err_code check_codec(const config *cfg, repo *r)
 	return E_OK;
 }
 
-err_code repo_open_use(const config *cfg, storage_use use, const char *target, repo *out)
+err_code repo_open_use(const config *cfg, repo_use use, const char *target, repo **out)
 {
-	memset(out, 0, sizeof(*out));
-	TRY(check_codec(cfg, out));
-	TRY(crypt_init());
-	TRY(crypter_load(cfg, &out->crypt));
-	return storage_open_use(cfg, use, target, &out->st);
+	static const storage_use uses[] = { [REPO_WRITE] = STORAGE_WRITE,
+										[REPO_READ] = STORAGE_READ,
+										[REPO_EVERY] = STORAGE_EVERY };
+	repo *r = xcalloc(1, sizeof(*r));
+	err_code rc = check_codec(cfg, r);
+	if (rc == E_OK)
+		rc = crypt_init();
+	if (rc == E_OK)
+		rc = crypter_load(cfg, &r->crypt);
+	if (rc == E_OK)
+		rc = storage_open_use(cfg, uses[use], target, &r->st);
+	if (rc != E_OK) {
+		repo_close(r);
+		r = NULL;
+	}
+	*out = r;
+	return rc;
 }
 
-err_code repo_open(const config *cfg, repo *out)
+err_code repo_open(const config *cfg, repo **out)
 {
-	return repo_open_use(cfg, STORAGE_READ, NULL, out);
+	return repo_open_use(cfg, REPO_READ, NULL, out);
 }
 
 void repo_limit_network(repo *r, uint64_t bytes_per_sec)
@@ -41,39 +55,63 @@ void repo_limit_network(repo *r, uint64_t bytes_per_sec)
 		r->net = rate_new(bytes_per_sec);
 }
 
+sink *repo_paced_new(repo *r, sink *next)
+{
+	return r->net != NULL ? rate_sink_new(r->net, next) : next;
+}
+
 void repo_close(repo *r)
 {
+	if (r == NULL)
+		return;
 	storage_free(r->st);
 	rate_free(r->net);
 	crypter_free(r->crypt);
-	memset(r, 0, sizeof(*r));
+	free(r);
 }
 
-typedef enum { PUT_REPLACE, PUT_NEW, PUT_LONG } put_kind;
+const char *repo_backups(const repo *r)
+{
+	return r->backups != NULL ? r->backups : REPO_BACKUP_DIR;
+}
 
-static err_code put_chain(repo *r, const char *base_key, put_kind kind, uint64_t *stored,
+void repo_set_backups(repo *r, const char *dir)
+{
+	r->backups = dir;
+}
+
+const char *repo_describe(repo *r)
+{
+	return storage_describe(r->st);
+}
+
+/* base_key with c's extension, to free. */
+static char *key_with(const codec *c, const char *base_key)
+{
+	const char *ext = codec_ext(c);
+	return ext[0] ? xasprintf("%s.%s", base_key, ext) : xstrdup(base_key);
+}
+
+char *repo_key(const repo *r, const char *base_key)
+{
+	return key_with(r->codec, base_key);
+}
+
+static err_code put_chain(repo *r, const char *base_key, repo_put_mode mode, uint64_t *stored,
 						  sink **out, char **key_out)
 {
-	const char *ext = codec_ext(r->codec);
-	char *key = ext[0] ? xasprintf("%s.%s", base_key, ext) : xstrdup(base_key);
+	char *key = repo_key(r, base_key);
 	sink *s = NULL;
-	err_code rc;
-	if (kind == PUT_NEW)
-		rc = storage_put_new(r->st, key, &s);
-	else if (kind == PUT_LONG)
-		rc = storage_put_long(r->st, key, &s);
-	else
-		rc = storage_put(r->st, key, &s);
+	err_code rc = repo_put_plain(r, key, mode, &s);
 	if (rc != E_OK) {
 		free(key);
 		return rc;
 	}
-	if (r->net != NULL)
-		s = rate_sink_new(r->net, s);
+	s = repo_paced_new(r, s);
 	if (stored != NULL)
 		s = count_sink_new(stored, s);
 	s = repo_encrypt_new(r, s);
-	*out = codec_compress_new(r->codec, r->level, s);
+	*out = repo_compress_new(r, s);
 	if (key_out != NULL)
 		*key_out = key;
 	else
@@ -83,17 +121,17 @@ static err_code put_chain(repo *r, const char *base_key, put_kind kind, uint64_t
 
 err_code repo_put(repo *r, const char *base_key, uint64_t *stored, sink **out, char **key_out)
 {
-	return put_chain(r, base_key, PUT_REPLACE, stored, out, key_out);
+	return put_chain(r, base_key, REPO_PUT_REPLACE, stored, out, key_out);
 }
 
 err_code repo_put_long(repo *r, const char *base_key, uint64_t *stored, sink **out, char **key_out)
 {
-	return put_chain(r, base_key, PUT_LONG, stored, out, key_out);
+	return put_chain(r, base_key, REPO_PUT_LONG, stored, out, key_out);
 }
 
 err_code repo_put_new(repo *r, const char *base_key, sink **out, char **key_out)
 {
-	return put_chain(r, base_key, PUT_NEW, NULL, out, key_out);
+	return put_chain(r, base_key, REPO_PUT_NEW, NULL, out, key_out);
 }
 
 const codec *repo_codec_for_key(const char *key)
@@ -109,14 +147,45 @@ const codec *repo_codec_for_key(const char *key)
 	return codec_by_name("none");
 }
 
-sink *repo_encrypt_new(repo *r, sink *next)
+sink *repo_decompress_new(const char *key, sink *next)
 {
-	return r->crypt != NULL ? crypter_encrypt_new(r->crypt, next) : next;
+	return codec_decompress_new(repo_codec_for_key(key), next);
 }
 
-sink *repo_decrypt_new(repo *r, sink *next)
+sink *repo_compress_new(const repo *r, sink *next)
 {
-	return r->crypt != NULL ? crypter_decrypt_new(r->crypt, next) : next;
+	return codec_compress_new(r->codec, r->level, next);
+}
+
+bool repo_is_codec_ext(const char *ext)
+{
+	return codec_by_ext(ext) != NULL;
+}
+
+size_t repo_decode_memory(const char *key)
+{
+	return codec_decode_memory(repo_codec_for_key(key));
+}
+
+void repo_compress_here(void)
+{
+	codec_compress_here();
+}
+
+/* The frames rule: c's frames are entry points in the stored object only in the clear. */
+static bool frames_stored(const repo *r, const codec *c)
+{
+	return codec_has_frames(c) && r->crypt == NULL;
+}
+
+bool repo_frames_allowed(const repo *r)
+{
+	return frames_stored(r, r->codec);
+}
+
+err_code repo_end_frame(const char *key, sink *w)
+{
+	return codec_end_frame(repo_codec_for_key(key), w);
 }
 
 /*
@@ -187,7 +256,7 @@ static err_code encrypted_without_key(repo *r, const char *key, const sniffed *f
 static err_code get_object(repo *r, const char *key, bool ranged, uint64_t offset, uint64_t len,
 						   progress *p, sink *into)
 {
-	sink *chain = codec_decompress_new(repo_codec_for_key(key), into);
+	sink *chain = repo_decompress_new(key, into);
 	if (!ranged)
 		chain = repo_decrypt_new(r, chain);
 	/* only an object's start shows what it is */
@@ -195,8 +264,7 @@ static err_code get_object(repo *r, const char *key, bool ranged, uint64_t offse
 	chain = sniff_new(r, sniff, chain);
 	if (p != NULL)
 		chain = tap_sink_new(progress_bytes, p, chain);
-	if (r->net != NULL)
-		chain = rate_sink_new(r->net, chain);
+	chain = repo_paced_new(r, chain);
 	err_code rc = !ranged				? storage_get(r->st, key, chain)
 		: r->crypt != NULL ? err_set(E_FAIL, "an encrypted object cannot be read in part")
 						   : storage_get_range(r->st, key, offset, len, chain);
@@ -223,9 +291,9 @@ err_code repo_get_counted(repo *r, const char *key, progress *p, sink *into)
 	return get_object(r, key, false, 0, 0, p, into);
 }
 
-bool repo_has_range(const repo *r)
+bool repo_has_range(const repo *r, const char *key)
 {
-	return r->crypt == NULL && storage_has_range(r->st);
+	return frames_stored(r, repo_codec_for_key(key)) && storage_has_range(r->st);
 }
 
 err_code repo_get_range(repo *r, const char *key, uint64_t offset, uint64_t len, sink *into)
@@ -256,8 +324,7 @@ static char *candidate_key(const repo *r, const char *base_key, size_t i)
 		if (c == NULL)
 			return NULL;
 	}
-	const char *ext = codec_ext(c);
-	return ext[0] ? xasprintf("%s.%s", base_key, ext) : xstrdup(base_key);
+	return key_with(c, base_key);
 }
 
 static err_code none_for(repo *r, const char *base_key)
@@ -270,8 +337,8 @@ err_code repo_find(repo *r, const char *base_key, char **key_out)
 	*key_out = NULL;
 	char *key;
 	for (size_t i = 0; (key = candidate_key(r, base_key, i)) != NULL; i++) {
-		obj_info info;
-		err_code rc = storage_stat(r->st, key, &info);
+		repo_obj info;
+		err_code rc = repo_stat(r, key, &info);
 		if (rc == E_OK)
 			*key_out = key;
 		else

@@ -50,7 +50,7 @@ static time_t mono_now(void)
 
 err_code wal_marker_sysid(repo *r, uint64_t *sysid)
 {
-	const char *where = storage_describe(r->st);
+	const char *where = repo_describe(r);
 	pthread_mutex_lock(&marker_lock);
 	bool fresh = marker_repo != NULL && strcmp(marker_repo, where) == 0 &&
 		mono_now() - marker_at < MARKER_TTL_S;

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "internal/catalog/catalog.h"
-#include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 
 static timeline *tl_get(wal_index *ix, uint32_t id)
@@ -168,15 +167,15 @@ bool wal_object_is_segment(const char *base)
 	/* its name alone or with one codec extension: not .partial, .backup, WAL-G's .json */
 	const char *rest = strlen(base) >= WAL_NAME_LEN ? base + WAL_NAME_LEN : "?";
 	return wal_is_segment_name(name) &&
-		(rest[0] == '\0' || (rest[0] == '.' && codec_by_ext(rest + 1) != NULL));
+		(rest[0] == '\0' || (rest[0] == '.' && repo_is_codec_ext(rest + 1)));
 }
 
 err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix)
 {
-	obj_list l;
+	repo_objs l;
 	memset(ix, 0, sizeof(*ix));
 	ix->segsize = (uint64_t)cfg->pg_wal_size_mb << 20;
-	TRY(storage_list(r->st, REPO_WAL_DIR, false, &l));
+	TRY(repo_list(r, REPO_WAL_DIR, false, &l));
 	err_code rc = E_OK;
 	for (size_t i = 0; rc == E_OK && i < l.len; i++) {
 		const char *base = l.items[i].key + strlen(REPO_WAL_DIR);
@@ -196,7 +195,7 @@ err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix
 				rc = read_history(r, l.items[i].key, tl_get(ix, id));
 		}
 	}
-	obj_list_free(&l);
+	repo_objs_free(&l);
 	TRY(rc);
 	for (size_t i = 0; i < ix->n; i++) {
 		timeline *t = &ix->tl[i];

@@ -7,6 +7,9 @@
 #   - inside a module, its rooms (sub-folders, ROOMS below) the same way: a room includes only
 #     rooms of a lower rank (or itself) and the module's header, which includes nothing of its
 #     own module; rooms of one rank never use each other;
+#   - repo is closed: above it, nothing includes the modules it wraps (storage, codec, crypt) or
+#     names their functions and types, and repo.h itself includes none of them; a module's
+#     *_impl.h is included only inside that module, by cmd/ too (so repo_impl.h leaks nothing);
 #   - no folder under internal/ holds more than MAX_FILES files (about 10: a folder read at a
 #     glance);
 #   - nothing below cmd/ acts on the whole process: no sigaction(), signal(), fork(), _exit().
@@ -21,16 +24,23 @@ LAYERS='core=0 pipe=1 codec=2 crypt=2 storage=2 pg=2 tar=2 repo=3 catalog=4 wal=
 ROOMS='core=.<sink,keys,mem pg=.<wal<server storage=http<s3,azure,gcs,sftp<.
 	wal=.<check<fetch,push backup=push,restore<manage<.'
 MAX_FILES=12
+# What repo wraps, and the prefixes of their functions and types (also banned above repo).
+WRAPPED='storage codec crypt'
+WRAPPED_NAMES='storage_|codec_|crypter?_|pgp_|obj_info|obj_list|STORAGE_[A-Z]|CRYPT_[A-Z]'
 
 check() { # ROOT: prints violations, returns 1 when there are any
-	local root=$1 bad=0 files
-	# a module's files and those of its rooms (sub-folders)
+	local root=$1 bad=0 files cmds
+	# a module's files and those of its rooms (sub-folders); cmd/ for the *_impl.h rule
 	mapfile -t files < <(find "$root/internal" -name '*.[ch]' | sort)
+	mapfile -t cmds < <(find "$root/cmd" -name '*.[ch]' 2>/dev/null | sort)
 	# one awk over every file (a shell loop over each line took most of make lint)
-	awk -v layers="$LAYERS" -v rooms="$ROOMS" -v root="$root/" '
+	awk -v layers="$LAYERS" -v rooms="$ROOMS" -v wrapped="$WRAPPED" -v names="$WRAPPED_NAMES" -v root="$root/" '
 		BEGIN {
 			n = split(layers, kv, " ")
 			for (i = 1; i <= n; i++) { split(kv[i], p, "="); rank[p[1]] = p[2] }
+			n = split(wrapped, w, " ")
+			for (i = 1; i <= n; i++) wraps[w[i]] = 1
+			named = "(^|[^A-Za-z0-9_])(" names ")"
 			n = split(rooms, kv, "[ \t\n]+")
 			for (i = 1; i <= n; i++) {
 				if (kv[i] == "") continue
@@ -52,7 +62,10 @@ check() { # ROOT: prints violations, returns 1 when there are any
 		FNR == 1 {
 			file = substr(FILENAME, length(root) + 1)
 			split(file, parts, "/")
+			incomment = 0
+			if (parts[1] == "cmd") { mod = "cmd"; above = 0; next }
 			mod = parts[2]
+			above = rank[mod] > rank["repo"]
 			room = room_of(file)
 			if (!(mod in rank)) { print file ": module " mod " has no layer in docs/ARCHITECTURE.md"; bad = 1; nextfile }
 			if (room == "") { print file ": deeper than internal/MODULE/ROOM/"; bad = 1; nextfile }
@@ -65,6 +78,20 @@ check() { # ROOT: prints violations, returns 1 when there are any
 			sub(/".*/, "", path)
 			split(path, q, "/")
 			dep = q[2]
+			if (dep != mod && path ~ /_impl\.h$/) {
+				print file ":" FNR ": " mod " includes " dep "\x27s internals (a *_impl.h)"
+				bad = 1
+			}
+			if (mod == "cmd")
+				next
+			if (above && dep in wraps) {
+				print file ":" FNR ": " mod " includes " dep ", which only repo may use"
+				bad = 1
+			}
+			if (file == "internal/repo/repo.h" && dep in wraps) {
+				print file ":" FNR ": repo.h includes " dep ", which would reach every module above repo"
+				bad = 1
+			}
 			if (dep != mod) {
 				if (!(dep in rank) || rank[dep] >= rank[mod]) {
 					print file ":" FNR ": " mod " includes " dep ", which is not below it"
@@ -86,8 +113,33 @@ check() { # ROOT: prints violations, returns 1 when there are any
 				bad = 1
 			}
 		}
+		above {
+			# code only: comments and string literals may say anything
+			line = $0
+			gsub(/"([^"\\]|\\.)*"/, "\"\"", line)
+			code = ""
+			while (line != "") {
+				if (incomment) {
+					e = index(line, "*/")
+					if (e == 0) { line = ""; break }
+					line = substr(line, e + 2)
+					incomment = 0
+				}
+				s = index(line, "/*")
+				d = index(line, "//")
+				if (d > 0 && (s == 0 || d < s)) { code = code substr(line, 1, d - 1); break }
+				if (s == 0) { code = code line; break }
+				code = code substr(line, 1, s - 1)
+				line = substr(line, s + 2)
+				incomment = 1
+			}
+			if (code ~ named) {
+				print file ":" FNR ": " mod " names storage, codec or crypt, which only repo may use"
+				bad = 1
+			}
+		}
 		END { exit bad }
-	' "${files[@]}" || bad=1
+	' "${files[@]}" "${cmds[@]}" || bad=1
 	# A folder that a newcomer reads at a glance: a crowded one is split into rooms.
 	local crowded
 	crowded=$(printf '%s\n' "${files[@]}" | sed 's|/[^/]*$||' | sort | uniq -c |
@@ -113,6 +165,7 @@ if [ "${1:-}" = --self-test ]; then
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
 	cp -r "$here/internal" "$tmp/"
+	mkdir -p "$tmp/cmd" && cp -r "$here/cmd/walc" "$tmp/cmd/"
 	check "$tmp" >/dev/null || { echo "layers self-test: the tree itself fails"; exit 1; }
 	# caught WHAT PATTERN: the planted violation (WHAT) fails the check with a line matching
 	# PATTERN; the copy is then made clean again for the next one.
@@ -120,7 +173,7 @@ if [ "${1:-}" = --self-test ]; then
 		local out
 		if out=$(check "$tmp"); then echo "layers self-test: $1 was not caught"; exit 1; fi
 		grep -q -- "$2" <<<"$out" || { echo "layers self-test: $1 was not named: $out"; exit 1; }
-		rm -rf "$tmp/internal" && cp -r "$here/internal" "$tmp/"
+		rm -rf "$tmp/internal" "$tmp/cmd/walc" && cp -r "$here/internal" "$tmp/" && cp -r "$here/cmd/walc" "$tmp/cmd/"
 	}
 	in=internal
 	printf '#include "internal/backup/backup.h"\n' >>"$tmp/$in/wal/push/push.c"
@@ -143,9 +196,27 @@ if [ "${1:-}" = --self-test ]; then
 	caught "a crowded folder" "^$in/codec/: .* files, more than $MAX_FILES"
 	printf 'static void f(void) { fork(); }\n' >>"$tmp/$in/pg/page.c"
 	caught "fork() below cmd/" "^$in/pg/page.c:.*process-wide act"
+	# repo closed: each way around it, planted alone, is caught
+	printf '#include "internal/storage/storage.h"\n' >>"$tmp/$in/catalog/catalog.c"
+	caught "storage included above repo" "^$in/catalog/catalog.c:.*catalog includes storage, which only repo may use"
+	printf '#include "internal/crypt/crypt.h"\n' >>"$tmp/$in/daemon/daemon.c"
+	caught "crypt included above repo" "^$in/daemon/daemon.c:.*daemon includes crypt, which only repo may use"
+	printf '#include "internal/codec/codec.h"\n' >>"$tmp/$in/repo/repo.h"
+	caught "codec included by repo.h" "^$in/repo/repo.h:.*repo.h includes codec"
+	printf '#include "internal/repo/repo_impl.h"\n' >>"$tmp/$in/backup/manage/copy.c"
+	caught "repo_impl.h included outside repo" "^$in/backup/manage/copy.c:.*internals (a \*_impl.h)"
+	printf '#include "internal/repo/repo_impl.h"\n' >>"$tmp/cmd/walc/st.c"
+	caught "repo_impl.h included by cmd" "^cmd/walc/st.c:.*internals (a \*_impl.h)"
+	printf 'static void f(storage *st) { storage_free(st); }\n' >>"$tmp/$in/wal/push/push.c"
+	caught "a storage call above repo" "^$in/wal/push/push.c:.*names storage, codec or crypt"
+	printf 'static bool f(const codec *c) { return codec_has_frames(c); }\n' >>"$tmp/$in/backup/push/pack.c"
+	caught "a codec call above repo" "^$in/backup/push/pack.c:.*names storage, codec or crypt"
+	printf 'static obj_info g; /* storage_x */\n' >>"$tmp/$in/catalog/cluster.c"
+	caught "a storage type above repo" "^$in/catalog/cluster.c:.*names storage, codec or crypt"
 	echo "layers self-test: upward and sideways includes (between modules and between rooms), a"
 	echo "  room used from another module or by its module's header, a room with no rank or in a"
-	echo "  room, a crowded folder and fork() are caught"
+	echo "  room, a crowded folder, fork(), and each way around repo (storage, codec or crypt"
+	echo "  included or named above it, repo.h including them, another module's *_impl.h) are caught"
 	exit 0
 fi
-check "$(cd "$(dirname "$0")/../.." && pwd)" && echo "layers: every include points down; no process-wide act below cmd/"
+check "$(cd "$(dirname "$0")/../.." && pwd)" && echo "layers: every include points down; repo is closed; no process-wide act below cmd/"

@@ -20,6 +20,7 @@
 
 #include "internal/catalog/catalog_impl.h"
 #include "internal/pg/pg.h"
+#include "internal/repo/repo_impl.h"
 
 #define NAME "base_000000010000000000000003"
 

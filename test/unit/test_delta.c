@@ -18,6 +18,7 @@
 
 #include "internal/backup/restore/extract.h"
 #include "internal/backup/push/push_impl.h"
+#include "internal/repo/repo_impl.h"
 #include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 

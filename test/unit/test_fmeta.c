@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "internal/backup/push/push_impl.h"
+#include "internal/repo/repo_impl.h"
 
 typedef struct collected {
 	char **names;

@@ -37,10 +37,10 @@ static int teardown(void **state)
 {
 	(void)state;
 	retain_set_free(&st);
-	obj_list_free(&lst.backups);
-	obj_list_free(&lst.wal);
-	obj_list_free(&lst.temporaries);
-	obj_list_free(&plan.del);
+	repo_objs_free(&lst.backups);
+	repo_objs_free(&lst.wal);
+	repo_objs_free(&lst.temporaries);
+	repo_objs_free(&plan.del);
 	return 0;
 }
 
@@ -62,10 +62,10 @@ static retain_backup *backup(uint32_t tli, uint64_t seg, time_t sec)
 	retain_set_range(b, SEG);
 	/* and its objects in the listing */
 	char *k = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, b->name);
-	obj_list_add(&lst.backups, k, 500, sec + 60, 0);
+	repo_objs_add(&lst.backups, k, 500, sec + 60, 0);
 	free(k);
 	k = xasprintf(REPO_BACKUP_DIR "%s/tar_partitions/part_1.tar.lz4", b->name);
-	obj_list_add(&lst.backups, k, 1000, sec + 30, 0);
+	repo_objs_add(&lst.backups, k, 1000, sec + 30, 0);
 	free(k);
 	return b;
 }
@@ -88,11 +88,11 @@ static void wal(uint32_t tli, uint64_t first, uint64_t last)
 		char name[WAL_NAME_LEN + 1];
 		wal_name_format(name, tli, s, SEG);
 		char *k = xasprintf(REPO_WAL_DIR "%s.lz4", name);
-		obj_list_add(&lst.wal, k, 100, NOW - 10 * HOUR, 0);
+		repo_objs_add(&lst.wal, k, 100, NOW - 10 * HOUR, 0);
 		free(k);
 	}
 	char *h = xasprintf(REPO_WAL_DIR "%08X.history.lz4", tli);
-	obj_list_add(&lst.wal, h, 10, NOW - 10 * HOUR, 0);
+	repo_objs_add(&lst.wal, h, 10, NOW - 10 * HOUR, 0);
 	free(h);
 }
 
@@ -153,7 +153,7 @@ static void run(const delete_options *o, err_code want)
 	err_code rc = retain_select(&st, o, NOW, &sc);
 	assert_int_equal(rc, want);
 	if (rc == E_OK && sc.act) {
-		obj_list_free(&plan.del); /* an earlier run's */
+		repo_objs_free(&plan.del); /* an earlier run's */
 		retain_plan_objects(&st, &sc, &lst, &plan);
 	}
 }
@@ -239,21 +239,21 @@ static void test_skipped_backup(void **state)
 	st.skipped = xcalloc(1, sizeof(*st.skipped));
 	st.skipped[0] = (retain_skipped){ xstrdup(bad), false };
 	st.nskipped = 1;
-	obj_list_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000005" SENTINEL_SUFFIX,
+	repo_objs_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000005" SENTINEL_SUFFIX,
 				 10, NOW - 5 * HOUR, 0);
-	obj_list_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000005/metadata.json", 10,
+	repo_objs_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000005/metadata.json", 10,
 				 NOW - 5 * HOUR, 0);
 	run(&(delete_options){ .mode = DELETE_RETAIN, .count = 1 }, E_OK);
 	assert_true(sentinel_planned(at(10)));
 	assert_false(planned_backup(bad, SENTINEL_SUFFIX) || planned_backup(bad, "/metadata.json"));
-	obj_list_free(&plan.del);
+	repo_objs_free(&plan.del);
 	memset(&plan, 0, sizeof(plan));
 	run(&(delete_options){ .mode = DELETE_GARBAGE }, E_OK);
 	assert_false(planned_backup(bad, "/metadata.json"));
 	st.skipped[0].permanent = true;
 	run(&(delete_options){ .mode = DELETE_EVERYTHING }, E_CONFIG);
 	err_clear();
-	obj_list_free(&plan.del);
+	repo_objs_free(&plan.del);
 	memset(&plan, 0, sizeof(plan));
 	run(&(delete_options){ .mode = DELETE_EVERYTHING, .force = true }, E_OK);
 	assert_true(planned_backup(bad, SENTINEL_SUFFIX) && planned_backup(bad, "/metadata.json"));
@@ -359,7 +359,7 @@ static void test_running_push(void **state)
 	wal(1, 10, 40);
 	/* a delta push on the oldest full is writing; its objects have no sentinel yet */
 	running_claim("base_000000010000000000000028_D_000000010000000000000010", 1, 40, f1->name);
-	obj_list_add(&lst.backups,
+	repo_objs_add(&lst.backups,
 				 REPO_BACKUP_DIR "base_000000010000000000000028_D_000000010000000000000010/"
 								 "tar_partitions/part_1.tar.lz4",
 				 10, NOW - 10 * HOUR, 0);
@@ -384,18 +384,18 @@ static void test_orphans(void **state)
 	(void)state;
 	backup(1, 20, NOW - 2 * HOUR);
 	backup(1, 30, NOW - 1 * HOUR);
-	obj_list_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000005/part", 1,
+	repo_objs_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000005/part", 1,
 				 NOW - 10 * HOUR, 0);
-	obj_list_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000035/part", 1,
+	repo_objs_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000035/part", 1,
 				 NOW - 10 * 60, 0);
-	obj_list_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000036/part", 1,
+	repo_objs_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000036/part", 1,
 				 NOW - 10 * 60, 0);
 	st.stale.items = xcalloc(1, sizeof(claim_info));
 	st.stale.len = 1;
 	st.stale.items[0].name = xstrdup("base_000000010000000000000036");
 	/* temporaries of dead writers: an old one and one still fresh */
-	obj_list_add(&lst.temporaries, REPO_WAL_DIR ".x.walc-tmp.1.1", 1, NOW - 2 * HOUR, 0);
-	obj_list_add(&lst.temporaries, REPO_WAL_DIR ".y.walc-tmp.1.2", 1, NOW - 60, 0);
+	repo_objs_add(&lst.temporaries, REPO_WAL_DIR ".x.walc-tmp.1.1", 1, NOW - 2 * HOUR, 0);
+	repo_objs_add(&lst.temporaries, REPO_WAL_DIR ".y.walc-tmp.1.2", 1, NOW - 60, 0);
 	run(&(delete_options){ .mode = DELETE_GARBAGE }, E_OK);
 	assert_true(planned(REPO_BACKUP_DIR "base_000000010000000000000005/part"));
 	assert_false(planned(REPO_BACKUP_DIR "base_000000010000000000000035/part"));
@@ -410,13 +410,13 @@ static void test_garbage_modifiers(void **state)
 	(void)state;
 	backup(1, 20, NOW - 2 * HOUR);
 	wal(1, 10, 22);
-	obj_list_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000005/part", 1,
+	repo_objs_add(&lst.backups, REPO_BACKUP_DIR "base_000000010000000000000005/part", 1,
 				 NOW - 10 * HOUR, 0);
 	run(&(delete_options){ .mode = DELETE_GARBAGE, .modifier = MOD_ARCHIVES }, E_OK);
 	assert_true(wal_planned(1, 19));
 	assert_false(wal_planned(1, 20));
 	assert_false(planned(REPO_BACKUP_DIR "base_000000010000000000000005/part"));
-	obj_list_free(&plan.del);
+	repo_objs_free(&plan.del);
 	run(&(delete_options){ .mode = DELETE_GARBAGE, .modifier = MOD_BACKUPS }, E_OK);
 	assert_false(wal_planned(1, 19));
 	assert_true(planned(REPO_BACKUP_DIR "base_000000010000000000000005/part"));
@@ -447,7 +447,7 @@ static void test_before(void **state)
 		E_OK);
 	assert_true(sentinel_planned(at(10)));
 	assert_false(sentinel_planned(at(20)));
-	obj_list_free(&plan.del);
+	repo_objs_free(&plan.del);
 	/* by time: the oldest backup at or after it is kept */
 	char when[64];
 	time_t t = NOW - 2 * HOUR - 1;
@@ -459,7 +459,7 @@ static void test_before(void **state)
 	run(&(delete_options){ .mode = DELETE_BEFORE, .point = "base_000000010000000000000016" },
 		E_CONFIG);
 	err_clear();
-	obj_list_free(&plan.del);
+	repo_objs_free(&plan.del);
 	run(&(delete_options){ .mode = DELETE_BEFORE, .modifier = MOD_FIND_FULL,
 						   .point = "base_000000010000000000000016" },
 		E_OK);
@@ -493,7 +493,7 @@ static void test_retain_after(void **state)
 		E_OK);
 	assert_true(sentinel_planned(at(10)));
 	assert_false(sentinel_planned(at(20)) || sentinel_planned(at(30)));
-	obj_list_free(&plan.del);
+	repo_objs_free(&plan.del);
 	/* retain 3 --after the newest: retain's target is older */
 	run(&(delete_options){ .mode = DELETE_RETAIN, .count = 3,
 						   .after = "base_000000010000000000000028" },
@@ -520,7 +520,7 @@ static void test_everything(void **state)
 	p->permanent = true;
 	backup(1, 20, NOW - 1 * HOUR);
 	wal(1, 10, 22);
-	obj_info marker = { (char *)(uintptr_t)CATALOG_CLUSTER_MARKER, 50, NOW - HOUR, 0, NULL };
+	repo_obj marker = { (char *)(uintptr_t)CATALOG_CLUSTER_MARKER, 50, NOW - HOUR, 0, NULL };
 	lst.marker = &marker;
 	run(&(delete_options){ .mode = DELETE_EVERYTHING }, E_CONFIG);
 	assert_non_null(strstr(err_msg(), "FORCE"));
@@ -547,13 +547,13 @@ static void test_target(void **state)
 	assert_true(sentinel_planned(at(12)) && sentinel_planned(at(14)));
 	assert_false(sentinel_planned(at(20)));
 	assert_false(wal_planned(1, 10));
-	obj_list_free(&plan.del);
+	repo_objs_free(&plan.del);
 	/* FIND_FULL: the whole chain */
 	run(&(delete_options){ .mode = DELETE_TARGET, .modifier = MOD_FIND_FULL,
 						   .point = "base_00000001000000000000000E" },
 		E_OK);
 	assert_true(sentinel_planned(at(10)) && sentinel_planned(at(12)) && sentinel_planned(at(14)));
-	obj_list_free(&plan.del);
+	repo_objs_free(&plan.del);
 	/* by user data */
 	run(&(delete_options){ .mode = DELETE_TARGET, .user_data = "{\"job\": \"nightly\"}" }, E_OK);
 	assert_true(sentinel_planned(at(20)));
@@ -625,7 +625,7 @@ static void test_verified_modes(void **state)
 	for (uint64_t s = 20; s <= 45; s++)
 		assert_false(wal_planned(1, s));
 	/* a permanent verified backup pins the WAL from it to now, not only its own range */
-	obj_list_free(&plan.del);
+	repo_objs_free(&plan.del);
 	memset(&plan, 0, sizeof(plan));
 	at(20)->permanent = true;
 	run(&(delete_options){ .mode = DELETE_GARBAGE }, E_OK);
@@ -761,7 +761,7 @@ static void test_gfs_time_zone(void **state)
 	assert_true(!at(10)->keep && at(20)->keep && at(30)->keep);
 	setenv("TZ", "Europe/Berlin", 1);
 	tzset();
-	obj_list_free(&plan.del);
+	repo_objs_free(&plan.del);
 	memset(&plan, 0, sizeof(plan));
 	for (size_t i = 0; i < st.n; i++) {
 		free(st.b[i].why);
@@ -818,7 +818,7 @@ static void test_gfs_window(void **state)
 		assert_true(wal_planned(1, s));
 
 	/* an older verified backup: the WAL is continuous from it */
-	obj_list_free(&plan.del);
+	repo_objs_free(&plan.del);
 	memset(&plan, 0, sizeof(plan));
 	for (size_t i = 0; i < st.n; i++) {
 		free(st.b[i].why);

@@ -91,7 +91,7 @@ static const char *const SEGS[] = { "000000010000000000000003", "000000010000000
 									"000000010000000000000007", "000000010000000000000008" };
 
 /* A pg_wal with the six segments of SEGS waiting, and a repository beside it. */
-static void setup_pg_wal(config *cfg, repo *r, const char *limit)
+static void setup_pg_wal(config *cfg, repo **r, const char *limit)
 {
 	char *repo_dir = xasprintf("%s/repo", unit_dir), *pgdata = xasprintf("%s/pgdata", unit_dir);
 	char *status = xasprintf("%s/pgdata/pg_wal/archive_status", unit_dir);
@@ -135,7 +135,7 @@ static void test_watch_drops(void **state)
 {
 	(void)state;
 	config cfg;
-	repo r;
+	repo *r = NULL;
 	setup_pg_wal(&cfg, &r, "2mb");
 	char *wal_dir = xasprintf("%s/pgdata/pg_wal", unit_dir);
 	wal_backlog b;
@@ -147,7 +147,7 @@ static void test_watch_drops(void **state)
 
 	reports = 0;
 	bool self = false;
-	wal_watch *w = wal_watch_begin(&r, &cfg, wal_dir, SEGS[0], on_report, NULL, &self);
+	wal_watch *w = wal_watch_begin(r, &cfg, wal_dir, SEGS[0], on_report, NULL, &self);
 	assert_non_null(w);
 	assert_true(self);
 	wal_watch_end(w);
@@ -184,9 +184,9 @@ static void test_watch_drops(void **state)
 	/* the repository learns of it at the next flush, and only once */
 	assert_false(exists("repo", "walc_wal_lost.json", ""));
 	char *state_dir = wal_state_dir(wal_dir);
-	assert_int_equal(wal_dropped_flush(&r, state_dir), E_OK);
+	assert_int_equal(wal_dropped_flush(r, state_dir), E_OK);
 	wal_lost lost;
-	assert_int_equal(wal_lost_read(&r, MIB, &lost), E_OK);
+	assert_int_equal(wal_lost_read(r, MIB, &lost), E_OK);
 	assert_int_equal(lost.n, 1);
 	assert_int_equal(lost.gaps[0].first, 3);
 	assert_int_equal(lost.gaps[0].last, 6);
@@ -200,19 +200,19 @@ static void test_watch_drops(void **state)
 								 "000000010000000000000006 are recorded lost"));
 	free(what);
 	wal_lost_free(&lost);
-	assert_int_equal(wal_dropped_flush(&r, state_dir), E_OK);
-	assert_int_equal(wal_lost_read(&r, MIB, &lost), E_OK);
+	assert_int_equal(wal_dropped_flush(r, state_dir), E_OK);
+	assert_int_equal(wal_lost_read(r, MIB, &lost), E_OK);
 	assert_int_equal(lost.n, 1);
 	wal_lost_free(&lost);
 
 	/* a later drop of the next segment is a new gap: the first was recorded as it was */
 	make_file("pgdata/pg_wal/000000010000000000000009", MIB);
 	make_file("pgdata/pg_wal/archive_status/000000010000000000000009.ready", 0);
-	w = wal_watch_begin(&r, &cfg, wal_dir, "000000010000000000000009", NULL, NULL, &self);
+	w = wal_watch_begin(r, &cfg, wal_dir, "000000010000000000000009", NULL, NULL, &self);
 	assert_false(self); /* 7 is older */
 	wal_watch_end(w);
 	assert_true(exists("pgdata/pg_wal/archive_status", SEGS[4], ".done"));
-	assert_int_equal(wal_lost_read_local(&r, wal_dir, MIB, &lost), E_OK);
+	assert_int_equal(wal_lost_read_local(r, wal_dir, MIB, &lost), E_OK);
 	assert_int_equal(lost.n, 3); /* the repository's one, the journal's two */
 	assert_non_null(wal_lost_at(&lost, 1, 7));
 	wal_lost_free(&lost);
@@ -222,7 +222,7 @@ static void test_watch_drops(void **state)
 
 	free(state_dir);
 	free(wal_dir);
-	repo_close(&r);
+	repo_close(r);
 	config_free(&cfg);
 }
 
@@ -231,7 +231,7 @@ static void test_watch_unbounded(void **state)
 {
 	(void)state;
 	config cfg;
-	repo r;
+	repo *r = NULL;
 	setup_pg_wal(&cfg, &r, NULL);
 	char *wal_dir = xasprintf("%s/pgdata/pg_wal", unit_dir);
 	/* written ten seconds ago: a burst archiving drains at once is not behind, this is */
@@ -244,7 +244,7 @@ static void test_watch_unbounded(void **state)
 	reports = 0;
 	bool self = true;
 	for (int i = 0; i < 3; i++) {
-		wal_watch *w = wal_watch_begin(&r, &cfg, wal_dir, SEGS[0], on_report, NULL, &self);
+		wal_watch *w = wal_watch_begin(r, &cfg, wal_dir, SEGS[0], on_report, NULL, &self);
 		assert_false(self);
 		wal_watch_tick(w);
 		wal_watch_end(w);
@@ -258,9 +258,9 @@ static void test_watch_unbounded(void **state)
 	assert_false(exists("repo", "walc_wal_lost.json", ""));
 	/* not a pg_wal: no watch */
 	bool none;
-	assert_null(wal_watch_begin(&r, &cfg, unit_dir, SEGS[0], NULL, NULL, &none));
+	assert_null(wal_watch_begin(r, &cfg, unit_dir, SEGS[0], NULL, NULL, &none));
 	free(wal_dir);
-	repo_close(&r);
+	repo_close(r);
 	config_free(&cfg);
 }
 

@@ -1,7 +1,7 @@
 /*
  * copy: backups and the WAL they need, from one repository to another, as stored (still
  * compressed and encrypted: no key is needed), as WAL-G's copy does. Every object is checked
- * after it is copied (storage_copy); a backup's sentinel goes last, after its base's, so an
+ * after it is copied (repo_copy_object); a backup's sentinel goes last, after its base's, so an
  * interrupted copy lists no backup it does not hold whole; what the target holds already is
  * not copied again.
  */
@@ -27,8 +27,8 @@ typedef struct entry {
 } entry;
 
 typedef struct plan {
-	obj_list backups, wal; /* the source's basebackups_005/ and wal_005/, sorted */
-	obj_list root;		   /* its cluster marker */
+	repo_objs backups, wal; /* the source's basebackups_005/ and wal_005/, sorted */
+	repo_objs root;		   /* its cluster marker */
 	entry *e;
 	size_t n, cap;
 	char **names; /* the backups copied */
@@ -36,7 +36,7 @@ typedef struct plan {
 } plan;
 
 /* Added as found; the same key twice is merged once the plan is complete (plan_dedupe). */
-static void plan_add(plan *p, const obj_info *o, phase ph, int depth, bool mut)
+static void plan_add(plan *p, const repo_obj *o, phase ph, int depth, bool mut)
 {
 	if (p->n == p->cap) {
 		p->cap = p->cap ? p->cap * 2 : 256;
@@ -47,11 +47,11 @@ static void plan_add(plan *p, const obj_info *o, phase ph, int depth, bool mut)
 
 static int info_cmp(const void *a, const void *b)
 {
-	return strcmp(((const obj_info *)a)->key, ((const obj_info *)b)->key);
+	return strcmp(((const repo_obj *)a)->key, ((const repo_obj *)b)->key);
 }
 
 /* The first item of a sorted listing whose key is not before key. */
-static size_t lower_bound(const obj_list *l, const char *key)
+static size_t lower_bound(const repo_objs *l, const char *key)
 {
 	size_t lo = 0, hi = l->len;
 	while (lo < hi) {
@@ -65,7 +65,7 @@ static size_t lower_bound(const obj_list *l, const char *key)
 }
 
 /* key in a sorted listing, or NULL. */
-static const obj_info *find_key(const obj_list *l, const char *key)
+static const repo_obj *find_key(const repo_objs *l, const char *key)
 {
 	size_t at = lower_bound(l, key);
 	return at < l->len && strcmp(l->items[at].key, key) == 0 ? &l->items[at] : NULL;
@@ -124,11 +124,11 @@ static err_code add_backup(repo *from, plan *p, const char *name, const copy_opt
 	if (guard > 1000)
 		return err_set(E_CORRUPT, "copy: backup %s: its chain of bases does not end", name);
 	char *sentinel_key = xasprintf(REPO_BACKUP_DIR "%s" SENTINEL_SUFFIX, name);
-	const obj_info *sk = find_key(&p->backups, sentinel_key);
+	const repo_obj *sk = find_key(&p->backups, sentinel_key);
 	free(sentinel_key);
 	if (sk == NULL)
 		return err_set(E_NOTFOUND, "copy: backup %s has no sentinel in %s", name,
-					   storage_describe(from->st));
+					   repo_describe(from));
 	backup_sentinel s;
 	TRY(catalog_sentinel_read(from, name, &s));
 	err_code rc = E_OK;
@@ -158,7 +158,7 @@ static err_code add_backup(repo *from, plan *p, const char *name, const copy_opt
 		segment_of(s.finish_lsn, tli, seg_size, w->last);
 		char *prefix = xasprintf(REPO_BACKUP_DIR "%s/", name);
 		for (size_t i = 0; i < p->backups.len; i++) {
-			const obj_info *b = &p->backups.items[i];
+			const repo_obj *b = &p->backups.items[i];
 			if (!str_has_prefix(b->key, prefix))
 				continue;
 			const char *rest = b->key + strlen(prefix);
@@ -193,7 +193,7 @@ static err_code add_backup(repo *from, plan *p, const char *name, const copy_opt
 static err_code add_wal(plan *p, const wal_range *r, size_t nr, const copy_options *o)
 {
 	for (size_t i = 0; i < p->wal.len; i++) {
-		const obj_info *w = &p->wal.items[i];
+		const repo_obj *w = &p->wal.items[i];
 		char name[WAL_NAME_LEN + 9];
 		logical_name(w->key, name);
 		bool take = str_has_suffix(name, ".history");
@@ -218,7 +218,7 @@ static err_code add_wal(plan *p, const wal_range *r, size_t nr, const copy_optio
 				 i < p->wal.len && str_has_prefix(p->wal.items[i].key, prefix) && !found; i++) {
 				const char *rest = p->wal.items[i].key + strlen(prefix);
 				found = rest[0] == '\0' ||
-					(rest[0] == '.' && strchr(rest + 1, '.') == NULL && codec_by_ext(rest + 1) != NULL);
+					(rest[0] == '.' && strchr(rest + 1, '.') == NULL && repo_is_codec_ext(rest + 1));
 			}
 			free(prefix);
 			if (!found)
@@ -259,8 +259,7 @@ static int entry_cmp(const void *a, const void *b)
 }
 
 typedef struct work {
-	storage *from, *to;
-	rate *net;
+	repo *from, *to;
 	entry **todo;
 	size_t n;
 	atomic_size_t next;
@@ -277,7 +276,7 @@ static err_code copy_worker(void *arg)
 		if (i >= w->n)
 			return E_OK;
 		bool inside;
-		TRY(storage_copy(w->from, w->to, w->todo[i]->key, w->todo[i]->size, w->net, &inside));
+		TRY(repo_copy_object(w->from, w->to, w->todo[i]->key, w->todo[i]->size, &inside));
 		atomic_fetch_add(&w->bytes, w->todo[i]->size);
 		atomic_fetch_add(&w->server_side, inside);
 		log_debug("copied %s (%llu bytes%s)", w->todo[i]->key,
@@ -311,17 +310,17 @@ static err_code same_cluster(repo *from, repo *to)
 	if (have_from && have_to && a != b)
 		return err_set(E_CONFIG, "copy: %s holds cluster %llu's backups, %s cluster %llu's: "
 								 "copy into an empty prefix or one of the same cluster",
-					   storage_describe(to->st), (unsigned long long)b,
-					   storage_describe(from->st), (unsigned long long)a);
+					   repo_describe(to), (unsigned long long)b,
+					   repo_describe(from), (unsigned long long)a);
 	return E_OK;
 }
 
 static err_code plan_build(repo *from, const copy_options *o, plan *p)
 {
-	TRY(storage_list(from->st, REPO_BACKUP_DIR, true, &p->backups));
-	TRY(storage_list(from->st, REPO_WAL_DIR, false, &p->wal));
-	xqsort(p->backups.items, p->backups.len, sizeof(obj_info), info_cmp);
-	xqsort(p->wal.items, p->wal.len, sizeof(obj_info), info_cmp);
+	TRY(repo_list(from, REPO_BACKUP_DIR, true, &p->backups));
+	TRY(repo_list(from, REPO_WAL_DIR, false, &p->wal));
+	xqsort(p->backups.items, p->backups.len, sizeof(repo_obj), info_cmp);
+	xqsort(p->wal.items, p->wal.len, sizeof(repo_obj), info_cmp);
 	char **names = NULL;
 	size_t nnames = 0;
 	if (o->backup_name != NULL) {
@@ -337,7 +336,7 @@ static err_code plan_build(repo *from, const copy_options *o, plan *p)
 		catalog_backups_free(&refs);
 		if (nnames == 0) {
 			free(names);
-			return err_set(E_NOTFOUND, "copy: %s holds no backup", storage_describe(from->st));
+			return err_set(E_NOTFOUND, "copy: %s holds no backup", repo_describe(from));
 		}
 	}
 	wal_range *ranges = NULL;
@@ -356,11 +355,11 @@ static err_code plan_build(repo *from, const copy_options *o, plan *p)
 	}
 	if (rc == E_OK)
 		rc = add_wal(p, ranges, nranges, o);
-	obj_info marker;
+	repo_obj marker;
 	if (rc == E_OK) {
-		if (storage_stat(from->st, CATALOG_CLUSTER_MARKER, &marker) == E_OK) {
+		if (repo_stat(from, CATALOG_CLUSTER_MARKER, &marker) == E_OK) {
 			/* the entries borrow their keys from listings: the marker gets one of its own */
-			obj_list_add(&p->root, CATALOG_CLUSTER_MARKER, marker.size, marker.mtime, 0);
+			repo_objs_add(&p->root, CATALOG_CLUSTER_MARKER, marker.size, marker.mtime, 0);
 			plan_add(p, &p->root.items[0], PHASE_PAYLOAD, 0, false);
 		}
 		err_clear();
@@ -374,9 +373,9 @@ static err_code plan_build(repo *from, const copy_options *o, plan *p)
 }
 
 /* What the target holds of key, by size; false when absent. */
-static bool held(const obj_list *l, const char *key, uint64_t *size)
+static bool held(const repo_objs *l, const char *key, uint64_t *size)
 {
-	const obj_info *o = find_key(l, key);
+	const repo_obj *o = find_key(l, key);
 	if (o != NULL)
 		*size = o->size;
 	return o != NULL;
@@ -386,22 +385,22 @@ err_code backup_copy(repo *from, repo *to, const copy_options *o, copy_result *o
 {
 	memset(out, 0, sizeof(*out));
 	plan p = { 0 };
-	obj_list have_b = { 0 }, have_w = { 0 };
+	repo_objs have_b = { 0 }, have_w = { 0 };
 	entry **todo = NULL;
 	err_code rc = same_cluster(from, to);
 	if (rc == E_OK)
 		rc = plan_build(from, o, &p);
 	if (rc == E_OK)
-		rc = storage_list(to->st, REPO_BACKUP_DIR, true, &have_b);
+		rc = repo_list(to, REPO_BACKUP_DIR, true, &have_b);
 	if (rc == E_OK)
-		rc = storage_list(to->st, REPO_WAL_DIR, false, &have_w);
-	obj_info marker;
-	if (rc == E_OK && storage_stat(to->st, CATALOG_CLUSTER_MARKER, &marker) == E_OK)
-		obj_list_add(&have_b, CATALOG_CLUSTER_MARKER, marker.size, marker.mtime, 0);
+		rc = repo_list(to, REPO_WAL_DIR, false, &have_w);
+	repo_obj marker;
+	if (rc == E_OK && repo_stat(to, CATALOG_CLUSTER_MARKER, &marker) == E_OK)
+		repo_objs_add(&have_b, CATALOG_CLUSTER_MARKER, marker.size, marker.mtime, 0);
 	if (rc == E_OK) {
 		err_clear();
-		xqsort(have_b.items, have_b.len, sizeof(obj_info), info_cmp);
-		xqsort(have_w.items, have_w.len, sizeof(obj_info), info_cmp);
+		xqsort(have_b.items, have_b.len, sizeof(repo_obj), info_cmp);
+		xqsort(have_w.items, have_w.len, sizeof(repo_obj), info_cmp);
 	}
 	size_t n = 0;
 	uint64_t total = 0;
@@ -422,7 +421,7 @@ err_code backup_copy(repo *from, repo *to, const copy_options *o, copy_result *o
 			if (there && !e->mutable && strcmp(e->key, CATALOG_CLUSTER_MARKER) != 0)
 				rc = err_set(E_EXISTS, "copy: %s in %s has %llu bytes, the source's %llu: "
 									   "not replaced",
-							 e->key, storage_describe(to->st), (unsigned long long)size,
+							 e->key, repo_describe(to), (unsigned long long)size,
 							 (unsigned long long)e->size);
 			else if (!there || e->mutable) {
 				todo[n++] = e;
@@ -435,8 +434,8 @@ err_code backup_copy(repo *from, repo *to, const copy_options *o, copy_result *o
 	if (rc == E_OK) {
 		log_info("copy: %zu backup%s; %zu objects (%.1f MiB) to copy, %llu already in %s",
 				 p.nnames, p.nnames == 1 ? "" : "s", n, (double)total / 1048576.0,
-				 (unsigned long long)out->present, storage_describe(to->st));
-		work w = { .from = from->st, .to = to->st, .net = to->net };
+				 (unsigned long long)out->present, repo_describe(to));
+		work w = { .from = from, .to = to };
 		progress_start(&w.prog, "copy", total);
 		/* Each phase whole before the next; sentinels a depth at a time. */
 		for (size_t i = 0; rc == E_OK && i < n;) {
@@ -455,17 +454,17 @@ err_code backup_copy(repo *from, repo *to, const copy_options *o, copy_result *o
 			log_info("copy: %zu objects (%.1f MiB) copied%s and checked; %zu backup%s in %s",
 					 n, (double)out->copied_bytes / 1048576.0,
 					 out->server_side ? " (inside the store)" : "", p.nnames,
-					 p.nnames == 1 ? "" : "s", storage_describe(to->st));
+					 p.nnames == 1 ? "" : "s", repo_describe(to));
 	}
 	free(todo);
 	for (size_t i = 0; i < p.nnames; i++)
 		free(p.names[i]);
 	free(p.names);
 	free(p.e);
-	obj_list_free(&p.backups);
-	obj_list_free(&p.wal);
-	obj_list_free(&p.root);
-	obj_list_free(&have_b);
-	obj_list_free(&have_w);
+	repo_objs_free(&p.backups);
+	repo_objs_free(&p.wal);
+	repo_objs_free(&p.root);
+	repo_objs_free(&have_b);
+	repo_objs_free(&have_w);
 	return rc;
 }

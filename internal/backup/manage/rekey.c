@@ -55,22 +55,6 @@ static void hash_tap(void *arg, const void *buf, size_t len)
 	hasher_update(arg, buf, len);
 }
 
-/* Which key of the ring the object is encrypted with, from its first bytes. */
-static err_code probe(repo *r, const char *key, uint64_t size, crypt_key_of *out)
-{
-	membuf head = { .max = CRYPT_HEAD_BYTES };
-	uint64_t n = size < CRYPT_HEAD_BYTES ? size : CRYPT_HEAD_BYTES;
-	sink *s = membuf_sink_new(&head);
-	err_code rc = n > 0 ? storage_get_range(r->st, key, 0, n, s) : E_OK;
-	if (rc == E_OK)
-		rc = sink_finish(s);
-	sink_free(s);
-	if (rc == E_OK)
-		*out = crypter_probe(r->crypt, head.data, head.len);
-	free(head.data);
-	return rc;
-}
-
 /* Writes go to both sinks (owned); the caller finishes each. */
 typedef struct tee_sink {
 	sink base;
@@ -100,16 +84,11 @@ static void tee_free(sink *s)
 
 static const sink_ops tee_ops = { tee_write, tee_finish, tee_free };
 
-/* Reads paced by WALG_NETWORK_RATE_LIMIT, as every backup command's. */
-static sink *paced(repo *r, sink *next)
-{
-	return r->net != NULL ? rate_sink_new(r->net, next) : next;
-}
-
 static err_code put_for(repo *r, const char *key, sink **out)
 {
-	return strstr(key, "/tar_partitions/") != NULL ? storage_put_long(r->st, key, out)
-												   : storage_put(r->st, key, out);
+	return repo_put_plain(r, key,
+						  strstr(key, "/tar_partitions/") != NULL ? REPO_PUT_LONG : REPO_PUT_REPLACE,
+						  out);
 }
 
 /*
@@ -123,8 +102,8 @@ static err_code copy_out(repo *r, const char *key, const char *tkey, char sum[HA
 	err_code rc = put_for(r, tkey, &put);
 	if (rc == E_OK) {
 		sink *s = repo_decrypt_new(r, tap_sink_new(hash_tap, h, repo_encrypt_new(r, put)));
-		s = paced(r, s);
-		rc = storage_get(r->st, key, s);
+		s = repo_paced_new(r, s);
+		rc = repo_get_plain(r, key, s);
 		if (rc == E_OK)
 			rc = sink_finish(s);
 		sink_free(s);
@@ -139,17 +118,17 @@ static err_code copy_out(repo *r, const char *key, const char *tkey, char sum[HA
  * with the current key alone to the plaintext sum, and once key still is the object that was
  * read (a writer replacing it meanwhile wins).
  */
-static err_code copy_back(repo *r, const char *key, const char *tkey, const obj_info *was,
+static err_code copy_back(repo *r, const char *key, const char *tkey, const repo_obj *was,
 						  const char *sum)
 {
 	tee_sink *t = xcalloc(1, sizeof(*t));
 	hasher *h = hasher_new();
 	t->base.ops = &tee_ops;
-	t->b = crypter_decrypt_current_new(r->crypt, tap_sink_new(hash_tap, h, null_sink_new()));
+	t->b = repo_decrypt_current_new(r, tap_sink_new(hash_tap, h, null_sink_new()));
 	err_code rc = put_for(r, key, &t->a);
-	sink *in = paced(r, &t->base);
+	sink *in = repo_paced_new(r, &t->base);
 	if (rc == E_OK)
-		rc = storage_get(r->st, tkey, in);
+		rc = repo_get_plain(r, tkey, in);
 	if (rc == E_OK)
 		rc = sink_finish(t->b);
 	char got[HASH_TEXT_LEN + 1];
@@ -158,8 +137,8 @@ static err_code copy_back(repo *r, const char *key, const char *tkey, const obj_
 		rc = err_set(E_CORRUPT, "%s decrypts with the current key to other bytes than %s "
 								"(%s, not %s): %s left as it was",
 					 tkey, key, got, sum, key);
-	obj_info now;
-	if (rc == E_OK && (rc = storage_stat(r->st, key, &now)) == E_OK &&
+	repo_obj now;
+	if (rc == E_OK && (rc = repo_stat(r, key, &now)) == E_OK &&
 		(now.size != was->size || now.mtime != was->mtime || now.mtime_nsec != was->mtime_nsec))
 		rc = err_set(E_EXISTS, "%s was replaced while it was re-encrypted: left as the writer "
 							   "left it",
@@ -175,23 +154,23 @@ static err_code rekey_object(void *arg, const char *key)
 {
 	rekey_run *k = arg;
 	repo *r = k->r;
-	obj_info was, copy, after;
-	crypt_key_of which = CRYPT_KEY_NONE;
-	err_code rc = storage_stat(r->st, key, &was);
+	repo_obj was, copy, after;
+	repo_key_of which = REPO_KEY_NONE;
+	err_code rc = repo_stat(r, key, &was);
 	if (rc == E_NOTFOUND) { /* deleted since it was listed */
 		err_clear();
 		return E_OK;
 	}
 	if (rc == E_OK)
-		rc = probe(r, key, was.size, &which);
+		rc = repo_probe_key(r, key, was.size, &which);
 	progress_add(&k->prog, was.size, 1);
-	if (rc == E_OK && which == CRYPT_KEY_CURRENT) {
+	if (rc == E_OK && which == REPO_KEY_CURRENT) {
 		pthread_mutex_lock(&k->lock);
 		k->current++;
 		pthread_mutex_unlock(&k->lock);
 		return E_OK;
 	}
-	if (rc == E_OK && which == CRYPT_KEY_NONE) {
+	if (rc == E_OK && which == REPO_KEY_NONE) {
 		problem(k, key, "no key of the ring opens it (stored in the clear, or encrypted with a "
 						"key the ring lacks): left as it is");
 		return E_OK;
@@ -201,14 +180,14 @@ static err_code rekey_object(void *arg, const char *key)
 	if (rc == E_OK)
 		rc = copy_out(r, key, tkey, sum);
 	if (rc == E_OK)
-		rc = storage_stat(r->st, tkey, &copy);
+		rc = repo_stat(r, tkey, &copy);
 	if (rc == E_OK)
 		rc = copy_back(r, key, tkey, &was, sum);
-	if (rc == E_OK && (rc = storage_stat(r->st, key, &after)) == E_OK && after.size != copy.size)
+	if (rc == E_OK && (rc = repo_stat(r, key, &after)) == E_OK && after.size != copy.size)
 		rc = err_set(E_CORRUPT, "%s is %llu bytes after its replacement, its checked copy %s %llu",
 					 key, (unsigned long long)after.size, tkey, (unsigned long long)copy.size);
 	if (rc == E_OK) {
-		if (storage_remove(r->st, tkey) != E_OK)
+		if (repo_remove(r, tkey) != E_OK)
 			err_clear(); /* a stray copy: the next run removes it */
 		pthread_mutex_lock(&k->lock);
 		k->rekeyed++;
@@ -226,20 +205,20 @@ static err_code rekey_object(void *arg, const char *key)
 }
 
 /* Encrypted objects below prefix, into keys; a backup's pg_control.tar after its partitions. */
-static err_code collect(repo *r, const char *prefix, bool recursive, obj_list *all,
+static err_code collect(repo *r, const char *prefix, bool recursive, repo_objs *all,
 						uint64_t *bytes)
 {
-	obj_list l;
-	TRY(storage_list(r->st, prefix, recursive, &l));
+	repo_objs l;
+	TRY(repo_list(r, prefix, recursive, &l));
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < l.len; i++) {
-			const obj_info *o = &l.items[i];
+			const repo_obj *o = &l.items[i];
 			if (encrypted_key(o->key) && (strstr(o->key, "/pg_control.tar") != NULL) == pass) {
-				obj_list_add(all, o->key, o->size, o->mtime, o->mtime_nsec);
+				repo_objs_add(all, o->key, o->size, o->mtime, o->mtime_nsec);
 				*bytes += o->size;
 			}
 		}
-	obj_list_free(&l);
+	repo_objs_free(&l);
 	return E_OK;
 }
 
@@ -253,7 +232,7 @@ static char *target_of(const char *temp)
 	return xasprintf("%.*s%.*s", (int)(base - temp), temp, (int)(mark - base - 1), base + 1);
 }
 
-static bool in_scope(const obj_list *scope, const char *key)
+static bool in_scope(const repo_objs *scope, const char *key)
 {
 	for (size_t k = 0; key != NULL && k < scope->len; k++)
 		if (strcmp(scope->items[k].key, key) == 0)
@@ -267,23 +246,23 @@ static bool in_scope(const obj_list *scope, const char *key)
  * were killed, beside the objects in scope. WAL-G v3.0.9's backup-fetch takes every name in
  * tar_partitions/ for a partition, hidden ones too, and retries one it cannot read for hours.
  */
-static void remove_leftovers(repo *r, const obj_list *scope, bool whole)
+static void remove_leftovers(repo *r, const repo_objs *scope, bool whole)
 {
 	static const char *const dirs[] = { REKEY_DIR, REPO_BACKUP_DIR, REPO_CATCHUP_DIR, REPO_WAL_DIR };
-	obj_list l = { 0 }, dead = { 0 };
-	err_code rc = storage_list(r->st, REKEY_DIR, true, &l);
+	repo_objs l = { 0 }, dead = { 0 };
+	err_code rc = repo_list(r, REKEY_DIR, true, &l);
 	for (size_t d = 0; rc == E_OK && d < 4; d++)
 		rc = retain_dead_temporaries(r, dirs[d], &dead);
 	for (size_t i = 0; rc == E_OK && i < l.len; i++)
 		if ((whole || in_scope(scope, l.items[i].key + strlen(REKEY_DIR))) &&
-			storage_remove(r->st, l.items[i].key) != E_OK)
+			repo_remove(r, l.items[i].key) != E_OK)
 			err_clear();
 	for (size_t i = 0; rc == E_OK && i < dead.len; i++) {
 		char *target = target_of(dead.items[i].key);
 		bool copy = str_has_prefix(dead.items[i].key, REKEY_DIR);
 		if (target != NULL &&
 			((copy && whole) || in_scope(scope, copy ? target + strlen(REKEY_DIR) : target)) &&
-			storage_remove(r->st, dead.items[i].key) != E_OK)
+			repo_remove(r, dead.items[i].key) != E_OK)
 			err_clear();
 		free(target);
 	}
@@ -291,18 +270,18 @@ static void remove_leftovers(repo *r, const obj_list *scope, bool whole)
 		log_warn("rekey: leftovers of interrupted runs not removed: %s", err_msg());
 		err_clear();
 	}
-	obj_list_free(&l);
-	obj_list_free(&dead);
+	repo_objs_free(&l);
+	repo_objs_free(&dead);
 }
 
 err_code backup_rekey(repo *r, const rekey_options *o, uint64_t *problems, FILE *out)
 {
 	*problems = 0;
-	if (r->crypt == NULL)
+	if (!repo_encrypted(r))
 		return err_set(E_CONFIG, "rekey: no current key: set WALG_LIBSODIUM_KEY(_PATH) or "
 								 "WALG_PGP_KEY(_PATH) to the key objects are re-encrypted with, "
 								 "and WALG_OLD_KEY_PATHS to the ones they are encrypted with");
-	obj_list keys = { 0 };
+	repo_objs keys = { 0 };
 	uint64_t bytes = 0;
 	err_code rc = E_OK;
 	for (size_t i = 0; rc == E_OK && i < o->nnames; i++) {
@@ -328,8 +307,8 @@ err_code backup_rekey(repo *r, const rekey_options *o, uint64_t *problems, FILE 
 		list[i] = keys.items[i].key;
 	if (rc == E_OK) {
 		log_info("rekey: %zu encrypted objects (%.1f MiB) in %s, to the current %s key",
-				 keys.len, (double)bytes / 1048576, storage_describe(r->st),
-				 crypter_name(r->crypt));
+				 keys.len, (double)bytes / 1048576, repo_describe(r),
+				 repo_crypt_name(r));
 		progress_start(&k.prog, "rekey", bytes);
 		rc = parts_run(list, keys.len, o->concurrency, rekey_object, &k);
 		progress_log(&k.prog);
@@ -346,7 +325,7 @@ err_code backup_rekey(repo *r, const rekey_options *o, uint64_t *problems, FILE 
 				(unsigned long long)k.problems, k.problems == 1 ? "" : "s");
 	*problems = k.problems;
 	free(list);
-	obj_list_free(&keys);
+	repo_objs_free(&keys);
 	pthread_mutex_destroy(&k.lock);
 	return rc;
 }

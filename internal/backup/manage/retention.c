@@ -224,7 +224,7 @@ static err_code spare_locked(repo *r, retain_plan *p, FILE *out)
 	time_t *until = xcalloc(p->del.len + 1, sizeof(*until));
 	for (size_t i = 0; i < p->del.len; i++)
 		keys[i] = p->del.items[i].key;
-	err_code rc = storage_locked_until(r->st, keys, p->del.len, until);
+	err_code rc = repo_locked_until(r, keys, p->del.len, until);
 	char **held = NULL;
 	size_t nheld = 0;
 	time_t last = 0;
@@ -240,15 +240,15 @@ static err_code spare_locked(repo *r, retain_plan *p, FILE *out)
 			free(b);
 		}
 	}
-	obj_list kept = { 0 };
+	repo_objs kept = { 0 };
 	size_t spared = 0;
 	for (size_t i = 0; rc == E_OK && last != 0 && i < p->del.len; i++) {
-		obj_info *o = &p->del.items[i];
+		repo_obj *o = &p->del.items[i];
 		char *b = backup_of(o->key);
 		bool hold = until[i] != 0 || (b != NULL && listed(held, nheld, b));
 		free(b);
 		if (!hold) {
-			obj_list_add(&kept, o->key, o->size, o->mtime, o->mtime_nsec);
+			repo_objs_add(&kept, o->key, o->size, o->mtime, o->mtime_nsec);
 			continue;
 		}
 		spared++;
@@ -266,7 +266,7 @@ static err_code spare_locked(repo *r, retain_plan *p, FILE *out)
 		log_warn("%zu objects kept (%zu backups whole): S3 Object Lock forbids deleting them "
 				 "before their retention ends, the last at %s",
 				 spared, nheld, when);
-		obj_list_free(&p->del);
+		repo_objs_free(&p->del);
 		p->del = kept;
 	}
 	for (size_t i = 0; i < nheld; i++)
@@ -371,7 +371,7 @@ static err_code execute(repo *r, retain_plan *p, bool confirm, FILE *out)
 		const char **keys = xcalloc(p->del.len + 1, sizeof(*keys));
 		for (size_t i = 0; i < p->del.len; i++)
 			keys[i] = p->del.items[i].key;
-		err_code rc = storage_remove_many(r->st, keys, p->del.len);
+		err_code rc = repo_remove_many(r, keys, p->del.len);
 		free(keys);
 		TRY(rc);
 	}
@@ -383,22 +383,22 @@ static err_code execute(repo *r, retain_plan *p, bool confirm, FILE *out)
 }
 
 
-err_code retain_dead_temporaries(repo *r, const char *dir, obj_list *out)
+err_code retain_dead_temporaries(repo *r, const char *dir, repo_objs *out)
 {
-	obj_list t;
-	TRY(storage_list_temporaries(r->st, dir, &t));
+	repo_objs t;
+	TRY(repo_list_temporaries(r, dir, &t));
 	for (size_t i = 0; i < t.len; i++) {
-		long pid = storage_temporary_pid(t.items[i].key);
+		long pid = repo_temporary_pid(t.items[i].key);
 		bool alive = pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 		if (!alive)
-			obj_list_add(out, t.items[i].key, t.items[i].size, t.items[i].mtime,
+			repo_objs_add(out, t.items[i].key, t.items[i].size, t.items[i].mtime,
 						 t.items[i].mtime_nsec);
 	}
-	obj_list_free(&t);
+	repo_objs_free(&t);
 	return E_OK;
 }
 
-static err_code list_temporaries(repo *r, const retain_scope *sc, obj_list *out)
+static err_code list_temporaries(repo *r, const retain_scope *sc, repo_objs *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (sc->backups)
@@ -409,36 +409,36 @@ static err_code list_temporaries(repo *r, const retain_scope *sc, obj_list *out)
 }
 
 /* What the plan needs to see of the repository, for the scope; marker: room for two. */
-static err_code list_repo(repo *r, const retain_scope *sc, retain_listing *l, obj_info *marker)
+static err_code list_repo(repo *r, const retain_scope *sc, retain_listing *l, repo_obj *marker)
 {
 	memset(l, 0, sizeof(*l));
 	l->now = time(NULL);
 	if (sc->backups)
-		TRY(storage_list(r->st, REPO_BACKUP_DIR, true, &l->backups));
+		TRY(repo_list(r, REPO_BACKUP_DIR, true, &l->backups));
 	if (sc->orphans)
 		TRY(list_temporaries(r, sc, &l->temporaries));
 	if (sc->every) {
-		if (storage_stat(r->st, CATALOG_CLUSTER_MARKER, &marker[0]) == E_OK) {
+		if (repo_stat(r, CATALOG_CLUSTER_MARKER, &marker[0]) == E_OK) {
 			marker[0].key = (char *)(uintptr_t)CATALOG_CLUSTER_MARKER;
 			l->marker = &marker[0];
 		}
 		err_clear();
-		if (storage_stat(r->st, CATALOG_RETENTION_WINDOW, &marker[1]) == E_OK) {
+		if (repo_stat(r, CATALOG_RETENTION_WINDOW, &marker[1]) == E_OK) {
 			marker[1].key = (char *)(uintptr_t)CATALOG_RETENTION_WINDOW;
 			l->window = &marker[1];
 		}
 		err_clear();
 	}
 	if (sc->wal)
-		TRY(storage_list(r->st, REPO_WAL_DIR, false, &l->wal));
+		TRY(repo_list(r, REPO_WAL_DIR, false, &l->wal));
 	return E_OK;
 }
 
 static void listing_free(retain_listing *l)
 {
-	obj_list_free(&l->backups);
-	obj_list_free(&l->wal);
-	obj_list_free(&l->temporaries);
+	repo_objs_free(&l->backups);
+	repo_objs_free(&l->wal);
+	repo_objs_free(&l->temporaries);
 }
 
 /* Plans what the scope covers and lists or deletes it. */
@@ -446,7 +446,7 @@ static err_code plan_and_run(repo *r, retain_set *st, const retain_scope *sc,
 							 const delete_options *o, FILE *out)
 {
 	retain_listing l;
-	obj_info marker[2];
+	repo_obj marker[2];
 	retain_plan p = { 0 };
 	bool announced = false, confirm = o->confirm;
 	err_code rc = list_repo(r, sc, &l, marker);
@@ -465,7 +465,7 @@ static err_code plan_and_run(repo *r, retain_set *st, const retain_scope *sc,
 		rc = execute(r, &p, confirm, out);
 	if (announced)
 		catalog_deleting_end(r);
-	obj_list_free(&p.del);
+	repo_objs_free(&p.del);
 	listing_free(&l);
 	return rc;
 }

@@ -83,16 +83,16 @@ err_code retain_select(retain_set *st, const delete_options *o, time_t now, reta
 
 /* The repository as listed for the plan; a list the scope does not cover may be empty. */
 typedef struct retain_listing {
-	obj_list backups;	  /* under basebackups_005/, recursively */
-	obj_list wal;		  /* under wal_005/ */
-	obj_list temporaries; /* hidden temporaries of writers no longer alive */
-	const obj_info *marker; /* the cluster marker, or NULL */
-	const obj_info *window; /* the point-in-time window's record, or NULL */
+	repo_objs backups;	  /* under basebackups_005/, recursively */
+	repo_objs wal;		  /* under wal_005/ */
+	repo_objs temporaries; /* hidden temporaries of writers no longer alive */
+	const repo_obj *marker; /* the cluster marker, or NULL */
+	const repo_obj *window; /* the point-in-time window's record, or NULL */
 	time_t now;
 } retain_listing;
 
 typedef struct retain_plan {
-	obj_list del; /* in order: sentinels before the rest of their backups */
+	repo_objs del; /* in order: sentinels before the rest of their backups */
 	uint64_t bytes;
 } retain_plan;
 /* Backups marked gone, orphans of failed pushes, and WAL no kept backup can need. */
@@ -103,7 +103,7 @@ void retain_plan_objects(const retain_set *st, const retain_scope *sc, const ret
  * Hidden temporaries below dir of writers killed mid-object (file storage), added to out; not
  * those of a process alive here: a running writer's temporary grows as it writes.
  */
-err_code retain_dead_temporaries(repo *r, const char *dir, obj_list *out);
+err_code retain_dead_temporaries(repo *r, const char *dir, repo_objs *out);
 
 /* Refusing a delete that would remove what a running push needs: one line naming it. */
 err_code retain_running_error(const claim_info *c, const char *why);

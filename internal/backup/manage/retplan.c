@@ -591,9 +591,9 @@ static bool before_kept(const retain_set *st, time_t sec, long nsec)
 	return true;
 }
 
-static void plan_add(retain_plan *p, const obj_info *o)
+static void plan_add(retain_plan *p, const repo_obj *o)
 {
-	obj_list_add(&p->del, o->key, o->size, o->mtime, o->mtime_nsec);
+	repo_objs_add(&p->del, o->key, o->size, o->mtime, o->mtime_nsec);
 	p->bytes += o->size;
 }
 
@@ -605,7 +605,7 @@ static void plan_add(retain_plan *p, const obj_info *o)
 
 /* Whether an object of backup folder name (no sentinel of a known backup) goes. */
 static bool orphan_goes(const retain_set *st, const retain_scope *sc, const char *name,
-						const obj_info *o)
+						const repo_obj *o)
 {
 	uint32_t tli;
 	uint64_t seg;
@@ -620,7 +620,7 @@ static bool orphan_goes(const retain_set *st, const retain_scope *sc, const char
 		  retain_position(name, st->segsize, &tli, &seg) && !wal_needed(st, tli, seg)));
 }
 
-static void plan_backups(const retain_set *st, const retain_scope *sc, const obj_list *objs,
+static void plan_backups(const retain_set *st, const retain_scope *sc, const repo_objs *objs,
 						 retain_plan *p)
 {
 	/* Sentinels first: a backup stops existing before its parts go. */

@@ -136,7 +136,7 @@ err_code fmeta_open(push_state *st)
 		return E_OK;
 	fmeta *f = xcalloc(1, sizeof(*f));
 	f->key = xasprintf("%s%s/files_metadata.json", repo_backups(st->r), st->name);
-	err_code rc = storage_put_long(st->r->st, f->key, &f->out);
+	err_code rc = repo_put_plain(st->r, f->key, REPO_PUT_LONG, &f->out);
 	if (rc != E_OK) {
 		err_wrap(rc, "storing %s", f->key);
 		fmeta_free(f);

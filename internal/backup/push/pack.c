@@ -73,11 +73,10 @@ err_code part_open(push_state *st, part *p)
 	err_code rc = repo_put_long(st->r, base, &p->stored, &s, &p->key);
 	free(base);
 	TRY(rc);
-	/* offsets in the stored object are offsets in the compressed stream only in the clear */
-	p->frames = codec_has_frames(st->r->codec) && st->r->crypt == NULL;
+	p->frames = repo_frames_allowed(st->r);
 	p->frame_in = 0;
 	p->frame_at = 0;
-	p->codec_sink = s;
+	p->framed = s;
 	p->tw = tar_writer_new(s);
 	memset(&p->members, 0, sizeof(p->members));
 	p->content = 0;
@@ -288,7 +287,7 @@ static err_code frame_cut(part *p, uint64_t size)
 	if (p->frame_in == 0 || (p->frame_in < FRAME_MIN && size < FRAME_MIN))
 		return E_OK;
 	TRY(tar_writer_flush(p->tw));
-	TRY(codec_end_frame(repo_codec_for_key(p->key), p->codec_sink));
+	TRY(repo_end_frame(p->key, p->framed));
 	p->frame_in = 0;
 	p->frame_at = p->stored; /* everything before the cut went through the counter */
 	return E_OK;

@@ -72,8 +72,8 @@ static err_code verify_objects(push_state *st)
 {
 	TRY(catalog_claim_seal(st->claim));
 	char *folder = xasprintf("%s%s/", repo_backups(st->r), st->name);
-	obj_list l;
-	err_code rc = storage_list(st->r->st, folder, true, &l);
+	repo_objs l;
+	err_code rc = repo_list(st->r, folder, true, &l);
 	free(folder);
 	TRY(rc);
 	size_t seen = 0;
@@ -98,8 +98,8 @@ static err_code verify_objects(push_state *st)
 		rc = err_set(E_NOTFOUND, "backup %s: %zu of its objects disappeared from %s while it "
 								 "was written (deleted by another command?)",
 					 st->name, json_array_size(st->published) - seen,
-					 storage_describe(st->r->st));
-	obj_list_free(&l);
+					 repo_describe(st->r));
+	repo_objs_free(&l);
 	return rc;
 }
 
@@ -108,7 +108,7 @@ static void remove_published(push_state *st)
 {
 	size_t k;
 	json_t *v;
-	json_array_foreach(st->published, k, v) if (storage_remove(st->r->st, json_string_value(v)) != E_OK)
+	json_array_foreach(st->published, k, v) if (repo_remove(st->r, json_string_value(v)) != E_OK)
 		err_clear();
 }
 
@@ -568,13 +568,13 @@ err_code push_wait_stored(push_state *st, uint64_t start_lsn, uint64_t end_lsn, 
 							   "WALG_STOP_BACKUP_TIMEOUT (%ld ms): a backup from a standby "
 							   "needs the primary to archive its WAL (check the primary's "
 							   "archive_command)",
-							   name, storage_describe(st->r->st), limit);
+							   name, repo_describe(st->r), limit);
 			if (said == 0 || waited - said >= STORED_SAY_MS) {
 				said = waited > 0 ? waited : 1;
 				log_info("backup from a standby: waiting for the primary to archive WAL segment "
 						 "%s into %s (the backup's WAL ends in %s; a segment completes at a WAL "
 						 "switch on the primary or at its archive_timeout)",
-						 name, storage_describe(st->r->st), last_name);
+						 name, repo_describe(st->r), last_name);
 			}
 			struct timespec ts = { 0, STORED_POLL_MS * 1000000L };
 			nanosleep(&ts, NULL);
@@ -713,10 +713,10 @@ err_code backup_push(repo *r, const config *cfg, const push_options *opt)
 									  : push_remote_all(cfg, opt, &st, &sen);
 	if (rc == E_OK) {
 		log_info("wrote backup %s to %s: %llu files, %.1f MiB read, %.1f MiB stored", st.name,
-				 storage_describe(r->st), (unsigned long long)st.nfiles,
+				 repo_describe(r), (unsigned long long)st.nfiles,
 				 (double)st.uncompressed / 1048576, (double)st.compressed / 1048576);
 		/* WAL-G's words: operators (StackGres) take the backup's name from this line. */
-		log_info("Wrote backup with name %s to storage %s", st.name, storage_name(st.r->st));
+		log_info("Wrote backup with name %s to storage %s", st.name, repo_storage_name(st.r));
 		if (st.corrupt_blocks > 0)
 			log_warn("backup %s: %llu corrupt pages found (recorded in files_metadata.json)",
 					 st.name, (unsigned long long)st.corrupt_blocks);

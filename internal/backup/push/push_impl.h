@@ -157,7 +157,7 @@ typedef struct push_state push_state;
 /* One tar partition being written by one thread. */
 typedef struct part {
 	tar_writer *tw;
-	sink *codec_sink; /* under tw: where frames are ended */
+	sink *framed; /* under tw: the writer repo_put_long made, where frames are ended */
 	char *key;
 	namelist members; /* its TarFileSets entry */
 	uint64_t content;

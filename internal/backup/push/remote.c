@@ -10,7 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 
 /* What one archive of the stream needs while its members are re-packed. */
@@ -194,8 +193,7 @@ static err_code bb_archive_begin(void *ctx, const char *name, const char *oid)
 	remote *rm = ctx;
 	const char *ext = strstr(name, ".tar");
 	ext = ext[4] == '.' ? ext + 5 : ext + 4;
-	const codec *c = codec_by_ext(ext);
-	if (c == NULL)
+	if (!repo_is_codec_ext(ext))
 		return err_set(E_CORRUPT, "BASE_BACKUP sent \"%s\", compressed in a way walc does not "
 								  "decode",
 					   name);
@@ -203,7 +201,7 @@ static err_code bb_archive_begin(void *ctx, const char *name, const char *oid)
 	rm->prefix = oid ? xasprintf("/pg_tblspc/%s", oid) : xstrdup("");
 	rm->reader = tar_reader_new(&remote_handler, rm);
 	if (ext[0] != '\0')
-		rm->reader = codec_decompress_new(c, rm->reader);
+		rm->reader = repo_decompress_new(name, rm->reader);
 	return E_OK;
 }
 

@@ -169,7 +169,7 @@ err_code parts_run(const char *const *keys, size_t n, int concurrency, part_fn f
 	 * Each stream holds its decoder's window or blocks (8 MiB for lz4): run only as many at
 	 * once as fit a fixed memory budget, whatever WALG_DOWNLOAD_CONCURRENCY allows.
 	 */
-	size_t per = codec_decode_memory(repo_codec_for_key(keys[0]));
+	size_t per = repo_decode_memory(keys[0]);
 	int fit = (int)(FETCH_MEMORY_BUDGET / per);
 	if (concurrency > fit)
 		concurrency = fit > 0 ? fit : 1;
@@ -199,7 +199,7 @@ err_code level_parts_list(repo *r, const char *name, level_parts *out)
 {
 	memset(out, 0, sizeof(*out));
 	char *prefix = xasprintf("%s%s/tar_partitions/", repo_backups(r), name);
-	err_code rc = storage_list(r->st, prefix, false, &out->tars);
+	err_code rc = repo_list(r, prefix, false, &out->tars);
 	free(prefix);
 	TRY(rc);
 	out->keys = xcalloc(out->tars.len + 1, sizeof(char *));
@@ -217,7 +217,7 @@ err_code level_parts_list(repo *r, const char *name, level_parts *out)
 
 void level_parts_free(level_parts *p)
 {
-	obj_list_free(&p->tars);
+	repo_objs_free(&p->tars);
 	free(p->keys);
 	memset(p, 0, sizeof(*p));
 }
@@ -284,7 +284,7 @@ static err_code extract_one(void *arg, const char *key)
  */
 static bool rangeable(const extract_level *ex, const char *key)
 {
-	return ex->mask == NULL && repo_has_range(ex->r) && codec_has_frames(repo_codec_for_key(key));
+	return ex->mask == NULL && repo_has_range(ex->r, key);
 }
 
 static bool is_stored(const level_parts *lp, const char *part)
@@ -301,7 +301,7 @@ static err_code missing_part(const extract_level *ex, const char *part, size_t n
 	return err_set(E_CORRUPT,
 				   "tar partition %s%s/tar_partitions/%s is missing from %s "
 				   "(files_metadata.json lists it, with %zu files the restore needs)",
-				   repo_backups(ex->r), ex->backup, part, storage_describe(ex->r->st), n);
+				   repo_backups(ex->r), ex->backup, part, repo_describe(ex->r), n);
 }
 
 /*
@@ -497,7 +497,7 @@ err_code fetch_level(repo *r, level *l, int concurrency, bool top)
 	if (rc == E_OK && top) {
 		if (lp.control == NULL)
 			rc = err_set(E_CORRUPT, "backup %s has no pg_control.tar in %s", l->name,
-						 storage_describe(r->st));
+						 repo_describe(r));
 		else
 			rc = extract_whole(&l->ex, &l->held, lp.control);
 	}
@@ -592,7 +592,7 @@ err_code fetch_check_control(repo *r, const char *name)
 							   name)
 					 : E_OK;
 	}
-	if (rc == E_OK && r->crypt != NULL)
+	if (rc == E_OK && repo_encrypted(r))
 		rc = repo_get(r, key, null_sink_new());
 	free(key);
 	return rc;

@@ -57,7 +57,7 @@ const file_table *files_of(const level *l);
  * pg_control partitions (NULL when absent) that a restore takes last. Keys point into tars.
  */
 typedef struct level_parts {
-	obj_list tars;
+	repo_objs tars;
 	const char **keys;
 	size_t n;
 	const char *label, *control;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "internal/pg/pg.h"
+#include "internal/pipe/pipe.h"
 #include "internal/wal/wal_impl.h"
 
 #define HISTORY_MAX ((size_t)1 << 20)
@@ -296,7 +297,10 @@ err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from
 		fn(arg, WAL_LOST_OBJECT, err_msg());
 		err_clear();
 	}
-	int fit = (int)(CHECK_MEMORY_BUDGET / codec_decode_memory(r->codec));
+	/* segments stored with the configured codec, as most are */
+	char *typical = repo_key(r, REPO_WAL_DIR "x");
+	int fit = (int)(CHECK_MEMORY_BUDGET / repo_decode_memory(typical));
+	free(typical);
 	if (concurrency > fit)
 		concurrency = fit > 0 ? fit : 1;
 	if ((uint64_t)concurrency > to - from + 1)
@@ -323,9 +327,9 @@ err_code wal_check_range(repo *r, uint64_t seg_size, uint32_t tli, uint64_t from
 static err_code newest(repo *r, uint64_t seg_size, uint32_t tli, bool older, uint32_t *tli_out,
 					   uint64_t *segno, bool *found)
 {
-	obj_list l;
+	repo_objs l;
 	*found = false;
-	TRY(storage_list(r->st, REPO_WAL_DIR, false, &l));
+	TRY(repo_list(r, REPO_WAL_DIR, false, &l));
 	for (size_t i = 0; i < l.len; i++) {
 		const char *b = strrchr(l.items[i].key, '/');
 		b = b ? b + 1 : l.items[i].key;
@@ -347,7 +351,7 @@ static err_code newest(repo *r, uint64_t seg_size, uint32_t tli, bool older, uin
 			*found = true;
 		}
 	}
-	obj_list_free(&l);
+	repo_objs_free(&l);
 	return E_OK;
 }
 

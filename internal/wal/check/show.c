@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "internal/catalog/catalog.h"
-#include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 #include "internal/wal/wal_impl.h"
 
@@ -357,7 +356,7 @@ static err_code integrity_start(repo *r, wal_index *ix, const verify_options *o,
 		catalog_window_free(&w);
 	if (o->backup_name != NULL && !found)
 		rc = err_set(E_NOTFOUND, "wal-verify: backup %s does not exist in %s", o->backup_name,
-					 storage_describe(r->st));
+					 repo_describe(r));
 	else if (picked != NULL)
 		log_info("wal-verify: checking from backup %s", picked);
 	*none = picked == NULL;

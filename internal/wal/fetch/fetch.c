@@ -52,15 +52,15 @@ static err_code timeline_segment(repo *r, const config *cfg, uint32_t tli, uint6
 		return rc;
 	err_clear();
 	*key = NULL;
-	obj_list l;
-	TRY(storage_list(r->st, REPO_WAL_DIR, false, &l));
+	repo_objs l;
+	TRY(repo_list(r, REPO_WAL_DIR, false, &l));
 	snprintf(prefix, sizeof(prefix), "%08X", tli);
 	for (size_t i = 0; i < l.len && *key == NULL; i++) {
 		const char *b = l.items[i].key + strlen(REPO_WAL_DIR);
 		if (wal_object_is_segment(b) && strncmp(b, prefix, 8) == 0)
 			*key = xstrdup(l.items[i].key);
 	}
-	obj_list_free(&l);
+	repo_objs_free(&l);
 	return E_OK;
 }
 

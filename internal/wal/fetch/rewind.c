@@ -67,7 +67,7 @@ static err_code supply(repo *r, const config *cfg, const side *s, const char *na
 	if (rc == E_NOTFOUND)
 		return err_set(E_NOTFOUND, "wal-restore: %s is neither in %s nor archived in %s: "
 								   "pg_rewind (or the rewound cluster) would stop there",
-					   name, s->waldir, storage_describe(r->st));
+					   name, s->waldir, repo_describe(r));
 	TRY(rc);
 	log_info("wal-restore: restored %s into %s", name, s->waldir);
 	*got = true;

@@ -16,7 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal/codec/codec.h"
 #include "internal/pg/pg.h"
 #include "internal/pipe/pipe.h"
 #include "internal/wal/wal_impl.h"
@@ -288,7 +287,7 @@ static err_code upload(void *arg)
 	void *item;
 	/* The main upload and the uploaders fill the cores already: more threads only cost. */
 	if (1 + b->workers >= sysconf(_SC_NPROCESSORS_ONLN))
-		codec_compress_here();
+		repo_compress_here();
 	while (chan_recv(b->names, &item)) {
 		char *name = item;
 		char *path = xasprintf("%s/%s", b->wal_dir, name);

@@ -350,7 +350,7 @@ err_code wal_dropped_flush(repo *r, const char *state_dir)
 	free(p);
 	if (none)
 		return E_OK;
-	const char *storage = storage_describe(r->st);
+	const char *storage = repo_describe(r);
 	json_t *state = state_read(state_dir);
 	size_t i, n = 0;
 	json_t *g;
@@ -638,7 +638,7 @@ wal_watch *wal_watch_begin(repo *r, const config *cfg, const char *wal_dir, cons
 	w->cfg = cfg;
 	w->wal_dir = xstrdup(wal_dir);
 	w->state_dir = wal_state_dir(wal_dir);
-	w->storage = xstrdup(storage_describe(r->st));
+	w->storage = xstrdup(repo_describe(r));
 	w->name = name;
 	w->report = report;
 	w->arg = arg;

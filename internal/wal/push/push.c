@@ -65,7 +65,7 @@ static err_code check_overwrite(repo *r, const wal_src *src, bool *done)
 			rc = err_set(E_EXISTS,
 						 "%s is already archived as %s in %s with different content; refusing "
 						 "to overwrite it",
-						 src->name, key, storage_describe(r->st));
+						 src->name, key, repo_describe(r));
 		}
 	}
 	free(key);
@@ -137,7 +137,7 @@ static err_code push_src(repo *r, const config *cfg, const wal_src *src, long lo
 		rc = check_overwrite(r, src, &done);
 		if (rc == E_OK && !done)
 			rc = err_set(E_EXISTS, "%s appeared in %s while it was being archived", src->name,
-						 storage_describe(r->st));
+						 repo_describe(r));
 		if (rc == E_OK) {
 			free(key);
 			free(base);
@@ -151,7 +151,7 @@ static err_code push_src(repo *r, const config *cfg, const wal_src *src, long lo
 		log_fields(LOG_INFO, "archived WAL file", "file", src->name, "object", key, "bytes",
 				   bytes, "ms", ms, (const char *)NULL);
 	} else {
-		err_wrap(rc, "wal-push %s to %s", src->name, storage_describe(r->st));
+		err_wrap(rc, "wal-push %s to %s", src->name, repo_describe(r));
 	}
 	free(key);
 	free(base);

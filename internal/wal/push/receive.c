@@ -146,7 +146,7 @@ static err_code complete_segment(receiver *v)
 							  "WALG_WAL_BACKLOG_MAX (%s)",
 							  size, v->slot, max);
 		const char *names[] = { name };
-		dropped = wal_dropped_add(v->state_dir, storage_describe(v->r->st), names, 1,
+		dropped = wal_dropped_add(v->state_dir, repo_describe(v->r), names, 1,
 								  v->seg_size, "wal-receive", why) == E_OK;
 		if (!dropped) {
 			log_error("wal-receive: WALG_WAL_BACKLOG_MAX: cannot record the dropped WAL, so "
