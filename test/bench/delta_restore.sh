@@ -211,7 +211,7 @@ bench_delta_restore() { # DS
 	DR_NAME[pgbr]=${LAST[$DR_DS:pgbr-zst]}
 	DR_SETTINGS[walc]=best
 	DR_SETTINGS[walc-parts]="best, 64 MiB parts"
-	DR_SETTINGS[pgbr]="process-max=$CORES"
+	DR_SETTINGS[pgbr]="$PGBR_SETTINGS"
 	DR_TOOL[walc]=walc
 	DR_TOOL[walc-parts]=walc
 	DR_TOOL[pgbr]=pgbackrest
