@@ -26,6 +26,12 @@ bench_pg_setup() {
 	*) fail "BENCH_PG: 15 (the host's PostgreSQL) or 18 (the sid-bench chroot), got $BENCH_PG" ;;
 	esac
 	log "bench: PostgreSQL 18 from the sid-bench chroot (deploy/pgchroot.sh sid-bench; built when missing)"
+	local s
+	for s in stores archive files; do
+		section "$s" || continue
+		log "skipped: $s, measured on the host's PostgreSQL only (BENCH_PG=15)"
+		SECTIONS=${SECTIONS/ $s / }
+	done
 	PEER_ROOT=$("$ROOT/deploy/pgchroot.sh" sid-bench 2>"$T/log/pgchroot.log") ||
 		{ tail -n 20 "$T/log/pgchroot.log" >&2; fail "no sid-bench chroot"; }
 	# shellcheck source=test/versions/lib.sh

@@ -20,7 +20,7 @@ PEERS = ("pgbackrest", "wal-g")
 # sections in modules of their own: report_NAME.section(meta, samples) -> {"md": [Markdown lines],
 # "targets": [{"target", "measured", "met", "by"}], "json": {...}}; their samples have ops of
 # their own, which the main tables leave out
-SECTIONS = ["delta_restore", "s3", "wal", "archive"]
+SECTIONS = ["delta_restore", "s3", "wal", "archive", "remote"]
 # targets from the issue
 PUSH_VS_LIMIT = 1.05
 FETCH_VS_PGBR = 0.8

@@ -16,14 +16,32 @@
 #   BENCH_SECTIONS="full delta delta-restore s3 stores wal archive small remote"   which parts to run
 #                          (full is needed by delta, delta-restore, s3 and stores, except
 #                          BENCH_STORES_ONLY=retention; each section's
-#                          file says what it does; remote runs PostgreSQL 17 in the trixie chroot;
+#                          file says what it does; remote runs PostgreSQL 17 in the trixie chroot
+#                          (BENCH_PG=18: 18 in the sid-bench chroot);
 #                          files, not in the default, measures memory at 200,000 files)
 #   BENCH_PG=15            15: the host's PostgreSQL with bookworm's pgBackRest 2.45 (history rows);
 #                          18: PostgreSQL 18.6 with pgBackRest 2.60.0 and barman-cli-cloud 3.20.1
-#                          from the sid-bench chroot, every tool run inside it (test/bench/pgmajor.sh)
+#                          from the sid-bench chroot, every tool run inside it (test/bench/pgmajor.sh);
+#                          its sections: full delta delta-restore s3 wal small remote (stores,
+#                          archive and files run on 15 only)
 #   KEEP=1                 keep the temporary directory
 #
 # Quick smoke run: BENCH_SCALE=10 BENCH_RUNS=1 make bench
+#
+# Today's peers (issue 49): BENCH_PG=18 (pgmajor.sh) takes PostgreSQL 18.6 from the sid-bench
+# chroot of deploy/pgchroot.sh and runs every timed tool inside it, behind the same unshare +
+# chroot wrapper; it checks pgBackRest 2.60.0 and barman-cli-cloud 3.20.1 (BENCH_PGBR_VERSION,
+# BENCH_BARMAN_VERSION) and the results name them with PostgreSQL's major. pgBackRest runs with
+# repo-bundle=y and repo-block=y (delta's pgBackRest row is then its block incremental, and the
+# report compares walc's delta bytes with it); s3 adds Barman Cloud (barman-cloud-backup --zstd
+# --jobs cores --min-chunk-size BENCH_BARMAN_CHUNK, barman-cloud-restore then syncfs); wal adds
+# barman-cloud-wal-archive --zstd to S3 (a drain and one call per segment). In every mode full's
+# rotation holds the machine's floors (floors.sh): CPU, the dataset's bytes through zstd -3 on
+# every core from the page cache to /dev/null; disk, the same bytes written by dd with fsync;
+# the report prints walc's full backup / CPU floor and full restore / disk floor. remote
+# (remote_peers.sh) sets the remote full against pg_basebackup -Ft -X none with client-zstd and
+# server-zstd and against WAL-G's remote backup-push: wall, client and server CPU, peak RSS,
+# bytes on the wire, then each restored. Every row keeps its peak RSS.
 #
 # Every timed command runs under /usr/bin/time -f '%e %U %S %M' (wall, user, sys, peak RSS of
 # the largest process). Before each one: CHECKPOINT (backups) and sync, outside the timing.
@@ -47,6 +65,8 @@ CODECS=" ${BENCH_CODECS:-zstd lz4} "
 case $CODECS in *" zstd "*) ;; *) echo "BENCH_CODECS must include zstd (delta, delta-restore and the limit use it)" >&2; exit 2 ;; esac
 OUT=${BENCH_OUT:-$ROOT/test/bench/results}
 SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 stores wal archive small remote} "
+# BENCH_PG=18 measures the sections of issue 49 (pgmajor.sh)
+[ "${BENCH_PG:-15}" = 15 ] || SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 wal small remote} "
 section() { case $SECTIONS in *" $1 "*) return 0 ;; esac; return 1; }
 case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
@@ -546,6 +566,8 @@ bench_perf() { # DS
 . "$BENCH_DIR/stores.sh"
 # shellcheck source=test/bench/remote.sh
 . "$BENCH_DIR/remote.sh"
+# shellcheck source=test/bench/remote_peers.sh
+. "$BENCH_DIR/remote_peers.sh"
 # shellcheck source=test/bench/files.sh
 . "$BENCH_DIR/files.sh"
 # shellcheck source=test/bench/archive.sh
@@ -605,7 +627,7 @@ cat >"$T/meta.json" <<EOF
  "cpu":"$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)","kernel":"$(uname -r)",
  "walc":"$("$WALC" version 2>/dev/null | head -n 1), $(ldd "$WALC" >/dev/null 2>&1 && echo dynamic || echo static)",$(peer_versions),
  "walg":"$([ ${#WALG_ITEMS[@]} = 0 ] || "$WALG" --version 2>/dev/null | awk '{ print "WAL-G " $3; exit }')",
- "zstd":"$(zstd --version | head -n 1)",
+ "zstd":"$(zstd --version | head -n 1)","remote_major":${RM_MAJOR:-null},
  "pgdata_bytes":{${ds_json%,}}}
 EOF
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

@@ -165,7 +165,7 @@ s3_walg_push() { # DS RUN: sets S3_NAME[DS:walg]
 	[ -n "${S3_NAME[$ds:walg]}" ] || fail "wal-g backup-push to S3 printed no backup name"
 	# walc reads WAL-G's repository: the same listing as walc's rows
 	stored=$(as_pg env "${envs[@]}" "$WALC_PG" st ls -r basebackups_005 |
-		awk -v n="${S3_NAME[$ds:walg]}" 'index($3, n) { s += $2 } END { print s + 0 }')
+		awk -v n="${S3_NAME[$ds:walg]}" '$1 == "obj" && index($NF, n) { s += $2 } END { print s + 0 }')
 	sample "$ds" s3-backup wal-g zstd "upload-disk-concurrency=$CORES, http" "$run" "$stored" "${S3_NAME[$ds:walg]}"
 }
 
