@@ -145,9 +145,9 @@ dr_walc_read() {
 
 # dr_pgbr_read LOG LABEL: bytes in the repository of the files a pgBackRest restore logged
 # restoring (log-level-console=detail: "restore file PATH (SIZE...)"; those it kept say
-# " - exists and matches backup" or " - exists and is zero size"), plus the manifest. The sizes
-# come from the manifest (a file's "rsz", else its "size"): with repo-bundle (BENCH_PG=18) most
-# files are inside bundles, not files of their own.
+# " - exists and matches backup" or " - exists and is zero size"), plus the manifest. The
+# sizes come from the manifest (a file's "repo-size", else its "size"): with repo-bundle
+# (BENCH_PG=18) most files are inside bundles, not files of their own.
 dr_pgbr_read() {
 	local bk=$T/pgbr/repo/backup/$DR_DS/$2 dest=$T/dr/pgbr
 	grep 'DETAIL: restore file ' "$1" | grep -v ' - exists and ' |
@@ -162,7 +162,7 @@ for line in open(m):
     elif section == "[target:file]" and "=" in line:
         k, v = line.split("=", 1)
         f = json.loads(v)
-        sizes[k] = f.get("rsz", f.get("size", 0))
+        sizes[k] = f.get("repo-size", f.get("size", 0))
 print(os.path.getsize(m) + sum(sizes.get("pg_data/" + f.strip(), 0) for f in sys.stdin))' "$bk/backup.manifest"
 }
 

@@ -2,10 +2,11 @@
 # make bench on PostgreSQL 18 with today's peers (issue 49; sourced by run.sh): BENCH_PG=18 runs
 # every cluster of the bench from the sid-bench chroot of deploy/pgchroot.sh (PostgreSQL 18,
 # pgBackRest 2.60, barman-cli-cloud 3.20), through test/versions/lib.sh, whose as_pg then runs
-# PostgreSQL's programs there. Every timed tool runs inside that chroot too, walc-static and WAL-G
-# copied into $T/bin, each behind the same unshare + chroot wrapper (PGRUN): the same files and
-# page cache for all, and the wrapper's few milliseconds paid by every tool alike. BENCH_PG=15 (the default) is the host's PostgreSQL and
-# bookworm's pgBackRest 2.45, the history rows.
+# PostgreSQL's programs there. Every timed tool runs inside that chroot too, walc-static and
+# WAL-G copied into $T/bin, each behind the same unshare + chroot wrapper (PGRUN): the same
+# files and page cache for all, the wrapper's 20-30 ms a call (here) paid by every tool alike.
+# BENCH_PG=15 (the default) is the host's PostgreSQL and bookworm's pgBackRest 2.45: the
+# history rows.
 #
 #   BENCH_PG=15              15 (the host's) or 18 (the sid-bench chroot)
 #   BENCH_PGBR_VERSION=2.60.0      the pgBackRest version BENCH_PG=18 requires
@@ -45,7 +46,7 @@ bench_pg_setup() {
 		cp "$WALG" "$T/bin/wal-g"
 		WALG=$T/bin/wal-g
 	fi
-	# shellcheck disable=SC2034
+	# shellcheck disable=SC2034 # run.sh's, read by timed's callers
 	PGRUN=(unshare --mount --propagation private -- "$PGV_DIR/in-chroot.sh" "$PEER_ROOT" "$T" postgres env HOME="$T/home")
 	pg_own "$T/bin"
 	peer_version_check "pgBackRest" "${BENCH_PGBR_VERSION:-2.60.0}" pgbackrest version

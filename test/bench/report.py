@@ -193,6 +193,23 @@ def main():
                         "measured": f"{v:.1f} MiB ({worst['dataset']} {worst['op']} {worst['codec']} {worst['settings']})",
                         "met": v <= RSS_LIMIT_MIB,
                         "by": None if v <= RSS_LIMIT_MIB else f"{v - RSS_LIMIT_MIB:.1f} MiB over"})
+    # issue 49: walc's peak RSS at most every peer's, same dataset, operation and codec family
+    worst = None
+    for r in rows:
+        if r["tool"] != "walc" or r["settings"] != "best" or r["codec"] != "zstd":
+            continue
+        for p in rows:
+            if p["tool"] in PEERS and p["dataset"] == r["dataset"] and p["op"] == r["op"] and \
+                    p["codec"] in ("zstd", "zst") and p["rss_mib"]:
+                v = r["rss_mib"] / p["rss_mib"]
+                if worst is None or v > worst[0]:
+                    worst = (v, r, p)
+    if worst:
+        v, r, p = worst
+        targets.append({"target": "walc peak RSS ≤ every peer's (zstd, file storage, each dataset and operation)",
+                        "measured": f"{v:.2f} × at most ({r['dataset']} {r['op']}: walc {r['rss_mib']:.1f} MiB, "
+                                    f"{p['tool']} {p['rss_mib']:.1f} MiB)",
+                        "met": v <= 1, "by": None if v <= 1 else f"{(v - 1) * 100:.0f}% over"})
     rss_sizes = {}
     for op, what in (("backup", "backup-push"), ("restore", "backup-fetch")):
         small = find("small", op, "walc", settings="default")
