@@ -108,8 +108,8 @@ bench_remote_run() {
 	if [ -x "$walg" ]; then
 		env -i PATH=/usr/bin:/bin HOME="$T/home" WALG_FILE_PREFIX="$T/rrepo" "$walg" backup-fetch "$T/rg" "$delta" \
 			>"$T/log/remote-fetch-walg.log" 2>&1 || fail "remote: WAL-G backup-fetch $delta"
-		# WAL-G v3.0.9 writes an empty tablespace_map from PostgreSQL 18's backups (no tablespace
-		# either way): not a difference in what is restored
+		# WAL-G v3.0.9 writes an empty tablespace_map for this chain (seen on PostgreSQL 17 and 18;
+		# no tablespace either way): not a difference in what is restored
 		local note=""
 		if [ -f "$T/rg/tablespace_map" ] && [ ! -s "$T/rg/tablespace_map" ] && [ ! -e "$T/rw/tablespace_map" ]; then
 			rm "$T/rg/tablespace_map"
