@@ -9,7 +9,9 @@
 #   deploy/pgchroot.sh major RELEASE     prints the PostgreSQL major RELEASE ships
 #
 # RELEASE: bullseye (PostgreSQL 13), bookworm (15), trixie (17), sid (18), experimental (19: sid
-# with Debian's experimental suite added, pinned for PostgreSQL's own packages only).
+# with Debian's experimental suite added, pinned for PostgreSQL's own packages only), sid-bench
+# (sid's PostgreSQL 18 plus today's peers for make bench: pgBackRest and Barman Cloud; a cache
+# of its own, so the version matrix's sid is not rebuilt when the peers change).
 #
 # Each chroot lives in ${WALC_PG_CACHE:-/var/cache/walc-pg}/RELEASE/: root/ (the tree),
 # root/.walc-pg-key (its key: a hash of the recipe below: release, mirror, package list, the
@@ -42,9 +44,9 @@ major_of() {
 	bullseye) echo 13 ;;
 	bookworm) echo 15 ;;
 	trixie) echo 17 ;;
-	sid) echo 18 ;;
+	sid | sid-bench) echo 18 ;;
 	experimental) echo 19 ;;
-	*) die "unknown release '$1' (bullseye, bookworm, trixie, sid, experimental)" ;;
+	*) die "unknown release '$1' (bullseye, bookworm, trixie, sid, experimental, sid-bench)" ;;
 	esac
 }
 
@@ -52,8 +54,15 @@ major_of() {
 # on top of sid.
 suite_of() {
 	case $1 in
-	experimental) echo sid ;;
+	experimental | sid-bench) echo sid ;;
 	*) echo "$1" ;;
+	esac
+}
+
+# The suite added on top of the tree's for PostgreSQL's own packages (none: empty)
+added_suite_of() {
+	case $1 in
+	experimental) echo experimental ;;
 	esac
 }
 
@@ -62,6 +71,8 @@ packages_of() {
 	n=$(major_of "$1")
 	printf '%s\n' "postgresql-$n"
 	[ "$n" -lt 15 ] || printf '%s\n' "postgresql-server-dev-$n" gcc make libc6-dev
+	# the peers make bench measures; Barman's zstd is a recommend, and recommends are off
+	[ "$1" != sid-bench ] || printf '%s\n' pgbackrest barman-cli-cloud python3-boto3 python3-zstandard
 }
 
 pg_ids() {
@@ -74,7 +85,7 @@ pg_ids() {
 recipe() {
 	echo "recipe $RECIPE_VERSION"
 	echo "release $1"
-	[ "$(suite_of "$1")" = "$1" ] || echo "suite $(suite_of "$1"), pinned: postgresql* libpq*"
+	[ -z "$(added_suite_of "$1")" ] || echo "suite $(suite_of "$1"), pinned: postgresql* libpq*"
 	echo "mirror $MIRROR"
 	echo "postgres $(pg_ids)"
 	echo "packages $(packages_of "$1" | tr '\n' ' ')"
@@ -99,9 +110,10 @@ in_root() {
 
 # build_tree RELEASE NEW: everything, inside the private mount namespace
 build_tree() {
-	local rel=$1 new=$2 n ids uid gid pkgs suite start=$SECONDS
+	local rel=$1 new=$2 n ids uid gid pkgs suite added start=$SECONDS
 	n=$(major_of "$rel")
 	suite=$(suite_of "$rel")
+	added=$(added_suite_of "$rel")
 	ids=$(pg_ids)
 	uid=${ids%:*}
 	gid=${ids#*:}
@@ -111,11 +123,11 @@ build_tree() {
 		tail -n 30 "$new/debootstrap/debootstrap.log" >&2 2>/dev/null
 		die "debootstrap $suite failed"
 	}
-	if [ "$suite" != "$rel" ]; then
+	if [ -n "$added" ]; then
 		# Only PostgreSQL's own packages from the added suite: the whole of it (apt-get -t) also
 		# asks for its newer perl, which sid's modules cannot go with.
-		echo "deb $MIRROR $rel main" >"$new/etc/apt/sources.list.d/$rel.list"
-		printf 'Package: postgresql* libpq*\nPin: release a=%s\nPin-Priority: 990\n' "$rel" \
+		echo "deb $MIRROR $added main" >"$new/etc/apt/sources.list.d/$added.list"
+		printf 'Package: postgresql* libpq*\nPin: release a=%s\nPin-Priority: 990\n' "$added" \
 			>"$new/etc/apt/preferences.d/walc-pg"
 	fi
 	msg "debootstrap done in $((SECONDS - start))s"
@@ -148,6 +160,8 @@ build_tree() {
 	[ -x "$new/usr/lib/postgresql/$n/bin/initdb" ] || die "no initdb for PostgreSQL $n in the $rel chroot"
 	[ -f "$new/usr/share/postgresql/$n/extension/amcheck.control" ] || die "no amcheck in the $rel chroot"
 	[ -x "$new/usr/lib/postgresql/$n/bin/pg_checksums" ] || die "no pg_checksums in the $rel chroot"
+	[ "$rel" != sid-bench ] || { [ -x "$new/usr/bin/pgbackrest" ] && [ -x "$new/usr/bin/barman-cloud-backup" ]; } ||
+		die "no pgbackrest or barman-cloud-backup in the $rel chroot"
 	umount "$new/dev" "$new/proc"
 	key_of "$rel" >"$new/.walc-pg-key"
 	msg "$rel chroot built in $((SECONDS - start))s: PostgreSQL $(chroot "$new" "/usr/lib/postgresql/$n/bin/postgres" --version)"

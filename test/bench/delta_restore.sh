@@ -143,17 +143,27 @@ dr_walc_read() {
 	} | awk '{ s += $1 } END { print s + 0 }'
 }
 
-# dr_pgbr_read LOG LABEL: bytes of the repository files of those a pgBackRest restore logged
+# dr_pgbr_read LOG LABEL: bytes in the repository of the files a pgBackRest restore logged
 # restoring (log-level-console=detail: "restore file PATH (SIZE...)"; those it kept say
-# " - exists and matches backup" or " - exists and is zero size"), plus the manifest
+# " - exists and matches backup" or " - exists and is zero size"), plus the manifest. The
+# sizes come from the manifest (a file's "repo-size", else its "size"): with repo-bundle
+# (BENCH_PG=18) most files are inside bundles, not files of their own.
 dr_pgbr_read() {
 	local bk=$T/pgbr/repo/backup/$DR_DS/$2 dest=$T/dr/pgbr
-	{
-		stat -c %s "$bk/backup.manifest"
-		grep 'DETAIL: restore file ' "$1" | grep -v ' - exists and ' |
-			sed -n "s#.*restore file $dest/\\([^ ]*\\) (.*#\\1#p" | sed 's/\.pgbackrest\.tmp$//' |
-			while read -r f; do stat -c %s "$bk/pg_data/$f.zst" 2>/dev/null || echo 0; done
-	} | awk '{ s += $1 } END { print s + 0 }'
+	grep 'DETAIL: restore file ' "$1" | grep -v ' - exists and ' |
+		sed -n "s#.*restore file $dest/\\([^ ]*\\) (.*#\\1#p" | sed 's/\.pgbackrest\.tmp$//' |
+		"$PY" -c 'import json, os, sys
+m = sys.argv[1]
+sizes, section = {}, None
+for line in open(m):
+    line = line.rstrip("\n")
+    if line.startswith("["):
+        section = line
+    elif section == "[target:file]" and "=" in line:
+        k, v = line.split("=", 1)
+        f = json.loads(v)
+        sizes[k] = f.get("repo-size", f.get("size", 0))
+print(os.path.getsize(m) + sum(sizes.get("pg_data/" + f.strip(), 0) for f in sys.stdin))' "$bk/backup.manifest"
 }
 
 # dr_restore ITEM RUN MODE: one timed restore of ITEM (walc, walc-parts, pgbr) into $T/dr/ITEM,
@@ -211,7 +221,7 @@ bench_delta_restore() { # DS
 	DR_NAME[pgbr]=${LAST[$DR_DS:pgbr-zst]}
 	DR_SETTINGS[walc]=best
 	DR_SETTINGS[walc-parts]="best, 64 MiB parts"
-	DR_SETTINGS[pgbr]="process-max=$CORES"
+	DR_SETTINGS[pgbr]="$PGBR_SETTINGS"
 	DR_TOOL[walc]=walc
 	DR_TOOL[walc-parts]=walc
 	DR_TOOL[pgbr]=pgbackrest

@@ -15,17 +15,19 @@ MiB = 1048576.0
 PGBR_CODEC = {"zstd": "zst", "lz4": "lz4"}
 OPS = [("backup", "full backup"), ("restore", "full restore"), ("verify", "backup-verify (reads, writes nothing)"),
        ("delta", "delta backup (5% of rows updated)")]
-TOOL_ORDER = {"tar|zstd": 0, "walc": 1, "pgbackrest": 2, "wal-g": 3}
+TOOL_ORDER = {"floor": -1, "tar|zstd": 0, "walc": 1, "pgbackrest": 2, "wal-g": 3}
 PEERS = ("pgbackrest", "wal-g")
 # sections in modules of their own: report_NAME.section(meta, samples) -> {"md": [Markdown lines],
 # "targets": [{"target", "measured", "met", "by"}], "json": {...}}; their samples have ops of
 # their own, which the main tables leave out
-SECTIONS = ["delta_restore", "s3", "wal", "archive"]
+SECTIONS = ["delta_restore", "s3", "wal", "archive", "remote"]
 # targets from the issue
 PUSH_VS_LIMIT = 1.05
 FETCH_VS_PGBR = 0.8
 VS_FASTER_PEER = 0.5  # issue 20: backup-push and full restore against the faster of pgBackRest and WAL-G
 VERIFY_VS_FETCH = 0.8
+VS_FLOOR = 1.15  # issue 49: full backup against the CPU floor, full restore against the disk floor
+FLOOR_NAME = {"backup": "CPU floor", "restore": "disk floor"}
 RSS_LIMIT_MIB = 64
 DELTA_FRACTION = 0.15
 
@@ -119,6 +121,9 @@ def main():
                 row["wall_vs_walg"] = paired_ratio(runs, groups[walg[0]])
             if peer or walg:
                 row["wall_vs_faster_peer"] = faster_peer_ratio(runs, [groups[k] for k in peer[:1] + walg[:1]])
+            fl = [k for k in groups if k[0] == ds and k[1] == op and k[2] == "floor"]
+            if fl:
+                row["wall_vs_floor"] = paired_ratio(runs, groups[fl[0]])
             lim = [k for k in groups if k[0] == ds and k[1] == op and k[2] == "tar|zstd"]
             if lim:
                 row["wall_vs_limit"] = paired_ratio(runs, groups[lim[0]])
@@ -160,6 +165,13 @@ def main():
                                             f"walc/WAL-G {fmt(w.get('wall_vs_walg'), 2)})",
                                 "met": v <= VS_FASTER_PEER,
                                 "by": None if v <= VS_FASTER_PEER else f"{(v / VS_FASTER_PEER - 1) * 100:.0f}% over"})
+        for op in ("backup", "restore"):
+            w = find(ds, op, "walc", "zstd", "best")
+            if w and w.get("wall_vs_floor") is not None:
+                v = w["wall_vs_floor"]
+                targets.append({"target": f"{ds}: full {op} wall ≤ {VS_FLOOR} × the {FLOOR_NAME[op]} (zstd)",
+                                "measured": f"{v:.2f} ×", "met": v <= VS_FLOOR,
+                                "by": None if v <= VS_FLOOR else f"{(v / VS_FLOOR - 1) * 100:.0f}% over"})
         w = find(ds, "restore", "walc", "zstd", "best")
         if w and w.get("wall_vs_pgbackrest") is not None:
             v = w["wall_vs_pgbackrest"]
@@ -181,6 +193,23 @@ def main():
                         "measured": f"{v:.1f} MiB ({worst['dataset']} {worst['op']} {worst['codec']} {worst['settings']})",
                         "met": v <= RSS_LIMIT_MIB,
                         "by": None if v <= RSS_LIMIT_MIB else f"{v - RSS_LIMIT_MIB:.1f} MiB over"})
+    # issue 49: walc's peak RSS at most every peer's, same dataset, operation and codec family
+    worst = None
+    for r in rows:
+        if r["tool"] != "walc" or r["settings"] != "best" or r["codec"] != "zstd":
+            continue
+        for p in rows:
+            if p["tool"] in PEERS and p["dataset"] == r["dataset"] and p["op"] == r["op"] and \
+                    p["codec"] in ("zstd", "zst") and p["rss_mib"]:
+                v = r["rss_mib"] / p["rss_mib"]
+                if worst is None or v > worst[0]:
+                    worst = (v, r, p)
+    if worst:
+        v, r, p = worst
+        targets.append({"target": "walc peak RSS ≤ every peer's (zstd, file storage, each dataset and operation)",
+                        "measured": f"{v:.2f} × at most ({r['dataset']} {r['op']}: walc {r['rss_mib']:.1f} MiB, "
+                                    f"{p['tool']} {p['rss_mib']:.1f} MiB)",
+                        "met": v <= 1, "by": None if v <= 1 else f"{(v - 1) * 100:.0f}% over"})
     rss_sizes = {}
     for op, what in (("backup", "backup-push"), ("restore", "backup-fetch")):
         small = find("small", op, "walc", settings="default")
@@ -216,20 +245,29 @@ def main():
                                                          if t in delta),
                         "met": v < DELTA_FRACTION,
                         "by": None if v < DELTA_FRACTION else f"{(v - DELTA_FRACTION) * 100:.1f} points over"})
+    if "walc" in delta and "pgbackrest" in delta and meta.get("postgres_major", 15) >= 18:
+        v = delta["walc"]["delta_bytes"] / delta["pgbackrest"]["delta_bytes"]
+        targets.append({"target": f"delta bytes ≤ {meta['pgbackrest']}'s block incremental after the same change",
+                        "measured": f"{v:.2f} × ({delta['walc']['delta_bytes'] / MiB:.1f} MiB against "
+                                    f"{delta['pgbackrest']['delta_bytes'] / MiB:.1f} MiB)",
+                        "met": v <= 1, "by": None if v <= 1 else f"{(v - 1) * 100:.0f}% more"})
 
     # ---- Markdown
     L = []
     L.append(f"# walc bench, {meta['date']}")
     L.append("")
-    L.append(f"pgbench scale {meta['scale']}, mixed dataset {meta['mixed_mb']} MB, median of {meta['runs']} run(s), "
+    L.append(f"PostgreSQL {meta.get('postgres_major', 15)}: pgbench scale {meta['scale']}, mixed dataset {meta['mixed_mb']} MB, "
+             f"median of {meta['runs']} run(s), "
              f"{meta['cores']} cores ({meta['cpu']}), file storage on local disk; {meta['walc']}, {meta['pgbackrest']}, "
-             f"{meta.get('walg') or 'no WAL-G'}, "
+             f"{meta.get('walg') or 'no WAL-G'}, {meta.get('barman') or 'no Barman Cloud'}, "
              f"{meta['zstd']}, {meta['postgres']}; the run took {meta['seconds'] // 60} min.")
     L.append("")
     L.append("walc *best*: `WALG_UPLOAD_DISK_CONCURRENCY=cores`; *default*: nothing set but the prefix (lz4, one packer). "
              "pgBackRest: `process-max=cores`, zst level 3 / lz4 default level. WAL-G: `WALG_UPLOAD_DISK_CONCURRENCY=cores`, "
              "its defaults otherwise. Ratios are medians of per-run ratios "
-             "(both measured in the same run); < 1 means walc is faster. CPU = user + sys of every process; "
+             "(both measured in the same run); < 1 means walc is faster. *floor*: the machine's own limits on the same "
+             "bytes in the same rotation (backup: zstd -3 on every core from the page cache to /dev/null; restore: dd "
+             "from the page cache, fsync), *walc/floor* against them. CPU = user + sys of every process; "
              "peak RSS = the largest single process (/usr/bin/time %M); stored = bytes in the repository for that backup.")
     L.append("")
     for ds in ("pgbench", "mixed", "small"):
@@ -242,14 +280,16 @@ def main():
         L.append(f"## {title}" + (f", PGDATA {size / MiB:.0f} MiB" if size else ""))
         L.append("")
         L.append("| operation | tool | codec | settings | wall s | CPU s | peak RSS MiB | stored MiB | wall walc/pgBackRest "
-                 "| wall walc/WAL-G | wall walc/faster peer | wall walc/limit |")
-        L.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+                 "| wall walc/WAL-G | wall walc/faster peer | wall walc/limit | wall walc/floor |")
+        L.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in drows:
             opname = dict(OPS).get(r["op"], r["op"])
-            stored = fmt(r["bytes"] / MiB) if r["op"] != "restore" and r["bytes"] is not None else ""
+            # a floor stores nothing: its bytes are what it read
+            stored = fmt(r["bytes"] / MiB) if r["op"] != "restore" and r["tool"] != "floor" and r["bytes"] is not None else ""
             L.append(f"| {opname} | {cell(r['tool'])} | {r['codec']} | {cell(r['settings'])} | {fmt(r['wall_s'])} | {fmt(r['cpu_s'])} | "
                      f"{fmt(r['rss_mib'])} | {stored} | {fmt(r.get('wall_vs_pgbackrest'), 2)} | "
-                     f"{fmt(r.get('wall_vs_walg'), 2)} | {fmt(r.get('wall_vs_faster_peer'), 2)} | {fmt(r.get('wall_vs_limit'), 2)} |")
+                     f"{fmt(r.get('wall_vs_walg'), 2)} | {fmt(r.get('wall_vs_faster_peer'), 2)} | {fmt(r.get('wall_vs_limit'), 2)} | "
+                     f"{fmt(r.get('wall_vs_floor'), 2)} |")
         L.append("")
     for name in SECTIONS:
         L.extend(extra[name]["md"])

@@ -1,9 +1,10 @@
 """make bench report, section s3 (s3.sh): full backup and restore to Ceph RGW, walc over HTTP and
-over stunnel's HTTPS, pgBackRest over HTTPS, WAL-G over HTTP, next to the file-storage rows of
-bench_full."""
+over stunnel's HTTPS, pgBackRest over HTTPS, WAL-G and Barman Cloud over HTTP, next to the
+file-storage rows of bench_full."""
 from report import MiB, cell, fmt, group, med, paired_ratio, summarize
 
 S3_VS_FILE = 1.1  # issue 20 (issue 11 had 1.2)
+VS_BARMAN = 0.5  # issue 49: S3 backup against Barman Cloud's
 RSS_LIMIT_MIB = 100
 SMALL = "s3-small"
 # (op on S3, the op of bench_full on file storage)
@@ -37,7 +38,8 @@ def section(meta, samples):
     for op, fop in OPS:
         pg = next((k for k in s3 if k[0] == ds and k[1] == op and k[2] == "pgbackrest"), None)
         wg = next((k for k in s3 if k[0] == ds and k[1] == op and k[2] == "wal-g"), None)
-        for tool in ("walc", "pgbackrest", "wal-g"):
+        bm = next((k for k in s3 if k[0] == ds and k[1] == op and k[2] == "barman-cloud"), None)
+        for tool in ("walc", "pgbackrest", "wal-g", "barman-cloud"):
             fk = file_key(fop, tool)
             if fk:
                 r = summarize(fk, groups[fk])
@@ -59,6 +61,8 @@ def section(meta, samples):
                     r["wall_vs_pgbackrest"] = paired_ratio(s3[k], s3[pg])
                 if tool == "walc" and wg:
                     r["wall_vs_walg"] = paired_ratio(s3[k], s3[wg])
+                if tool == "walc" and bm:
+                    r["wall_vs_barman"] = paired_ratio(s3[k], s3[bm])
                 rows.append(r)
     small = {op: summarize(k, s3[k]) for op, _ in OPS for k in s3 if k[0] == SMALL and k[1] == op}
     runs = max(len(v) for v in s3.values())
@@ -69,7 +73,9 @@ def section(meta, samples):
              + ". pgBackRest speaks only HTTPS to S3: stunnel terminates TLS (self-signed certificate, RSA 2048) in "
                "front of RGW, and walc runs both through it (*https*, `S3_CA_CERT_FILE`) and straight to RGW (*http*). "
                "walc: zstd, `WALG_UPLOAD_DISK_CONCURRENCY=cores`, path-style; pgBackRest: repo2, zst level 3, "
-               "`process-max=cores`; WAL-G (when present): zstd, `WALG_UPLOAD_DISK_CONCURRENCY=cores`, http. The *file* rows are bench_full's (the table above); *S3/file* pairs run *n* of "
+               "`process-max=cores`; WAL-G (when present): zstd, `WALG_UPLOAD_DISK_CONCURRENCY=cores`, http; Barman Cloud "
+               "(BENCH_PG=18): `--zstd --jobs cores --min-chunk-size`, http, its restore (one stream, no fsync) "
+               "timed with a syncfs of the directory after it. The *file* rows are bench_full's (the table above); *S3/file* pairs run *n* of "
                "each, measured minutes apart. While this section runs the archive_command also pushes to "
                "pgBackRest's S3 repository, so pg_backup_stop waits longer for the stop segment than in the file "
                "rows: *S3/file without stop* leaves that wait out on both sides. stored = the backup's objects in "
@@ -79,15 +85,16 @@ def section(meta, samples):
                "busy.")
     L.append("")
     L.append("| operation | tool | storage | wall s | CPU s | server CPU s | peak RSS MiB | stored MiB | "
-             "wall S3/file | S3/file without stop | CPU floor S3/file | wall walc/pgBackRest | wall walc/WAL-G |")
-    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+             "wall S3/file | S3/file without stop | CPU floor S3/file | wall walc/pgBackRest | wall walc/WAL-G | "
+             "wall walc/Barman |")
+    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         stored = fmt(r["bytes"] / MiB) if "backup" in r["op"] and r["bytes"] is not None else ""
         L.append(f"| {NAMES.get(r['op'], 'full ' + r['op'])} | {r['tool']} | {cell(r['storage'])} | {fmt(r['wall_s'])} | "
                  f"{fmt(r['cpu_s'])} | {fmt(r.get('server_cpu_s'), 2)} | {fmt(r['rss_mib'])} | {stored} | "
                  f"{fmt(r.get('wall_vs_file'), 2)} | {fmt(r.get('wall_vs_file_without_stop'), 2)} | "
                  f"{fmt(r.get('cpu_bound_vs_file'), 2)} | {fmt(r.get('wall_vs_pgbackrest'), 2)} | "
-                 f"{fmt(r.get('wall_vs_walg'), 2)} |")
+                 f"{fmt(r.get('wall_vs_walg'), 2)} | {fmt(r.get('wall_vs_barman'), 2)} |")
     L.append("")
     if small:
         L.append(f"Peak RSS at a second size: walc over HTTP on a pgbench cluster of scale {meta['small_scale']} "
@@ -111,6 +118,12 @@ def section(meta, samples):
                             "measured": f"{v:.2f} ×" + (f" ({ws:.2f} × without the pg_backup_stop waits)" if ws else "")
                             + (f"; the CPU allows {cb:.2f} × at best (the server's CPU on the same cores)" if cb else ""),
                             "met": v <= S3_VS_FILE, "by": None if v <= S3_VS_FILE else f"{(v / S3_VS_FILE - 1) * 100:.0f}% over"})
+    r = next((r for r in rows if r["op"] == "s3-backup" and r["tool"] == "walc" and r["storage"] == "S3, http"), None)
+    if r and r.get("wall_vs_barman") is not None:
+        v = r["wall_vs_barman"]
+        targets.append({"target": f"S3 (http): walc full backup wall ≤ {VS_BARMAN} × Barman Cloud's",
+                        "measured": f"{v:.2f} ×", "met": v <= VS_BARMAN,
+                        "by": None if v <= VS_BARMAN else f"{(v / VS_BARMAN - 1) * 100:.0f}% over"})
     walc = [r for r in rows if r["tool"] == "walc" and r["storage"] != "file"] + \
            [dict(v, storage=f"S3, http, scale {meta['small_scale']}") for v in small.values()]
     if walc:

@@ -80,7 +80,7 @@ def section(meta, samples):
     D = {k: drain_summary(v) for k, v in drains.items()}
     n = med([d["segments"] for d in D.values()]) or med([s["segments"] for r in recs.values() for s in r.values()])
     targets, L = [], []
-    L.append(f"## WAL: {n:.0f} segments of 16 MiB, zstd, PostgreSQL 15")
+    L.append(f"## WAL: {n:.0f} segments of 16 MiB, zstd, PostgreSQL {meta.get('postgres_major', 15)}")
     L.append("")
     L.append(f"One backlog of {n:.0f} segments of inserted rows (~4.5× compressible with zstd -3), built with "
              "archive_command failing, is drained again and again: before each drain its archive_status files are "

@@ -16,11 +16,32 @@
 #   BENCH_SECTIONS="full delta delta-restore s3 stores wal archive small remote"   which parts to run
 #                          (full is needed by delta, delta-restore, s3 and stores, except
 #                          BENCH_STORES_ONLY=retention; each section's
-#                          file says what it does; remote runs PostgreSQL 17 in the trixie chroot;
+#                          file says what it does; remote runs PostgreSQL 17 in the trixie chroot
+#                          (BENCH_PG=18: 18 in the sid-bench chroot);
 #                          files, not in the default, measures memory at 200,000 files)
+#   BENCH_PG=15            15: the host's PostgreSQL with bookworm's pgBackRest 2.45 (history rows);
+#                          18: PostgreSQL 18.6 with pgBackRest 2.60.0 and barman-cli-cloud 3.20.1
+#                          from the sid-bench chroot, every tool run inside it (test/bench/pgmajor.sh);
+#                          its sections: full delta delta-restore s3 wal small remote (stores,
+#                          archive and files run on 15 only)
 #   KEEP=1                 keep the temporary directory
 #
 # Quick smoke run: BENCH_SCALE=10 BENCH_RUNS=1 make bench
+#
+# Today's peers (issue 49): BENCH_PG=18 (pgmajor.sh) takes PostgreSQL 18.6 from the sid-bench
+# chroot of deploy/pgchroot.sh and runs every timed tool inside it, behind the same unshare +
+# chroot wrapper; it checks pgBackRest 2.60.0 and barman-cli-cloud 3.20.1 (BENCH_PGBR_VERSION,
+# BENCH_BARMAN_VERSION) and the results name them with PostgreSQL's major. pgBackRest runs with
+# repo-bundle=y and repo-block=y (delta's pgBackRest row is then its block incremental, and the
+# report compares walc's delta bytes with it); s3 adds Barman Cloud (barman-cloud-backup --zstd
+# --jobs cores --min-chunk-size BENCH_BARMAN_CHUNK, barman-cloud-restore then syncfs); wal adds
+# barman-cloud-wal-archive --zstd to S3 (a drain and one call per segment). In every mode full's
+# rotation holds the machine's floors (floors.sh): CPU, the dataset's bytes through zstd -3 on
+# every core from the page cache to /dev/null; disk, the same bytes written by dd with fsync;
+# the report prints walc's full backup / CPU floor and full restore / disk floor. remote
+# (remote_peers.sh) sets the remote full against pg_basebackup -Ft -X none with client-zstd and
+# server-zstd and against WAL-G's remote backup-push: wall, client and server CPU, peak RSS,
+# bytes on the wire, then each restored. Every row keeps its peak RSS.
 #
 # Every timed command runs under /usr/bin/time -f '%e %U %S %M' (wall, user, sys, peak RSS of
 # the largest process). Before each one: CHECKPOINT (backups) and sync, outside the timing.
@@ -44,6 +65,8 @@ CODECS=" ${BENCH_CODECS:-zstd lz4} "
 case $CODECS in *" zstd "*) ;; *) echo "BENCH_CODECS must include zstd (delta, delta-restore and the limit use it)" >&2; exit 2 ;; esac
 OUT=${BENCH_OUT:-$ROOT/test/bench/results}
 SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 stores wal archive small remote} "
+# BENCH_PG=18 measures the sections of issue 49 (pgmajor.sh)
+[ "${BENCH_PG:-15}" = 15 ] || SECTIONS=" ${BENCH_SECTIONS:-full delta delta-restore s3 wal small remote} "
 section() { case $SECTIONS in *" $1 "*) return 0 ;; esac; return 1; }
 case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
@@ -296,7 +319,7 @@ pgbr_push() {
 	timed "$ds-pgbr-$op-$codec-$run" "${PGRUN[@]}" pgbackrest --config="$PGBR_CONF" --stanza="$ds" backup \
 		--type="$type" --compress-type="$codec" "${lvl[@]}"
 	LAST_NAME=$(pgbr --stanza="$ds" info --output=json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)[0]["backup"][-1]["label"])')
-	sample "$ds" "$op" pgbackrest "$codec" "process-max=$CORES" "$run" "$(bytes_of "$T/pgbr/repo/backup/$ds/$LAST_NAME")" "$LAST_NAME"
+	sample "$ds" "$op" pgbackrest "$codec" "$PGBR_SETTINGS" "$run" "$(bytes_of "$T/pgbr/repo/backup/$ds/$LAST_NAME")" "$LAST_NAME"
 }
 
 pgbr_restore() { # DS CODEC RUN LABEL
@@ -307,7 +330,7 @@ pgbr_restore() { # DS CODEC RUN LABEL
 	timed "$ds-pgbr-restore-$codec-$run" "${PGRUN[@]}" pgbackrest --config="$PGBR_CONF" --stanza="$ds" \
 		--pg1-path="$dest" restore --set="$name"
 	[ -f "$dest/global/pg_control" ] || fail "pgbackrest restore $name: no pg_control"
-	sample "$ds" restore pgbackrest "$codec" "process-max=$CORES" "$run" "$(pgdata_bytes "$dest")" "$name"
+	sample "$ds" restore pgbackrest "$codec" "$PGBR_SETTINGS" "$run" "$(pgdata_bytes "$dest")" "$name"
 	rm -rf "$dest"
 }
 
@@ -392,22 +415,24 @@ full_items() {
 	local i c
 	for i in "$@"; do
 		c=${i##*-}
-		case $c in zst) c=zstd ;; default) c=lz4 ;; limit) c=zstd ;; esac
+		case $c in zst) c=zstd ;; default) c=lz4 ;; limit | cpu | disk) c=zstd ;; esac
 		case $CODECS in *" $c "*) echo "$i" ;; esac
 	done
 }
 
 bench_full() { # DS: full backups then restores, every tool and codec, RUNS times
 	local ds=$1 run item push_items fetch_items
-	mapfile -t push_items < <(full_items limit walc-zstd pgbr-zst "${WALG_ITEMS[@]/%/-zstd}" walc-lz4 pgbr-lz4 \
+	mapfile -t push_items < <(full_items limit floor-cpu walc-zstd pgbr-zst "${WALG_ITEMS[@]/%/-zstd}" walc-lz4 pgbr-lz4 \
 		"${WALG_ITEMS[@]/%/-lz4}" walc-default)
-	mapfile -t fetch_items < <(full_items limit walc-zstd pgbr-zst "${WALG_ITEMS[@]/%/-zstd}" walc-lz4 verify-zstd \
+	mapfile -t fetch_items < <(full_items limit floor-disk walc-zstd pgbr-zst "${WALG_ITEMS[@]/%/-zstd}" walc-lz4 verify-zstd \
 		pgbr-lz4 "${WALG_ITEMS[@]/%/-lz4}" walc-default)
 	log "$ds: PGDATA $(($(pgdata_bytes "$T/$ds/pgdata") / 1048576)) MiB, $(disk_free_gib) GiB free; full backups"
+	floor_prepare "$ds"
 	for ((run = 1; run <= RUNS; run++)); do
 		while read -r item; do
 			case $item in
 			limit) limit_push "$ds" "$run" ;;
+			floor-cpu) floor_cpu "$ds" "$run" ;;
 			walc-zstd) walc_push "$ds" "best" "$run" backup WALG_COMPRESSION_METHOD=zstd "${BEST[@]}" ;;
 			walc-lz4) walc_push "$ds" "best" "$run" backup WALG_COMPRESSION_METHOD=lz4 "${BEST[@]}" ;;
 			walc-default) walc_push "$ds" "default" "$run" backup ;;
@@ -416,7 +441,7 @@ bench_full() { # DS: full backups then restores, every tool and codec, RUNS time
 			walg-zstd) walg_push "$ds" zstd "$run" backup ;;
 			walg-lz4) walg_push "$ds" lz4 "$run" backup ;;
 			esac
-			[ "$item" = limit ] || LAST[$ds:$item]=$LAST_NAME
+			case $item in limit | floor-*) ;; *) LAST[$ds:$item]=$LAST_NAME ;; esac
 		done < <(rotate $((run - 1)) "${push_items[@]}")
 	done
 	log "$ds: restores ($(disk_free_gib) GiB free)"
@@ -424,6 +449,7 @@ bench_full() { # DS: full backups then restores, every tool and codec, RUNS time
 		while read -r item; do
 			case $item in
 			limit) limit_restore "$ds" "$run" ;;
+			floor-disk) floor_disk "$ds" "$run" ;;
 			walc-zstd) walc_fetch "$ds" best "$run" "${LAST[$ds:$item]}" zstd ;;
 			walc-lz4) walc_fetch "$ds" best "$run" "${LAST[$ds:$item]}" lz4 ;;
 			walc-default) walc_fetch "$ds" default "$run" "${LAST[$ds:$item]}" lz4 ;;
@@ -435,6 +461,7 @@ bench_full() { # DS: full backups then restores, every tool and codec, RUNS time
 			esac
 		done < <(rotate $((run - 1)) "${fetch_items[@]}")
 	done
+	rm -f "$(floor_tar "$ds")"
 }
 
 # Delta after ~5% of pgbench_accounts updated (a contiguous aid range, issue #5): walc delta
@@ -539,10 +566,17 @@ bench_perf() { # DS
 . "$BENCH_DIR/stores.sh"
 # shellcheck source=test/bench/remote.sh
 . "$BENCH_DIR/remote.sh"
+# shellcheck source=test/bench/remote_peers.sh
+. "$BENCH_DIR/remote_peers.sh"
 # shellcheck source=test/bench/files.sh
 . "$BENCH_DIR/files.sh"
 # shellcheck source=test/bench/archive.sh
 . "$BENCH_DIR/archive.sh"
+# shellcheck source=test/bench/pgmajor.sh
+. "$BENCH_DIR/pgmajor.sh"
+# shellcheck source=test/bench/floors.sh
+. "$BENCH_DIR/floors.sh"
+bench_pg_setup
 
 # ------------------------------------------------------------------------------------------
 # The run
@@ -591,9 +625,9 @@ cat >"$T/meta.json" <<EOF
 {"scale":$SCALE,"small_scale":$SMALL_SCALE,"mixed_mb":$MIXED_MB,"runs":$RUNS,"cores":$CORES,
  "date":"$(date -u +%Y-%m-%dT%H:%M:%SZ)","seconds":$(($(date +%s) - STARTED)),
  "cpu":"$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)","kernel":"$(uname -r)",
- "walc":"$("$WALC" version 2>/dev/null | head -n 1), $(ldd "$WALC" >/dev/null 2>&1 && echo dynamic || echo static)","pgbackrest":"$(pgbackrest version)",
+ "walc":"$("$WALC" version 2>/dev/null | head -n 1), $(ldd "$WALC" >/dev/null 2>&1 && echo dynamic || echo static)",$(peer_versions),
  "walg":"$([ ${#WALG_ITEMS[@]} = 0 ] || "$WALG" --version 2>/dev/null | awk '{ print "WAL-G " $3; exit }')",
- "zstd":"$(zstd --version | head -n 1)","postgres":"$("$PGBIN/postgres" --version)",
+ "zstd":"$(zstd --version | head -n 1)","remote_major":${RM_MAJOR:-null},
  "pgdata_bytes":{${ds_json%,}}}
 EOF
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # make bench section "s3" (sourced by run.sh; issue #11): full backup and full restore to a real
 # S3 server, Ceph RGW on loopback (memstore), for walc (zstd, best), pgBackRest (zst) and, when
-# run.sh finds it, WAL-G (zstd, over HTTP).
+# run.sh finds it, WAL-G (zstd, over HTTP); with BENCH_PG=18 also Barman Cloud 3.20 (over HTTP).
 #
 # pgBackRest speaks only HTTPS to S3, so stunnel terminates TLS in front of RGW (self-signed
 # certificate); walc runs both over that same stunnel and over plain HTTP to RGW. pgBackRest gets
@@ -15,12 +15,14 @@
 #   BENCH_S3_RUNS=$BENCH_RUNS   runs of the S3 measurements
 #   BENCH_S3_PART_MIB=          extra walc rows over http with S3_MAX_PART_SIZE at each of these
 #                               sizes in MiB (e.g. "5 10"; the default part size is 20 MiB)
+#   BENCH_BARMAN_CHUNK=20MB     barman-cloud-backup --min-chunk-size (walc's default part size)
 
 # shellcheck source=test/integration/s3lib.sh
 . "$ROOT/test/integration/s3lib.sh"
 
 S3_RUNS=${BENCH_S3_RUNS:-$RUNS}
 S3_BUCKET=bench
+BARMAN_CHUNK=${BENCH_BARMAN_CHUNK:-20MB}
 
 # s3_tls_start DIR: a self-signed certificate for localhost and stunnel from 127.0.0.1:S3_TLS_PORT
 # to RGW; sets S3_TLS_PORT and S3_CERT. TCP_NODELAY on both of its sides, for the reason
@@ -130,7 +132,7 @@ s3_pgbr_push() { # DS RUN
 		"$PY" -c 'import json,sys; print(json.load(sys.stdin)[0]["backup"][-1]["label"])')
 	stored=$(pgbr --stanza="$ds" --repo=2 repo-ls "backup/$ds/${S3_NAME[$ds:pgbr]}" --recurse --output=json |
 		"$PY" -c 'import json,sys; print(sum(v.get("size", 0) for v in json.load(sys.stdin).values() if v["type"] == "file"))')
-	sample "$ds" s3-backup pgbackrest zst "process-max=$CORES, https" "$run" "$stored" "${S3_NAME[$ds:pgbr]}"
+	sample "$ds" s3-backup pgbackrest zst "$PGBR_SETTINGS, https" "$run" "$stored" "${S3_NAME[$ds:pgbr]}"
 }
 
 s3_pgbr_fetch() { # DS RUN
@@ -141,7 +143,7 @@ s3_pgbr_fetch() { # DS RUN
 	timed "$ds-s3-pgbr-restore-$run" "${PGRUN[@]}" pgbackrest --config="$PGBR_CONF" --stanza="$ds" --repo=2 \
 		--pg1-path="$dest" restore --set="${S3_NAME[$ds:pgbr]}"
 	[ -f "$dest/global/pg_control" ] || fail "pgbackrest restore from S3: no pg_control"
-	sample "$ds" s3-restore pgbackrest zst "process-max=$CORES, https" "$run" "$(pgdata_bytes "$dest")" "${S3_NAME[$ds:pgbr]}"
+	sample "$ds" s3-restore pgbackrest zst "$PGBR_SETTINGS, https" "$run" "$(pgdata_bytes "$dest")" "${S3_NAME[$ds:pgbr]}"
 	rm -rf "$dest"
 }
 
@@ -163,7 +165,7 @@ s3_walg_push() { # DS RUN: sets S3_NAME[DS:walg]
 	[ -n "${S3_NAME[$ds:walg]}" ] || fail "wal-g backup-push to S3 printed no backup name"
 	# walc reads WAL-G's repository: the same listing as walc's rows
 	stored=$(as_pg env "${envs[@]}" "$WALC_PG" st ls -r basebackups_005 |
-		awk -v n="${S3_NAME[$ds:walg]}" 'index($3, n) { s += $2 } END { print s + 0 }')
+		awk -v n="${S3_NAME[$ds:walg]}" '$1 == "obj" && index($NF, n) { s += $2 } END { print s + 0 }')
 	sample "$ds" s3-backup wal-g zstd "upload-disk-concurrency=$CORES, http" "$run" "$stored" "${S3_NAME[$ds:walg]}"
 }
 
@@ -177,6 +179,50 @@ s3_walg_fetch() { # DS RUN
 	[ -f "$dest/global/pg_control" ] || fail "wal-g backup-fetch from S3: no pg_control"
 	sample "$ds" s3-restore wal-g zstd "upload-disk-concurrency=$CORES, http" "$run" "$(pgdata_bytes "$dest")" \
 		"${S3_NAME[$ds:walg]}"
+	rm -rf "$dest"
+}
+
+# Barman Cloud over HTTP to RGW (BENCH_PG=18): its parallel options, zstd, a job per core, chunks
+# of walc's part size, the checkpoint at once as the other tools ask for it. Its restore has no
+# parallel option; it does not fsync what it writes, so its timing ends with a syncfs of the
+# restored directory, as the limit's does.
+s3_barman_env() {
+	printf '%s\n' "AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID" "AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY" \
+		"AWS_DEFAULT_REGION=$AWS_REGION" AWS_EC2_METADATA_DISABLED=true
+}
+s3_barman_url() { echo "s3://$S3_BUCKET/barman-$1"; }
+s3_barman_where() { printf '%s\n' --endpoint-url "$S3_ENDPOINT" --addressing-style path; }
+
+s3_barman_push() { # DS RUN: sets S3_NAME[DS:barman]
+	local ds=$1 run=$2 stored where
+	mapfile -t envs < <(s3_barman_env)
+	mapfile -t where < <(s3_barman_where)
+	psqlc "${PORTS[$ds]}" "CHECKPOINT" >/dev/null
+	timed "$ds-s3-barman-push-$run" "${PGRUN[@]}" "${envs[@]}" barman-cloud-backup "${where[@]}" --zstd \
+		--jobs "$CORES" --min-chunk-size "$BARMAN_CHUNK" --immediate-checkpoint -h "$T" -p "${PORTS[$ds]}" \
+		-U postgres "$(s3_barman_url "$ds")" "$ds"
+	S3_NAME[$ds:barman]=$(as_pg env "${envs[@]}" barman-cloud-backup-list "${where[@]}" --format json \
+		"$(s3_barman_url "$ds")" "$ds" | "$PY" -c 'import json,sys
+print(max(b["backup_id"] for b in json.load(sys.stdin)["backups_list"]))')
+	# walc lists Barman's objects too: the same listing as the other rows
+	stored=$(as_pg env "${envs[@]}" WALG_S3_PREFIX="$(s3_barman_url "$ds")" AWS_ENDPOINT="$S3_ENDPOINT" \
+		AWS_S3_FORCE_PATH_STYLE=true AWS_REGION="$AWS_REGION" "$WALC_PG" st ls -r "$ds/base/${S3_NAME[$ds:barman]}" |
+		awk '$1 == "obj" { s += $2 } END { print s + 0 }')
+	sample "$ds" s3-backup barman-cloud zstd "$BARMAN_SETTINGS" "$run" "$stored" "${S3_NAME[$ds:barman]}"
+}
+
+s3_barman_fetch() { # DS RUN
+	local ds=$1 run=$2 dest=$T/restore where
+	mapfile -t envs < <(s3_barman_env)
+	mapfile -t where < <(s3_barman_where)
+	rm -rf "$dest"
+	mkdir -m 700 "$dest"
+	pg_own "$dest"
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	timed "$ds-s3-barman-restore-$run" "${PGRUN[@]}" "${envs[@]}" bash -c 'barman-cloud-restore "$@" && sync -f "${@: -1}"' \
+		barman "${where[@]}" "$(s3_barman_url "$ds")" "$ds" "${S3_NAME[$ds:barman]}" "$dest"
+	[ -f "$dest/global/pg_control" ] || fail "barman-cloud-restore: no pg_control"
+	sample "$ds" s3-restore barman-cloud zstd "$BARMAN_SETTINGS" "$run" "$(pgdata_bytes "$dest")" "${S3_NAME[$ds:barman]}"
 	rm -rf "$dest"
 }
 
@@ -224,6 +270,9 @@ EOF
 		cat "$T/log/s3-stanza.log" >&2
 		fail "pgbackrest stanza-create on S3"
 	}
+	# pgBackRest 2.60's recommended repository on S3 too (pgmajor.sh sets repo1's)
+	[ "$PGMAJOR" -lt 18 ] || printf '%s\n' repo2-bundle=y repo2-block=y >>"$PGBR_CONF"
+	BARMAN_SETTINGS="jobs=$CORES, min-chunk-size=$BARMAN_CHUNK, http"
 	local parts=()
 	read -r -a parts <<<"${BENCH_S3_PART_MIB:-}"
 	log "$ds: S3 (Ceph RGW $S3_ENDPOINT, stunnel https://localhost:$S3_TLS_PORT): $S3_RUNS run(s)"
@@ -234,8 +283,10 @@ EOF
 				walc-*) "s3_walc_$phase" "$ds" "${item#walc-}" "$run" ;;
 				pgbr) "s3_pgbr_$phase" "$ds" "$run" ;;
 				walg) "s3_walg_$phase" "$ds" "$run" ;;
+				barman) "s3_barman_$phase" "$ds" "$run" ;;
 				esac
-			done < <(rotate $((run - 1)) walc-http pgbr walc-https "${WALG_ITEMS[@]}" "${parts[@]/#/walc-http-}")
+			done < <(rotate $((run - 1)) walc-http pgbr walc-https "${WALG_ITEMS[@]}" "${BARMAN_ITEMS[@]}" \
+				"${parts[@]/#/walc-http-}")
 		done
 	done
 	log "$small: walc peak RSS to S3 at scale $SMALL_SCALE"

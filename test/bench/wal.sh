@@ -1,12 +1,13 @@
 # shellcheck shell=bash
 # make bench section "wal" (sourced by run.sh): issues #6, #8 and #11 on 16 MiB segments, zstd,
-# PostgreSQL 15, all from one backlog of real data (docs/PERFORMANCE.md, "WAL"):
+# PostgreSQL 15 (or BENCH_PG's), all from one backlog of real data (docs/PERFORMANCE.md, "WAL"):
 #   - backlog drain: the time PostgreSQL's archiver takes to empty a backlog of
 #     BENCH_WAL_SEGMENTS .ready segments through walc wal-push, WALG_UPLOAD_CONCURRENCY 8 vs 1,
 #     to file storage and to S3 (Ceph RGW);
 #   - per-segment archiving latency: walc wal-push (archive_command), walc_archive + walc daemon
 #     (archive_library), pgBackRest archive-push and WAL-G wal-push, one segment per call, from the gaps between
-#     the archiver's successive .ready -> .done renames during a drain;
+#     the archiver's successive .ready -> .done renames during a drain; with BENCH_PG=18 also
+#     barman-cloud-wal-archive --zstd to S3 (a drain and one call per segment);
 #   - recovery of the whole backlog from S3 through a proxy adding latency to every request,
 #     wal-fetch with prefetch (default WALG_DOWNLOAD_CONCURRENCY) vs WALG_DOWNLOAD_CONCURRENCY=1,
 #     walc's and WAL-G's (restore_command = wal-g wal-fetch on walc's repository) alternating.
@@ -193,7 +194,11 @@ wal_drain() {
 # an empty file repository: the directory must exist (walc and WAL-G refuse a missing one)
 wal_empty_dir() { rm -rf "$1" && mkdir -p "$1" && pg_own "$1"; }
 wal_clear_file() { wal_empty_dir "$W/repo"; }
-wal_clear_pgbr() { rm -rf "$T/pgbr/repo/archive/wal/15-1"; }
+wal_clear_pgbr() { rm -rf "$T/pgbr/repo/archive/wal/$PGMAJOR-1"; }
+wal_clear_barman() {
+	AWS_ACCESS_KEY_ID=$WAL_KEY AWS_SECRET_ACCESS_KEY=$WAL_SECRET awsc s3 rm --recursive --quiet \
+		"s3://$WAL_BUCKET/barman/" >"$T/log/wal-s3-rm.log" 2>&1 || { cat "$T/log/wal-s3-rm.log" >&2; fail "emptying s3://$WAL_BUCKET/barman"; }
+}
 wal_clear_walg() { wal_empty_dir "$W/walg-repo"; }
 wal_clear_s3() {
 	AWS_ACCESS_KEY_ID=$WAL_KEY AWS_SECRET_ACCESS_KEY=$WAL_SECRET awsc s3 rm --recursive --quiet \
@@ -331,8 +336,12 @@ bench_wal() {
 	# shellcheck disable=SC2064 # the previous handler is fixed now
 	trap "wal_cleanup; ${a[2]:-}" EXIT
 
-	make -s -C "$ROOT" archive-module-install >"$T/log/wal-module.log" 2>&1 ||
-		{ cat "$T/log/wal-module.log" >&2; fail "installing walc_archive"; }
+	if [ -n "$PEER_ROOT" ]; then
+		pgv_module_install "$T/log/wal-module.log" # test/versions/lib.sh: into the chroot's PostgreSQL
+	else
+		make -s -C "$ROOT" archive-module-install >"$T/log/wal-module.log" 2>&1 ||
+			{ cat "$T/log/wal-module.log" >&2; fail "installing walc_archive"; }
+	fi
 	s3port=$(s3_port 10)
 	WAL_RGW_DIR=$W/rgw
 	log "wal: starting Ceph RGW on port $s3port"
@@ -345,6 +354,8 @@ bench_wal() {
 		AWS_CONFIG_FILE=/dev/null s3_mb "$WAL_BUCKET"
 	s3env="WALG_S3_PREFIX=s3://$WAL_BUCKET/wal AWS_ENDPOINT=$S3_ENDPOINT AWS_S3_FORCE_PATH_STYLE=true AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=$WAL_KEY AWS_SECRET_ACCESS_KEY=$WAL_SECRET"
 	fileenv="WALG_FILE_PREFIX=$W/repo"
+	# Barman Cloud (BENCH_PG=18) to the same RGW: zstd, as every row here
+	local barman_cmd="env AWS_ACCESS_KEY_ID=$WAL_KEY AWS_SECRET_ACCESS_KEY=$WAL_SECRET AWS_DEFAULT_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true barman-cloud-wal-archive --endpoint-url $S3_ENDPOINT --addressing-style path --zstd s3://$WAL_BUCKET/barman wal"
 
 	log "wal: generating a backlog of $WAL_N segments with archiving failing"
 	wal_backlog
@@ -405,7 +416,7 @@ EOF
 			pgbr)
 				wal_command "$WAL_PORT" "$pgbr_cmd"
 				wal_drain pgbackrest "file, archive_command, archive-push zst 3" "$run" wal_clear_pgbr "$W/pg" "$WAL_PORT"
-				verified=$(find "$T/pgbr/repo/archive/wal/15-1" -name '*.zst' | wc -l)
+				verified=$(find "$T/pgbr/repo/archive/wal/$PGMAJOR-1" -name '*.zst' | wc -l)
 				wal_sample wal-drain pgbackrest "file, archive_command, archive-push zst 3" "$run" "$WAL_EXTRA,\"stored\":$verified"
 				;;
 			walg-1 | walg-8)
@@ -415,9 +426,15 @@ EOF
 				verified=$(find "$W/walg-repo/wal_005" -name '*.zst' | wc -l)
 				wal_sample wal-drain wal-g "file, archive_command, concurrency $c" "$run" "$WAL_EXTRA,\"stored\":$verified"
 				;;
+			barman)
+				wal_command "$WAL_PORT" "$barman_cmd %p"
+				wal_drain barman-cloud "s3, archive_command, barman-cloud-wal-archive --zstd" "$run" wal_clear_barman "$W/pg" "$WAL_PORT"
+				verified=$(AWS_ACCESS_KEY_ID=$WAL_KEY AWS_SECRET_ACCESS_KEY=$WAL_SECRET awsc s3 ls --recursive "s3://$WAL_BUCKET/barman/" | grep -c '\.zst$' || true)
+				wal_sample wal-drain barman-cloud "s3, archive_command, barman-cloud-wal-archive --zstd" "$run" "$WAL_EXTRA,\"stored\":$verified"
+				;;
 			esac
 		done < <(rotate $((run - 1)) file-8 pgbr s3-8 daemon "${WALG_ITEMS[@]/%/-1}" file-1 s3-1 \
-			"${WALG_ITEMS[@]/%/-8}")
+			"${WALG_ITEMS[@]/%/-8}" "${BARMAN_ITEMS[@]}")
 	done
 	log "wal: one archive call per segment with no backlog, $runs run(s)"
 	for ((run = 1; run <= runs; run++)); do
@@ -432,8 +449,9 @@ EOF
 				PGDATA="$W/pg" WALG_COMPRESSION_METHOD=zstd "$WALG" wal-push ;;
 			pgbr) wal_single pgbackrest "file, archive-push zst 3" "$run" wal_clear_pgbr pgbackrest \
 				--config="$PGBR_CONF" --stanza=wal --compress-type=zst --compress-level=3 archive-push ;;
+			barman) wal_single barman-cloud "s3, barman-cloud-wal-archive --zstd" "$run" wal_clear_barman $barman_cmd ;;
 			esac
-		done < <(rotate $((run - 1)) walc pgbr "${WALG_ITEMS[@]}" walc-1)
+		done < <(rotate $((run - 1)) walc pgbr "${WALG_ITEMS[@]}" walc-1 "${BARMAN_ITEMS[@]}")
 	done
 
 	kill "$WAL_DPID"
