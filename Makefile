@@ -227,13 +227,16 @@ lint-deploy:
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(wildcard internal/*/*.h) $(UNIT_SRC) $(FUZZ_SRC)
 
-# cppcheck, and the layering rules of docs/ARCHITECTURE.md (with a self-test that a planted
-# upward include, sideways include or fork() below cmd/ is caught).
+# cppcheck, the layering rules of docs/ARCHITECTURE.md (with a self-test that a planted
+# upward include, sideways include or fork() below cmd/ is caught) and every setting's default
+# written once, in the table (with a self-test that planted restatements are caught).
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --suppress=unknownMacro \
 	  -I. internal cmd
 	@test/lint/layers.sh
 	@test/lint/layers.sh --self-test
+	@test/lint/defaults.sh
+	@test/lint/defaults.sh --self-test
 
 clean:
 	rm -rf build build-asan build-cov build-tsan build-fuzz build-static walc walc-asan walc-cov walc-static

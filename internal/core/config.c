@@ -16,6 +16,8 @@ extern char **environ;
 
 /* The sources of this process's configuration (read once, so kept here for env and logs). */
 static config_sources sources;
+/* config_defaults: no setting is found anywhere, so each takes the table's default. */
+static bool defaults_only;
 
 #define FIELD(c, v, type) ((type *)(void *)((char *)(c) + (v)->off))
 
@@ -36,6 +38,8 @@ static const char *in_pairs(const config_pair *p, size_t n, const char *name)
 /* One name in WAL-G's precedence: flag, environment, file. Empty counts as unset. */
 static bool find_name(const char *name, found *out)
 {
+	if (defaults_only)
+		return false;
 	const char *v = in_pairs(sources.flags, sources.nflags, name);
 	out->where = "flag";
 	if (v == NULL) {
@@ -515,6 +519,14 @@ err_code config_load_from(config *c, bool need_storage, const config_sources *sr
 err_code config_load(config *c, bool need_storage)
 {
 	return config_load_from(c, need_storage, NULL);
+}
+
+err_code config_defaults(config *c)
+{
+	defaults_only = true;
+	err_code rc = config_load_from(c, false, NULL);
+	defaults_only = false;
+	return rc;
 }
 
 void config_free(config *c)

@@ -411,6 +411,11 @@ typedef struct config_sources {
 err_code config_load_from(config *out, bool need_storage, const config_sources *src);
 /* config_load_from with the environment only. */
 err_code config_load(config *out, bool need_storage);
+/*
+ * Every setting at the table's default, whatever the environment: the configuration tests
+ * build on (modules keep no fallbacks of their own for an unset setting). config_free it.
+ */
+err_code config_defaults(config *out);
 void config_free(config *c);
 /* A copy of src that owns its own strings (config_free it). */
 void config_copy(const config *src, config *dst);
