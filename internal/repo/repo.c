@@ -26,8 +26,8 @@ err_code repo_open_use(const config *cfg, storage_use use, const char *target, r
 	memset(out, 0, sizeof(*out));
 	TRY(check_codec(cfg, out));
 	TRY(crypt_init());
-	TRY(crypter_load(cfg, &out->crypt));
-	return storage_open_use(cfg, use, target, &out->st);
+	TRY(crypter_load(&cfg->crypt, &out->crypt));
+	return storage_open_use(&cfg->storage, use, target, &out->st);
 }
 
 err_code repo_open(const config *cfg, repo *out)

@@ -345,7 +345,7 @@ static err_code az_auth_setup(az_storage *s, const az_settings *set)
 	return E_OK;
 }
 
-static err_code az_configure(az_storage *s, const config *cfg)
+static err_code az_configure(az_storage *s, const storage_settings *cfg)
 {
 	const az_settings *set = &cfg->az;
 	const char *pfx = cfg->az_prefix + strlen("azure://");
@@ -432,7 +432,7 @@ static void az_free(storage *st)
 static const char *const kind_names[] = { "Shared Key", "SAS token", "service principal",
 										  "workload identity", "managed identity" };
 
-err_code storage_az_open(const config *cfg, storage **out)
+err_code storage_az_open(const storage_settings *cfg, storage **out)
 {
 	*out = NULL;
 	TRY(http_global_init());

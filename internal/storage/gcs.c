@@ -339,7 +339,7 @@ static char *clean_path(const char *p, bool normalize)
 	return out;
 }
 
-static err_code gcs_configure(gcs_storage *s, const config *cfg)
+static err_code gcs_configure(gcs_storage *s, const storage_settings *cfg)
 {
 	const gcs_settings *set = &cfg->gcs;
 	s->normalize = set->normalize_prefix;
@@ -447,7 +447,7 @@ void gcs_storage_free(storage *st)
 	free(s);
 }
 
-err_code storage_gcs_open(const config *cfg, storage **out)
+err_code storage_gcs_open(const storage_settings *cfg, storage **out)
 {
 	*out = NULL;
 	TRY(http_global_init());

@@ -96,7 +96,7 @@ static bool valid_bucket(const char *b)
 	return true;
 }
 
-static err_code s3_configure(s3_storage *s, const config *cfg)
+static err_code s3_configure(s3_storage *s, const storage_settings *cfg)
 {
 	const char *pfx = cfg->s3_prefix;
 	if (!str_has_prefix(pfx, "s3://"))
@@ -270,7 +270,7 @@ static void s3_free(storage *st)
 
 static void detect_region(s3_storage *s);
 
-err_code storage_s3_open(const config *cfg, storage **out)
+err_code storage_s3_open(const storage_settings *cfg, storage **out)
 {
 	*out = NULL;
 	TRY(http_global_init());

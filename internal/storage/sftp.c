@@ -1260,7 +1260,7 @@ static char *os_user(void)
 	return pw != NULL ? xstrdup(pw->pw_name) : xasprintf("%u", (unsigned)geteuid());
 }
 
-err_code storage_sftp_open(const config *cfg, storage **out)
+err_code storage_sftp_open(const storage_settings *cfg, storage **out)
 {
 	*out = NULL;
 	TRY(ssh_global_init());

@@ -93,13 +93,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	config cfg;
 	if (config_defaults(&cfg) != E_OK)
 		abort();
-	cfg.ssh_prefix = xstrdup("ssh://fuzz/repo");
-	cfg.ssh.username = xstrdup("walc");
-	cfg.ssh.max_retries = 0;
-	cfg.upload_concurrency = 1;
-	cfg.download_concurrency = 1;
+	cfg.storage.ssh_prefix = xstrdup("ssh://fuzz/repo");
+	cfg.storage.ssh.username = xstrdup("walc");
+	cfg.storage.ssh.max_retries = 0;
+	cfg.storage.upload_concurrency = 1;
+	cfg.storage.download_concurrency = 1;
 	storage *st;
-	err_code orc = storage_sftp_open(&cfg, &st);
+	err_code orc = storage_sftp_open(&cfg.storage, &st);
 	config_free(&cfg);
 	if (orc != E_OK)
 		abort();

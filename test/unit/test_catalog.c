@@ -253,10 +253,10 @@ static void test_marker_encryption(void **state)
 	static char key[] = "0123456789abcdef0123456789abcdef";
 	config cfg;
 	assert_int_equal(config_defaults(&cfg), E_OK);
-	cfg.libsodium_key = xstrdup(key);
+	cfg.crypt.libsodium_key = xstrdup(key);
 	crypter *c = NULL;
 	assert_int_equal(crypt_init(), E_OK);
-	assert_int_equal(crypter_load(&cfg, &c), E_OK);
+	assert_int_equal(crypter_load(&cfg.crypt, &c), E_OK);
 	config_free(&cfg);
 	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push A"), E_OK);
 	assert_int_equal(catalog_check_encryption(&r, "wal-push 00000002.history"), E_OK);
