@@ -19,8 +19,6 @@ static config_sources sources;
 /* config_defaults: no setting is found anywhere, so each takes the table's default. */
 static bool defaults_only;
 
-#define FIELD(c, v, type) ((type *)(void *)((char *)(c) + (v)->off))
-
 typedef struct found {
 	const char *value;
 	char name[128];	   /* the name it was found under */
@@ -536,18 +534,35 @@ err_code config_defaults(config *c)
 	return rc;
 }
 
-void config_free(config *c)
+/*
+ * Where v's string is in s, the part of a config at [base, base + size); NULL when v has no
+ * string there (another kind, another part, or no field).
+ */
+static char **string_at(const config_var *v, void *s, size_t base, size_t size)
+{
+	if (v->off == NO_FIELD || v->off < base || v->off >= base + size ||
+		(v->kind != V_TEXT && v->kind != V_CHOICE))
+		return NULL;
+	return (char **)(void *)((char *)s + (v->off - base));
+}
+
+/* Frees the strings of a part of a config (secrets wiped first), then zeroes it. */
+static void free_strings(void *s, size_t base, size_t size)
 {
 	for (size_t i = 0; i < config_nvars; i++) {
-		const config_var *v = &config_vars[i];
-		if (v->off != NO_FIELD && (v->kind == V_TEXT || v->kind == V_CHOICE)) {
-			char **p = FIELD(c, v, char *);
-			if (*p != NULL && (v->flags & F_SECRET))
-				memset(*p, 0, strlen(*p));
-			free(*p);
-		}
+		char **p = string_at(&config_vars[i], s, base, size);
+		if (p == NULL)
+			continue;
+		if (*p != NULL && (config_vars[i].flags & F_SECRET))
+			memset(*p, 0, strlen(*p));
+		free(*p);
 	}
-	memset(c, 0, sizeof(*c));
+	memset(s, 0, size);
+}
+
+void config_free(config *c)
+{
+	free_strings(c, 0, sizeof(*c));
 }
 
 const char *config_flag_setting(const char *flag, bool *is_bool)
@@ -691,19 +706,6 @@ void config_log_env(void)
 	}
 }
 
-void config_copy(const config *src, config *dst)
-{
-	*dst = *src;
-	for (size_t i = 0; i < config_nvars; i++) {
-		const config_var *v = &config_vars[i];
-		if (v->off != NO_FIELD && (v->kind == V_TEXT || v->kind == V_CHOICE)) {
-			char **p = FIELD(dst, v, char *);
-			if (*p != NULL)
-				*p = xstrdup(*p);
-		}
-	}
-}
-
 typedef struct pair_set {
 	const config_pair *pairs;
 	size_t n;
@@ -736,14 +738,15 @@ static size_t store_off(const config_var *v)
 	return v->off - base;
 }
 
-#define STORE_FIELD(s, off, type) ((type *)(void *)((char *)(s) + (off)))
-
+static char **store_string(const config_var *v, storage_settings *s)
+{
+	return string_at(v, s, offsetof(config, storage), sizeof(*s));
+}
 
 static void clear_store_var(const config_var *v, storage_settings *s)
 {
-	size_t off = store_off(v);
-	if (off != NO_FIELD && (v->kind == V_TEXT || v->kind == V_CHOICE)) {
-		char **p = STORE_FIELD(s, off, char *);
+	char **p = store_string(v, s);
+	if (p != NULL) {
 		free(*p);
 		*p = NULL;
 	}
@@ -753,29 +756,15 @@ void config_storage_copy(const storage_settings *src, storage_settings *dst)
 {
 	*dst = *src;
 	for (size_t i = 0; i < config_nvars; i++) {
-		const config_var *v = &config_vars[i];
-		size_t off = store_off(v);
-		if (off != NO_FIELD && (v->kind == V_TEXT || v->kind == V_CHOICE)) {
-			char **p = STORE_FIELD(dst, off, char *);
-			if (*p != NULL)
-				*p = xstrdup(*p);
-		}
+		char **p = store_string(&config_vars[i], dst);
+		if (p != NULL && *p != NULL)
+			*p = xstrdup(*p);
 	}
 }
 
 void config_storage_free(storage_settings *s)
 {
-	for (size_t i = 0; i < config_nvars; i++) {
-		const config_var *v = &config_vars[i];
-		size_t off = store_off(v);
-		if (off != NO_FIELD && (v->kind == V_TEXT || v->kind == V_CHOICE)) {
-			char **p = STORE_FIELD(s, off, char *);
-			if (*p != NULL && (v->flags & F_SECRET))
-				memset(*p, 0, strlen(*p));
-			free(*p);
-		}
-	}
-	memset(s, 0, sizeof(*s));
+	free_strings(s, offsetof(config, storage), sizeof(*s));
 }
 
 /* What a storage's own pairs hold that is not a storage setting: said, never silently used. */
@@ -822,7 +811,7 @@ err_code config_for_storage(const storage_settings *base, const char *what,
 			(own_prefix && off == offsetof(storage_settings, storage_prefix));
 		if (find_var_by(v, find_pair, &ps, &f)) {
 			clear_store_var(v, out);
-			TRY(parse_into(v, &f, STORE_FIELD(out, off, char)));
+			TRY(parse_into(v, &f, (char *)out + off));
 			endpoint_given |= off == offsetof(storage_settings, s3.endpoint);
 		} else if (place) {
 			clear_store_var(v, out);

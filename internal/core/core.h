@@ -426,8 +426,6 @@ err_code config_load(config *out, bool need_storage);
  */
 err_code config_defaults(config *out);
 void config_free(config *c);
-/* A copy of src that owns its own strings (config_free it). */
-void config_copy(const config *src, config *dst);
 /*
  * The storage settings of another storage (a WALG_FAILOVER_STORAGES entry, a copy --from/--to
  * file): base's, with each storage setting that pairs sets in place of base's, as WAL-G takes
