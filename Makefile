@@ -229,14 +229,17 @@ lint-deploy:
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(LIB_HDR) $(UNIT_SRC) $(FUZZ_SRC)
 
-# cppcheck, and the layering rules of docs/ARCHITECTURE.md, between modules and between the
-# rooms of one (with a self-test that a planted violation of each rule, fork() below cmd/
-# included, is caught).
+# cppcheck, the layering rules of docs/ARCHITECTURE.md, between modules and between the rooms
+# of one (with a self-test that a planted violation of each rule, fork() below cmd/ included,
+# is caught), and every setting's default written once, in the table (with a self-test that
+# planted restatements are caught).
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --suppress=unknownMacro \
 	  -I. internal cmd
 	@test/lint/layers.sh
 	@test/lint/layers.sh --self-test
+	@test/lint/defaults.sh
+	@test/lint/defaults.sh --self-test
 
 clean:
 	rm -rf build build-asan build-cov build-tsan build-fuzz build-static walc walc-asan walc-cov walc-static

@@ -139,5 +139,5 @@ int command_usage(const command *c, const char *why)
 const char *target_storage(const config *cfg, const args *a)
 {
 	const char *v = arg(a, "target-storage");
-	return v != NULL && v[0] != '\0' ? v : cfg->target_storage;
+	return v != NULL && v[0] != '\0' ? v : cfg->storage.target_storage;
 }

@@ -83,8 +83,8 @@ static void add_setting(const char *name, const char *value, bool secret, void *
 	}
 	fprintf(w->f, " %s=", name);
 	/* The server runs it from its data directory: the file prefix must be absolute. */
-	put_quoted(w->f, strcmp(name, "WALG_FILE_PREFIX") == 0 && w->cfg->file_prefix
-						 ? w->cfg->file_prefix
+	put_quoted(w->f, strcmp(name, "WALG_FILE_PREFIX") == 0 && w->cfg->storage.file_prefix
+						 ? w->cfg->storage.file_prefix
 						 : value);
 }
 
@@ -154,7 +154,7 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 						  .restore_spec = arg(a, "restore-spec"),
 						  .original_tablespaces = arg_set(a, "original-tablespaces"),
 						  .fsync = !cfg->tar_disable_fsync,
-						  .concurrency = (int)cfg->download_concurrency,
+						  .concurrency = (int)cfg->storage.download_concurrency,
 						  .delta = cfg->delta_restore || arg_set(a, "delta"),
 						  .force = arg_set(a, "force") };
 	recovery_target target;
@@ -213,7 +213,7 @@ int cmd_backup_verify(const config *cfg, const args *a)
 								  .all = arg_set(a, "all"),
 								  .wal = arg_set(a, "wal"),
 								  .json = arg_set(a, "json"),
-								  .concurrency = (int)cfg->download_concurrency,
+								  .concurrency = (int)cfg->storage.download_concurrency,
 								  .seg_size = (uint64_t)cfg->pg_wal_size_mb << 20,
 								  .record = true };
 	err_code rc = E_OK;
@@ -316,7 +316,7 @@ int cmd_catchup_fetch(const config *cfg, const args *a)
 	return_big_buffers();
 	catchup_options opt = { .dest = a->pos[0],
 							.name = a->pos[1],
-							.concurrency = (int)cfg->download_concurrency };
+							.concurrency = (int)cfg->storage.download_concurrency };
 	repo *r = NULL;
 	err_code rc = open_catchup(cfg, a, REPO_READ, &r);
 	if (rc == E_OK)

@@ -15,9 +15,9 @@ int cmd_daemon(const config *cfg, const args *a)
 	config own = *cfg;
 	own.wal_push_timeout_ms = 0;
 	repo *push = NULL, *fetch = NULL;
-	const char *target = cfg->target_storage;
+	const char *target = cfg->storage.target_storage;
 	/* One repository serves both unless failover storages make writing and reading differ. */
-	bool two = storage_has_failovers(cfg) || target != NULL;
+	bool two = storage_has_failovers(&cfg->storage) || target != NULL;
 	err_code rc = repo_open_use(&own, REPO_WRITE, target, &push);
 	if (rc == E_OK && two)
 		rc = repo_open_use(&own, REPO_READ, target, &fetch);
@@ -37,7 +37,7 @@ int cmd_wal_receive(const config *cfg, const args *a)
 {
 	(void)a;
 	repo *r = NULL;
-	err_code rc = repo_open_use(cfg, REPO_WRITE, cfg->target_storage, &r);
+	err_code rc = repo_open_use(cfg, REPO_WRITE, cfg->storage.target_storage, &r);
 	if (rc == E_OK)
 		rc = wal_receive(r, cfg, report_backlog, (void *)(uintptr_t)cfg);
 	repo_close(r);

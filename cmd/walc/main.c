@@ -151,15 +151,17 @@ static err_code redirect_log(const char *path)
 
 /*
  * WAL-G writes its merged settings back into its environment, so that libpq (PG*) and the
- * other readers of the environment see a file's or a flag's values: so does walc.
+ * other readers of the environment see a file's or a flag's values: so does walc. PGAPPNAME
+ * goes as walc resolved it (its default included), for libpq to name walc's sessions.
  */
-static void export_settings(const globals *g, const conffile *f)
+static void export_settings(const globals *g, const conffile *f, const config *cfg)
 {
 	for (size_t i = 0; i < g->nflags; i++)
 		setenv(g->flags[i].name, g->flags[i].value, 1);
 	for (size_t i = 0; i < f->n; i++)
 		if (getenv(f->pairs[i].name) == NULL)
 			setenv(f->pairs[i].name, f->pairs[i].value, 0);
+	setenv("PGAPPNAME", cfg->pg_appname, 1);
 }
 
 int main(int argc, char **argv)
@@ -249,7 +251,7 @@ int main(int argc, char **argv)
 		cancel_on_signals();
 	/* env shows where each value came from, which exporting would hide. */
 	if (cmd->run != cmd_env)
-		export_settings(&g, &file);
+		export_settings(&g, &file, &cfg);
 	config_log_env();
 
 	int code = cmd->run(&cfg, &a);

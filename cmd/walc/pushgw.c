@@ -45,7 +45,7 @@ static void post(const config *cfg, const char *command, const char *body, long 
 	CURLcode c = CURLE_FAILED_INIT;
 	/* Trusted as the stores are; S3_CA_CERT_FILE, which it took before SSL_CERT_FILE, wins. */
 	storage_tls *tls = NULL;
-	if (storage_tls_new(cfg->s3.ca_cert_file, &cfg->tls, &tls) != E_OK) {
+	if (storage_tls_new(cfg->storage.s3.ca_cert_file, &cfg->storage.tls, &tls) != E_OK) {
 		log_warn("metrics: %s", err_msg());
 		err_clear();
 	}

@@ -14,7 +14,7 @@ static err_code rekey_storage(const config *cfg, const args *a, const char *targ
 {
 	repo *r = NULL;
 	rekey_options o = { .names = a->pos, .nnames = (size_t)a->npos,
-						.concurrency = (int)cfg->upload_concurrency };
+						.concurrency = (int)cfg->storage.upload_concurrency };
 	err_code rc = repo_open_use(cfg, REPO_READ, target, &r);
 	if (rc == E_OK) {
 		repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
@@ -28,11 +28,11 @@ int cmd_rekey(const config *cfg, const args *a)
 {
 	uint64_t problems = 0, more;
 	err_code rc = E_OK;
-	if (storage_has_failovers(cfg)) {
+	if (storage_has_failovers(&cfg->storage)) {
 		/* each storage alone: a backup copied into two is rekeyed in both */
 		char **names = NULL;
 		size_t n = 0;
-		rc = storage_names(cfg, &names, &n);
+		rc = storage_names(&cfg->storage, &names, &n);
 		for (size_t i = 0; rc == E_OK && i < n; i++) {
 			log_info("rekey: storage %s", names[i]);
 			rc = rekey_storage(cfg, a, names[i], &more);

@@ -300,7 +300,7 @@ static err_code st_run_all(const config *cfg, const char *sub, const st_flags *f
 {
 	char **names;
 	size_t n;
-	TRY(storage_names(cfg, &names, &n));
+	TRY(storage_names(&cfg->storage, &names, &n));
 	bool one_ok = false;
 	for (size_t i = 0; i < n; i++) {
 		log_info("storage %s", names[i]);

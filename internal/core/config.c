@@ -16,8 +16,8 @@ extern char **environ;
 
 /* The sources of this process's configuration (read once, so kept here for env and logs). */
 static config_sources sources;
-
-#define FIELD(c, v, type) ((type *)(void *)((char *)(c) + (v)->off))
+/* config_defaults: no setting is found anywhere, so each takes the table's default. */
+static bool defaults_only;
 
 typedef struct found {
 	const char *value;
@@ -36,6 +36,8 @@ static const char *in_pairs(const config_pair *p, size_t n, const char *name)
 /* One name in WAL-G's precedence: flag, environment, file. Empty counts as unset. */
 static bool find_name(const char *name, found *out)
 {
+	if (defaults_only)
+		return false;
 	const char *v = in_pairs(sources.flags, sources.nflags, name);
 	out->where = "flag";
 	if (v == NULL) {
@@ -197,25 +199,26 @@ static char *choice_of(const char *choices, const char *v)
 	return NULL;
 }
 
-static err_code parse_var(const config_var *v, const found *f, config *c)
+/* Parses a value found for v into *field (NULL: a setting read by a library, only checked). */
+static err_code parse_into(const config_var *v, const found *f, void *field)
 {
 	const char *name = label(f);
 	if (!(v->flags & F_RAW))
 		for (const unsigned char *p = (const unsigned char *)f->value; *p; p++)
 			if (*p < 0x20 || *p == 0x7f)
 				return err_set(E_CONFIG, "%s: contains a control character", name);
-	if (v->off == NO_FIELD)
+	if (field == NULL)
 		return E_OK;
 	switch (v->kind) {
 	case V_TEXT:
-		*FIELD(c, v, char *) = xstrdup(f->value);
+		*(char **)field = xstrdup(f->value);
 		return E_OK;
 	case V_BOOL:
-		return config_parse_bool(name, f->value, false, FIELD(c, v, bool));
+		return config_parse_bool(name, f->value, false, (bool *)field);
 	case V_INT:
-		return config_parse_long(name, f->value, 0, v->min, v->max, FIELD(c, v, long));
+		return config_parse_long(name, f->value, 0, v->min, v->max, (long *)field);
 	case V_DURATION:
-		return parse_duration(name, f->value, FIELD(c, v, long));
+		return parse_duration(name, f->value, (long *)field);
 	case V_CHOICE: {
 		char *ch = choice_of(v->choices, f->value);
 		if (ch == NULL) {
@@ -228,12 +231,17 @@ static err_code parse_var(const config_var *v, const found *f, config *c)
 			free(list);
 			return rc;
 		}
-		*FIELD(c, v, char *) = ch;
+		*(char **)field = ch;
 		return E_OK;
 	}
 	default:
 		return E_OK;
 	}
+}
+
+static err_code parse_var(const config_var *v, const found *f, config *c)
+{
+	return parse_into(v, f, v->off == NO_FIELD ? NULL : (char *)c + v->off);
 }
 
 /* A refused setting that is set (to something but its "off" value) stops walc. */
@@ -262,7 +270,7 @@ static err_code check_refused(const config_var *v, const found *f)
 }
 
 /* WAL-E's file://localhost/abs/path form, trailing slashes dropped. */
-static err_code normalise_file_prefix(config *c)
+static err_code normalise_file_prefix(storage_settings *c)
 {
 	char *v = c->file_prefix;
 	const char *path = v;
@@ -326,7 +334,7 @@ static bool is_set(const char *name)
  * the endpoint when AWS_ENDPOINT is not set, its convention the addressing style unless
  * AWS_S3_FORCE_PATH_STYLE says otherwise.
  */
-static err_code wale_s3_endpoint(config *c)
+static err_code wale_s3_endpoint(storage_settings *c)
 {
 	const char *v = c->s3.wale_endpoint;
 	if (v != NULL && c->s3.endpoint != NULL) {
@@ -358,9 +366,9 @@ static err_code wale_s3_endpoint(config *c)
 	return E_OK;
 }
 
-static err_code check_storage(config *c);
+static err_code check_storage(storage_settings *c);
 
-static bool has_storage(const config *c)
+static bool has_storage(const storage_settings *c)
 {
 	return c->file_prefix != NULL || c->s3_prefix != NULL || c->gs_prefix != NULL ||
 		c->az_prefix != NULL || c->ssh_prefix != NULL;
@@ -399,17 +407,18 @@ static err_code parse_size(const char *name, const char *v, uint64_t *out)
 /* The rules that involve more than one setting, or a setting's meaning beyond its type. */
 static err_code finish(config *c, bool need_storage)
 {
-	TRY(wale_s3_endpoint(c));
+	s3_settings *s3 = &c->storage.s3;
+	TRY(wale_s3_endpoint(&c->storage));
 	/* As the AWS SDK: IPv6 mode changes the default instance metadata address only. */
-	if (c->s3.ec2_metadata_mode != NULL && strcmp(c->s3.ec2_metadata_mode, "IPv6") == 0 &&
+	if (s3->ec2_metadata_mode != NULL && strcmp(s3->ec2_metadata_mode, "IPv6") == 0 &&
 		!is_set("AWS_EC2_METADATA_SERVICE_ENDPOINT")) {
-		free(c->s3.ec2_metadata_endpoint);
-		c->s3.ec2_metadata_endpoint = xstrdup("http://[fd00:ec2::254]");
+		free(s3->ec2_metadata_endpoint);
+		s3->ec2_metadata_endpoint = xstrdup("http://[fd00:ec2::254]");
 	}
-	TRY(check_storage(c));
+	TRY(check_storage(&c->storage));
 	TRY(zstd_level(c));
-	TRY(parse_size("WALG_FAILOVER_STORAGES_CHECK_SIZE", c->failover_check_size,
-				   &c->failover_check_bytes));
+	TRY(parse_size("WALG_FAILOVER_STORAGES_CHECK_SIZE", c->storage.failover_check_size,
+				   &c->storage.failover_check_bytes));
 	TRY(parse_size("WALG_WAL_BACKLOG_MAX", c->wal_backlog_max, &c->wal_backlog_max_bytes));
 	if ((c->pg_wal_size_mb & (c->pg_wal_size_mb - 1)) != 0)
 		return err_set(E_CONFIG, "WALG_PG_WAL_SIZE: expected a power of two from 1 to 1024 "
@@ -417,7 +426,7 @@ static err_code finish(config *c, bool need_storage)
 					   c->pg_wal_size_mb);
 	c->delta_origin_full = strcmp(c->delta_origin, "LATEST_FULL") == 0;
 	/* Last, so that a bad value is reported even when no storage is configured. */
-	if (need_storage && !has_storage(c))
+	if (need_storage && !has_storage(&c->storage))
 		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX (an absolute "
 								 "path), WALG_S3_PREFIX (s3://bucket/path), WALG_GS_PREFIX "
 								 "(gs://bucket/path), WALG_AZ_PREFIX (azure://container/path) "
@@ -426,7 +435,7 @@ static err_code finish(config *c, bool need_storage)
 }
 
 /* Where a storage is, and its prefixes' syntax: the main storage's and every other's. */
-static err_code check_storage(config *c)
+static err_code check_storage(storage_settings *c)
 {
 	if (c->file_prefix != NULL)
 		TRY(normalise_file_prefix(c));
@@ -517,18 +526,43 @@ err_code config_load(config *c, bool need_storage)
 	return config_load_from(c, need_storage, NULL);
 }
 
-void config_free(config *c)
+err_code config_defaults(config *c)
+{
+	defaults_only = true;
+	err_code rc = config_load_from(c, false, NULL);
+	defaults_only = false;
+	return rc;
+}
+
+/*
+ * Where v's string is in s, the part of a config at [base, base + size); NULL when v has no
+ * string there (another kind, another part, or no field).
+ */
+static char **string_at(const config_var *v, void *s, size_t base, size_t size)
+{
+	if (v->off == NO_FIELD || v->off < base || v->off >= base + size ||
+		(v->kind != V_TEXT && v->kind != V_CHOICE))
+		return NULL;
+	return (char **)(void *)((char *)s + (v->off - base));
+}
+
+/* Frees the strings of a part of a config (secrets wiped first), then zeroes it. */
+static void free_strings(void *s, size_t base, size_t size)
 {
 	for (size_t i = 0; i < config_nvars; i++) {
-		const config_var *v = &config_vars[i];
-		if (v->off != NO_FIELD && (v->kind == V_TEXT || v->kind == V_CHOICE)) {
-			char **p = FIELD(c, v, char *);
-			if (*p != NULL && (v->flags & F_SECRET))
-				memset(*p, 0, strlen(*p));
-			free(*p);
-		}
+		char **p = string_at(&config_vars[i], s, base, size);
+		if (p == NULL)
+			continue;
+		if (*p != NULL && (config_vars[i].flags & F_SECRET))
+			memset(*p, 0, strlen(*p));
+		free(*p);
 	}
-	memset(c, 0, sizeof(*c));
+	memset(s, 0, size);
+}
+
+void config_free(config *c)
+{
+	free_strings(c, 0, sizeof(*c));
 }
 
 const char *config_flag_setting(const char *flag, bool *is_bool)
@@ -672,19 +706,6 @@ void config_log_env(void)
 	}
 }
 
-void config_copy(const config *src, config *dst)
-{
-	*dst = *src;
-	for (size_t i = 0; i < config_nvars; i++) {
-		const config_var *v = &config_vars[i];
-		if (v->off != NO_FIELD && (v->kind == V_TEXT || v->kind == V_CHOICE)) {
-			char **p = FIELD(dst, v, char *);
-			if (*p != NULL)
-				*p = xstrdup(*p);
-		}
-	}
-}
-
 typedef struct pair_set {
 	const config_pair *pairs;
 	size_t n;
@@ -708,15 +729,42 @@ static bool is_store(const config_var *v)
 	return (v->flags & (F_ALIAS | F_STORE | F_WHERE)) != 0;
 }
 
-static void clear_var(const config_var *v, config *c)
+/* Where a row's field is in storage_settings, or NO_FIELD when it is not a storage setting. */
+static size_t store_off(const config_var *v)
 {
-	if (v->off == NO_FIELD)
-		return;
-	if (v->kind == V_TEXT || v->kind == V_CHOICE) {
-		char **p = FIELD(c, v, char *);
+	size_t base = offsetof(config, storage);
+	if (v->off == NO_FIELD || v->off < base || v->off >= base + sizeof(storage_settings))
+		return NO_FIELD;
+	return v->off - base;
+}
+
+static char **store_string(const config_var *v, storage_settings *s)
+{
+	return string_at(v, s, offsetof(config, storage), sizeof(*s));
+}
+
+static void clear_store_var(const config_var *v, storage_settings *s)
+{
+	char **p = store_string(v, s);
+	if (p != NULL) {
 		free(*p);
 		*p = NULL;
 	}
+}
+
+void config_storage_copy(const storage_settings *src, storage_settings *dst)
+{
+	*dst = *src;
+	for (size_t i = 0; i < config_nvars; i++) {
+		char **p = store_string(&config_vars[i], dst);
+		if (p != NULL && *p != NULL)
+			*p = xstrdup(*p);
+	}
+}
+
+void config_storage_free(storage_settings *s)
+{
+	free_strings(s, offsetof(config, storage), sizeof(*s));
 }
 
 /* What a storage's own pairs hold that is not a storage setting: said, never silently used. */
@@ -741,12 +789,13 @@ static err_code check_pairs(const pair_set *ps, bool whole_file)
 	return E_OK;
 }
 
-err_code config_for_storage(const config *base, const char *what, const config_pair *pairs,
-							size_t n, unsigned flags, config *out)
+err_code config_for_storage(const storage_settings *base, const char *what,
+							const config_pair *pairs, size_t n, unsigned flags,
+							storage_settings *out)
 {
 	pair_set ps = { pairs, n, what };
 	bool own_prefix = (flags & CFS_FILE) != 0;
-	config_copy(base, out);
+	config_storage_copy(base, out);
 	free(out->failover_storages);
 	free(out->target_storage);
 	out->failover_storages = out->target_storage = NULL;
@@ -754,16 +803,18 @@ err_code config_for_storage(const config *base, const char *what, const config_p
 	bool endpoint_given = false;
 	for (size_t i = 0; i < config_nvars; i++) {
 		const config_var *v = &config_vars[i];
-		if (!is_store(v) || v->off == NO_FIELD)
+		size_t off = store_off(v);
+		if (!is_store(v) || off == NO_FIELD)
 			continue;
 		found f;
-		bool place = (v->flags & F_WHERE) || (own_prefix && v->off == offsetof(config, storage_prefix));
+		bool place = (v->flags & F_WHERE) ||
+			(own_prefix && off == offsetof(storage_settings, storage_prefix));
 		if (find_var_by(v, find_pair, &ps, &f)) {
-			clear_var(v, out);
-			TRY(parse_var(v, &f, out));
-			endpoint_given |= v->off == offsetof(config, s3.endpoint);
+			clear_store_var(v, out);
+			TRY(parse_into(v, &f, (char *)out + off));
+			endpoint_given |= off == offsetof(storage_settings, s3.endpoint);
 		} else if (place) {
-			clear_var(v, out);
+			clear_store_var(v, out);
 		}
 	}
 	/* WAL-E's endpoint given here stands for the endpoint, as in the main configuration. */

@@ -302,8 +302,8 @@ typedef struct tls_settings {
 	char *cert_dir;	 /* SSL_CERT_DIR: ':'-separated directories in place of the system's */
 } tls_settings;
 
-typedef struct config {
-	/* storage */
+/* Where a repository is and how its stores are reached: all that storage_open reads. */
+typedef struct storage_settings {
 	char *file_prefix;		/* WALG_FILE_PREFIX, normalised to an absolute path */
 	char *s3_prefix;		/* WALG_S3_PREFIX */
 	char *gs_prefix;		/* WALG_GS_PREFIX */
@@ -317,19 +317,37 @@ typedef struct config {
 	uint64_t failover_check_bytes;	/* ... in bytes */
 	long failover_cache_lifetime_ms; /* WALG_FAILOVER_STORAGES_CACHE_LIFETIME */
 	char *target_storage;	/* WALG_TARGET_STORAGE, NULL: none */
+	long upload_concurrency;	/* WALG_UPLOAD_CONCURRENCY */
+	long download_concurrency;	/* WALG_DOWNLOAD_CONCURRENCY */
 	s3_settings s3;
 	az_settings az;
 	gcs_settings gcs;
 	ssh_settings ssh;
 	tls_settings tls;
+} storage_settings;
+
+/* The keys, as named: all that crypter_load reads (crypt reads and derives the material). */
+typedef struct crypt_settings {
+	char *libsodium_key;			/* WALG_LIBSODIUM_KEY */
+	char *libsodium_key_path;		/* WALG_LIBSODIUM_KEY_PATH */
+	char *libsodium_key_transform;	/* WALG_LIBSODIUM_KEY_TRANSFORM */
+	char *pgp_key;					/* WALG_PGP_KEY */
+	char *pgp_key_path;				/* WALG_PGP_KEY_PATH */
+	char *pgp_key_passphrase;		/* WALG_PGP_KEY_PASSPHRASE */
+	char *old_key_paths;			/* WALG_OLD_KEY_PATHS (walc extension): the key ring's older keys */
+	char *old_pgp_key_passphrase;	/* WALG_OLD_PGP_KEY_PASSPHRASE (walc extension) */
+} crypt_settings;
+
+/* Every setting: each module's part, and what the modules above repo read. */
+typedef struct config {
+	storage_settings storage;
+	crypt_settings crypt;
 	/* compression */
 	char *compression;		/* WALG_COMPRESSION_METHOD */
 	long compression_level; /* WALG_COMPRESSION_LEVEL (walc extension) or WALG_ZSTD_LEVEL */
 	char *zstd_level;		/* WALG_ZSTD_LEVEL: fastest, default, better or best */
 	/* behaviour */
 	bool prevent_wal_overwrite;
-	long upload_concurrency;
-	long download_concurrency;
 	bool tar_disable_fsync;	/* WALG_TAR_DISABLE_FSYNC */
 	bool delta_restore;			/* WALG_DELTA_RESTORE: backup-fetch --delta */
 	long total_bg_uploaded_limit;	/* TOTAL_BG_UPLOADED_LIMIT */
@@ -363,15 +381,6 @@ typedef struct config {
 	long network_rate_limit;		/* WALG_NETWORK_RATE_LIMIT, bytes/s, 0 = none */
 	long pg_wal_size_mb;			/* WALG_PG_WAL_SIZE */
 	bool allow_system_id_change;	/* WALG_ALLOW_SYSTEM_ID_CHANGE (walc extension) */
-	/* encryption (the key itself is read and derived by crypt) */
-	char *libsodium_key;			/* WALG_LIBSODIUM_KEY */
-	char *libsodium_key_path;		/* WALG_LIBSODIUM_KEY_PATH */
-	char *libsodium_key_transform;	/* WALG_LIBSODIUM_KEY_TRANSFORM */
-	char *pgp_key;					/* WALG_PGP_KEY */
-	char *pgp_key_path;				/* WALG_PGP_KEY_PATH */
-	char *pgp_key_passphrase;		/* WALG_PGP_KEY_PASSPHRASE */
-	char *old_key_paths;			/* WALG_OLD_KEY_PATHS (walc extension): the key ring's older keys */
-	char *old_pgp_key_passphrase;	/* WALG_OLD_PGP_KEY_PASSPHRASE (walc extension) */
 	/* logging */
 	char *log_level_name;	/* WALG_LOG_LEVEL */
 	log_level log_level;
@@ -411,11 +420,14 @@ typedef struct config_sources {
 err_code config_load_from(config *out, bool need_storage, const config_sources *src);
 /* config_load_from with the environment only. */
 err_code config_load(config *out, bool need_storage);
-void config_free(config *c);
-/* A copy of src that owns its own strings (config_free it). */
-void config_copy(const config *src, config *dst);
 /*
- * The configuration of another storage (a WALG_FAILOVER_STORAGES entry, a copy --from/--to
+ * Every setting at the table's default, whatever the environment: the configuration tests
+ * build on (modules keep no fallbacks of their own for an unset setting). config_free it.
+ */
+err_code config_defaults(config *out);
+void config_free(config *c);
+/*
+ * The storage settings of another storage (a WALG_FAILOVER_STORAGES entry, a copy --from/--to
  * file): base's, with each storage setting that pairs sets in place of base's, as WAL-G takes
  * them; no failover storages or target of its own. Where the storage is (WALG_FILE_PREFIX,
  * WALG_S3_PREFIX, ...; with CFS_FILE WALG_STORAGE_PREFIX too) comes from pairs only. A
@@ -423,8 +435,12 @@ void config_copy(const config *src, config *dst);
  * with a warning unless CFS_FILE (a whole configuration file). Errors start with what.
  */
 #define CFS_FILE 1u
-err_code config_for_storage(const config *base, const char *what, const config_pair *pairs,
-							size_t n, unsigned flags, config *out);
+err_code config_for_storage(const storage_settings *base, const char *what,
+							const config_pair *pairs, size_t n, unsigned flags,
+							storage_settings *out);
+/* A copy of src that owns its own strings; config_storage_free it. */
+void config_storage_copy(const storage_settings *src, storage_settings *dst);
+void config_storage_free(storage_settings *s);
 /* One value, for modules with settings of their own: a message names `name` on error. */
 err_code config_parse_bool(const char *name, const char *value, bool def, bool *out);
 err_code config_parse_long(const char *name, const char *value, long def, long min, long max,

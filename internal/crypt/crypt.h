@@ -24,7 +24,7 @@ err_code crypt_init(void);
  * neither is set. Errors are E_CONFIG naming the variable; a "none" key that is padded or
  * truncated is warned.
  */
-err_code crypt_key_load(const config *cfg, unsigned char key[CRYPT_KEY_BYTES], bool *have_key);
+err_code crypt_key_load(const crypt_settings *cfg, unsigned char key[CRYPT_KEY_BYTES], bool *have_key);
 
 /* The transform alone, for tests: material -> 32-byte key. */
 err_code crypt_key_derive(const char *material, size_t len, const char *transform,
@@ -64,7 +64,7 @@ err_code pgp_keys_parse(const char *text, size_t len, const char *passphrase, co
  * two-character "\n" becomes a newline) wins over the file at cfg->pgp_key_path;
  * cfg->pgp_key_passphrase with trailing CR and LF removed. *out is NULL when neither key is set.
  */
-err_code pgp_keys_load(const config *cfg, pgp_keys **out);
+err_code pgp_keys_load(const crypt_settings *cfg, pgp_keys **out);
 void pgp_keys_free(pgp_keys *k); /* NULL is a no-op */
 /* Some secret key is present (possibly still locked). */
 bool pgp_keys_have_secret(const pgp_keys *k);
@@ -99,7 +99,7 @@ typedef struct crypter crypter;
  * (WAL-G would quietly prefer OpenPGP), and so are older keys without a current one. Borrows
  * cfg for the call only. Call crypt_init() first.
  */
-err_code crypter_load(const config *cfg, crypter **out);
+err_code crypter_load(const crypt_settings *cfg, crypter **out);
 void crypter_free(crypter *c); /* NULL is a no-op */
 const char *crypter_name(const crypter *c); /* "libsodium" or "OpenPGP": the current key's */
 /*

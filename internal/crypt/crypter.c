@@ -44,7 +44,7 @@ static void add_sodium(crypter *c, const unsigned char key[CRYPT_KEY_BYTES])
 }
 
 /* The passphrase of older OpenPGP keys, trailing CR and LF removed as WAL-G reads settings. */
-static char *old_passphrase(const config *cfg)
+static char *old_passphrase(const crypt_settings *cfg)
 {
 	const char *p = cfg->old_pgp_key_passphrase && *cfg->old_pgp_key_passphrase
 		? cfg->old_pgp_key_passphrase
@@ -60,7 +60,7 @@ static char *old_passphrase(const config *cfg)
  * OpenPGP ring; anything else is a libsodium key, read as WALG_LIBSODIUM_KEY_PATH reads one
  * (with TRANSFORM, else WALG_LIBSODIUM_KEY_TRANSFORM).
  */
-static err_code load_old(crypter *c, const config *cfg, const char *entry, size_t len)
+static err_code load_old(crypter *c, const crypt_settings *cfg, const char *entry, size_t len)
 {
 	static const char *const transforms[] = { "hex", "base64", "none" };
 	const char *transform = cfg->libsodium_key_transform;
@@ -119,7 +119,7 @@ static err_code load_old(crypter *c, const config *cfg, const char *entry, size_
 }
 
 /* With older keys: the current key's place in the ring, then each older key. */
-static err_code load_ring(crypter *c, const config *cfg)
+static err_code load_ring(crypter *c, const crypt_settings *cfg)
 {
 	const char *p = cfg->old_key_paths;
 	if (p == NULL || *p == '\0')
@@ -148,7 +148,7 @@ static const char *set_var(const char *a, const char *va, const char *b, const c
 	return NULL;
 }
 
-err_code crypter_load(const config *cfg, crypter **out)
+err_code crypter_load(const crypt_settings *cfg, crypter **out)
 {
 	*out = NULL;
 	const char *sodium = set_var("WALG_LIBSODIUM_KEY", cfg->libsodium_key,

@@ -184,7 +184,7 @@ static err_code derive_from_file(const char *path, const char *transform, unsign
 	return rc;
 }
 
-err_code crypt_key_load(const config *cfg, unsigned char key[CRYPT_KEY_BYTES], bool *have_key)
+err_code crypt_key_load(const crypt_settings *cfg, unsigned char key[CRYPT_KEY_BYTES], bool *have_key)
 {
 	/* Empty counts as unset, as in WAL-G (viper ignores empty environment variables). */
 	const char *inline_key = cfg->libsodium_key;

@@ -505,7 +505,7 @@ static err_code read_key_file(const char *path, pgp_buf *out, bool *loose)
 	return rc;
 }
 
-err_code pgp_keys_load(const config *cfg, pgp_keys **out)
+err_code pgp_keys_load(const crypt_settings *cfg, pgp_keys **out)
 {
 	const char *inline_key = set(cfg->pgp_key);
 	const char *path = set(cfg->pgp_key_path);

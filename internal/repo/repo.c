@@ -33,9 +33,9 @@ err_code repo_open_use(const config *cfg, repo_use use, const char *target, repo
 	if (rc == E_OK)
 		rc = crypt_init();
 	if (rc == E_OK)
-		rc = crypter_load(cfg, &r->crypt);
+		rc = crypter_load(&cfg->crypt, &r->crypt);
 	if (rc == E_OK)
-		rc = storage_open_use(cfg, uses[use], target, &r->st);
+		rc = storage_open_use(&cfg->storage, uses[use], target, &r->st);
 	if (rc != E_OK) {
 		repo_close(r);
 		r = NULL;

@@ -173,7 +173,7 @@ static err_code parse_entries(const char *text, entry **out, size_t *n)
  * A storage that cannot be opened for what it finds (E_IO: a file system's root that is a
  * file) is a dead member, as one that fails its check; a mistake in its settings an error.
  */
-static err_code open_member(const config *cfg, member *m)
+static err_code open_member(const storage_settings *cfg, member *m)
 {
 	err_code rc = storage_open(cfg, &m->st);
 	if (rc == E_IO) {
@@ -196,7 +196,7 @@ static bool member_free(member *m)
 }
 
 /* Opens every storage, the main one first: n members into *out. */
-static err_code open_members(const config *cfg, member **out, size_t *n)
+static err_code open_members(const storage_settings *cfg, member **out, size_t *n)
 {
 	entry *e;
 	size_t ne;
@@ -208,7 +208,7 @@ static err_code open_members(const config *cfg, member **out, size_t *n)
 	err_code rc = open_member(cfg, &m[0]);
 	size_t k = 1;
 	for (size_t i = 0; rc == E_OK && i < ne; i++, k++) {
-		config own;
+		storage_settings own;
 		char *where = xasprintf("WALG_FAILOVER_STORAGES \"%s\"", e[i].name);
 		m[k].name = xstrdup(e[i].name);
 		rc = config_for_storage(cfg, where, e[i].pairs, e[i].n, 0, &own);
@@ -217,7 +217,7 @@ static err_code open_members(const config *cfg, member **out, size_t *n)
 			if (rc != E_OK)
 				err_wrap(rc, "%s", where);
 		}
-		config_free(&own);
+		config_storage_free(&own);
 		free(where);
 	}
 	entries_free(e, ne);
@@ -232,12 +232,12 @@ static err_code open_members(const config *cfg, member **out, size_t *n)
 	return E_OK;
 }
 
-bool storage_has_failovers(const config *cfg)
+bool storage_has_failovers(const storage_settings *cfg)
 {
 	return cfg->failover_storages != NULL && cfg->failover_storages[0] != '\0';
 }
 
-err_code storage_names(const config *cfg, char ***names, size_t *n)
+err_code storage_names(const storage_settings *cfg, char ***names, size_t *n)
 {
 	entry *e = NULL;
 	size_t ne = 0;
@@ -876,7 +876,7 @@ static const storage_ops failover_ops = {
 	.prefer = fo_prefer,
 };
 
-err_code storage_open_use(const config *cfg, storage_use use, const char *target, storage **out)
+err_code storage_open_use(const storage_settings *cfg, storage_use use, const char *target, storage **out)
 {
 	*out = NULL;
 	if (target == NULL || target[0] == '\0')

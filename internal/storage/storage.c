@@ -199,7 +199,7 @@ void obj_list_free(obj_list *l)
 	memset(l, 0, sizeof(*l));
 }
 
-err_code storage_open(const config *cfg, storage **out)
+err_code storage_open(const storage_settings *cfg, storage **out)
 {
 	*out = NULL;
 	/* WAL-G's order: S3, then the file system, then GCS, then Azure, then SFTP. */

@@ -83,7 +83,7 @@ void storage_tls_apply(const storage_tls *t, void *curl);
 void storage_tls_free(storage_tls *t);
 
 /* Opens the storage the configuration names (file system, S3, GCS, Azure Blob or SFTP). */
-err_code storage_open(const config *cfg, storage **out);
+err_code storage_open(const storage_settings *cfg, storage **out);
 
 /*
  * How a command uses WAL-G's failover storages (WALG_FAILOVER_STORAGES, failover.c): the
@@ -109,10 +109,10 @@ typedef enum storage_use {
  * use says. target (else WALG_TARGET_STORAGE; NULL or "" for none) names the one storage to
  * use alone ("default": the main one), which must be alive. Errors name the setting at fault.
  */
-err_code storage_open_use(const config *cfg, storage_use use, const char *target, storage **out);
-bool storage_has_failovers(const config *cfg);
+err_code storage_open_use(const storage_settings *cfg, storage_use use, const char *target, storage **out);
+bool storage_has_failovers(const storage_settings *cfg);
 /* The names of the storages configured, "default" first, in WAL-G's order. */
-err_code storage_names(const config *cfg, char ***names, size_t *n);
+err_code storage_names(const storage_settings *cfg, char ***names, size_t *n);
 /*
  * For a writer that runs long (the daemon), before each piece of work: the next operation
  * checks again which storage is the first alive when an operation on the one in use failed

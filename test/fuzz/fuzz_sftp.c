@@ -91,15 +91,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* the store on a server that says what the input says */
 	config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.ssh_prefix = (char *)(uintptr_t) "ssh://fuzz/repo";
-	cfg.ssh.port = 22;
-	cfg.ssh.username = (char *)(uintptr_t) "walc";
-	cfg.ssh.max_retries = 0;
-	cfg.upload_concurrency = 1;
-	cfg.download_concurrency = 1;
+	if (config_defaults(&cfg) != E_OK)
+		abort();
+	cfg.storage.ssh_prefix = xstrdup("ssh://fuzz/repo");
+	cfg.storage.ssh.username = xstrdup("walc");
+	cfg.storage.ssh.max_retries = 0;
+	cfg.storage.upload_concurrency = 1;
+	cfg.storage.download_concurrency = 1;
 	storage *st;
-	if (storage_sftp_open(&cfg, &st) != E_OK)
+	err_code orc = storage_sftp_open(&cfg.storage, &st);
+	config_free(&cfg);
+	if (orc != E_OK)
 		abort();
 	input = (stream){ data + 1, size - 1 };
 	membuf mb = { 0 };

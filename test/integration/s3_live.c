@@ -99,7 +99,7 @@ int main(int argc, char **argv)
 		return fail("config");
 	log_setup(cfg.log_level, false, "s3_live");
 	storage *st;
-	if (storage_open(&cfg, &st) != E_OK)
+	if (storage_open(&cfg.storage, &st) != E_OK)
 		return fail("open");
 	const char *cmd = argv[1];
 	err_code rc = E_OK;

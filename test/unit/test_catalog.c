@@ -253,11 +253,12 @@ static void test_marker_encryption(void **state)
 	(void)state;
 	static char key[] = "0123456789abcdef0123456789abcdef";
 	config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.libsodium_key = key;
+	assert_int_equal(config_defaults(&cfg), E_OK);
+	cfg.crypt.libsodium_key = xstrdup(key);
 	crypter *c = NULL;
 	assert_int_equal(crypt_init(), E_OK);
-	assert_int_equal(crypter_load(&cfg, &c), E_OK);
+	assert_int_equal(crypter_load(&cfg.crypt, &c), E_OK);
+	config_free(&cfg);
 	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push A"), E_OK);
 	assert_int_equal(catalog_check_encryption(&r, "wal-push 00000002.history"), E_OK);
 	r.crypt = c;

@@ -45,10 +45,10 @@ static void test_config_defaults(void **state)
 	config c;
 	setenv("WALG_FILE_PREFIX", "/tmp/repo/", 1);
 	assert_int_equal(config_load(&c, true), E_OK);
-	assert_string_equal(c.file_prefix, "/tmp/repo");
+	assert_string_equal(c.storage.file_prefix, "/tmp/repo");
 	assert_string_equal(c.compression, "lz4");
-	assert_int_equal(c.upload_concurrency, 16);
-	assert_int_equal(c.download_concurrency, 10);
+	assert_int_equal(c.storage.upload_concurrency, 16);
+	assert_int_equal(c.storage.download_concurrency, 10);
 	assert_int_equal(c.pg_wal_size_mb, 16);
 	assert_false(c.prevent_wal_overwrite);
 	assert_int_equal(c.log_level, LOG_INFO);
@@ -61,7 +61,7 @@ static void test_config_file_url(void **state)
 	config c;
 	setenv("WALG_FILE_PREFIX", "file://localhost/srv/walc", 1);
 	assert_int_equal(config_load(&c, true), E_OK);
-	assert_string_equal(c.file_prefix, "/srv/walc");
+	assert_string_equal(c.storage.file_prefix, "/srv/walc");
 	config_free(&c);
 }
 
@@ -126,9 +126,9 @@ static void test_config_sources(void **state)
 	config_sources src = { flags, 1, file, 3, "/etc/walg.json" };
 	setenv("WALG_COMPRESSION_METHOD", "brotli", 1);
 	assert_int_equal(config_load_from(&c, true, &src), E_OK);
-	assert_string_equal(c.file_prefix, "/from/file");
+	assert_string_equal(c.storage.file_prefix, "/from/file");
 	assert_string_equal(c.compression, "brotli");
-	assert_int_equal(c.upload_concurrency, 3);
+	assert_int_equal(c.storage.upload_concurrency, 3);
 	config_free(&c);
 	unsetenv("WALG_COMPRESSION_METHOD");
 	/* A bad value from the file names the file. */
@@ -142,10 +142,10 @@ static void test_config_sources(void **state)
 	setenv("WALG_S3_SSE", "AES256", 1);
 	setenv("WALE_AWS_REGION", "eu-west-1", 1);
 	assert_int_equal(config_load(&c, true), E_OK);
-	assert_string_equal(c.s3_prefix, "s3://bucket/p");
-	assert_string_equal(c.s3.sse, "AES256");
-	assert_string_equal(c.s3.region, "eu-west-1");
-	assert_int_equal(c.s3.max_part_size, 20971520);
+	assert_string_equal(c.storage.s3_prefix, "s3://bucket/p");
+	assert_string_equal(c.storage.s3.sse, "AES256");
+	assert_string_equal(c.storage.s3.region, "eu-west-1");
+	assert_int_equal(c.storage.s3.max_part_size, 20971520);
 	config_free(&c);
 	unsetenv("WALE_S3_PREFIX");
 	unsetenv("WALG_S3_SSE");
@@ -167,9 +167,9 @@ static void test_config_refused_and_choices(void **state)
 	setenv("WALG_PGP_KEY", "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nx", 1);
 	setenv("WALG_PGP_KEY_PASSPHRASE", "pass\r\n", 1);
 	assert_int_equal(config_load(&c, true), E_OK);
-	assert_string_equal(c.pgp_key_path, "/k.asc");
-	assert_string_equal(c.pgp_key, "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nx");
-	assert_string_equal(c.pgp_key_passphrase, "pass\r\n");
+	assert_string_equal(c.crypt.pgp_key_path, "/k.asc");
+	assert_string_equal(c.crypt.pgp_key, "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nx");
+	assert_string_equal(c.crypt.pgp_key_passphrase, "pass\r\n");
 	config_free(&c);
 	unsetenv("WALG_PGP_KEY_PATH");
 	unsetenv("WALG_PGP_KEY");
@@ -235,25 +235,25 @@ static void test_config_operator_names(void **state)
 	setenv("WALG_S3_PREFIX", "s3://bucket/spilo/db/wal/15", 1);
 	setenv("WALE_S3_ENDPOINT", "https+path://minio.local:9000", 1);
 	assert_int_equal(config_load(&c, true), E_OK);
-	assert_string_equal(c.s3.endpoint, "https://minio.local:9000");
-	assert_true(c.s3.force_path_style);
+	assert_string_equal(c.storage.s3.endpoint, "https://minio.local:9000");
+	assert_true(c.storage.s3.force_path_style);
 	config_free(&c);
 	/* The convention gives the addressing style unless AWS_S3_FORCE_PATH_STYLE is set. */
 	setenv("WALE_S3_ENDPOINT", "http+virtualhost://s3.local", 1);
 	assert_int_equal(config_load(&c, true), E_OK);
-	assert_string_equal(c.s3.endpoint, "http://s3.local");
-	assert_false(c.s3.force_path_style);
+	assert_string_equal(c.storage.s3.endpoint, "http://s3.local");
+	assert_false(c.storage.s3.force_path_style);
 	config_free(&c);
 	setenv("AWS_S3_FORCE_PATH_STYLE", "true", 1);
 	assert_int_equal(config_load(&c, true), E_OK);
-	assert_true(c.s3.force_path_style);
+	assert_true(c.storage.s3.force_path_style);
 	config_free(&c);
 	unsetenv("AWS_S3_FORCE_PATH_STYLE");
 	/* AWS_ENDPOINT wins, and WAL-E's form is then not even parsed. */
 	setenv("AWS_ENDPOINT", "http://127.0.0.1:7480", 1);
 	setenv("WALE_S3_ENDPOINT", "nonsense", 1);
 	assert_int_equal(config_load(&c, true), E_OK);
-	assert_string_equal(c.s3.endpoint, "http://127.0.0.1:7480");
+	assert_string_equal(c.storage.s3.endpoint, "http://127.0.0.1:7480");
 	config_free(&c);
 	unsetenv("AWS_ENDPOINT");
 	assert_int_equal(config_load(&c, true), E_CONFIG);
@@ -267,11 +267,11 @@ static void test_config_operator_names(void **state)
 	/* IPv6 instance metadata, as the AWS SDK reads AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE. */
 	setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv6", 1);
 	assert_int_equal(config_load(&c, true), E_OK);
-	assert_string_equal(c.s3.ec2_metadata_endpoint, "http://[fd00:ec2::254]");
+	assert_string_equal(c.storage.s3.ec2_metadata_endpoint, "http://[fd00:ec2::254]");
 	config_free(&c);
 	unsetenv("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE");
 	assert_int_equal(config_load(&c, true), E_OK);
-	assert_string_equal(c.s3.ec2_metadata_endpoint, "http://169.254.169.254");
+	assert_string_equal(c.storage.s3.ec2_metadata_endpoint, "http://169.254.169.254");
 	config_free(&c);
 	unsetenv("WALG_S3_PREFIX");
 	static const char *const known[] = { "WALG_DISABLE_S3_SSE", "WALG_BACKUP_COMPRESSION_METHOD",

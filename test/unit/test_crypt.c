@@ -530,7 +530,7 @@ static err_code load_env(unsigned char key[CRYPT_KEY_BYTES], bool *have)
 	*have = false;
 	err_code rc = config_load(&cfg, false);
 	if (rc == E_OK)
-		rc = crypt_key_load(&cfg, key, have);
+		rc = crypt_key_load(&cfg.crypt, key, have);
 	config_free(&cfg);
 	return rc;
 }

@@ -49,7 +49,7 @@ static err_code open_env(storage **st)
 	*st = NULL;
 	err_code rc = config_load(&cfg, true);
 	if (rc == E_OK)
-		rc = storage_open(&cfg, st);
+		rc = storage_open(&cfg.storage, st);
 	config_free(&cfg);
 	return rc;
 }

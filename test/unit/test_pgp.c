@@ -718,7 +718,7 @@ static err_code keys_load_env(pgp_keys **out)
 	config cfg;
 	err_code rc = config_load(&cfg, false);
 	if (rc == E_OK)
-		rc = pgp_keys_load(&cfg, out);
+		rc = pgp_keys_load(&cfg.crypt, out);
 	config_free(&cfg);
 	return rc;
 }

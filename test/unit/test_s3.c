@@ -56,7 +56,7 @@ static err_code open_s3(const char *prefix, storage **st)
 	setenv("WALG_UPLOAD_CONCURRENCY", "3", 1);
 	err_code rc = config_load(&cfg, true);
 	if (rc == E_OK)
-		rc = storage_s3_open(&cfg, st);
+		rc = storage_s3_open(&cfg.storage, st);
 	config_free(&cfg);
 	unsetenv("WALG_S3_PREFIX");
 	unsetenv("WALG_UPLOAD_CONCURRENCY");
@@ -69,7 +69,7 @@ static err_code credprov_from_env(s3_credprov *p, http_client *h)
 	config cfg;
 	err_code rc = config_load(&cfg, false);
 	if (rc == E_OK)
-		rc = s3_credprov_init(p, &cfg.s3, "us-east-1", h);
+		rc = s3_credprov_init(p, &cfg.storage.s3, "us-east-1", h);
 	config_free(&cfg);
 	return rc;
 }

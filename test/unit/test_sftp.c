@@ -442,18 +442,16 @@ static err_code fake_connect(void *arg, sftp_io *io, bool *retryable)
 static storage *open_store(const char *root, long retries)
 {
 	config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.ssh_prefix = xasprintf("ssh://fake%s", root);
-	cfg.ssh.port = 22;
-	cfg.ssh.username = xstrdup("walc");
-	cfg.ssh.max_retries = retries;
-	cfg.upload_concurrency = 4;
-	cfg.download_concurrency = 2;
+	assert_int_equal(config_defaults(&cfg), E_OK);
+	cfg.storage.ssh_prefix = xasprintf("ssh://fake%s", root);
+	cfg.storage.ssh.username = xstrdup("walc");
+	cfg.storage.ssh.max_retries = retries;
+	cfg.storage.upload_concurrency = 4;
+	cfg.storage.download_concurrency = 2;
 	sftp_set_test_connector(fake_connect, NULL);
 	storage *st = NULL;
-	assert_int_equal(storage_sftp_open(&cfg, &st), E_OK);
-	free(cfg.ssh_prefix);
-	free(cfg.ssh.username);
+	assert_int_equal(storage_sftp_open(&cfg.storage, &st), E_OK);
+	config_free(&cfg);
 	return st;
 }
 
@@ -728,12 +726,12 @@ static void test_prefix(void **state)
 									   "sftp://host/p", "ssh://[::1" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		config cfg;
-		memset(&cfg, 0, sizeof(cfg));
-		cfg.ssh_prefix = (char *)(uintptr_t)bad[i];
-		cfg.ssh.port = 22;
+		assert_int_equal(config_defaults(&cfg), E_OK);
+		cfg.storage.ssh_prefix = xstrdup(bad[i]);
 		storage *st = NULL;
-		assert_int_equal(storage_sftp_open(&cfg, &st), E_CONFIG);
+		assert_int_equal(storage_sftp_open(&cfg.storage, &st), E_CONFIG);
 		assert_non_null(strstr(err_msg(), "WALG_SSH_PREFIX"));
+		config_free(&cfg);
 	}
 	static const struct {
 		const char *prefix, *sp, *describe;
@@ -745,14 +743,14 @@ static void test_prefix(void **state)
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		config cfg;
-		memset(&cfg, 0, sizeof(cfg));
-		cfg.ssh_prefix = (char *)(uintptr_t)good[i].prefix;
-		cfg.storage_prefix = (char *)(uintptr_t)good[i].sp;
-		cfg.ssh.port = 22;
+		assert_int_equal(config_defaults(&cfg), E_OK);
+		cfg.storage.ssh_prefix = xstrdup(good[i].prefix);
+		cfg.storage.storage_prefix = good[i].sp ? xstrdup(good[i].sp) : NULL;
 		storage *st = NULL;
-		assert_int_equal(storage_sftp_open(&cfg, &st), E_OK);
+		assert_int_equal(storage_sftp_open(&cfg.storage, &st), E_OK);
 		assert_string_equal(storage_describe(st), good[i].describe);
 		storage_free(st);
+		config_free(&cfg);
 	}
 	err_clear();
 }

@@ -188,7 +188,7 @@ static inline err_code crypter_load_env(crypter **out)
 	config cfg;
 	err_code rc = config_load(&cfg, false);
 	if (rc == E_OK)
-		rc = crypter_load(&cfg, out);
+		rc = crypter_load(&cfg.crypt, out);
 	config_free(&cfg);
 	return rc;
 }

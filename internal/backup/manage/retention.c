@@ -286,7 +286,7 @@ static err_code verify_newest(repo *r, const config *cfg, retain_set *st, FILE *
 	for (size_t i = st->n; i-- > 0;) {
 		retain_backup *b = &st->b[i];
 		backup_verify_options vo = { .name = b->name,
-									 .concurrency = (int)cfg->download_concurrency,
+									 .concurrency = (int)cfg->storage.download_concurrency,
 									 .seg_size = st->segsize,
 									 .record = true };
 		uint64_t problems = 0;

@@ -35,17 +35,15 @@ static void on_notice(void *arg, const char *message)
 /* dbname: an SQL session's database, NULL for PGDATABASE's (or the fallback below). */
 static err_code connect_to(bool replication, const char *dbname, pg_session **out)
 {
-	const char *keys[] = { "replication", "application_name", "dbname", NULL };
-	const char *vals[] = { replication ? "true" : NULL, "walc", NULL, NULL };
-	const char *app = getenv("PGAPPNAME");
-	if (app != NULL && app[0] != '\0')
-		vals[1] = app;
+	/*
+	 * The session's name is PGAPPNAME, which libpq reads itself: cmd puts the setting (its
+	 * default included) into the environment, as WAL-G does.
+	 */
+	const char *keys[] = { "replication", NULL, NULL };
+	const char *vals[] = { "true", NULL, NULL };
 	if (!replication) {
-		keys[0] = "application_name";
-		vals[0] = vals[1];
-		keys[1] = dbname != NULL ? "dbname" : NULL;
-		vals[1] = dbname;
-		keys[2] = NULL;
+		keys[0] = dbname != NULL ? "dbname" : NULL;
+		vals[0] = dbname;
 	}
 	*out = NULL;
 	/* a database's name is a name, never a connection string (CREATE DATABASE "host=...") */
@@ -61,8 +59,8 @@ static err_code connect_to(bool replication, const char *dbname, pg_session **ou
 	if (!replication && (db == NULL || db[0] == '\0') && PQstatus(conn) != CONNECTION_OK &&
 		strstr(PQerrorMessage(conn), "\" does not exist") != NULL) {
 		PQfinish(conn);
-		const char *k2[] = { "application_name", "dbname", NULL };
-		const char *v2[] = { vals[0], "postgres", NULL };
+		const char *k2[] = { "dbname", NULL };
+		const char *v2[] = { "postgres", NULL };
 		conn = PQconnectdbParams(k2, v2, 1);
 		if (conn == NULL)
 			return err_set(E_IO, "connecting to PostgreSQL: out of memory");

@@ -306,7 +306,7 @@ static err_code az_auth_setup(az_storage *s, const az_settings *set)
 		s->kind = AZ_SAS;
 		return E_OK;
 	}
-	const char *host = set->authority_host ? set->authority_host : "https://login.microsoftonline.com/";
+	const char *host = set->authority_host;
 	if (!str_has_prefix(host, "https://") && !str_has_prefix(host, "http://"))
 		return err_set(E_CONFIG, "AZURE_AUTHORITY_HOST: expected an https:// URL, got \"%s\"",
 					   host);
@@ -335,7 +335,7 @@ static err_code az_auth_setup(az_storage *s, const az_settings *set)
 													 : "azure: service principal");
 		return E_OK;
 	}
-	const char *imds = set->imds_endpoint ? set->imds_endpoint : "http://169.254.169.254";
+	const char *imds = set->imds_endpoint;
 	size_t n = strlen(imds);
 	while (n > 0 && imds[n - 1] == '/')
 		n--;
@@ -345,7 +345,7 @@ static err_code az_auth_setup(az_storage *s, const az_settings *set)
 	return E_OK;
 }
 
-static err_code az_configure(az_storage *s, const config *cfg)
+static err_code az_configure(az_storage *s, const storage_settings *cfg)
 {
 	const az_settings *set = &cfg->az;
 	const char *pfx = cfg->az_prefix + strlen("azure://");
@@ -373,31 +373,30 @@ static err_code az_configure(az_storage *s, const config *cfg)
 								 "\"%s\"",
 					   set->account);
 	s->account = xstrdup(set->account);
-	const char *suffix = set->endpoint_suffix ? set->endpoint_suffix : "core.windows.net";
+	const char *suffix = set->endpoint_suffix;
 	for (const char *p = suffix; *p; p++)
 		if (!isalnum((unsigned char)*p) && strchr(".-:", *p) == NULL)
 			return err_set(E_CONFIG, "AZURE_ENDPOINT_SUFFIX: expected a host suffix like "
 									 "core.windows.net, got \"%s\"",
 						   suffix);
 	s->host = xasprintf("%s.blob.%s", s->account, suffix);
-	const char *ver = set->api_version ? set->api_version : "2021-12-02";
+	const char *ver = set->api_version;
 	if (strlen(ver) != 10 || strspn(ver, "0123456789-") != 10)
 		return err_set(E_CONFIG, "AZURE_BLOB_STORE_API_VERSION: expected a date like "
 								 "2021-12-02, got \"%s\"",
 					   ver);
 	s->api_version = xstrdup(ver);
-	s->block_size = set->buffer_size > 0 ? (size_t)set->buffer_size : 8u << 20;
-	s->concurrency = set->max_buffers > 0 ? (int)set->max_buffers : 4;
-	if (cfg->upload_concurrency > 0 && s->concurrency > cfg->upload_concurrency)
+	s->block_size = (size_t)set->buffer_size;
+	s->concurrency = (int)set->max_buffers;
+	if (s->concurrency > cfg->upload_concurrency)
 		s->concurrency = (int)cfg->upload_concurrency;
-	s->width = cfg->upload_concurrency > 0 ? (int)cfg->upload_concurrency : 16;
+	s->width = (int)cfg->upload_concurrency;
 	s->parts = budget_new(AZ_PARTS_MEMORY);
 
 	const char *ca = set->ca_cert_file;
 	if (ca != NULL && access(ca, R_OK) != 0)
 		return err_errno(E_CONFIG, errno, "AZURE_CA_CERT_FILE: cannot read %s", ca);
-	http_retry rt = { (int)set->max_retries, 100, 5000, 10, 30,
-					  (set->try_timeout > 0 ? set->try_timeout : 5) * 60 };
+	http_retry rt = { (int)set->max_retries, 100, 5000, 10, 30, set->try_timeout * 60 };
 	TRY(http_client_init(&s->http, ca, &cfg->tls, &rt));
 	TRY(az_auth_setup(s, set));
 	s->auth.ops = s->kind == AZ_SHARED_KEY || s->kind == AZ_SAS ? &az_store_ops : &az_store_ops_ad;
@@ -433,7 +432,7 @@ static void az_free(storage *st)
 static const char *const kind_names[] = { "Shared Key", "SAS token", "service principal",
 										  "workload identity", "managed identity" };
 
-err_code storage_az_open(const config *cfg, storage **out)
+err_code storage_az_open(const storage_settings *cfg, storage **out)
 {
 	*out = NULL;
 	TRY(http_global_init());

@@ -9,7 +9,7 @@
 #include "internal/storage/http/http.h"
 
 /* Opens the Azure Blob backend for cfg->az_prefix (azure://container/path). */
-err_code storage_az_open(const config *cfg, storage **out);
+err_code storage_az_open(const storage_settings *cfg, storage **out);
 
 typedef enum az_auth_kind {
 	AZ_SHARED_KEY,		/* AZURE_STORAGE_ACCESS_KEY */

@@ -339,7 +339,7 @@ static char *clean_path(const char *p, bool normalize)
 	return out;
 }
 
-static err_code gcs_configure(gcs_storage *s, const config *cfg)
+static err_code gcs_configure(gcs_storage *s, const storage_settings *cfg)
 {
 	const gcs_settings *set = &cfg->gcs;
 	s->normalize = set->normalize_prefix;
@@ -378,15 +378,14 @@ static err_code gcs_configure(gcs_storage *s, const config *cfg)
 		free(key);
 	}
 	/* Chunks of a resumable upload are multiples of 256 KiB; walc holds at most 16 MiB. */
-	size_t chunk = set->max_chunk_size > 0 ? (size_t)set->max_chunk_size : 50u << 20;
+	size_t chunk = (size_t)set->max_chunk_size;
 	if (chunk > GCS_CHUNK_MAX)
 		chunk = GCS_CHUNK_MAX;
 	s->chunk_size = chunk / (256u << 10) * (256u << 10);
-	s->width = cfg->upload_concurrency > 0 ? (int)cfg->upload_concurrency : 16;
+	s->width = (int)cfg->upload_concurrency;
 	s->parts = budget_new(GCS_PARTS_MEMORY);
 
-	http_retry rt = { (int)set->max_retries, 128, 5000, 10, 30,
-					  set->context_timeout > 0 ? set->context_timeout : 3600 };
+	http_retry rt = { (int)set->max_retries, 128, 5000, 10, 30, set->context_timeout };
 	TRY(http_client_init(&s->http, NULL, &cfg->tls, &rt));
 
 	if (set->emulator_host != NULL) {
@@ -409,7 +408,7 @@ static err_code gcs_configure(gcs_storage *s, const config *cfg)
 			http_wipe_free(doc);
 			TRY(rc);
 		} else {
-			const char *mh = set->metadata_host ? set->metadata_host : "metadata.google.internal";
+			const char *mh = set->metadata_host;
 			s->metadata_url = xasprintf("http://%s/computeMetadata/v1/instance/service-accounts/"
 										"default/token",
 										mh);
@@ -448,7 +447,7 @@ void gcs_storage_free(storage *st)
 	free(s);
 }
 
-err_code storage_gcs_open(const config *cfg, storage **out)
+err_code storage_gcs_open(const storage_settings *cfg, storage **out)
 {
 	*out = NULL;
 	TRY(http_global_init());

@@ -10,7 +10,7 @@
 #include "internal/storage/http/http.h"
 
 /* Opens the GCS backend for cfg->gs_prefix (gs://bucket/path). */
-err_code storage_gcs_open(const config *cfg, storage **out);
+err_code storage_gcs_open(const storage_settings *cfg, storage **out);
 
 typedef enum gcs_auth_kind {
 	GCS_NO_AUTH,		 /* STORAGE_EMULATOR_HOST */

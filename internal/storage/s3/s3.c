@@ -16,9 +16,7 @@
 #include "internal/pipe/pipe.h"
 
 #define MIB (1024ull * 1024)
-#define S3_DEFAULT_PART (20 * MIB)
 #define S3_PARTS_MEMORY (20 * MIB)
-#define S3_DELETE_BATCH 1000
 
 static const storage_ops s3_ops;
 static const http_store_ops s3_store_ops;
@@ -98,7 +96,7 @@ static bool valid_bucket(const char *b)
 	return true;
 }
 
-static err_code s3_configure(s3_storage *s, const config *cfg)
+static err_code s3_configure(s3_storage *s, const storage_settings *cfg)
 {
 	const char *pfx = cfg->s3_prefix;
 	if (!str_has_prefix(pfx, "s3://"))
@@ -216,12 +214,12 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	/* WAL-G's 0 locks until the moment of the upload, that is not at all. */
 	if (set->retention_period > 0) {
 		s->lock_seconds = set->retention_period;
-		s->lock_mode = xstrdup(set->retention_mode != NULL ? set->retention_mode : "GOVERNANCE");
+		s->lock_mode = xstrdup(set->retention_mode);
 	}
 
-	/* The table bounds it (5 MiB to 5 GiB); an unset one (a hand-made config) is the default. */
-	s->part_size = set->max_part_size > 0 ? (size_t)set->max_part_size : S3_DEFAULT_PART;
-	s->concurrency = cfg->upload_concurrency > 0 ? cfg->upload_concurrency : 16;
+	/* The table bounds it (5 MiB to 5 GiB) and gives every setting here its default. */
+	s->part_size = (size_t)set->max_part_size;
+	s->concurrency = cfg->upload_concurrency;
 	/*
 	 * Each upload fills its first part in a buffer of its own (an object that fits is one PUT)
 	 * and reuses that buffer for later parts when it is free again and large enough; other
@@ -230,12 +228,12 @@ static err_code s3_configure(s3_storage *s, const config *cfg)
 	 * 5 MiB parts put four in flight in it beside the streams' own first buffers.
 	 */
 	s->parts = budget_new(S3_PARTS_MEMORY);
-	s->delete_batch = set->delete_batch_size > 0 ? (size_t)set->delete_batch_size : S3_DELETE_BATCH;
+	s->delete_batch = (size_t)set->delete_batch_size;
 
 	http_retry rt = { 0 };
 	rt.max_retries = (int)set->max_retries;
-	rt.connect_timeout = set->connect_timeout > 0 ? set->connect_timeout : 10;
-	rt.low_speed_time = set->low_speed_timeout > 0 ? set->low_speed_timeout : 30;
+	rt.connect_timeout = set->connect_timeout;
+	rt.low_speed_time = set->low_speed_timeout;
 	rt.base_ms = 100;
 	rt.cap_ms = 5000;
 
@@ -272,7 +270,7 @@ static void s3_free(storage *st)
 
 static void detect_region(s3_storage *s);
 
-err_code storage_s3_open(const config *cfg, storage **out)
+err_code storage_s3_open(const storage_settings *cfg, storage **out)
 {
 	*out = NULL;
 	TRY(http_global_init());

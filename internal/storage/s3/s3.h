@@ -16,7 +16,7 @@
 #include "internal/storage/storage.h"
 
 /* Opens the S3 backend for cfg->s3_prefix, reading and validating the S3_* / AWS_* variables. */
-err_code storage_s3_open(const config *cfg, storage **out);
+err_code storage_s3_open(const storage_settings *cfg, storage **out);
 
 
 /* ------------------------------------------------------------------------------------------ */

@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define IMDS_DEFAULT "http://169.254.169.254"
 #define ECS_HOST "http://169.254.170.2"
 #define CRED_FILE_MAX (1u << 20)
 #define TOKEN_FILE_MAX (64u << 10)
@@ -293,7 +292,7 @@ static err_code parse_meta_json(const char *doc, const char *what, s3_creds *out
 
 static err_code fetch_imds(const s3_credprov *p, s3_creds *out)
 {
-	const char *base = p->imds_endpoint != NULL ? p->imds_endpoint : IMDS_DEFAULT;
+	const char *base = p->imds_endpoint;
 	size_t bl = strlen(base);
 	while (bl > 0 && base[bl - 1] == '/')
 		bl--;
@@ -436,8 +435,7 @@ err_code s3_credprov_init(s3_credprov *p, const s3_settings *set, const char *re
 		p->kind = S3_CRED_WEBID;
 		p->token_file = xstrdup(tf);
 		p->role_arn = xstrdup(arn);
-		const char *sn = set->role_session_name;
-		p->session_name = xstrdup(sn ? sn : "walc");
+		p->session_name = xstrdup(set->role_session_name);
 		if (!valid_session_name(p->session_name))
 			return err_set(E_CONFIG, "AWS_ROLE_SESSION_NAME: expected 2 to 64 of A-Z a-z 0-9 "
 									 "_+=,.@-, got \"%s\"",
@@ -494,8 +492,7 @@ err_code s3_credprov_init(s3_credprov *p, const s3_settings *set, const char *re
 	}
 	if (!set->ec2_metadata_disabled) {
 		p->kind = S3_CRED_IMDS;
-		p->imds_endpoint =
-			set->ec2_metadata_endpoint ? xstrdup(set->ec2_metadata_endpoint) : NULL;
+		p->imds_endpoint = xstrdup(set->ec2_metadata_endpoint);
 		return E_OK;
 	}
 	p->kind = S3_CRED_NONE;

@@ -378,7 +378,7 @@ static err_code delete_batch(void *arg, size_t from, size_t n)
 	return rc;
 }
 
-/* DeleteObjects, S3_DELETE_BATCH_SIZE (1000) keys a request, WALG_UPLOAD_CONCURRENCY at once. */
+/* DeleteObjects, S3_DELETE_BATCH_SIZE keys a request, WALG_UPLOAD_CONCURRENCY at once. */
 err_code s3_remove_many(storage *st, const char *const *keys, size_t n)
 {
 	s3_storage *s = (s3_storage *)st;

@@ -1260,7 +1260,7 @@ static char *os_user(void)
 	return pw != NULL ? xstrdup(pw->pw_name) : xasprintf("%u", (unsigned)geteuid());
 }
 
-err_code storage_sftp_open(const config *cfg, storage **out)
+err_code storage_sftp_open(const storage_settings *cfg, storage **out)
 {
 	*out = NULL;
 	TRY(ssh_global_init());
@@ -1291,7 +1291,7 @@ err_code storage_sftp_open(const config *cfg, storage **out)
 							   SFTP_STALL_MS, st->target_what };
 	st->retry = (http_retry){ (int)s->max_retries, 100, 5000, SFTP_CONNECT_TIMEOUT_MS / 1000,
 							  SFTP_STALL_MS / 1000, 0 };
-	st->width = cfg->upload_concurrency > 0 ? (int)cfg->upload_concurrency : 1;
+	st->width = (int)cfg->upload_concurrency;
 	/* one session per operation in flight: uploads and downloads of one command at most */
 	st->max = (size_t)(cfg->upload_concurrency + cfg->download_concurrency) + 4;
 	st->idle = xcalloc(st->max, sizeof(*st->idle));

@@ -215,7 +215,7 @@ err_code ssh_connect(const ssh_target *t, sftp_io *io, bool *retryable);
 /* The store (sftp.c)                                                                          */
 /* ------------------------------------------------------------------------------------------ */
 
-err_code storage_sftp_open(const config *cfg, storage **out);
+err_code storage_sftp_open(const storage_settings *cfg, storage **out);
 
 /*
  * The test seam: when set, the store's connections come from connect instead of ssh_connect

@@ -178,7 +178,7 @@ static const char *seg_status(const wal_index *ix, const wal_lost *lost, const c
 	if (wal_lost_has(lost, tli, s))
 		return "MISSING_LOST"; /* wal-receive found it gone from the server */
 	uint64_t behind = last - s;
-	if (behind < (uint64_t)cfg->upload_concurrency)
+	if (behind < (uint64_t)cfg->storage.upload_concurrency)
 		return "MISSING_UPLOADING";
 	if (behind < (uint64_t)cfg->integrity_max_delayed_wals)
 		return "MISSING_DELAYED";

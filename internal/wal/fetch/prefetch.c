@@ -251,7 +251,7 @@ void wal_prefetch(repo *r, const config *cfg, const char *name, const char *dest
 	}
 	clean_older(j.dir, tli, segno, segsize);
 	clean_older(running, tli, segno, segsize);
-	int n = cfg->download_concurrency;
+	int n = cfg->storage.download_concurrency;
 	j.names = chan_new((size_t)n);
 	group *g = group_new();
 	for (int i = 0; i < n; i++)
@@ -272,5 +272,5 @@ void wal_prefetch(repo *r, const config *cfg, const char *name, const char *dest
 
 bool wal_prefetch_wanted(const config *cfg, const char *name)
 {
-	return cfg->download_concurrency > 1 && wal_is_segment_name(name);
+	return cfg->storage.download_concurrency > 1 && wal_is_segment_name(name);
 }

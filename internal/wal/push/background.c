@@ -376,7 +376,7 @@ err_code wal_push(repo *r, const config *cfg, const char *path, wal_backlog_fn r
 		free(wal_dir);
 		return prc;
 	}
-	int workers = cfg->upload_concurrency - 1;
+	int workers = cfg->storage.upload_concurrency - 1;
 	int budget = cfg->total_bg_uploaded_limit - 1;
 	if (workers <= 0 || budget <= 0)
 		workers = budget = 0;

@@ -465,7 +465,7 @@ err_code wal_lost_read_local(repo *r, const char *wal_dir, uint64_t seg_size, wa
  */
 static bool behind(const config *cfg, const wal_backlog *b)
 {
-	return (b->files > (uint64_t)cfg->upload_concurrency && b->oldest_s >= BEHIND_BURST_S) ||
+	return (b->files > (uint64_t)cfg->storage.upload_concurrency && b->oldest_s >= BEHIND_BURST_S) ||
 		b->oldest_s >= BEHIND_AGE_S || (b->limit > 0 && b->bytes > b->limit / 2);
 }
 
