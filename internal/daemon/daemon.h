@@ -27,28 +27,25 @@
 err_code daemon_run(repo *push, repo *fetch, const config *cfg, const char *socket_path,
 					const char *metrics_addr);
 
-/*
- * Publishes one run of a command ("backup-push", "delete") to the Pushgateway at
- * cfg->pushgateway_url (docs/DEPLOY.md names the metrics): outcome, duration, and after a
- * success the repository's newest backup and number of backups (r NULL: the repository did not
- * open). A failed push is a warning only: it never changes the command's outcome.
- */
-void metrics_push(repo *r, const config *cfg, const char *command, bool ok, double seconds);
-/* A command's own gauges, pushed with its run's by metrics_push_with. */
+/* A command's own gauges, pushed with its run's (metrics_run_text). */
 typedef struct metric {
 	const char *name;
 	const char *help;
 	double value;
 } metric;
-/* metrics_push, with the command's gauges (after a success only). */
-void metrics_push_with(repo *r, const config *cfg, const char *command, bool ok, double seconds,
-					   const metric *extra, size_t nextra);
-
 /*
- * The WAL backlog an archiving command reported (wal-push, wal-receive), pushed to the
- * Pushgateway as that command's gauges alone (a timeout of seconds: it runs inside archiving).
+ * What the Pushgateway gets for one run of a command ("backup-push", "delete"; docs/DEPLOY.md
+ * names the metrics), in Prometheus text: outcome and duration; after a success also the
+ * command's gauges (extra) and the repository's newest backup and number of backups (r NULL:
+ * the repository did not open). A failure's text names only the run's outcome, so that a POST
+ * of it leaves the last success's metrics in place. The caller frees it.
  */
-void metrics_push_backlog(const config *cfg, const char *command, const wal_backlog *b);
+char *metrics_run_text(repo *r, bool ok, double seconds, const metric *extra, size_t nextra);
+/*
+ * The WAL backlog an archiving command reported (wal-push, wal-receive), as the Pushgateway's
+ * gauges of its last report. The caller frees it.
+ */
+char *metrics_backlog_text(const wal_backlog *b);
 
 /*
  * Parses one request from buf (len bytes): *type, the body, and for 'f' the two arguments.
