@@ -1,6 +1,8 @@
 /*
- * wal: the bound on the WAL waiting for archiving (WALG_WAL_BACKLOG_MAX) on a pg_wal made by
- * hand: what is dropped, the journal of drops, and the gaps recorded in a file repository.
+ * wal, over a file repository in a temporary directory and a pg_wal made by hand: the bound on
+ * the WAL waiting for archiving (WALG_WAL_BACKLOG_MAX: what is dropped, the journal of drops,
+ * the gaps recorded); wal-push (each codec, encrypted, what it refuses, overwrite protection,
+ * background uploads and their markers), wal-fetch and its prefetch, wal-show and wal-verify.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -264,6 +266,456 @@ static void test_watch_unbounded(void **state)
 	config_free(&cfg);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* wal-push, wal-fetch, wal-show and wal-verify over a file repository                         */
+/* ------------------------------------------------------------------------------------------ */
+
+#define SYSID UINT64_C(7714482919781331307)
+
+static void put_le(unsigned char *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/*
+ * A 1 MiB segment of timeline tli (its name's), number segno, of cluster sysid: PostgreSQL
+ * 15's long page header (test/unit/data) made this segment's, then bytes from seed.
+ */
+static unsigned char *segment(uint32_t tli, uint64_t segno, uint64_t sysid, uint32_t seed)
+{
+	unsigned char *seg = pattern(MIB, seed);
+	size_t len;
+	unsigned char *head = read_all("test/unit/data/pg15-wal-long-header.bin", &len);
+	assert_non_null(head);
+	assert_int_equal(len, 40);
+	memcpy(seg, head, len);
+	put_le(seg + 4, tli, 4);
+	put_le(seg + 8, segno * MIB, 8);
+	put_le(seg + 24, sysid, 8);
+	put_le(seg + 32, MIB, 4);
+	free(head);
+	return seg;
+}
+
+/* Writes len bytes to unit_dir/rel. */
+static void write_file(const char *rel, const void *buf, size_t len)
+{
+	char *p = xasprintf("%s/%s", unit_dir, rel);
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(buf, 1, len, f), len);
+	fclose(f);
+	free(p);
+}
+
+/* The settings of setup_repo: the configuration keeps reading them (config_each_set). */
+static config_pair settings[8];
+static char *repo_dir, *pgdata_dir;
+
+/* unit_dir/pgdata/pg_wal and a file repository at unit_dir/repo, with more settings. */
+static void setup_repo(config *cfg, repo *r, const config_pair *more, size_t nmore)
+{
+	repo_dir = xasprintf("%s/repo", unit_dir);
+	pgdata_dir = xasprintf("%s/pgdata", unit_dir);
+	char *status = xasprintf("%s/pgdata/pg_wal/archive_status", unit_dir);
+	assert_int_equal(mkdir_p(repo_dir, 0700), E_OK);
+	assert_int_equal(mkdir_p(status, 0700), E_OK);
+	settings[0] = (config_pair){ "WALG_FILE_PREFIX", repo_dir };
+	settings[1] = (config_pair){ "PGDATA", pgdata_dir };
+	settings[2] = (config_pair){ "WALG_PG_WAL_SIZE", "1" };
+	assert_true(nmore <= 5);
+	for (size_t i = 0; i < nmore; i++)
+		settings[3 + i] = more[i];
+	config_sources src = { NULL, 0, settings, 3 + nmore, "test" };
+	assert_int_equal(config_load_from(cfg, true, &src), E_OK);
+	assert_int_equal(repo_open(cfg, r), E_OK);
+	free(status);
+}
+
+static void close_repo(config *cfg, repo *r)
+{
+	repo_close(r);
+	config_free(cfg);
+	free(repo_dir);
+	free(pgdata_dir);
+}
+
+/* Segment n of timeline 1 (1 MiB segments), written to pg_wal with seed n; its path. */
+static char *pg_wal_segment(uint64_t segno, const char *status)
+{
+	char name[WAL_NAME_LEN + 1];
+	wal_name_format(name, 1, segno, MIB);
+	char *rel = xasprintf("pgdata/pg_wal/%s", name);
+	unsigned char *seg = segment(1, segno, SYSID, (uint32_t)segno);
+	write_file(rel, seg, MIB);
+	free(seg);
+	if (status != NULL) {
+		char *mark = xasprintf("pgdata/pg_wal/archive_status/%s.%s", name, status);
+		make_file(mark, 0);
+		free(mark);
+	}
+	char *path = xasprintf("%s/%s", unit_dir, rel);
+	free(rel);
+	return path;
+}
+
+/* The stored object of WAL file name, whatever its extension: NULL when there is none. */
+static char *stored(repo *r, const char *name)
+{
+	obj_list l = { 0 };
+	assert_int_equal(storage_list(r->st, "wal_005/", false, &l), E_OK);
+	char *key = NULL;
+	for (size_t i = 0; i < l.len && key == NULL; i++)
+		if (strncmp(l.items[i].key, "wal_005/", 8) == 0 &&
+			strncmp(l.items[i].key + 8, name, strlen(name)) == 0)
+			key = xstrdup(l.items[i].key);
+	obj_list_free(&l);
+	return key;
+}
+
+/* Fetches name into unit_dir/got/name and compares it with the file at want. */
+static void fetch_equal(repo *r, const config *cfg, const char *name, const char *want)
+{
+	char *dir = xasprintf("%s/got", unit_dir);
+	assert_int_equal(mkdir_p(dir, 0700), E_OK);
+	char *dest = xasprintf("%s/%s", dir, name);
+	bool prefetch;
+	assert_int_equal(wal_fetch(r, cfg, name, dest, &prefetch), E_OK);
+	size_t a, b;
+	unsigned char *got = read_all(dest, &a), *exp = read_all(want, &b);
+	assert_non_null(got);
+	assert_non_null(exp);
+	assert_int_equal(a, b);
+	assert_memory_equal(got, exp, a);
+	free(got);
+	free(exp);
+	free(dest);
+	free(dir);
+}
+
+/* One segment there and back, through each codec, in the clear and encrypted. */
+static void test_push_fetch(void **state)
+{
+	(void)state;
+	const char *const methods[] = { "lz4", "zstd", "brotli", "lzma" };
+	for (size_t m = 0; m < 4; m++) {
+		config cfg;
+		repo r;
+		config_pair more[] = {
+			{ "WALG_COMPRESSION_METHOD", methods[m] },
+			{ "WALG_LIBSODIUM_KEY", "0123456789abcdef0123456789abcdef" },
+			{ "WALG_LIBSODIUM_KEY_TRANSFORM", "none" },
+		};
+		setup_repo(&cfg, &r, more, m % 2 ? 3 : 1);
+		char *path = pg_wal_segment(3 + m, NULL);
+		char name[WAL_NAME_LEN + 1];
+		wal_name_format(name, 1, 3 + m, MIB);
+		assert_int_equal(wal_push_one(&r, &cfg, path), E_OK);
+		char *key = stored(&r, name);
+		assert_non_null(key);
+		char *want = xasprintf("wal_005/%s.%s", name, codec_ext(codec_by_name(methods[m])));
+		assert_string_equal(key, want);
+		free(want);
+		free(key);
+		fetch_equal(&r, &cfg, name, path);
+		free(path);
+		close_repo(&cfg, &r);
+		assert_int_equal(unit_rmtree(unit_dir), 0);
+		assert_int_equal(mkdir_p(unit_dir, 0700), E_OK);
+	}
+}
+
+static char *seg_name(uint64_t segno)
+{
+	char *name = xmalloc(WAL_NAME_LEN + 1);
+	wal_name_format(name, 1, segno, MIB);
+	return name;
+}
+
+/* What wal-push refuses, and what protection against overwriting allows. */
+static void test_push_checks(void **state)
+{
+	(void)state;
+	config cfg;
+	repo r;
+	config_pair more[] = { { "WALG_PREVENT_WAL_OVERWRITE", "true" } };
+	setup_repo(&cfg, &r, more, 1);
+	char *path = pg_wal_segment(3, NULL);
+	char *name = seg_name(3);
+	assert_int_equal(wal_push_one(&r, &cfg, path), E_OK);
+	assert_int_equal(wal_push_one(&r, &cfg, path), E_OK); /* the same bytes again: done */
+	unsigned char *other = segment(1, 3, SYSID, 99);
+	char *rel = xasprintf("pgdata/pg_wal/%s", name);
+	write_file(rel, other, MIB);
+	assert_int_equal(wal_push_one(&r, &cfg, path), E_EXISTS);
+	err_clear();
+	free(other);
+	other = segment(1, 3, SYSID, 3);
+	write_file(rel, other, MIB);
+	fetch_equal(&r, &cfg, name, path); /* still the first */
+
+	/* not a segment: a header of another segment, a short file, no header */
+	free(other);
+	other = segment(1, 4, SYSID, 3);
+	write_file(rel, other, MIB);
+	assert_int_equal(wal_push_one(&r, &cfg, path), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "not a WAL segment: its page address 0/400000 is not its name's"));
+	err_clear();
+	write_file(rel, other, MIB / 2);
+	assert_int_equal(wal_push_one(&r, &cfg, path), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "is 524288 bytes, not a 1048576-byte segment"));
+	err_clear();
+	memset(other, 0, 64);
+	write_file(rel, other, MIB);
+	assert_int_equal(wal_push_one(&r, &cfg, path), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "does not start with a WAL page header"));
+	err_clear();
+
+	/* a history file is one for its timeline, and reads back as its entries */
+	const char *hist = "1\t0/3000000\tno recovery target specified\n";
+	write_file("pgdata/pg_wal/00000002.history", hist, strlen(hist));
+	char *hpath = xasprintf("%s/pgdata/pg_wal/00000002.history", unit_dir);
+	assert_int_equal(wal_push_one(&r, &cfg, hpath), E_OK);
+	pg_history_entry *e;
+	size_t n;
+	assert_int_equal(wal_history_load(&r, 2, NULL, &e, &n), E_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(e[0].parent, 1);
+	assert_true(e[0].switch_lsn == 3 * UINT64_C(0x1000000));
+	free(e);
+	assert_int_equal(wal_history_load(&r, 3, NULL, &e, &n), E_NOTFOUND);
+	free(e); /* the caller's, whatever the outcome */
+	err_clear();
+	write_file("pgdata/pg_wal/00000003.history", "garbage\n", 8);
+	free(hpath);
+	hpath = xasprintf("%s/pgdata/pg_wal/00000003.history", unit_dir);
+	assert_int_equal(wal_push_one(&r, &cfg, hpath), E_CORRUPT);
+	assert_non_null(strstr(err_msg(), "not a timeline history file for timeline 3"));
+	err_clear();
+
+	/* a segment that is not archived: WAL-G's words, and nothing written */
+	char *dest = xasprintf("%s/missing", unit_dir);
+	bool prefetch;
+	assert_int_equal(wal_fetch(&r, &cfg, "000000010000000000000009", dest, &prefetch), E_NOTFOUND);
+	assert_string_equal(err_msg(), "Archive '000000010000000000000009' does not exist.");
+	err_clear();
+	assert_int_equal(access(dest, F_OK), -1);
+
+	free(dest);
+	free(hpath);
+	free(other);
+	free(rel);
+	free(name);
+	free(path);
+	close_repo(&cfg, &r);
+}
+
+/*
+ * archive_command's call uploads the other .ready files beside its own and marks them, so
+ * that PostgreSQL's calls for them return at once; a marker is used once.
+ */
+static void test_push_background(void **state)
+{
+	(void)state;
+	config cfg;
+	repo r;
+	config_pair more[] = { { "WALG_UPLOAD_CONCURRENCY", "4" } };
+	setup_repo(&cfg, &r, more, 1);
+	char *paths[4];
+	for (int i = 0; i < 4; i++)
+		paths[i] = pg_wal_segment(3 + (uint64_t)i, "ready");
+	assert_int_equal(wal_push(&r, &cfg, paths[0], NULL, NULL), E_OK);
+	for (int i = 0; i < 4; i++) {
+		char *name = seg_name(3 + (uint64_t)i);
+		char *key = stored(&r, name);
+		assert_non_null(key);
+		free(key);
+		if (i > 0)
+			assert_true(wal_marked(&cfg, name));
+		free(name);
+	}
+	/* the marker answers for segment 4: its object is not asked for again */
+	char *name4 = seg_name(4);
+	char *key4 = stored(&r, name4);
+	assert_int_equal(storage_remove(r.st, key4), E_OK);
+	assert_int_equal(wal_push(&r, &cfg, paths[1], NULL, NULL), E_OK);
+	assert_false(wal_marked(&cfg, name4));
+	char *again = stored(&r, name4);
+	assert_null(again);
+
+	/* PostgreSQL's view: archived once .done, or once neither the file nor .ready is left */
+	assert_false(wal_archived(pgdata_dir, name4));
+	char *ready = path_in("pgdata/pg_wal/archive_status", name4, ".ready");
+	char *done = path_in("pgdata/pg_wal/archive_status", name4, ".done");
+	assert_int_equal(rename(ready, done), 0);
+	assert_true(wal_archived(pgdata_dir, name4));
+
+	/* backup-push's own WAL: pushed when .ready, left alone when done */
+	bool pushed;
+	assert_int_equal(wal_push_if_ready(&r, &cfg, pgdata_dir, name4, &pushed), E_OK);
+	assert_false(pushed);
+	char *name6 = seg_name(6);
+	assert_int_equal(wal_push_if_ready(&r, &cfg, pgdata_dir, name6, &pushed), E_OK);
+	assert_true(pushed);
+
+	free(name6);
+	free(ready);
+	free(done);
+	free(key4);
+	free(name4);
+	for (int i = 0; i < 4; i++)
+		free(paths[i]);
+	close_repo(&cfg, &r);
+}
+
+/* What a function prints to a stream, as a string to free. */
+typedef err_code (*print_fn)(repo *r, const config *cfg, const void *arg, FILE *out);
+static char *printed(print_fn fn, repo *r, const config *cfg, const void *arg)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	assert_non_null(f);
+	assert_int_equal(fn(r, cfg, arg, f), E_OK);
+	fclose(f);
+	return out;
+}
+
+static err_code show_table(repo *r, const config *cfg, const void *arg, FILE *out)
+{
+	return wal_show(r, cfg, arg != NULL, true, out);
+}
+
+static bool verify_failed;
+static err_code verify(repo *r, const config *cfg, const void *arg, FILE *out)
+{
+	return wal_verify(r, cfg, arg, &verify_failed, out);
+}
+
+/* wal-show's ranges and gaps, and wal-verify's two checks on an archive with a gap. */
+static void test_show_verify(void **state)
+{
+	(void)state;
+	config cfg;
+	repo r;
+	/* a segment 3 behind the newest is lost, not on its way */
+	config_pair more[] = { { "WALG_UPLOAD_CONCURRENCY", "1" },
+						   { "WALG_INTEGRITY_MAX_DELAYED_WALS", "0" } };
+	setup_repo(&cfg, &r, more, 2);
+	for (uint64_t segno = 3; segno <= 8; segno++) {
+		if (segno == 6)
+			continue;
+		char *path = pg_wal_segment(segno, NULL);
+		assert_int_equal(wal_push_one(&r, &cfg, path), E_OK);
+		free(path);
+	}
+	char *out = printed(show_table, &r, &cfg, NULL);
+	assert_non_null(strstr(out, "|   1 |          0 |             0/0 | 000000010000000000000003 | "
+								"000000010000000000000008 |             6 |              5 | "
+								"LOST_SEGMENTS |"));
+	free(out);
+	out = printed(show_table, &r, &cfg, "json");
+	json_t *doc = json_loads(out, 0, NULL);
+	assert_non_null(doc);
+	json_t *tl = json_array_get(doc, 0);
+	assert_int_equal(json_integer_value(json_object_get(tl, "segments_count")), 5);
+	json_t *missing = json_object_get(tl, "missing_segments");
+	assert_int_equal(json_array_size(missing), 1);
+	assert_string_equal(json_string_value(json_array_get(missing, 0)), "000000010000000000000006");
+	json_decref(doc);
+	free(out);
+
+	/* the cluster is writing segment 9: 6 is lost, 9 on its way */
+	verify_options o = { .integrity = true, .timeline = true, .at_timeline = 1,
+						 .at_lsn = 9 * MIB + 100 };
+	verify_failed = false;
+	out = printed(verify, &r, &cfg, &o);
+	assert_true(verify_failed);
+	assert_non_null(strstr(out, "[wal-verify] integrity check status: FAILURE\n"));
+	assert_non_null(strstr(out, "| 000000010000000000000006 | 000000010000000000000006 |"
+								"              1 | MISSING_LOST"));
+	assert_non_null(strstr(out, "[wal-verify] timeline check status: OK\n"));
+	free(out);
+	o.json = true;
+	out = printed(verify, &r, &cfg, &o);
+	doc = json_loads(out, 0, NULL);
+	assert_non_null(doc);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "integrity"),
+														  "status")),
+						"FAILURE");
+	json_decref(doc);
+	free(out);
+
+	/* once 6 is there, only what is on its way is missing */
+	char *path = pg_wal_segment(6, NULL);
+	assert_int_equal(wal_push_one(&r, &cfg, path), E_OK);
+	free(path);
+	o.json = false;
+	out = printed(verify, &r, &cfg, &o);
+	assert_false(verify_failed);
+	assert_non_null(strstr(out, "| 000000010000000000000003 | 000000010000000000000008 |"
+								"              6 | FOUND"));
+	free(out);
+	close_repo(&cfg, &r);
+}
+
+/*
+ * wal-fetch's prefetch: the segments after the one served come down into .wal-g/prefetch
+ * beside it, and the next wal-fetch takes its segment from there by rename; a damaged file
+ * there is left out.
+ */
+static void test_prefetch(void **state)
+{
+	(void)state;
+	config cfg;
+	repo r;
+	config_pair more[] = { { "WALG_DOWNLOAD_CONCURRENCY", "3" } };
+	setup_repo(&cfg, &r, more, 1);
+	char *paths[5];
+	for (int i = 0; i < 5; i++) {
+		paths[i] = pg_wal_segment(3 + (uint64_t)i, NULL);
+		assert_int_equal(wal_push_one(&r, &cfg, paths[i]), E_OK);
+	}
+	char *name3 = seg_name(3), *name4 = seg_name(4), *name5 = seg_name(5);
+	char *dest = xasprintf("%s/pgdata/pg_wal/RECOVERYXLOG", unit_dir);
+	bool prefetch;
+	assert_int_equal(wal_fetch(&r, &cfg, name3, dest, &prefetch), E_OK);
+	assert_true(prefetch);
+	wal_prefetch(&r, &cfg, name3, dest);
+	for (uint64_t segno = 4; segno <= 6; segno++) {
+		char *name = seg_name(segno);
+		assert_true(exists("pgdata/pg_wal/.wal-g/prefetch", name, ""));
+		free(name);
+	}
+	bool taken;
+	assert_int_equal(prefetch_take(&cfg, name4, dest, &taken), E_OK);
+	assert_true(taken);
+	assert_false(exists("pgdata/pg_wal/.wal-g/prefetch", name4, ""));
+	size_t a, b;
+	unsigned char *got = read_all(dest, &a), *want = read_all(paths[1], &b);
+	assert_int_equal(a, b);
+	assert_memory_equal(got, want, a);
+	free(got);
+	free(want);
+	/* cut short on disk: not handed over, and gone */
+	char *cut = path_in("pgdata/pg_wal/.wal-g/prefetch", name5, "");
+	assert_int_equal(truncate(cut, 4096), 0);
+	assert_int_equal(prefetch_take(&cfg, name5, dest, &taken), E_OK);
+	assert_false(taken);
+	assert_int_equal(access(cut, F_OK), -1);
+	/* a history file is never prefetched */
+	assert_false(wal_prefetch_wanted(&cfg, "00000002.history"));
+	free(cut);
+	free(dest);
+	free(name3);
+	free(name4);
+	free(name5);
+	for (int i = 0; i < 5; i++)
+		free(paths[i]);
+	close_repo(&cfg, &r);
+}
+
 int main(void)
 {
 	log_setup(LOG_ERROR, false, "test");
@@ -272,6 +724,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_watch_drops, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_watch_unbounded, unit_dir_setup,
 										unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_push_fetch, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_push_checks, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_push_background, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_show_verify, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_prefetch, unit_dir_setup, unit_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
