@@ -270,33 +270,7 @@ static void test_watch_unbounded(void **state)
 /* wal-push, wal-fetch, wal-show and wal-verify over a file repository                         */
 /* ------------------------------------------------------------------------------------------ */
 
-#define SYSID UINT64_C(7714482919781331307)
-
-static void put_le(unsigned char *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-/*
- * A 1 MiB segment of timeline tli (its name's), number segno, of cluster sysid: PostgreSQL
- * 15's long page header (test/unit/data) made this segment's, then bytes from seed.
- */
-static unsigned char *segment(uint32_t tli, uint64_t segno, uint64_t sysid, uint32_t seed)
-{
-	unsigned char *seg = pattern(MIB, seed);
-	size_t len;
-	unsigned char *head = read_all("test/unit/data/pg15-wal-long-header.bin", &len);
-	assert_non_null(head);
-	assert_int_equal(len, 40);
-	memcpy(seg, head, len);
-	put_le(seg + 4, tli, 4);
-	put_le(seg + 8, segno * MIB, 8);
-	put_le(seg + 24, sysid, 8);
-	put_le(seg + 32, MIB, 4);
-	free(head);
-	return seg;
-}
+#define SYSID UNIT_WAL_SYSID
 
 /* Writes len bytes to unit_dir/rel. */
 static void write_file(const char *rel, const void *buf, size_t len)
@@ -347,7 +321,7 @@ static char *pg_wal_segment(uint64_t segno, const char *status)
 	char name[WAL_NAME_LEN + 1];
 	wal_name_format(name, 1, segno, MIB);
 	char *rel = xasprintf("pgdata/pg_wal/%s", name);
-	unsigned char *seg = segment(1, segno, SYSID, (uint32_t)segno);
+	unsigned char *seg = unit_wal_segment(1, segno, MIB, SYSID, (uint32_t)segno);
 	write_file(rel, seg, MIB);
 	free(seg);
 	if (status != NULL) {
@@ -445,19 +419,19 @@ static void test_push_checks(void **state)
 	char *name = seg_name(3);
 	assert_int_equal(wal_push_one(&r, &cfg, path), E_OK);
 	assert_int_equal(wal_push_one(&r, &cfg, path), E_OK); /* the same bytes again: done */
-	unsigned char *other = segment(1, 3, SYSID, 99);
+	unsigned char *other = unit_wal_segment(1, 3, MIB, SYSID, 99);
 	char *rel = xasprintf("pgdata/pg_wal/%s", name);
 	write_file(rel, other, MIB);
 	assert_int_equal(wal_push_one(&r, &cfg, path), E_EXISTS);
 	err_clear();
 	free(other);
-	other = segment(1, 3, SYSID, 3);
+	other = unit_wal_segment(1, 3, MIB, SYSID, 3);
 	write_file(rel, other, MIB);
 	fetch_equal(&r, &cfg, name, path); /* still the first */
 
 	/* not a segment: a header of another segment, a short file, no header */
 	free(other);
-	other = segment(1, 4, SYSID, 3);
+	other = unit_wal_segment(1, 4, MIB, SYSID, 3);
 	write_file(rel, other, MIB);
 	assert_int_equal(wal_push_one(&r, &cfg, path), E_CORRUPT);
 	assert_non_null(strstr(err_msg(), "not a WAL segment: its page address 0/400000 is not its name's"));

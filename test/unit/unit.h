@@ -84,6 +84,33 @@ static inline unsigned char *read_all(const char *path, size_t *len)
 	return mb.data ? mb.data : xmalloc(1);
 }
 
+/* The system identifier of the cluster that wrote test/unit/data's WAL header. */
+#define UNIT_WAL_SYSID UINT64_C(7714482919781331307)
+
+/*
+ * A WAL segment of seg_size bytes: PostgreSQL 15's long page header (test/unit/data, read from
+ * the repository's root as make test runs) made that of segment segno of timeline tli of
+ * cluster sysid, then bytes from seed. The caller frees it.
+ */
+static inline unsigned char *unit_wal_segment(uint32_t tli, uint64_t segno, uint64_t seg_size,
+											  uint64_t sysid, uint32_t seed)
+{
+	unsigned char *seg = pattern(seg_size, seed);
+	size_t len;
+	unsigned char *head = read_all("test/unit/data/pg15-wal-long-header.bin", &len);
+	assert_non_null(head);
+	assert_int_equal(len, 40);
+	memcpy(seg, head, len);
+	free(head);
+	const struct { size_t at; uint64_t v; int n; } fields[] = {
+		{ 4, tli, 4 }, { 8, segno * seg_size, 8 }, { 24, sysid, 8 }, { 32, seg_size, 4 },
+	};
+	for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++)
+		for (int i = 0; i < fields[f].n; i++)
+			seg[fields[f].at + (size_t)i] = (unsigned char)(fields[f].v >> (8 * i));
+	return seg;
+}
+
 /* What reaches the end of a chain: the bytes, finish calls, whether it was freed. */
 typedef struct probe {
 	membuf mb;
