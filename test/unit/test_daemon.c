@@ -203,34 +203,7 @@ static void test_fetch_path(void **state)
 #define MIB ((uint64_t)1 << 20)
 #define SEG3 "000000010000000000000003"
 
-/* The configuration keeps reading its sources (config_each_set): they live as long as it. */
-static config_pair settings[4];
-static char *repo_dir, *pgdata_dir;
-
-static void setup_cluster(config *cfg, repo *r)
-{
-	repo_dir = xasprintf("%s/repo", unit_dir);
-	pgdata_dir = xasprintf("%s/pgdata", unit_dir);
-	char *status = xasprintf("%s/pg_wal/archive_status", pgdata_dir);
-	assert_int_equal(mkdir_p(repo_dir, 0700), E_OK);
-	assert_int_equal(mkdir_p(status, 0700), E_OK);
-	free(status);
-	settings[0] = (config_pair){ "WALG_FILE_PREFIX", repo_dir };
-	settings[1] = (config_pair){ "PGDATA", pgdata_dir };
-	settings[2] = (config_pair){ "WALG_PG_WAL_SIZE", "1" };
-	settings[3] = (config_pair){ "WALG_DOWNLOAD_CONCURRENCY", "2" };
-	config_sources src = { NULL, 0, settings, 4, "test" };
-	assert_int_equal(config_load_from(cfg, true, &src), E_OK);
-	assert_int_equal(repo_open(cfg, r), E_OK);
-}
-
-static void close_cluster(config *cfg, repo *r)
-{
-	repo_close(r);
-	config_free(cfg);
-	free(repo_dir);
-	free(pgdata_dir);
-}
+static const config_pair prefetching[] = { { "WALG_DOWNLOAD_CONCURRENCY", "2" } };
 
 /* What the daemon refuses before it listens: no PGDATA, a long path, a file in the way. */
 static void test_run_refused(void **state)
@@ -238,7 +211,7 @@ static void test_run_refused(void **state)
 	(void)state;
 	config cfg;
 	repo r;
-	setup_cluster(&cfg, &r);
+	unit_cluster_open(&cfg, &r, prefetching, 1);
 	config none = cfg;
 	none.pgdata = NULL;
 	assert_int_equal(daemon_run(&r, &r, &none, "/tmp/x.sock", NULL), E_CONFIG);
@@ -265,7 +238,7 @@ static void test_run_refused(void **state)
 	err_clear();
 	free(sock);
 	free(file);
-	close_cluster(&cfg, &r);
+	unit_cluster_close(&cfg, &r);
 }
 
 /* The Pushgateway's texts: a failure says only that; a success adds the repository's state. */
@@ -274,7 +247,7 @@ static void test_push_texts(void **state)
 	(void)state;
 	config cfg;
 	repo r;
-	setup_cluster(&cfg, &r);
+	unit_cluster_open(&cfg, &r, prefetching, 1);
 	metric m = { "walc_copy_objects", "Objects copied.", 7 };
 	char *t = metrics_run_text(&r, true, 1.5, &m, 1);
 	assert_non_null(strstr(t, "\nwalc_run_success 1\n"));
@@ -301,7 +274,7 @@ static void test_push_texts(void **state)
 	assert_non_null(strstr(t, "# TYPE walc_wal_dropped_segments_total gauge\n"
 							  "walc_wal_dropped_segments_total 2\n"));
 	free(t);
-	close_cluster(&cfg, &r);
+	unit_cluster_close(&cfg, &r);
 }
 
 typedef struct served {
@@ -337,7 +310,7 @@ static void test_serve(void **state)
 	(void)state;
 	config cfg;
 	repo r;
-	setup_cluster(&cfg, &r);
+	unit_cluster_open(&cfg, &r, prefetching, 1);
 	char *sock = xasprintf("%s/walc.sock", unit_dir);
 	served s = { &r, &cfg, sock, E_FAIL };
 	pthread_t t;
@@ -357,7 +330,7 @@ static void test_serve(void **state)
 
 	/* archive: the segment in pg_wal, stored; one that is not there is an error */
 	unsigned char *seg = unit_wal_segment(1, 3, MIB, UNIT_WAL_SYSID, 3);
-	char *path = xasprintf("%s/pg_wal/" SEG3, pgdata_dir);
+	char *path = xasprintf("%s/pg_wal/" SEG3, unit_pgdata);
 	FILE *f = fopen(path, "w");
 	assert_non_null(f);
 	assert_int_equal(fwrite(seg, 1, MIB, f), MIB);
@@ -367,7 +340,7 @@ static void test_serve(void **state)
 
 	/* restore into pg_wal; a segment never archived; a destination outside pg_wal */
 	assert_int_equal(ask(sock, DAEMON_FETCH, SEG3, "pg_wal/RECOVERYXLOG"), DAEMON_OK);
-	char *got_path = xasprintf("%s/pg_wal/RECOVERYXLOG", pgdata_dir);
+	char *got_path = xasprintf("%s/pg_wal/RECOVERYXLOG", unit_pgdata);
 	size_t len;
 	unsigned char *got = read_all(got_path, &len);
 	assert_non_null(got);
@@ -393,7 +366,7 @@ static void test_serve(void **state)
 	free(path);
 	free(seg);
 	free(sock);
-	close_cluster(&cfg, &r);
+	unit_cluster_close(&cfg, &r);
 }
 
 int main(void)

@@ -10,13 +10,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "test/unit/unit.h"
-
 #include <stdio.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "internal/wal/wal_impl.h"
+#include "test/unit/unit.h"
 
 #define MIB ((uint64_t)1 << 20)
 
@@ -95,10 +94,9 @@ static const char *const SEGS[] = { "000000010000000000000003", "000000010000000
 /* A pg_wal with the six segments of SEGS waiting, and a repository beside it. */
 static void setup_pg_wal(config *cfg, repo *r, const char *limit)
 {
-	char *repo_dir = xasprintf("%s/repo", unit_dir), *pgdata = xasprintf("%s/pgdata", unit_dir);
-	char *status = xasprintf("%s/pgdata/pg_wal/archive_status", unit_dir);
-	assert_int_equal(mkdir_p(repo_dir, 0700), E_OK);
-	assert_int_equal(mkdir_p(status, 0700), E_OK);
+	const config_pair more[] = { { "WALG_UPLOAD_CONCURRENCY", "2" },
+								 { "WALG_WAL_BACKLOG_MAX", limit } };
+	unit_cluster_open(cfg, r, more, limit ? 2 : 1);
 	for (size_t i = 0; i < 6; i++) {
 		char *seg = xasprintf("pgdata/pg_wal/%s", SEGS[i]);
 		char *ready = xasprintf("pgdata/pg_wal/archive_status/%s.ready", SEGS[i]);
@@ -107,17 +105,6 @@ static void setup_pg_wal(config *cfg, repo *r, const char *limit)
 		free(seg);
 		free(ready);
 	}
-	config_pair pairs[] = { { "WALG_FILE_PREFIX", repo_dir },
-							{ "PGDATA", pgdata },
-							{ "WALG_PG_WAL_SIZE", "1" },
-							{ "WALG_UPLOAD_CONCURRENCY", "2" },
-							{ "WALG_WAL_BACKLOG_MAX", limit } };
-	config_sources src = { NULL, 0, pairs, limit ? 5 : 4, "test" };
-	assert_int_equal(config_load_from(cfg, true, &src), E_OK);
-	assert_int_equal(repo_open(cfg, r), E_OK);
-	free(repo_dir);
-	free(pgdata);
-	free(status);
 }
 
 static int reports;
@@ -224,8 +211,7 @@ static void test_watch_drops(void **state)
 
 	free(state_dir);
 	free(wal_dir);
-	repo_close(&r);
-	config_free(&cfg);
+	unit_cluster_close(&cfg, &r);
 }
 
 /* Without the setting nothing is dropped, whatever waits; the warning comes once a minute. */
@@ -262,8 +248,7 @@ static void test_watch_unbounded(void **state)
 	bool none;
 	assert_null(wal_watch_begin(&r, &cfg, unit_dir, SEGS[0], NULL, NULL, &none));
 	free(wal_dir);
-	repo_close(&r);
-	config_free(&cfg);
+	unit_cluster_close(&cfg, &r);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -281,38 +266,6 @@ static void write_file(const char *rel, const void *buf, size_t len)
 	assert_int_equal(fwrite(buf, 1, len, f), len);
 	fclose(f);
 	free(p);
-}
-
-/* The settings of setup_repo: the configuration keeps reading them (config_each_set). */
-static config_pair settings[8];
-static char *repo_dir, *pgdata_dir;
-
-/* unit_dir/pgdata/pg_wal and a file repository at unit_dir/repo, with more settings. */
-static void setup_repo(config *cfg, repo *r, const config_pair *more, size_t nmore)
-{
-	repo_dir = xasprintf("%s/repo", unit_dir);
-	pgdata_dir = xasprintf("%s/pgdata", unit_dir);
-	char *status = xasprintf("%s/pgdata/pg_wal/archive_status", unit_dir);
-	assert_int_equal(mkdir_p(repo_dir, 0700), E_OK);
-	assert_int_equal(mkdir_p(status, 0700), E_OK);
-	settings[0] = (config_pair){ "WALG_FILE_PREFIX", repo_dir };
-	settings[1] = (config_pair){ "PGDATA", pgdata_dir };
-	settings[2] = (config_pair){ "WALG_PG_WAL_SIZE", "1" };
-	assert_true(nmore <= 5);
-	for (size_t i = 0; i < nmore; i++)
-		settings[3 + i] = more[i];
-	config_sources src = { NULL, 0, settings, 3 + nmore, "test" };
-	assert_int_equal(config_load_from(cfg, true, &src), E_OK);
-	assert_int_equal(repo_open(cfg, r), E_OK);
-	free(status);
-}
-
-static void close_repo(config *cfg, repo *r)
-{
-	repo_close(r);
-	config_free(cfg);
-	free(repo_dir);
-	free(pgdata_dir);
 }
 
 /* Segment n of timeline 1 (1 MiB segments), written to pg_wal with seed n; its path. */
@@ -381,7 +334,7 @@ static void test_push_fetch(void **state)
 			{ "WALG_LIBSODIUM_KEY", "0123456789abcdef0123456789abcdef" },
 			{ "WALG_LIBSODIUM_KEY_TRANSFORM", "none" },
 		};
-		setup_repo(&cfg, &r, more, m % 2 ? 3 : 1);
+		unit_cluster_open(&cfg, &r, more, m % 2 ? 3 : 1);
 		char *path = pg_wal_segment(3 + m, NULL);
 		char name[WAL_NAME_LEN + 1];
 		wal_name_format(name, 1, 3 + m, MIB);
@@ -394,7 +347,7 @@ static void test_push_fetch(void **state)
 		free(key);
 		fetch_equal(&r, &cfg, name, path);
 		free(path);
-		close_repo(&cfg, &r);
+		unit_cluster_close(&cfg, &r);
 		assert_int_equal(unit_rmtree(unit_dir), 0);
 		assert_int_equal(mkdir_p(unit_dir, 0700), E_OK);
 	}
@@ -414,7 +367,7 @@ static void test_push_checks(void **state)
 	config cfg;
 	repo r;
 	config_pair more[] = { { "WALG_PREVENT_WAL_OVERWRITE", "true" } };
-	setup_repo(&cfg, &r, more, 1);
+	unit_cluster_open(&cfg, &r, more, 1);
 	char *path = pg_wal_segment(3, NULL);
 	char *name = seg_name(3);
 	assert_int_equal(wal_push_one(&r, &cfg, path), E_OK);
@@ -482,7 +435,7 @@ static void test_push_checks(void **state)
 	free(rel);
 	free(name);
 	free(path);
-	close_repo(&cfg, &r);
+	unit_cluster_close(&cfg, &r);
 }
 
 /*
@@ -495,7 +448,7 @@ static void test_push_background(void **state)
 	config cfg;
 	repo r;
 	config_pair more[] = { { "WALG_UPLOAD_CONCURRENCY", "4" } };
-	setup_repo(&cfg, &r, more, 1);
+	unit_cluster_open(&cfg, &r, more, 1);
 	char *paths[4];
 	for (int i = 0; i < 4; i++)
 		paths[i] = pg_wal_segment(3 + (uint64_t)i, "ready");
@@ -519,18 +472,18 @@ static void test_push_background(void **state)
 	assert_null(again);
 
 	/* PostgreSQL's view: archived once .done, or once neither the file nor .ready is left */
-	assert_false(wal_archived(pgdata_dir, name4));
+	assert_false(wal_archived(unit_pgdata, name4));
 	char *ready = path_in("pgdata/pg_wal/archive_status", name4, ".ready");
 	char *done = path_in("pgdata/pg_wal/archive_status", name4, ".done");
 	assert_int_equal(rename(ready, done), 0);
-	assert_true(wal_archived(pgdata_dir, name4));
+	assert_true(wal_archived(unit_pgdata, name4));
 
 	/* backup-push's own WAL: pushed when .ready, left alone when done */
 	bool pushed;
-	assert_int_equal(wal_push_if_ready(&r, &cfg, pgdata_dir, name4, &pushed), E_OK);
+	assert_int_equal(wal_push_if_ready(&r, &cfg, unit_pgdata, name4, &pushed), E_OK);
 	assert_false(pushed);
 	char *name6 = seg_name(6);
-	assert_int_equal(wal_push_if_ready(&r, &cfg, pgdata_dir, name6, &pushed), E_OK);
+	assert_int_equal(wal_push_if_ready(&r, &cfg, unit_pgdata, name6, &pushed), E_OK);
 	assert_true(pushed);
 
 	free(name6);
@@ -540,7 +493,7 @@ static void test_push_background(void **state)
 	free(name4);
 	for (int i = 0; i < 4; i++)
 		free(paths[i]);
-	close_repo(&cfg, &r);
+	unit_cluster_close(&cfg, &r);
 }
 
 /* What a function prints to a stream, as a string to free. */
@@ -576,7 +529,7 @@ static void test_show_verify(void **state)
 	/* a segment 3 behind the newest is lost, not on its way */
 	config_pair more[] = { { "WALG_UPLOAD_CONCURRENCY", "1" },
 						   { "WALG_INTEGRITY_MAX_DELAYED_WALS", "0" } };
-	setup_repo(&cfg, &r, more, 2);
+	unit_cluster_open(&cfg, &r, more, 2);
 	for (uint64_t segno = 3; segno <= 8; segno++) {
 		if (segno == 6)
 			continue;
@@ -631,7 +584,7 @@ static void test_show_verify(void **state)
 	assert_non_null(strstr(out, "| 000000010000000000000003 | 000000010000000000000008 |"
 								"              6 | FOUND"));
 	free(out);
-	close_repo(&cfg, &r);
+	unit_cluster_close(&cfg, &r);
 }
 
 /*
@@ -645,7 +598,7 @@ static void test_prefetch(void **state)
 	config cfg;
 	repo r;
 	config_pair more[] = { { "WALG_DOWNLOAD_CONCURRENCY", "3" } };
-	setup_repo(&cfg, &r, more, 1);
+	unit_cluster_open(&cfg, &r, more, 1);
 	char *paths[5];
 	for (int i = 0; i < 5; i++) {
 		paths[i] = pg_wal_segment(3 + (uint64_t)i, NULL);
@@ -687,7 +640,7 @@ static void test_prefetch(void **state)
 	free(name5);
 	for (int i = 0; i < 5; i++)
 		free(paths[i]);
-	close_repo(&cfg, &r);
+	unit_cluster_close(&cfg, &r);
 }
 
 int main(void)

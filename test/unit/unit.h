@@ -221,6 +221,43 @@ static inline err_code crypter_load_env(crypter **out)
 }
 #endif
 
+#ifdef WALC_INTERNAL_REPO_REPO_H
+/*
+ * A cluster's directory (unit_dir/pgdata, with pg_wal/archive_status) and a file repository
+ * (unit_dir/repo) configured for it with 1 MiB segments and more's settings (five at most).
+ * The configuration keeps reading its sources (config_each_set): they live here until
+ * unit_cluster_close.
+ */
+static config_pair unit_settings[8];
+static char *unit_repo_dir, *unit_pgdata;
+static inline void unit_cluster_open(config *cfg, repo *r, const config_pair *more, size_t nmore)
+{
+	unit_repo_dir = xasprintf("%s/repo", unit_dir);
+	unit_pgdata = xasprintf("%s/pgdata", unit_dir);
+	char *status = xasprintf("%s/pg_wal/archive_status", unit_pgdata);
+	assert_int_equal(mkdir_p(unit_repo_dir, 0700), E_OK);
+	assert_int_equal(mkdir_p(status, 0700), E_OK);
+	free(status);
+	unit_settings[0] = (config_pair){ "WALG_FILE_PREFIX", unit_repo_dir };
+	unit_settings[1] = (config_pair){ "PGDATA", unit_pgdata };
+	unit_settings[2] = (config_pair){ "WALG_PG_WAL_SIZE", "1" };
+	assert_true(nmore <= 5);
+	for (size_t i = 0; i < nmore; i++)
+		unit_settings[3 + i] = more[i];
+	config_sources src = { NULL, 0, unit_settings, 3 + nmore, "test" };
+	assert_int_equal(config_load_from(cfg, true, &src), E_OK);
+	assert_int_equal(repo_open(cfg, r), E_OK);
+}
+
+static inline void unit_cluster_close(config *cfg, repo *r)
+{
+	repo_close(r);
+	config_free(cfg);
+	free(unit_repo_dir);
+	free(unit_pgdata);
+}
+#endif
+
 /* cmocka setup: no key settings in the environment, no error recorded. */
 static inline int setup_env(void **state)
 {
