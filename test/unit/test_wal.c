@@ -439,8 +439,9 @@ static void test_push_checks(void **state)
 }
 
 /*
- * archive_command's call uploads the other .ready files beside its own and marks them, so
- * that PostgreSQL's calls for them return at once; a marker is used once.
+ * archive_command's call uploads other .ready files beside its own (those it finds before its
+ * own upload ends: how many depends on timing) and marks each, so that PostgreSQL's call for
+ * it returns at once; a marker is used once.
  */
 static void test_push_background(void **state)
 {
@@ -449,50 +450,66 @@ static void test_push_background(void **state)
 	repo r;
 	config_pair more[] = { { "WALG_UPLOAD_CONCURRENCY", "4" } };
 	unit_cluster_open(&cfg, &r, more, 1);
-	char *paths[4];
-	for (int i = 0; i < 4; i++)
+	char *paths[5], *names[5];
+	for (int i = 0; i < 5; i++) {
 		paths[i] = pg_wal_segment(3 + (uint64_t)i, "ready");
+		names[i] = seg_name(3 + (uint64_t)i);
+	}
 	assert_int_equal(wal_push(&r, &cfg, paths[0], NULL, NULL), E_OK);
-	for (int i = 0; i < 4; i++) {
-		char *name = seg_name(3 + (uint64_t)i);
-		char *key = stored(&r, name);
+	/* what went in the background is stored and marked, nothing else is marked */
+	for (int i = 1; i < 5; i++) {
+		char *key = stored(&r, names[i]);
+		assert_int_equal(key != NULL, wal_marked(&cfg, names[i]));
+		free(key);
+	}
+	/* PostgreSQL's calls for the rest, in order: each stored, every marker used */
+	for (int i = 1; i < 4; i++) {
+		assert_int_equal(wal_push(&r, &cfg, paths[i], NULL, NULL), E_OK);
+		assert_false(wal_marked(&cfg, names[i]));
+		char *key = stored(&r, names[i]);
 		assert_non_null(key);
 		free(key);
-		if (i > 0)
-			assert_true(wal_marked(&cfg, name));
-		free(name);
 	}
-	/* the marker answers for segment 4: its object is not asked for again */
-	char *name4 = seg_name(4);
-	char *key4 = stored(&r, name4);
-	assert_int_equal(storage_remove(r.st, key4), E_OK);
-	assert_int_equal(wal_push(&r, &cfg, paths[1], NULL, NULL), E_OK);
-	assert_false(wal_marked(&cfg, name4));
-	char *again = stored(&r, name4);
-	assert_null(again);
+	/* a marker answers alone: the segment it vouches for is not uploaded again */
+	char *key7 = stored(&r, names[4]);
+	if (key7 != NULL)
+		assert_int_equal(storage_remove(r.st, key7), E_OK);
+	free(key7);
+	char *markers = wal_marker_dir(&cfg);
+	assert_int_equal(mkdir_p(markers, 0700), E_OK);
+	char *mark = xasprintf("%s/%s", markers, names[4]);
+	FILE *f = fopen(mark, "w");
+	assert_non_null(f);
+	fclose(f);
+	assert_int_equal(wal_push(&r, &cfg, paths[4], NULL, NULL), E_OK);
+	assert_false(wal_marked(&cfg, names[4]));
+	assert_null(stored(&r, names[4]));
 
 	/* PostgreSQL's view: archived once .done, or once neither the file nor .ready is left */
-	assert_false(wal_archived(unit_pgdata, name4));
-	char *ready = path_in("pgdata/pg_wal/archive_status", name4, ".ready");
-	char *done = path_in("pgdata/pg_wal/archive_status", name4, ".done");
+	assert_false(wal_archived(unit_pgdata, names[1]));
+	char *ready = path_in("pgdata/pg_wal/archive_status", names[1], ".ready");
+	char *done = path_in("pgdata/pg_wal/archive_status", names[1], ".done");
 	assert_int_equal(rename(ready, done), 0);
-	assert_true(wal_archived(unit_pgdata, name4));
+	assert_true(wal_archived(unit_pgdata, names[1]));
 
 	/* backup-push's own WAL: pushed when .ready, left alone when done */
 	bool pushed;
-	assert_int_equal(wal_push_if_ready(&r, &cfg, unit_pgdata, name4, &pushed), E_OK);
+	assert_int_equal(wal_push_if_ready(&r, &cfg, unit_pgdata, names[1], &pushed), E_OK);
 	assert_false(pushed);
-	char *name6 = seg_name(6);
-	assert_int_equal(wal_push_if_ready(&r, &cfg, unit_pgdata, name6, &pushed), E_OK);
+	assert_int_equal(wal_push_if_ready(&r, &cfg, unit_pgdata, names[4], &pushed), E_OK);
 	assert_true(pushed);
+	key7 = stored(&r, names[4]);
+	assert_non_null(key7);
 
-	free(name6);
+	free(key7);
+	free(mark);
+	free(markers);
 	free(ready);
 	free(done);
-	free(key4);
-	free(name4);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++) {
 		free(paths[i]);
+		free(names[i]);
+	}
 	unit_cluster_close(&cfg, &r);
 }
 
