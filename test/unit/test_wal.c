@@ -10,10 +10,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "internal/catalog/catalog.h"
 #include "internal/wal/wal_impl.h"
 #include "test/unit/unit.h"
 
@@ -660,6 +662,129 @@ static void test_prefetch(void **state)
 	unit_cluster_close(&cfg, &r);
 }
 
+/* Pushes a file of len bytes written as pg_wal/name. */
+static void push_bytes(repo *r, const config *cfg, const char *name, const void *buf, size_t len)
+{
+	char *rel = xasprintf("pgdata/pg_wal/%s", name);
+	write_file(rel, buf, len);
+	char *path = xasprintf("%s/%s", unit_dir, rel);
+	assert_int_equal(wal_push_one(r, cfg, path), E_OK);
+	free(path);
+	free(rel);
+}
+
+/*
+ * A history file is handed to recovery only once a segment of its timeline is archived: a
+ * lone one would lead PostgreSQL onto a timeline with no WAL.
+ */
+static void test_fetch_history(void **state)
+{
+	(void)state;
+	config cfg;
+	repo r;
+	unit_cluster_open(&cfg, &r, NULL, 0);
+	const char *hist = "1\t0/3000000\tno recovery target specified\n";
+	push_bytes(&r, &cfg, "00000002.history", hist, strlen(hist));
+	char *dest = xasprintf("%s/pgdata/pg_wal/RECOVERYHISTORY", unit_dir);
+	bool prefetch;
+	assert_int_equal(wal_fetch(&r, &cfg, "00000002.history", dest, &prefetch), E_NOTFOUND);
+	err_clear();
+	assert_int_equal(access(dest, F_OK), -1);
+	/* the segment where timeline 2 begins (0/3000000: segment 0x30 of 1 MiB) */
+	unsigned char *seg = unit_wal_segment(2, 0x30, MIB, SYSID, 1);
+	push_bytes(&r, &cfg, "000000020000000000000030", seg, MIB);
+	free(seg);
+	assert_int_equal(wal_fetch(&r, &cfg, "00000002.history", dest, &prefetch), E_OK);
+	assert_false(prefetch);
+	size_t len;
+	unsigned char *got = read_all(dest, &len);
+	assert_int_equal(len, strlen(hist));
+	assert_memory_equal(got, hist, len);
+	free(got);
+	free(dest);
+	unit_cluster_close(&cfg, &r);
+}
+
+/* WAL-G's metadata beside the WAL: one object a file, or one a group of 16 with BULK. */
+static void test_wal_metadata(void **state)
+{
+	(void)state;
+	const char *const levels[] = { "INDIVIDUAL", "BULK" };
+	for (int l = 0; l < 2; l++) {
+		config cfg;
+		repo r;
+		config_pair more[] = { { "WALG_UPLOAD_WAL_METADATA", levels[l] } };
+		unit_cluster_open(&cfg, &r, more, 1);
+		for (uint64_t segno = 0xE; segno <= 0xF; segno++) {
+			char *path = pg_wal_segment(segno, NULL);
+			assert_int_equal(wal_push(&r, &cfg, path, NULL, NULL), E_OK);
+			free(path);
+		}
+		const char *key = l == 0 ? "wal_005/00000001000000000000000E.json"
+								 : "wal_005/00000001000000000000000.json";
+		json_t *doc = NULL;
+		assert_int_equal(catalog_read_json(&r, key, 1 << 20, &doc), E_OK);
+		assert_non_null(json_object_get(doc, "00000001000000000000000E"));
+		assert_int_equal(json_object_size(doc), l == 0 ? 1 : 2);
+		json_decref(doc);
+		unit_cluster_close(&cfg, &r);
+		assert_int_equal(unit_rmtree(unit_dir), 0);
+		assert_int_equal(mkdir_p(unit_dir, 0700), E_OK);
+	}
+}
+
+/* Every problem reported, a line each (from any of the check's threads). */
+typedef struct problems {
+	pthread_mutex_t mu;
+	char all[4096];
+} problems;
+
+static void on_problem(void *arg, const char *object, const char *what)
+{
+	problems *p = arg;
+	pthread_mutex_lock(&p->mu);
+	size_t at = strlen(p->all);
+	snprintf(p->all + at, sizeof(p->all) - at, "%s: %s\n", object, what);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* backup-verify's WAL check names each segment that is missing, damaged or not of the cluster. */
+static void test_check_range(void **state)
+{
+	(void)state;
+	config cfg;
+	repo r;
+	unit_cluster_open(&cfg, &r, NULL, 0);
+	/* 3 archived (its pages past the first are not WAL), 4 missing */
+	unsigned char *seg = unit_wal_segment(1, 3, MIB, SYSID, 3);
+	push_bytes(&r, &cfg, "000000010000000000000003", seg, MIB);
+	free(seg);
+	problems p = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	uint64_t checked = 0;
+	assert_int_equal(wal_check_range(&r, MIB, 1, 3, 4, SYSID, 2, on_problem, &p, &checked), E_OK);
+	assert_non_null(strstr(p.all, "wal_005/000000010000000000000004: WAL segment missing\n"));
+	assert_non_null(strstr(p.all, "000000010000000000000003.lz4: object wal_005/"));
+	assert_non_null(strstr(p.all, ": page 1: bad page magic\n"));
+	assert_int_equal(checked, 1);
+	/* another cluster's system identifier */
+	p.all[0] = '\0';
+	assert_int_equal(wal_check_range(&r, MIB, 1, 3, 3, SYSID + 1, 1, on_problem, &p, &checked),
+					 E_OK);
+	assert_non_null(strstr(p.all, "page 0: long header: another system identifier\n"));
+	uint64_t newest;
+	bool found;
+	assert_int_equal(wal_newest_segment(&r, MIB, 1, &newest, &found), E_OK);
+	assert_true(found);
+	assert_int_equal(newest, 3);
+	uint32_t tli;
+	assert_int_equal(wal_newest_upto(&r, MIB, 2, &tli, &newest, &found), E_OK);
+	assert_true(found);
+	assert_int_equal(tli, 1);
+	assert_int_equal(wal_newest_segment(&r, MIB, 2, &newest, &found), E_OK);
+	assert_false(found);
+	unit_cluster_close(&cfg, &r);
+}
+
 int main(void)
 {
 	log_setup(LOG_ERROR, false, "test");
@@ -673,6 +798,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_push_background, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_show_verify, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_prefetch, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_fetch_history, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_wal_metadata, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_check_range, unit_dir_setup, unit_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
