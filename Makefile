@@ -90,11 +90,10 @@ $(FUZZ_OBJ): test/fuzz/fuzz_codec.h
 $(BUILD)/test/%: $(BUILD)/test/unit/%.o $(BUILD)/libwalc.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(BUILD)/libwalc.a -lcmocka $(LDLIBS)
 
-# pg's SQL is tested against a scripted libpq (test/unit/pqfake.c), whose definitions the
-# linker takes before libpq's.
-$(BUILD)/test/test_pgsql: $(BUILD)/test/unit/pqfake.o
-$(BUILD)/test/unit/pqfake.o: test/unit/pqfake.h
-$(BUILD)/test/unit/test_pgsql.o: test/unit/pqfake.h
+# pg's SQL and wal-receive are tested against a scripted libpq (test/unit/pqfake.c), whose
+# definitions the linker takes before libpq's.
+$(BUILD)/test/test_pgsql $(BUILD)/test/test_wal: $(BUILD)/test/unit/pqfake.o
+$(BUILD)/test/unit/pqfake.o $(BUILD)/test/unit/test_pgsql.o $(BUILD)/test/unit/test_wal.o: test/unit/pqfake.h
 
 # make test: set up (idempotent), build, unit tests, then integration tests with real servers.
 # Integration tests run INTEGRATION_JOBS at a time (the tests wait on servers more than they

@@ -33,6 +33,9 @@ typedef struct pq_step {
 	int copy_len; /* COPY: PQgetCopyData's answer: text's length, -1 (end) or -2 (error) */
 } pq_step;
 
+/* A step's cells, row after row. */
+#define PQ_CELLS(...) ((const char *const[]){ __VA_ARGS__ })
+
 /* Starts a script; every connection reports server_version_num version and its text. */
 void pq_script(const pq_step *steps, size_t n, int version, const char *version_text);
 /* Fails the test unless every step of the script was taken. */

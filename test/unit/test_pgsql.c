@@ -16,7 +16,6 @@
 #include "internal/pg/pg.h"
 #include "test/unit/pqfake.h"
 
-#define CELLS(...) ((const char *const[]){ __VA_ARGS__ })
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 #define CONNECT(settings) { .kind = PQ_CONNECT, .text = settings }
 #define SQL_CONNECT CONNECT("application_name=walc expand")
@@ -24,10 +23,10 @@
 /* A query (with parameter p: PQexecParams) answered with nr rows of nc columns. */
 #define ROWS(sql, nc, nr, ...)                                                                  \
 	{ .kind = PQ_QUERY, .text = sql, .status = PGRES_TUPLES_OK, .ncols = nc, .nrows = nr,       \
-	  .cells = CELLS(__VA_ARGS__) }
+	  .cells = PQ_CELLS(__VA_ARGS__) }
 #define PROWS(sql, p, nc, nr, ...)                                                              \
 	{ .kind = PQ_QUERY, .text = sql, .param = p, .status = PGRES_TUPLES_OK, .ncols = nc,        \
-	  .nrows = nr, .cells = CELLS(__VA_ARGS__) }
+	  .nrows = nr, .cells = PQ_CELLS(__VA_ARGS__) }
 #define VALUE(sql, v) ROWS(sql, 1, 1, v)
 #define FAILS(sql, msg) { .kind = PQ_QUERY, .text = sql, .status = PGRES_FATAL_ERROR, .error = msg }
 #define DONE(sql) { .kind = PQ_QUERY, .text = sql, .status = PGRES_COMMAND_OK }
@@ -35,7 +34,7 @@
 /* In single-row mode: nr rows of nc columns, then the query's status. */
 #define SENT(sql, st, nc, nr, ...)                                                              \
 	{ .kind = PQ_SEND, .text = sql, .status = st, .ncols = nc, .nrows = nr,                     \
-	  .cells = CELLS(__VA_ARGS__) }
+	  .cells = PQ_CELLS(__VA_ARGS__) }
 #define RESULT(st) { .kind = PQ_RESULT, .status = st }
 #define COPY(data, n) { .kind = PQ_COPY, .text = data, .copy_len = n }
 
@@ -452,7 +451,7 @@ static void test_databases_relations(void **state)
 				"1262", "0", "global/1262", "pg_catalog", "pg_database", "r", "0", "1262"),
 		CONNECT("application_name=walc dbname=shop"),
 		{ .kind = PQ_SEND, .text = RELATIONS, .status = PGRES_FATAL_ERROR, .ncols = 8, .nrows = 1,
-		  .cells = CELLS("16390", "16390", NULL, "public", "items_1", "r", "16388", "16388"),
+		  .cells = PQ_CELLS("16390", "16390", NULL, "public", "items_1", "r", "16388", "16388"),
 		  .error = "ERROR:  out of memory" },
 		CONNECT("application_name=walc dbname=shop"),
 		SENT(RELATIONS, PGRES_TUPLES_OK, 8, 2, "1", "1", NULL, "a", "b", "r", "0", "1", "2", "2", NULL, "a", "c", "i", "0", "1"),
@@ -585,7 +584,7 @@ static void test_wal_stream(void **state)
 		COPY(NULL, -1),
 		/* at the timeline's end: the next timeline, data still in flight, the completion */
 		{ .kind = PQ_RESULT, .status = PGRES_TUPLES_OK, .ncols = 2, .nrows = 1,
-		  .cells = CELLS("2", "0/3000400") },
+		  .cells = PQ_CELLS("2", "0/3000400") },
 		RESULT(PGRES_COPY_BOTH),
 		COPY("w", 1),
 		COPY(NULL, -1),

@@ -2,7 +2,8 @@
  * wal, over a file repository in a temporary directory and a pg_wal made by hand: the bound on
  * the WAL waiting for archiving (WALG_WAL_BACKLOG_MAX: what is dropped, the journal of drops,
  * the gaps recorded); wal-push (each codec, encrypted, what it refuses, overwrite protection,
- * background uploads and their markers), wal-fetch and its prefetch, wal-show and wal-verify.
+ * background uploads and their markers), wal-fetch and its prefetch, wal-show and wal-verify,
+ * backup-verify's WAL check, WAL metadata; wal-receive against a scripted server.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 
 #include "internal/catalog/catalog.h"
 #include "internal/wal/wal_impl.h"
+#include "test/unit/pqfake.h"
 #include "test/unit/unit.h"
 
 #define MIB ((uint64_t)1 << 20)
@@ -785,6 +787,212 @@ static void test_check_range(void **state)
 	unit_cluster_close(&cfg, &r);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* wal-receive against a scripted server (test/unit/pqfake.h)                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+#define CHUNK (256u << 10)
+/* test_pgsql checks the slot's SQL whole */
+#define SLOT_SQL "SELECT count(*), max(slot_type), ..."
+
+/* A script built as the test goes, the cells of its rows and the messages it hands out. */
+typedef struct script {
+	pq_step steps[64];
+	size_t n;
+	const char *cells[128];
+	size_t ncells;
+	char *owned[32];
+	size_t nowned;
+} script;
+
+/* n cells kept in the script (a helper's compound literal ends with the helper). */
+static const char *const *keep(script *sc, size_t n, const char *const *cells)
+{
+	assert_true(sc->ncells + n <= 128);
+	const char **at = &sc->cells[sc->ncells];
+	memcpy(at, cells, n * sizeof(*cells));
+	sc->ncells += n;
+	return at;
+}
+
+static pq_step value(script *sc, const char *sql, const char *v)
+{
+	return (pq_step){ .kind = PQ_QUERY, .text = sql, .status = PGRES_TUPLES_OK, .ncols = 1,
+					  .nrows = 1, .cells = keep(sc, 1, PQ_CELLS(v)) };
+}
+
+static void add(script *sc, pq_step st)
+{
+	assert_true(sc->n < 64);
+	sc->steps[sc->n++] = st;
+}
+
+static void add_copy(script *sc, unsigned char *msg, size_t len)
+{
+	assert_true(sc->nowned < 32);
+	sc->owned[sc->nowned++] = (char *)msg;
+	add(sc, (pq_step){ .kind = PQ_COPY, .text = (const char *)msg, .copy_len = (int)len });
+}
+
+static void put_be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (56 - 8 * i));
+}
+
+/* XLogData messages carrying len bytes of WAL from LSN start, in CHUNK pieces. */
+static void add_wal(script *sc, uint64_t start, const unsigned char *wal, size_t len)
+{
+	for (size_t at = 0; at < len; at += CHUNK) {
+		size_t n = len - at < CHUNK ? len - at : CHUNK;
+		unsigned char *m = xcalloc(1, 25 + n);
+		m[0] = 'w';
+		put_be64(m + 1, start + at);
+		put_be64(m + 9, start + at + n);
+		memcpy(m + 25, wal + at, n);
+		add_copy(sc, m, 25 + n);
+	}
+}
+
+/* The replication session's start: its server facts (PostgreSQL 15, 1 MiB segments). */
+static void add_replication(script *sc, const char *tli, const char *xlogpos)
+{
+	add(sc, (pq_step){ .kind = PQ_CONNECT, .text = "replication=true application_name=walc expand" });
+	add(sc, (pq_step){ .kind = PQ_QUERY, .text = "IDENTIFY_SYSTEM", .status = PGRES_TUPLES_OK,
+					   .ncols = 4, .nrows = 1,
+					   .cells = keep(sc, 4, PQ_CELLS("7714482919781331307", tli, xlogpos, NULL)) });
+	add(sc, value(sc, "SHOW data_directory", "/d"));
+	add(sc, value(sc, "SHOW wal_segment_size", "1MB"));
+	add(sc, value(sc, "SHOW archive_mode", "on"));
+	add(sc, value(sc, "SHOW archive_command", ""));
+	add(sc, value(sc, "SHOW archive_library", ""));
+	add(sc, value(sc, "SHOW data_checksums", "on"));
+}
+
+static void add_slot(script *sc, const char *count, const char *lsn, const char *status)
+{
+	add(sc, (pq_step){ .kind = PQ_CONNECT, .text = "application_name=walc expand" });
+	add(sc, (pq_step){ .kind = PQ_QUERY, .text = SLOT_SQL, .param = "walc",
+					   .status = PGRES_TUPLES_OK, .ncols = 4, .nrows = 1,
+					   .cells = keep(sc, 4, PQ_CELLS(count, count[0] == '0' ? NULL : "physical", lsn,
+												  status)) });
+}
+
+static void script_free(script *sc)
+{
+	for (size_t i = 0; i < sc->nowned; i++)
+		free(sc->owned[i]);
+}
+
+/*
+ * A new slot on timeline 1: segment 0x30 stored once complete; the timeline ends inside 0x31,
+ * stored as .partial with timeline 2's history; timeline 2's 0x31 stored; the server's shutdown
+ * ends it, with the slot told only what is stored. Then the slot invalidated: the gap from the
+ * newest stored segment to the server's position is recorded lost, and named.
+ */
+static void test_receive(void **state)
+{
+	(void)state;
+	config cfg;
+	repo r;
+	config_pair more[] = { { "WALG_SLOTNAME", "walc" } };
+	unit_cluster_open(&cfg, &r, more, 1);
+	unsigned char *seg30 = unit_wal_segment(1, 0x30, MIB, SYSID, 30);
+	unsigned char *seg31 = unit_wal_segment(1, 0x31, MIB, SYSID, 31);
+	unsigned char *seg31b = unit_wal_segment(2, 0x31, MIB, SYSID, 32);
+	const char *hist2 = "1\t0/3119000\tno recovery target specified\n";
+	script sc = { .n = 0 };
+	add_slot(&sc, "0", NULL, NULL);
+	add_replication(&sc, "1", "0/3000100");
+	add(&sc, (pq_step){ .kind = PQ_QUERY, .text = "CREATE_REPLICATION_SLOT walc PHYSICAL (RESERVE_WAL)",
+						.status = PGRES_COMMAND_OK });
+	add(&sc, (pq_step){ .kind = PQ_QUERY, .text = "START_REPLICATION SLOT walc PHYSICAL 0/3000000 TIMELINE 1",
+						.status = PGRES_COPY_BOTH });
+	add_wal(&sc, 0x3000000, seg30, MIB);
+	add_wal(&sc, 0x3100000, seg31, 0x19000);
+	add(&sc, (pq_step){ .kind = PQ_COPY, .copy_len = -1 });
+	add(&sc, (pq_step){ .kind = PQ_RESULT, .status = PGRES_TUPLES_OK, .ncols = 2, .nrows = 1,
+						.cells = PQ_CELLS("2", "0/3119000") });
+	add(&sc, (pq_step){ .kind = PQ_RESULT, .status = PGRES_COMMAND_OK });
+	add(&sc, (pq_step){ .kind = PQ_QUERY, .text = "TIMELINE_HISTORY 2", .status = PGRES_TUPLES_OK,
+						.ncols = 2, .nrows = 1, .cells = PQ_CELLS("00000002.history", hist2) });
+	add(&sc, (pq_step){ .kind = PQ_QUERY, .text = "START_REPLICATION SLOT walc PHYSICAL 0/3100000 TIMELINE 2",
+						.status = PGRES_COPY_BOTH });
+	add_wal(&sc, 0x3100000, seg31b, MIB);
+	add(&sc, (pq_step){ .kind = PQ_COPY, .copy_len = -1 });
+	add(&sc, (pq_step){ .kind = PQ_RESULT, .status = PGRES_COMMAND_OK });
+	pq_script(sc.steps, sc.n, 150000, "15.0");
+	assert_int_equal(wal_receive(&r, &cfg, NULL, NULL), E_IO);
+	assert_string_equal(err_msg(), "wal-receive: the server ended replication (shutting down?); "
+								   "the slot keeps the WAL from 0/3200000");
+	err_clear();
+	/* the slot may release only what is stored: the end of timeline 2's 0x31 */
+	int len;
+	const char *status = pq_last_copy(&len);
+	assert_int_equal(len, 34);
+	unsigned char want[8];
+	put_be64(want, 0x3200000);
+	assert_memory_equal(status + 1, want, 8);
+	assert_memory_equal(status + 9, want, 8);
+	pq_done();
+
+	char *key = stored(&r, "000000010000000000000030");
+	assert_non_null(key);
+	free(key);
+	assert_non_null(key = stored(&r, "000000010000000000000031.partial"));
+	free(key);
+	assert_non_null(key = stored(&r, "00000002.history"));
+	free(key);
+	assert_non_null(key = stored(&r, "000000020000000000000031"));
+	free(key);
+	char *dir = xasprintf("%s/got", unit_dir);
+	assert_int_equal(mkdir_p(dir, 0700), E_OK);
+	char *dest = xasprintf("%s/000000020000000000000031", dir);
+	bool prefetch;
+	assert_int_equal(wal_fetch(&r, &cfg, "000000020000000000000031", dest, &prefetch), E_OK);
+	size_t n;
+	unsigned char *got = read_all(dest, &n);
+	assert_int_equal(n, MIB);
+	assert_memory_equal(got, seg31b, MIB);
+	free(got);
+
+	/* the slot invalidated while walc was away: 0x32 to 0x34 recorded lost */
+	script lost = { .n = 0 };
+	add_slot(&lost, "1", NULL, "lost");
+	add_replication(&lost, "2", "0/3500000");
+	pq_script(lost.steps, lost.n, 150000, "15.0");
+	assert_int_equal(wal_receive(&r, &cfg, NULL, NULL), E_NOTFOUND);
+	assert_non_null(strstr(err_msg(), "wal-receive: replication slot \"walc\" was invalidated"));
+	assert_non_null(strstr(err_msg(), "the archive misses the WAL from 000000020000000000000032 "
+									  "to 000000020000000000000034 at most"));
+	err_clear();
+	pq_done();
+	wal_lost gaps;
+	assert_int_equal(wal_lost_read(&r, MIB, &gaps), E_OK);
+	assert_int_equal(gaps.n, 1);
+	assert_int_equal(gaps.gaps[0].tli, 2);
+	assert_int_equal(gaps.gaps[0].first, 0x32);
+	assert_int_equal(gaps.gaps[0].last, 0x34);
+	wal_lost_free(&gaps);
+
+	/* a slot name that could not go into a replication command unquoted */
+	config_pair bad[] = { { "WALG_SLOTNAME", "Walc;" } };
+	unit_cluster_close(&cfg, &r);
+	unit_cluster_open(&cfg, &r, bad, 1);
+	assert_int_equal(wal_receive(&r, &cfg, NULL, NULL), E_CONFIG);
+	assert_non_null(strstr(err_msg(), "WALG_SLOTNAME: expected 1 to 63 lower-case letters"));
+	err_clear();
+
+	script_free(&sc);
+	script_free(&lost);
+	free(dest);
+	free(dir);
+	free(seg30);
+	free(seg31);
+	free(seg31b);
+	unit_cluster_close(&cfg, &r);
+}
+
 int main(void)
 {
 	log_setup(LOG_ERROR, false, "test");
@@ -801,6 +1009,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fetch_history, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_wal_metadata, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_check_range, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_receive, unit_dir_setup, unit_dir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

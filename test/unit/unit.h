@@ -96,7 +96,7 @@ static inline unsigned char *unit_wal_segment(uint32_t tli, uint64_t segno, uint
 											  uint64_t sysid, uint32_t seed)
 {
 	unsigned char *seg = pattern(seg_size, seed);
-	size_t len;
+	size_t len = 0;
 	unsigned char *head = read_all("test/unit/data/pg15-wal-long-header.bin", &len);
 	assert_non_null(head);
 	assert_int_equal(len, 40);
