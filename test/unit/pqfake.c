@@ -217,9 +217,15 @@ int PQsendQuery(PGconn *conn, const char *query)
 {
 	const pq_step *st = take(PQ_SEND, query);
 	assert_sent(query, st->text);
-	conn->sent = st;
+	conn->sent = st->ncols > 0 ? st : NULL;
 	conn->next_row = 0;
 	return 1;
+}
+
+int PQisBusy(PGconn *conn)
+{
+	(void)conn;
+	return 0; /* every answer is there at once */
 }
 
 int PQsetSingleRowMode(PGconn *conn)

@@ -14,8 +14,9 @@
 typedef enum pq_kind {
 	PQ_CONNECT, /* PQconnectdbParams */
 	PQ_QUERY,	/* PQexec, PQexecParams */
-	PQ_SEND,	/* PQsendQuery, its rows one at a time through PQgetResult (single-row mode) */
-	PQ_RESULT,	/* PQgetResult with no query sent: a result after a COPY */
+	PQ_SEND,	/* PQsendQuery, its rows one at a time through PQgetResult (single-row mode);
+				 * with no columns, its results are the PQ_RESULT steps that follow */
+	PQ_RESULT,	/* PQgetResult with no rows pending: a command's results, one after a COPY */
 	PQ_COPY,	/* PQgetCopyData */
 } pq_kind;
 

@@ -1,8 +1,8 @@
 /*
  * pg's SQL and replication sessions against a scripted libpq (test/unit/pqfake.h): what walc
  * sends on connecting, for the server's facts, a backup's start and stop, the databases and
- * relations, slots, timeline history and the WAL stream, on each major's SQL; what it makes of
- * the answers, and the one line an error becomes.
+ * relations, slots, timeline history, the WAL stream and BASE_BACKUP's stream, on each major's
+ * SQL and protocol; what it makes of the answers, and the one line an error becomes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -656,6 +656,257 @@ static void test_wal_stream_errors(void **state)
 	pq_done();
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* BASE_BACKUP                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/* What the handler heard, one line an event. */
+typedef struct heard {
+	char log[1024];
+	size_t data, manifest;
+	err_code fail_begin; /* archive_begin's answer */
+} heard;
+
+__attribute__((format(printf, 2, 3))) static void note(heard *h, const char *fmt, ...)
+{
+	size_t at = strlen(h->log);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(h->log + at, sizeof(h->log) - at, fmt, ap);
+	va_end(ap);
+}
+
+static err_code bb_started(void *ctx, uint64_t lsn, uint32_t tli)
+{
+	char l[32];
+	pg_lsn_format(lsn, l);
+	note(ctx, "started %s %u\n", l, tli);
+	return E_OK;
+}
+
+static err_code bb_tablespace(void *ctx, const char *oid, const char *location)
+{
+	note(ctx, "tablespace %s %s\n", oid, location);
+	return E_OK;
+}
+
+static err_code bb_begin(void *ctx, const char *name, const char *oid)
+{
+	heard *h = ctx;
+	note(h, "archive %s %s\n", name, oid ? oid : "-");
+	return h->fail_begin != E_OK ? err_set(h->fail_begin, "no room for %s", name) : E_OK;
+}
+
+static err_code bb_data(void *ctx, const void *buf, size_t len)
+{
+	(void)buf;
+	((heard *)ctx)->data += len;
+	return E_OK;
+}
+
+static err_code bb_end(void *ctx)
+{
+	heard *h = ctx;
+	note(h, "end %zu\n", h->data);
+	h->data = 0;
+	return E_OK;
+}
+
+static err_code bb_manifest(void *ctx, const void *buf, size_t len)
+{
+	(void)buf;
+	((heard *)ctx)->manifest += len;
+	return E_OK;
+}
+
+static const pg_bb_handler handler = { bb_started, bb_tablespace, bb_begin, bb_data,
+									   bb_end,	   bb_manifest,	  NULL };
+
+#define BB_SENT { .kind = PQ_SEND, .text = "BASE_BACKUP ..." }
+#define BB_START(lsn)                                                                          \
+	{ .kind = PQ_RESULT, .status = PGRES_TUPLES_OK, .ncols = 2, .nrows = 1,                    \
+	  .cells = PQ_CELLS(lsn, "1") }
+/* the base directory's row, then a tablespace's */
+#define BB_SPACES                                                                             \
+	{ .kind = PQ_RESULT, .status = PGRES_TUPLES_OK, .ncols = 3, .nrows = 2,                    \
+	  .cells = PQ_CELLS(NULL, NULL, "100", "16400", "/srv/ts", "50") }
+#define BB_END(lsn)                                                                            \
+	{ .kind = PQ_RESULT, .status = PGRES_TUPLES_OK, .ncols = 2, .nrows = 1,                    \
+	  .cells = PQ_CELLS(lsn, "1") }
+
+/* 15's stream: each archive's header, its data, the manifest, progress left out. */
+static void test_base_backup(void **state)
+{
+	(void)state;
+	static const char base_hdr[] = "nbase.tar\0";
+	static const char ts_hdr[] = "n16400.tar\0/srv/ts";
+	const pq_step steps[] = {
+		REPL_CONNECT,
+		BB_SENT,
+		BB_START("0/5000028"),
+		BB_SPACES,
+		RESULT(PGRES_COPY_OUT),
+		COPY(base_hdr, sizeof(base_hdr)),
+		COPY("dbase bytes", 11),
+		COPY("p\0\0\0\0\0\0\0\x10", 9),
+		COPY(ts_hdr, sizeof(ts_hdr)),
+		COPY("dts", 3),
+		COPY("m", 1),
+		COPY("d{\"Files\":[]}", 13),
+		COPY(NULL, -1),
+		RESULT(PGRES_COMMAND_OK),
+		BB_END("0/5000100"),
+		RESULT(PGRES_COMMAND_OK),
+	};
+	pg_session *s = connected(steps, COUNT(steps), 150000, true);
+	pg_bb_options o = { .label = "base_000000010000000000000005", .manifest = false };
+	heard h = { .fail_begin = E_OK };
+	pg_bb_result res;
+	assert_int_equal(pg_base_backup(s, &o, &handler, &h, &res), E_OK);
+	assert_string_equal(h.log, "started 0/5000028 1\n"
+							   "tablespace 16400 /srv/ts\n"
+							   "archive base.tar -\n"
+							   "end 10\n"
+							   "archive 16400.tar 16400\n"
+							   "end 2\n");
+	assert_int_equal(h.manifest, 12);
+	assert_true(res.end_lsn == UINT64_C(0x5000100));
+	assert_int_equal(res.wire_bytes, sizeof(base_hdr) + 11 + 9 + sizeof(ts_hdr) + 3 + 1 + 13);
+	assert_false(res.refused);
+	pg_disconnect(s);
+	pq_done();
+}
+
+/* 13 and 14: one CopyOut a tablespace, the end-of-archive blocks the client's to add. */
+static void test_base_backup_old(void **state)
+{
+	(void)state;
+	const pq_step steps[] = {
+		REPL_CONNECT,
+		BB_SENT,
+		BB_START("0/6000028"),
+		BB_SPACES,
+		RESULT(PGRES_COPY_OUT),
+		COPY("base", 4),
+		COPY(NULL, 0), /* nothing yet: wait */
+		COPY(NULL, -1),
+		RESULT(PGRES_COMMAND_OK),
+		RESULT(PGRES_COPY_OUT),
+		COPY("ts", 2),
+		COPY(NULL, -1),
+		BB_END("0/6000100"),
+	};
+	pg_session *s = connected(steps, COUNT(steps), 140000, true);
+	pg_bb_options o = { .label = "b" };
+	heard h = { .fail_begin = E_OK };
+	pg_bb_result res;
+	assert_int_equal(pg_base_backup(s, &o, &handler, &h, &res), E_OK);
+	assert_string_equal(h.log, "started 0/6000028 1\n"
+							   "tablespace 16400 /srv/ts\n"
+							   "archive base.tar -\n"
+							   "end 1028\n"
+							   "archive 16400.tar 16400\n"
+							   "end 1026\n");
+	assert_true(res.end_lsn == UINT64_C(0x6000100));
+	pg_disconnect(s);
+	pq_done();
+}
+
+/* A refusal leaves the session usable; a stream out of shape is an error naming what came. */
+static void test_base_backup_errors(void **state)
+{
+	(void)state;
+	const pq_step steps[] = {
+		REPL_CONNECT,
+		BB_SENT,
+		{ .kind = PQ_RESULT, .status = PGRES_FATAL_ERROR,
+		  .error = "ERROR:  incremental backups cannot be taken unless WAL summarization is "
+				   "enabled\n" },
+		/* data before any archive header */
+		BB_SENT,
+		BB_START("0/7000028"),
+		BB_SPACES,
+		RESULT(PGRES_COPY_OUT),
+		COPY("dx", 2),
+		/* an archive name the server has no business sending */
+		BB_SENT,
+		BB_START("0/7000028"),
+		BB_SPACES,
+		RESULT(PGRES_COPY_OUT),
+		COPY("n../x.tar\0", 11),
+		/* the handler fails: its error stands */
+		BB_SENT,
+		BB_START("0/7000028"),
+		BB_SPACES,
+		RESULT(PGRES_COPY_OUT),
+		COPY("nbase.tar\0", 11),
+		/* no end position */
+		BB_SENT,
+		BB_START("0/7000028"),
+		BB_SPACES,
+		RESULT(PGRES_COPY_OUT),
+		COPY(NULL, -1),
+		RESULT(PGRES_COMMAND_OK),
+	};
+	pg_session *s = connected(steps, COUNT(steps), 170000, true);
+	pg_bb_options o = { .label = "b", .incremental = true, .manifest = true };
+	heard h = { .fail_begin = E_OK };
+	pg_bb_result res;
+	assert_int_equal(pg_base_backup(s, &o, &handler, &h, &res), E_IO);
+	assert_true(res.refused);
+	assert_string_equal(err_msg(), "BASE_BACKUP refused: ERROR:  incremental backups cannot be "
+								   "taken unless WAL summarization is enabled");
+	err_clear();
+	o.incremental = false;
+	assert_int_equal(pg_base_backup(s, &o, &handler, &h, &res), E_CORRUPT);
+	assert_false(res.refused);
+	assert_string_equal(err_msg(), "BASE_BACKUP data before an archive header");
+	err_clear();
+	assert_int_equal(pg_base_backup(s, &o, &handler, &h, &res), E_CORRUPT);
+	assert_string_equal(err_msg(), "BASE_BACKUP sent an unexpected archive \"../x.tar\"");
+	err_clear();
+	h.fail_begin = E_IO;
+	assert_int_equal(pg_base_backup(s, &o, &handler, &h, &res), E_IO);
+	assert_string_equal(err_msg(), "no room for base.tar");
+	err_clear();
+	assert_int_equal(pg_base_backup(s, &o, &handler, &h, &res), E_IO);
+	assert_string_equal(err_msg(), "BASE_BACKUP ended without an end position");
+	err_clear();
+	pg_disconnect(s);
+	pq_done();
+}
+
+/* 17's UPLOAD_MANIFEST: the prior manifest in pieces; refused before 17. */
+static void test_upload_manifest(void **state)
+{
+	(void)state;
+	const pq_step steps[] = {
+		REPL_CONNECT,
+		STATUS("UPLOAD_MANIFEST", PGRES_COPY_IN),
+		RESULT(PGRES_COMMAND_OK),
+		FAILS("UPLOAD_MANIFEST", "ERROR:  manifest already uploaded\n"),
+	};
+	pg_session *s = connected(steps, COUNT(steps), 170000, true);
+	char *manifest = xmalloc(70000);
+	memset(manifest, 'm', 70000);
+	assert_int_equal(pg_upload_manifest(s, manifest, 70000), E_OK);
+	int len;
+	pq_last_copy(&len);
+	assert_int_equal(len, 70000 - 65536); /* the last of two pieces */
+	assert_int_equal(pg_upload_manifest(s, manifest, 10), E_IO);
+	assert_string_equal(err_msg(), "BASE_BACKUP UPLOAD_MANIFEST: ERROR:  manifest already uploaded");
+	err_clear();
+	free(manifest);
+	pg_disconnect(s);
+	pq_done();
+	const pq_step old[] = { REPL_CONNECT };
+	s = connected(old, COUNT(old), 160000, true);
+	assert_int_equal(pg_upload_manifest(s, "x", 1), E_CONFIG);
+	err_clear();
+	pg_disconnect(s);
+	pq_done();
+}
+
 int main(void)
 {
 	log_setup(LOG_ERROR, false, "test_pgsql");
@@ -673,6 +924,10 @@ int main(void)
 		cmocka_unit_test_setup(test_timeline_history, clean),
 		cmocka_unit_test_setup(test_wal_stream, clean),
 		cmocka_unit_test_setup(test_wal_stream_errors, clean),
+		cmocka_unit_test_setup(test_base_backup, clean),
+		cmocka_unit_test_setup(test_base_backup_old, clean),
+		cmocka_unit_test_setup(test_base_backup_errors, clean),
+		cmocka_unit_test_setup(test_upload_manifest, clean),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
