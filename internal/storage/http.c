@@ -362,14 +362,15 @@ static char *url_part(CURLU *u, CURLUPart part)
 
 /*
  * Splits url into the URL without user and password (*bare) and the Basic authorization
- * they make (*basic, NULL without a user); false when url does not parse.
+ * they make (*basic, NULL without a user); false when url does not parse. A URL without a
+ * scheme is http's, as the Prometheus client WAL-G pushes with takes it.
  */
 static bool url_split(const char *url, char **bare, char **basic)
 {
 	CURLU *u = curl_url();
 	char *b = NULL;
 	*basic = NULL;
-	if (u == NULL || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
+	if (u == NULL || curl_url_set(u, CURLUPART_URL, url, CURLU_GUESS_SCHEME) != CURLUE_OK) {
 		curl_url_cleanup(u);
 		return false;
 	}

@@ -527,6 +527,9 @@ static void test_plain_send(void **state)
 	char *shown = storage_url_shown("https://u:p@gw.test/x");
 	assert_string_equal(shown, "https://gw.test/x");
 	free(shown);
+	shown = storage_url_shown("gw.test:9091");
+	assert_string_equal(shown, "http://gw.test:9091/");
+	free(shown);
 	shown = storage_url_shown("no url");
 	assert_string_equal(shown, "(an unparsable URL)");
 	free(shown);
