@@ -8,8 +8,8 @@
 #endif
 
 #include "cmd/walc/commands.h"
+#include "cmd/walc/pushgw.h"
 #include "internal/backup/backup.h"
-#include "internal/daemon/daemon.h"
 #include "internal/pg/pg.h"
 
 /*
@@ -51,7 +51,8 @@ int cmd_backup_push(const config *cfg, const args *a)
 		rc = backup_push(r, cfg, &opt);
 	}
 	int code = command_fail(rc);
-	metrics_push(opened ? r : NULL, cfg, "backup-push", rc == E_OK, command_clock() - start);
+	pushgw_run(opened ? r : NULL, cfg, "backup-push", rc == E_OK, command_clock() - start, NULL,
+			   0);
 	repo_close(r);
 	return code;
 }
@@ -235,8 +236,8 @@ int cmd_backup_verify(const config *cfg, const args *a)
 	/* a run that found damage ran: walc_verify_problems says what it found */
 	metric found = { "walc_verify_problems", "Problems the last backup-verify run found.",
 					 (double)problems };
-	metrics_push_with(opened ? r : NULL, cfg, "backup-verify", rc == E_OK,
-					  command_clock() - start, &found, 1);
+	pushgw_run(opened ? r : NULL, cfg, "backup-verify", rc == E_OK, command_clock() - start,
+			   &found, 1);
 	repo_close(r);
 	if (rc == E_OK && problems > 0) {
 		log_error("backup-verify: %llu problem%s found", (unsigned long long)problems,

@@ -8,9 +8,9 @@
 #include <time.h>
 
 #include "cmd/walc/commands.h"
+#include "cmd/walc/pushgw.h"
 #include "cmd/walc/conffile.h"
 #include "internal/backup/backup.h"
-#include "internal/daemon/daemon.h"
 
 /* The repository a copy file names: its storage settings, the rest of the configuration's. */
 static err_code open_side(const config *cfg, const char *flag, const char *path, bool reading,
@@ -63,8 +63,8 @@ static err_code pass(const config *cfg, const args *a, const copy_options *o)
 		{ "walc_copy_bytes", "Bytes the run copied.", (double)res.copied_bytes },
 		{ "walc_copy_backups", "Backups the run copied or found copied.", (double)res.backups },
 	};
-	metrics_push_with(opened ? to : NULL, cfg, "copy", rc == E_OK, command_clock() - start, m,
-					  sizeof(m) / sizeof(m[0]));
+	pushgw_run(opened ? to : NULL, cfg, "copy", rc == E_OK, command_clock() - start, m,
+			   sizeof(m) / sizeof(m[0]));
 	repo_close(to);
 	repo_close(from);
 	return rc;

@@ -3,6 +3,7 @@
  * optional metrics) and wal-receive (WAL over physical replication); and the daemon's client.
  */
 #include "cmd/walc/commands.h"
+#include "cmd/walc/pushgw.h"
 #include "internal/daemon/daemon.h"
 #include "internal/storage/storage.h"
 #include "internal/wal/wal.h"
@@ -30,7 +31,7 @@ int cmd_daemon(const config *cfg, const args *a)
 
 static void report_backlog(void *arg, const wal_backlog *b)
 {
-	metrics_push_backlog(arg, "wal-receive", b);
+	pushgw_backlog(arg, "wal-receive", b);
 }
 
 int cmd_wal_receive(const config *cfg, const args *a)

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include "cmd/walc/commands.h"
+#include "cmd/walc/pushgw.h"
 #include "internal/backup/backup.h"
-#include "internal/daemon/daemon.h"
 
 static bool parse_count(const char *s, int *out)
 {
@@ -177,7 +177,8 @@ int cmd_delete(const config *cfg, const args *a)
 	if (rc == E_OK)
 		rc = backup_delete(r, cfg, &o, stdout);
 	int code = command_fail(rc);
-	metrics_push(opened ? r : NULL, cfg, "delete", rc == E_OK, command_clock() - start);
+	pushgw_run(opened ? r : NULL, cfg, "delete", rc == E_OK, command_clock() - start, NULL,
+			   0);
 	repo_close(r);
 	return code;
 }

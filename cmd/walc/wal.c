@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "cmd/walc/commands.h"
-#include "internal/daemon/daemon.h"
+#include "cmd/walc/pushgw.h"
 #include "internal/pg/pg.h"
 #include "internal/pipe/pipe.h"
 #include "internal/wal/wal.h"
@@ -52,7 +52,7 @@ static void start_deadline(long ms)
 /* The backlog to the Pushgateway (WALG_PUSHGATEWAY_URL) when wal_push says it is worth it. */
 static void report_backlog(void *arg, const wal_backlog *b)
 {
-	metrics_push_backlog(arg, "wal-push", b);
+	pushgw_backlog(arg, "wal-push", b);
 }
 
 int cmd_wal_push(const config *cfg, const args *a)

@@ -27,21 +27,25 @@
 err_code daemon_run(repo *push, repo *fetch, const config *cfg, const char *socket_path,
 					const char *metrics_addr);
 
-/* A command's own gauges, pushed with its run's. */
+/* A command's own gauges, pushed with its run's (metrics_run_text). */
 typedef struct metric {
 	const char *name;
 	const char *help;
 	double value;
 } metric;
 /*
- * One run of a command in the Pushgateway's text (docs/DEPLOY.md names the metrics), to free:
- * outcome, duration, and after a success the command's gauges and the repository's newest
- * backup and number of backups (r NULL: the repository did not open). A failure gives only
- * the outcome: a POST replaces just the metrics it names, so the last success's stay.
+ * What the Pushgateway gets for one run of a command ("backup-push", "delete"; docs/DEPLOY.md
+ * names the metrics), in Prometheus text: outcome and duration; after a success also the
+ * command's gauges (extra) and the repository's newest backup and number of backups (r NULL:
+ * the repository did not open). A failure's text names only the run's outcome, so that a POST
+ * of it leaves the last success's metrics in place. The caller frees it.
  */
 char *metrics_run_text(repo *r, bool ok, double seconds, const metric *extra, size_t nextra);
-/* The WAL backlog an archiving command reported (wal-push, wal-receive), in the same text. */
-char *metrics_backlog_push_text(const wal_backlog *b);
+/*
+ * The WAL backlog an archiving command reported (wal-push, wal-receive), as the Pushgateway's
+ * gauges of its last report. The caller frees it.
+ */
+char *metrics_backlog_text(const wal_backlog *b);
 
 /*
  * Parses one request from buf (len bytes): *type, the body, and for 'f' the two arguments.

@@ -2,8 +2,8 @@
  * The daemon's HTTP side: /metrics in Prometheus text exposition and /healthz, on a TCP port.
  * One small thread; the last backup is read from storage at most once a minute, the WAL waiting
  * in pg_wal at each scrape.
- * And the text the commands whose pods end before any scrape (backup-push, delete) push to the
- * Pushgateway; cmd posts it.
+ * And the Pushgateway's texts of backup-push, delete and the archiving commands, whose pods end
+ * before any scrape (cmd sends them, through storage's HTTP core).
  */
 #include "internal/daemon/metrics.h"
 
@@ -359,7 +359,7 @@ char *metrics_run_text(repo *r, bool ok, double seconds, const metric *extra, si
 	return b;
 }
 
-char *metrics_backlog_push_text(const wal_backlog *b)
+char *metrics_backlog_text(const wal_backlog *b)
 {
 	return backlog_text(b, false);
 }

@@ -82,6 +82,29 @@ err_code storage_tls_new(const char *store_ca, const tls_settings *set, storage_
 void storage_tls_apply(const storage_tls *t, void *curl);
 void storage_tls_free(storage_tls *t);
 
+/*
+ * One request outside any store (the Pushgateway's pushes) on the stores' HTTP core: its
+ * timeouts, its retries with backoff (connection errors, 5xx and 429: max_retries after the
+ * first attempt, each attempt at most attempt_s seconds) and its trust (store_ca, else tls, as
+ * storage_tls_new takes them). A user and password in url go as Basic authentication and never
+ * into a message: messages name storage_url_shown(url). It is sent even after a signal asked
+ * walc to stop (it reports how a run ended). E_OK on a 2xx answer; else an error naming the URL
+ * and the last answer's HTTP status or the last connection error.
+ */
+typedef struct storage_http_msg {
+	const char *method; /* "POST", "PUT" */
+	const char *url;
+	const char *content_type;
+	const char *body; /* body_len bytes, borrowed */
+	size_t body_len;
+	int max_retries;
+	long attempt_s;
+} storage_http_msg;
+err_code storage_http_send(const storage_http_msg *m, const char *store_ca,
+						   const tls_settings *tls);
+/* url without its user and password, for messages (a new string). */
+char *storage_url_shown(const char *url);
+
 /* Opens the storage the configuration names (file system, S3, GCS, Azure Blob or SFTP). */
 err_code storage_open(const storage_settings *cfg, storage **out);
 

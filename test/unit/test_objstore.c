@@ -3,7 +3,9 @@
  * (below the retry loop): the GCS resumable upload protocol (which the emulator in the
  * integration tests lacks: it finalizes on the first chunk), a service account's signed JWT
  * exchanged for a token and refreshed after a 401, the metadata server, CSEK headers, the
- * JSON and XML parsers, Azure configuration errors and Azure AD token requests.
+ * JSON and XML parsers, Azure configuration errors and Azure AD token requests; a plain
+ * request outside the stores (the Pushgateway's): its retries, Basic authentication from the
+ * URL kept out of messages, and its sending after a signal.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "internal/storage/azure/azure.h"
@@ -450,6 +453,110 @@ static void test_azure_config_and_ad(void **state)
 	storage_free(st);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* A plain request outside the stores (the Pushgateway's)                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct pfake {
+	int attempts;
+	long status[4]; /* each attempt's answer; 0 refuses the connection */
+	char url[256], auth[128], type[64], body[64];
+} pfake;
+
+static err_code plain_hook(void *arg, const http_request *req, const http_kvs *hdrs,
+						   http_answer *a)
+{
+	pfake *f = arg;
+	const char *au = http_kvs_get(hdrs, "authorization");
+	const char *ct = http_kvs_get(hdrs, "content-type");
+	snprintf(f->url, sizeof(f->url), "%s", req->url);
+	snprintf(f->auth, sizeof(f->auth), "%s", au ? au : "");
+	snprintf(f->type, sizeof(f->type), "%s", ct ? ct : "");
+	snprintf(f->body, sizeof(f->body), "%.*s", (int)req->body_len, (const char *)req->body);
+	long status = f->status[f->attempts < 4 ? f->attempts : 3];
+	f->attempts++;
+	a->status = status;
+	a->refuse = status == 0;
+	if (status >= 300)
+		body(a, "<Error><Code>SlowDown</Code></Error>"); /* plain text to this client */
+	return E_OK;
+}
+
+static err_code plain_send(int retries)
+{
+	storage_http_msg m = { .method = "POST",
+						   .url = "http://us%40er:s3cr%3At@gw.test:9091/metrics/job/walc",
+						   .content_type = "text/plain; version=0.0.4", .body = "up 1\n",
+						   .body_len = 5, .max_retries = retries, .attempt_s = 2 };
+	return storage_http_send(&m, NULL, NULL);
+}
+
+static void test_plain_send(void **state)
+{
+	(void)state;
+	/* a 503 and a refused connection are retried; the user and password go as Basic auth */
+	pfake f = { .status = { 503, 0, 200 } };
+	http_set_test_hook(plain_hook, &f, 0);
+	assert_int_equal(plain_send(3), E_OK);
+	assert_int_equal(f.attempts, 3);
+	assert_string_equal(f.url, "http://gw.test:9091/metrics/job/walc");
+	char *basic = http_base64("us@er:s3cr:t", strlen("us@er:s3cr:t"));
+	char want[128];
+	snprintf(want, sizeof(want), "Basic %s", basic);
+	free(basic);
+	assert_string_equal(f.auth, want);
+	assert_string_equal(f.type, "text/plain; version=0.0.4");
+	assert_string_equal(f.body, "up 1\n");
+
+	/* a 400 is the answer, not a reason to ask again, even with an S3 throttling code */
+	f = (pfake){ .status = { 400 } };
+	assert_int_equal(plain_send(3), E_IO);
+	assert_int_equal(f.attempts, 1);
+	assert_string_equal(err_msg(), "POST http://gw.test:9091/metrics/job/walc: HTTP 400");
+	err_clear();
+
+	/* retries run out: the last error is named, never the password */
+	f = (pfake){ .status = { 502, 502, 502, 502 } };
+	assert_int_equal(plain_send(1), E_IO);
+	assert_int_equal(f.attempts, 2);
+	assert_non_null(strstr(err_msg(), "gave up after 2 attempts; last error: HTTP 502"));
+	assert_null(strstr(err_msg(), "s3cr"));
+	err_clear();
+	http_set_test_hook(NULL, NULL, 0);
+
+	char *shown = storage_url_shown("https://u:p@gw.test/x");
+	assert_string_equal(shown, "https://gw.test/x");
+	free(shown);
+	shown = storage_url_shown("gw.test:9091");
+	assert_string_equal(shown, "http://gw.test:9091/");
+	free(shown);
+	shown = storage_url_shown("no url");
+	assert_string_equal(shown, "(an unparsable URL)");
+	free(shown);
+	storage_http_msg bad = { .method = "PUT", .url = "no url" };
+	assert_int_equal(storage_http_send(&bad, NULL, NULL), E_CONFIG);
+	assert_string_equal(err_msg(), "PUT: cannot parse the URL");
+	err_clear();
+}
+
+/* A run that a signal ended still reports its failure (in a child: cancellation is for good). */
+static void test_plain_send_after_signal(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pfake f = { .status = { 200 } };
+		http_set_test_hook(plain_hook, &f, 0);
+		cancel_request(15);
+		_exit(plain_send(0) == E_OK && f.attempts == 1 ? 0 : 1);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
 	log_setup(LOG_ERROR, false, "test_objstore");
@@ -459,6 +566,8 @@ int main(void)
 		cmocka_unit_test_setup(test_gcs_metadata, clean),
 		cmocka_unit_test_setup(test_parsers, clean),
 		cmocka_unit_test_setup(test_azure_config_and_ad, clean),
+		cmocka_unit_test_setup(test_plain_send, clean),
+		cmocka_unit_test_setup(test_plain_send_after_signal, clean),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,6 +84,33 @@ static inline unsigned char *read_all(const char *path, size_t *len)
 	return mb.data ? mb.data : xmalloc(1);
 }
 
+/* The system identifier of the cluster that wrote test/unit/data's WAL header. */
+#define UNIT_WAL_SYSID UINT64_C(7714482919781331307)
+
+/*
+ * A WAL segment of seg_size bytes: PostgreSQL 15's long page header (test/unit/data, read from
+ * the repository's root as make test runs) made that of segment segno of timeline tli of
+ * cluster sysid, then bytes from seed. The caller frees it.
+ */
+static inline unsigned char *unit_wal_segment(uint32_t tli, uint64_t segno, uint64_t seg_size,
+											  uint64_t sysid, uint32_t seed)
+{
+	unsigned char *seg = pattern(seg_size, seed);
+	size_t len = 0;
+	unsigned char *head = read_all("test/unit/data/pg15-wal-long-header.bin", &len);
+	assert_non_null(head);
+	assert_int_equal(len, 40);
+	memcpy(seg, head, len);
+	free(head);
+	const struct { size_t at; uint64_t v; int n; } fields[] = {
+		{ 4, tli, 4 }, { 8, segno * seg_size, 8 }, { 24, sysid, 8 }, { 32, seg_size, 4 },
+	};
+	for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++)
+		for (int i = 0; i < fields[f].n; i++)
+			seg[fields[f].at + (size_t)i] = (unsigned char)(fields[f].v >> (8 * i));
+	return seg;
+}
+
 /* What reaches the end of a chain: the bytes, finish calls, whether it was freed. */
 typedef struct probe {
 	membuf mb;
@@ -191,6 +218,43 @@ static inline err_code crypter_load_env(crypter **out)
 		rc = crypter_load(&cfg.crypt, out);
 	config_free(&cfg);
 	return rc;
+}
+#endif
+
+#ifdef WALC_INTERNAL_REPO_REPO_H
+/*
+ * A cluster's directory (unit_dir/pgdata, with pg_wal/archive_status) and a file repository
+ * (unit_dir/repo) configured for it with 1 MiB segments and more's settings (five at most).
+ * The configuration keeps reading its sources (config_each_set): they live here until
+ * unit_cluster_close.
+ */
+static config_pair unit_settings[8];
+static char *unit_repo_dir, *unit_pgdata;
+static inline void unit_cluster_open(config *cfg, repo **r, const config_pair *more, size_t nmore)
+{
+	unit_repo_dir = xasprintf("%s/repo", unit_dir);
+	unit_pgdata = xasprintf("%s/pgdata", unit_dir);
+	char *status = xasprintf("%s/pg_wal/archive_status", unit_pgdata);
+	assert_int_equal(mkdir_p(unit_repo_dir, 0700), E_OK);
+	assert_int_equal(mkdir_p(status, 0700), E_OK);
+	free(status);
+	unit_settings[0] = (config_pair){ "WALG_FILE_PREFIX", unit_repo_dir };
+	unit_settings[1] = (config_pair){ "PGDATA", unit_pgdata };
+	unit_settings[2] = (config_pair){ "WALG_PG_WAL_SIZE", "1" };
+	assert_true(nmore <= 5);
+	for (size_t i = 0; i < nmore; i++)
+		unit_settings[3 + i] = more[i];
+	config_sources src = { NULL, 0, unit_settings, 3 + nmore, "test" };
+	assert_int_equal(config_load_from(cfg, true, &src), E_OK);
+	assert_int_equal(repo_open(cfg, r), E_OK);
+}
+
+static inline void unit_cluster_close(config *cfg, repo *r)
+{
+	repo_close(r);
+	config_free(cfg);
+	free(unit_repo_dir);
+	free(unit_pgdata);
 }
 #endif
 

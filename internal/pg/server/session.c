@@ -121,9 +121,10 @@ err_code pg_query_value(pg_session *s, const char *sql, char **out)
 		PQclear(res);
 		return rc;
 	}
-	if (PQntuples(res) != 1 || PQnfields(res) < 1) {
+	int rows = PQntuples(res);
+	if (rows != 1 || PQnfields(res) < 1) {
 		PQclear(res);
-		return err_set(E_IO, "query \"%.60s\" returned %d rows", sql, PQntuples(res));
+		return err_set(E_IO, "query \"%.60s\" returned %d rows", sql, rows);
 	}
 	*out = xstrdup(PQgetisnull(res, 0, 0) ? "" : PQgetvalue(res, 0, 0));
 	PQclear(res);

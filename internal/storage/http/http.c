@@ -52,18 +52,25 @@ long http_backoff_ms(const http_retry *r, int attempt)
 	return (long)(rng_next() % (uint64_t)(backoff_cap_ms(r, attempt) + 1));
 }
 
-bool http_sleep_ms(long ms, const atomic_bool *cancel)
+/* Sleeps ms, waking early when req (with a cancel flag only) or cancel asks to stop. */
+static bool sleep_unless(long ms, const http_request *req, const atomic_bool *cancel)
 {
-	while (ms > 0) {
-		if (http_cancelled(cancel))
+	for (;;) {
+		if (req != NULL ? http_stop_asked(req) : http_cancelled(cancel))
 			return false;
+		if (ms <= 0)
+			return true;
 		long step = ms < 50 ? ms : 50;
 		struct timespec ts = { step / 1000, (step % 1000) * 1000000L };
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
 		ms -= step;
 	}
-	return !http_cancelled(cancel);
+}
+
+bool http_sleep_ms(long ms, const atomic_bool *cancel)
+{
+	return sleep_unless(ms, NULL, cancel);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -166,7 +173,7 @@ err_code http_do(http_client *h, const http_auth *auth, http_request *req, http_
 	err_code out = E_OK;
 
 	for (int attempt = 0;; attempt++) {
-		if (http_cancelled(req->cancel)) {
+		if (http_stop_asked(req)) {
 			out = err_set(E_CANCELLED, "%s: cancelled", req->what);
 			break;
 		}
@@ -309,7 +316,7 @@ err_code http_do(http_client *h, const http_auth *auth, http_request *req, http_
 		log_warn("%s: %s; retry %d of %d in %ld ms%s", req->what, last, attempt + 1,
 				 rt->max_retries, wait,
 				 x.delivered > 0 && req->into ? " (resuming with a Range request)" : "");
-		if (!http_sleep_ms(wait, req->cancel)) {
+		if (!sleep_unless(wait, req, NULL)) {
 			out = err_set(E_CANCELLED, "%s: cancelled", req->what);
 			break;
 		}
@@ -321,4 +328,118 @@ err_code http_do(http_client *h, const http_auth *auth, http_request *req, http_
 					  (unsigned long long)x.delivered, (unsigned long long)x.limit,
 					  (unsigned long long)req->range_off);
 	return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A plain request outside the stores                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Answers are plain text, not a store's XML: only their status says anything. */
+static void plain_error(http_response *resp)
+{
+	(void)resp;
+}
+
+static bool plain_retryable(const http_response *resp)
+{
+	(void)resp;
+	return false;
+}
+
+static const http_store_ops plain_ops = { .name = "http", .parse_error = plain_error,
+										  .retryable = plain_retryable };
+
+/* u's part (URL-decoded), or NULL when it has none. */
+static char *url_part(CURLU *u, CURLUPart part)
+{
+	char *v = NULL;
+	if (curl_url_get(u, part, &v, CURLU_URLDECODE) != CURLUE_OK)
+		return NULL;
+	char *out = xstrdup(v);
+	curl_free(v);
+	return out;
+}
+
+/*
+ * Splits url into the URL without user and password (*bare) and the Basic authorization
+ * they make (*basic, NULL without a user); false when url does not parse. A URL without a
+ * scheme is http's, as the Prometheus client WAL-G pushes with takes it.
+ */
+static bool url_split(const char *url, char **bare, char **basic)
+{
+	CURLU *u = curl_url();
+	char *b = NULL;
+	*basic = NULL;
+	if (u == NULL || curl_url_set(u, CURLUPART_URL, url, CURLU_GUESS_SCHEME) != CURLUE_OK) {
+		curl_url_cleanup(u);
+		return false;
+	}
+	char *user = url_part(u, CURLUPART_USER);
+	char *pass = url_part(u, CURLUPART_PASSWORD);
+	bool ok = curl_url_set(u, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
+			  curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
+			  curl_url_get(u, CURLUPART_URL, &b, 0) == CURLUE_OK;
+	curl_url_cleanup(u);
+	if (ok) {
+		*bare = xstrdup(b);
+		if (user != NULL) {
+			char *pair = xasprintf("%s:%s", user, pass != NULL ? pass : "");
+			char *enc = http_base64(pair, strlen(pair));
+			*basic = xasprintf("Basic %s", enc);
+			free(enc);
+			http_wipe_free(pair);
+		}
+	}
+	curl_free(b);
+	free(user);
+	http_wipe_free(pass);
+	return ok;
+}
+
+char *storage_url_shown(const char *url)
+{
+	char *bare, *basic;
+	if (!url_split(url, &bare, &basic))
+		return xstrdup("(an unparsable URL)");
+	http_wipe_free(basic);
+	return bare;
+}
+
+err_code storage_http_send(const storage_http_msg *m, const char *store_ca,
+						   const tls_settings *tls)
+{
+	char *url, *basic;
+	if (!url_split(m->url, &url, &basic))
+		return err_set(E_CONFIG, "%s: cannot parse the URL", m->method);
+	http_retry rt = { .max_retries = m->max_retries, .base_ms = 100, .cap_ms = 2000,
+					  .connect_timeout = m->attempt_s < 10 ? m->attempt_s : 10,
+					  .low_speed_time = m->attempt_s, .attempt_timeout = m->attempt_s };
+	http_client h;
+	err_code rc = http_global_init();
+	if (rc == E_OK)
+		rc = http_client_init(&h, store_ca, tls, &rt);
+	if (rc != E_OK) {
+		http_wipe_free(basic);
+		free(url);
+		return rc;
+	}
+	char *what = xasprintf("%s %s", m->method, url);
+	http_request req = { .method = m->method, .url = url, .what = what, .body = m->body,
+						 .body_len = m->body_len, .past_cancel = true };
+	if (m->content_type != NULL)
+		http_kvs_add(&req.headers, "content-type", m->content_type);
+	if (basic != NULL)
+		http_kvs_add(&req.headers, "authorization", basic);
+	http_auth auth = { &plain_ops, NULL };
+	http_response resp;
+	rc = http_do(&h, &auth, &req, &resp);
+	if (rc == E_OK && resp.status / 100 != 2)
+		rc = err_set(E_IO, "%s: HTTP %ld", what, resp.status);
+	http_response_free(&resp);
+	http_kvs_free(&req.headers);
+	http_client_free(&h);
+	http_wipe_free(basic);
+	free(what);
+	free(url);
+	return rc;
 }

@@ -152,6 +152,8 @@ typedef struct http_request {
 	 * fewer in a finished answer is E_CORRUPT */
 	uint64_t range_off, range_len;
 	const atomic_bool *cancel;
+	/* a report of how the run ended (its failure too): sent even after a signal cancelled it */
+	bool past_cancel;
 } http_request;
 
 /*

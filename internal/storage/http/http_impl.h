@@ -36,6 +36,8 @@ typedef struct xfer {
 
 /* The request's cancel flag or a process-wide cancel (a signal). */
 bool http_cancelled(const atomic_bool *cancel);
+/* As http_cancelled for req, whose past_cancel leaves out the process-wide cancel. */
+bool http_stop_asked(const http_request *req);
 
 /*
  * One attempt of x->req at url: the curl code; the answer is in x->resp (status, headers,

@@ -133,6 +133,13 @@ bool http_cancelled(const atomic_bool *cancel)
 	return (cancel != NULL && atomic_load(cancel)) || cancel_requested() != 0;
 }
 
+bool http_stop_asked(const http_request *req)
+{
+	if (req->past_cancel)
+		return req->cancel != NULL && atomic_load(req->cancel);
+	return http_cancelled(req->cancel);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* One transfer                                                                               */
 /* ------------------------------------------------------------------------------------------ */
@@ -306,7 +313,7 @@ static int progress_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 {
 	(void)dt, (void)ut;
 	xfer *x = ud;
-	if (http_cancelled(x->req->cancel))
+	if (http_stop_asked(x->req))
 		return 1;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
