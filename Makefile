@@ -246,7 +246,7 @@ format:
 # of one (with a self-test that a planted violation of each rule, fork() below cmd/ included,
 # is caught); every setting's default written once, in the table (with a self-test that
 # planted restatements are caught); coverage's verdict on made-up figures (a module under its
-# floor fails make coverage).
+# floor fails make coverage); docs/SETTINGS.md holding a row for every setting walc reads.
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --suppress=unknownMacro \
 	  -I. internal cmd
@@ -255,6 +255,8 @@ lint:
 	@test/lint/defaults.sh
 	@test/lint/defaults.sh --self-test
 	@test/coverage.sh --self-test
+	@test/lint/settings_doc.sh
+	@test/lint/settings_doc.sh --self-test
 
 clean:
 	rm -rf build build-asan build-cov build-tsan build-fuzz build-static walc walc-asan walc-cov walc-static
