@@ -61,7 +61,11 @@ void pushgw_backlog(const config *cfg, const char *command, const wal_backlog *b
 	if (cfg->pushgateway_url == NULL || *cfg->pushgateway_url == '\0')
 		return;
 	char *body = metrics_backlog_text(b);
-	/* from an archiving call: a Pushgateway that does not answer must not hold it over 5 s */
-	post(cfg, command, body, 1, 2);
+	/*
+	 * From an archiving call, which runs once a segment: a Pushgateway that does not answer
+	 * must not hold it over 5 s, nor add more than one line a segment to PostgreSQL's log
+	 * (the next call reports the backlog again), so no retry.
+	 */
+	post(cfg, command, body, 0, 4);
 	free(body);
 }
