@@ -74,6 +74,15 @@ err_code group_wait(group *g);
 void group_free(group *g);
 
 /*
+ * Lowers the CPU priority of the calling thread by steps nice values (at most to 19), and so of
+ * every thread it starts from then on: Linux keeps a nice value per thread and a new thread
+ * takes its creator's. For a stage that must leave the cores to another process it depends on
+ * (the server compressing a remote backup's stream). Best effort: on failure nothing changes.
+ * false when the priority was not lowered.
+ */
+bool cpu_yield(int steps);
+
+/*
  * Rate limiter shared by threads: a token bucket of bytes per second with a burst of one
  * second's worth plus 64 KiB, as WAL-G's. rate_new(0) never waits.
  */

@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 /* cmocka's asserts longjmp, so helper threads only record results; the test thread checks. */
 
@@ -531,6 +533,49 @@ static void test_group_fail_external(void **state)
 	chan_free(c);
 }
 
+/* cpu_yield on a thread of its own, so that the test program keeps its priority. */
+typedef struct yield_run {
+	int before, after, started; /* nice values: the thread's, then a thread it started */
+	bool lowered, capped;
+} yield_run;
+
+static err_code read_nice(void *arg)
+{
+	*(int *)arg = getpriority(PRIO_PROCESS, (id_t)gettid());
+	return E_OK;
+}
+
+static void *yield_thread(void *arg)
+{
+	yield_run *y = arg;
+	y->before = getpriority(PRIO_PROCESS, (id_t)gettid());
+	y->lowered = cpu_yield(3);
+	y->after = getpriority(PRIO_PROCESS, (id_t)gettid());
+	group *g = group_new();
+	if (group_go(g, read_nice, &y->started) == E_OK)
+		group_wait(g);
+	group_free(g);
+	y->capped = cpu_yield(40) || getpriority(PRIO_PROCESS, (id_t)gettid()) == 19;
+	return NULL;
+}
+
+static void test_cpu_yield(void **state)
+{
+	(void)state;
+	int main_before = getpriority(PRIO_PROCESS, (id_t)gettid());
+	yield_run y = { 0 };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, yield_thread, &y), 0);
+	pthread_join(t, NULL);
+	/* run under nice, the test may start near the bottom: 19 is as low as it goes */
+	assert_int_equal(y.lowered, y.before < 19);
+	assert_int_equal(y.after, y.before + 3 > 19 ? 19 : y.before + 3);
+	assert_int_equal(y.started, y.after); /* threads started afterwards take it */
+	assert_true(y.capped);
+	/* The other threads, this one included, keep theirs. */
+	assert_int_equal(getpriority(PRIO_PROCESS, (id_t)gettid()), main_before);
+}
+
 static void test_group_code_without_message(void **state)
 {
 	(void)state;
@@ -788,6 +833,7 @@ int main(void)
 		cmocka_unit_test(test_group_one_fails_others_cancelled),
 		cmocka_unit_test(test_group_first_error_wins),
 		cmocka_unit_test(test_group_fail_external),
+		cmocka_unit_test(test_cpu_yield),
 		cmocka_unit_test(test_group_code_without_message),
 		cmocka_unit_test(test_group_stack_and_nested_go),
 		cmocka_unit_test(test_stress_chan),

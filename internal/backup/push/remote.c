@@ -12,6 +12,9 @@
 
 #include "internal/pg/pg.h"
 
+/* Nice steps below the server when it compresses the stream: measured best of 5, 10 and 19. */
+#define REMOTE_YIELD 10
+
 /* What one archive of the stream needs while its members are re-packed. */
 typedef struct remote {
 	push_state *st;
@@ -318,6 +321,15 @@ static err_code run_remote(const push_options *opt, push_state *st, backup_senti
 		}
 	}
 	free(base_manifest.data);
+	/*
+	 * The server's one compressing process is the stream's only producer: on cores it shares
+	 * with walc (a sidecar, a CronJob on the same node) walc's threads taking their equal share
+	 * would slow it, and with it the whole backup (2.16 against 1.8 s at pgbench scale 100 on 2
+	 * cores). Below it, they take what it leaves.
+	 */
+	if (rc == E_OK && o.compression != NULL && cpu_yield(REMOTE_YIELD))
+		log_debug("backup %s: walc's threads yield the CPU to the server compressing the stream",
+				  st->name);
 	pg_bb_result res = { 0 };
 	if (rc == E_OK) {
 		st->g = group_new(); /* only for cancellation by signal */
