@@ -59,7 +59,7 @@ struct crypt_settings;
 /*
  * Validates the codec, level and encryption the settings name and opens the storage: with
  * failover storages, as use says, or only target (a storage's name; NULL for none). Errors
- * name the variable at fault; *out is then NULL. Borrows nothing past the call.
+ * name the variable at fault; *out is then NULL.
  */
 err_code repo_open_use(const struct storage_settings *st, const struct crypt_settings *keys,
 					   const repo_settings *rs, repo_use use, const char *target, repo **out);
