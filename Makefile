@@ -16,8 +16,11 @@ LDFLAGS  += $(EXTRA_LDFLAGS)
 LIB_SRC   := $(sort $(wildcard internal/*/*.c internal/*/*/*.c))
 LIB_HDR   := $(wildcard internal/*/*.h internal/*/*/*.h)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
-CMD_SRC   := $(sort $(wildcard cmd/walc/*.c))
+CMD_SRC   := $(sort $(wildcard cmd/walc/*.c cmd/walc/settings/*.c))
 CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)
+CMD_HDR   := $(wildcard cmd/walc/*.h cmd/walc/settings/*.h)
+# The settings' table and loader (cmd's), which the unit programs build configurations with.
+SETTINGS_OBJ := $(filter $(BUILD)/cmd/walc/settings/%,$(CMD_OBJ))
 UNIT_SRC  := $(sort $(wildcard test/unit/test_*.c))
 UNIT_BIN  := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 FUZZ_SRC  := $(sort $(wildcard test/fuzz/fuzz_*.c))
@@ -67,7 +70,7 @@ $(BUILD)/flags.stamp: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(CC) $(EXTRA_CFLAGS) $(EXTRA_LDFLAGS)' | cmp -s - $@ || echo '$(CC) $(EXTRA_CFLAGS) $(EXTRA_LDFLAGS)' >$@
 
-$(BUILD)/%.o: %.c $(LIB_HDR) $(wildcard cmd/walc/*.h) $(BUILD)/flags.stamp
+$(BUILD)/%.o: %.c $(LIB_HDR) $(CMD_HDR) $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -89,7 +92,7 @@ FUZZ_OBJ  := $(FUZZ_SRC:%.c=$(BUILD)/%.o)
 $(UNIT_OBJ): test/unit/unit.h
 $(FUZZ_OBJ): test/fuzz/fuzz_codec.h
 
-$(BUILD)/test/%: $(BUILD)/test/unit/%.o $(BUILD)/libwalc.a
+$(BUILD)/test/%: $(BUILD)/test/unit/%.o $(SETTINGS_OBJ) $(BUILD)/libwalc.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(BUILD)/libwalc.a -lcmocka $(LDLIBS)
 
 # pg's SQL and wal-receive are tested against a scripted libpq (test/unit/pqfake.c), whose
@@ -194,9 +197,9 @@ fuzz-build:
 	$(MAKE) $(SUB_JOBS) BUILD=build-fuzz CC=clang \
 	  EXTRA_CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" fuzz-bins
 fuzz-bins: $(BUILD)/libwalc.a $(FUZZ_SRC:test/fuzz/%.c=$(BUILD)/fuzz/%)
-$(BUILD)/fuzz/%: $(BUILD)/test/fuzz/%.o $(BUILD)/libwalc.a
+$(BUILD)/fuzz/%: $(BUILD)/test/fuzz/%.o $(SETTINGS_OBJ) $(BUILD)/libwalc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(BUILD)/libwalc.a $(LDLIBS)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(SETTINGS_OBJ) $(BUILD)/libwalc.a $(LDLIBS)
 
 fuzz: fuzz-build
 	@test/fuzz/run.sh build-fuzz/fuzz $(FUZZ_TIME)

@@ -44,11 +44,11 @@ int cmd_backup_push(const config *cfg, const args *a)
 	};
 	double start = command_clock();
 	repo *r = NULL;
-	err_code rc = repo_open_use(cfg, REPO_WRITE, target_storage(cfg, a), &r);
+	err_code rc = config_repo_open(cfg, REPO_WRITE, target_storage(cfg, a), &r);
 	bool opened = rc == E_OK;
 	if (rc == E_OK) {
 		repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
-		rc = backup_push(r, cfg, &opt);
+		rc = backup_push(r, &cfg->backup, &opt);
 	}
 	int code = command_fail(rc);
 	pushgw_run(opened ? r : NULL, cfg, "backup-push", rc == E_OK, command_clock() - start, NULL,
@@ -171,7 +171,7 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 		restore_command = arg(a, "restore-command") ? xstrdup(arg(a, "restore-command"))
 													: default_restore_command(cfg);
 		opt.target = &target;
-		opt.cfg = cfg;
+		opt.cfg = &cfg->backup;
 		opt.restore_command = restore_command;
 		opt.target_action = arg(a, "target-action") ? arg(a, "target-action") : "promote";
 		opt.keep_archiving = arg_set(a, "keep-archiving");
@@ -196,7 +196,7 @@ int cmd_backup_fetch(const config *cfg, const args *a)
 								   : "backup-fetch: give NAME or --target-user-data, not both");
 	repo *r = NULL;
 	if (rc == E_OK) {
-		rc = repo_open_use(cfg, REPO_READ, target_storage(cfg, a), &r);
+		rc = config_repo_open(cfg, REPO_READ, target_storage(cfg, a), &r);
 		if (rc == E_OK) {
 			repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
 			rc = backup_fetch(r, &opt);
@@ -215,7 +215,7 @@ int cmd_backup_verify(const config *cfg, const args *a)
 								  .wal = arg_set(a, "wal"),
 								  .json = arg_set(a, "json"),
 								  .concurrency = (int)cfg->storage.download_concurrency,
-								  .seg_size = (uint64_t)cfg->pg_wal_size_mb << 20,
+								  .seg_size = (uint64_t)cfg->pg.pg_wal_size_mb << 20,
 								  .record = true };
 	err_code rc = E_OK;
 	if (opt.all == (opt.name != NULL))
@@ -227,7 +227,7 @@ int cmd_backup_verify(const config *cfg, const args *a)
 	repo *r = NULL;
 	uint64_t problems = 0;
 	double start = command_clock();
-	rc = repo_open_use(cfg, REPO_READ, target_storage(cfg, a), &r);
+	rc = config_repo_open(cfg, REPO_READ, target_storage(cfg, a), &r);
 	bool opened = rc == E_OK;
 	if (rc == E_OK) {
 		repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
@@ -253,12 +253,12 @@ int cmd_backup_list(const config *cfg, const args *a)
 						 .json = arg_set(a, "json"),
 						 .detail = arg_set(a, "detail"),
 						 .windows = arg_set(a, "recovery-windows"),
-						 .cfg = cfg };
+						 .cfg = &cfg->backup };
 	if (opt.windows && !(opt.detail && opt.json))
 		return command_fail(
 			err_set(E_CONFIG, "backup-list --recovery-windows goes with --detail --json"));
 	repo *r = NULL;
-	err_code rc = repo_open_use(cfg, REPO_READ, target_storage(cfg, a), &r);
+	err_code rc = config_repo_open(cfg, REPO_READ, target_storage(cfg, a), &r);
 	if (rc == E_OK)
 		rc = backup_list(r, &opt, stdout);
 	repo_close(r);
@@ -287,7 +287,7 @@ static err_code parse_from_lsn(const char *text, uint64_t *lsn)
 /* catchup_005/ of the storage a reader (or, push, a writer) uses, as for backups */
 static err_code open_catchup(const config *cfg, const args *a, repo_use use, repo **r)
 {
-	err_code rc = repo_open_use(cfg, use, target_storage(cfg, a), r);
+	err_code rc = config_repo_open(cfg, use, target_storage(cfg, a), r);
 	if (rc == E_OK) {
 		repo_set_backups(*r, REPO_CATCHUP_DIR);
 		repo_limit_network(*r, (uint64_t)cfg->network_rate_limit);
@@ -307,7 +307,7 @@ int cmd_catchup_push(const config *cfg, const args *a)
 	repo *r = NULL;
 	rc = open_catchup(cfg, a, REPO_WRITE, &r);
 	if (rc == E_OK)
-		rc = backup_push(r, cfg, &opt);
+		rc = backup_push(r, &cfg->backup, &opt);
 	repo_close(r);
 	return command_fail(rc);
 }
@@ -331,7 +331,7 @@ int cmd_catchup_list(const config *cfg, const args *a)
 	list_options opt = { .pretty = arg_set(a, "pretty"),
 						 .json = arg_set(a, "json"),
 						 .detail = arg_set(a, "detail"),
-						 .cfg = cfg };
+						 .cfg = &cfg->backup };
 	err_code rc = E_OK;
 	if (arg_set(a, "recovery-windows"))
 		rc = err_set(E_CONFIG, "catchup-list: --recovery-windows is backup-list's");

@@ -7,6 +7,7 @@
 
 #include <time.h>
 
+#include "cmd/walc/settings/config.h"
 #include "internal/core/core.h"
 
 /* WAL-G's exit code for "archive does not exist" in wal-fetch. */

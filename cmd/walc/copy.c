@@ -26,7 +26,7 @@ static err_code open_side(const config *cfg, const char *flag, const char *path,
 	config own = *cfg;
 	err_code rc = config_for_storage(&cfg->storage, what, f.pairs, f.n, CFS_FILE, &own.storage);
 	if (rc == E_OK)
-		rc = repo_open_use(&own, reading ? REPO_READ : REPO_WRITE, NULL, out);
+		rc = config_repo_open(&own, reading ? REPO_READ : REPO_WRITE, NULL, out);
 	if (rc != E_OK && !str_has_prefix(err_msg(), what))
 		err_wrap(rc, "%s", what);
 	config_storage_free(&own.storage);
@@ -75,7 +75,7 @@ int cmd_copy(const config *cfg, const args *a)
 	copy_options o = { .backup_name = arg(a, "backup-name"),
 					   .with_history = arg_set(a, "with-history"),
 					   .concurrency = (int)cfg->storage.upload_concurrency,
-					   .seg_size = (uint64_t)cfg->pg_wal_size_mb << 20 };
+					   .seg_size = (uint64_t)cfg->pg.pg_wal_size_mb << 20 };
 	if (arg_set(a, "with-history") && arg_set(a, "without-history"))
 		return command_fail(err_set(E_CONFIG, "copy: --with-history and --without-history "
 											  "contradict each other"));

@@ -13,17 +13,15 @@
 int cmd_daemon(const config *cfg, const args *a)
 {
 	/* One stuck request must not end the daemon: no whole-process deadline here. */
-	config own = *cfg;
-	own.wal_push_timeout_ms = 0;
 	repo *push = NULL, *fetch = NULL;
 	const char *target = cfg->storage.target_storage;
 	/* One repository serves both unless failover storages make writing and reading differ. */
 	bool two = storage_has_failovers(&cfg->storage) || target != NULL;
-	err_code rc = repo_open_use(&own, REPO_WRITE, target, &push);
+	err_code rc = config_repo_open(cfg, REPO_WRITE, target, &push);
 	if (rc == E_OK && two)
-		rc = repo_open_use(&own, REPO_READ, target, &fetch);
+		rc = config_repo_open(cfg, REPO_READ, target, &fetch);
 	if (rc == E_OK)
-		rc = daemon_run(push, two ? fetch : push, &own, a->pos[0], own.metrics_address);
+		rc = daemon_run(push, two ? fetch : push, &cfg->wal, a->pos[0], cfg->metrics_address);
 	repo_close(fetch);
 	repo_close(push);
 	return command_fail(rc);
@@ -38,9 +36,9 @@ int cmd_wal_receive(const config *cfg, const args *a)
 {
 	(void)a;
 	repo *r = NULL;
-	err_code rc = repo_open_use(cfg, REPO_WRITE, cfg->storage.target_storage, &r);
+	err_code rc = config_repo_open(cfg, REPO_WRITE, cfg->storage.target_storage, &r);
 	if (rc == E_OK)
-		rc = wal_receive(r, cfg, report_backlog, (void *)(uintptr_t)cfg);
+		rc = wal_receive(r, &cfg->wal, report_backlog, (void *)(uintptr_t)cfg);
 	repo_close(r);
 	return command_fail(rc);
 }

@@ -219,13 +219,13 @@ int main(int argc, char **argv)
 		memset(&cfg, 0, sizeof(cfg));
 	}
 	/* The log's shape comes first, so that warnings and the error below have it. */
-	if (cfg.logging_loaded) {
-		if (cfg.log_destination != NULL) {
-			err_code lrc = redirect_log(cfg.log_destination);
+	if (cfg.log.loaded) {
+		if (cfg.log.destination != NULL) {
+			err_code lrc = redirect_log(cfg.log.destination);
 			if (lrc != E_OK && rc == E_OK)
 				rc = lrc;
 		}
-		log_setup(cfg.log_level, cfg.log_json, cmd->name);
+		log_setup(cfg.log.level, cfg.log.json, cmd->name);
 		log_claim_stderr();
 	}
 	/*
@@ -239,7 +239,7 @@ int main(int argc, char **argv)
 				  "you set)");
 	if (rc != E_OK) {
 		/* `walc env` still lists what is set, so the mistake can be found. */
-		if (cmd->run == cmd_env && cfg.logging_loaded)
+		if (cmd->run == cmd_env && cfg.log.loaded)
 			cmd_env(NULL, &a);
 		int code = command_fail(rc);
 		config_free(&cfg);

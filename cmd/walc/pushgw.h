@@ -2,6 +2,7 @@
 #ifndef WALC_CMD_WALC_PUSHGW_H
 #define WALC_CMD_WALC_PUSHGW_H
 
+#include "cmd/walc/settings/config.h"
 #include "internal/daemon/daemon.h"
 
 /*

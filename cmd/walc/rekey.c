@@ -15,7 +15,7 @@ static err_code rekey_storage(const config *cfg, const args *a, const char *targ
 	repo *r = NULL;
 	rekey_options o = { .names = a->pos, .nnames = (size_t)a->npos,
 						.concurrency = (int)cfg->storage.upload_concurrency };
-	err_code rc = repo_open_use(cfg, REPO_READ, target, &r);
+	err_code rc = config_repo_open(cfg, REPO_READ, target, &r);
 	if (rc == E_OK) {
 		repo_limit_network(r, (uint64_t)cfg->network_rate_limit);
 		rc = backup_rekey(r, &o, problems, stdout);

@@ -172,10 +172,10 @@ int cmd_delete(const config *cfg, const args *a)
 	err_code rc = calendar_options(a, &o);
 	/* Every storage, whatever WALG_TARGET_STORAGE says: none may lose what another needs. */
 	if (rc == E_OK)
-		rc = repo_open_use(cfg, REPO_EVERY, NULL, &r);
+		rc = config_repo_open(cfg, REPO_EVERY, NULL, &r);
 	bool opened = rc == E_OK;
 	if (rc == E_OK)
-		rc = backup_delete(r, cfg, &o, stdout);
+		rc = backup_delete(r, &cfg->backup, &o, stdout);
 	int code = command_fail(rc);
 	pushgw_run(opened ? r : NULL, cfg, "delete", rc == E_OK, command_clock() - start, NULL,
 			   0);
@@ -187,7 +187,7 @@ int cmd_backup_mark(const config *cfg, const args *a)
 {
 	repo *r = NULL;
 	/* Every alive storage: the backup's objects are updated wherever they are. */
-	err_code rc = repo_open_use(cfg, REPO_READ, NULL, &r);
+	err_code rc = config_repo_open(cfg, REPO_READ, NULL, &r);
 	if (rc == E_OK)
 		rc = backup_mark(r, a->pos[0], arg_set(a, "impermanent"));
 	repo_close(r);

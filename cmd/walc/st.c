@@ -269,7 +269,7 @@ bool st_words_ok(const args *a)
 static err_code st_run(const config *cfg, const char *sub, const st_flags *f, const char *target)
 {
 	repo *r = NULL;
-	err_code rc = repo_open_use(cfg, REPO_READ, target, &r);
+	err_code rc = config_repo_open(cfg, REPO_READ, target, &r);
 	if (rc == E_OK) {
 		if (strcmp(sub, "ls") == 0)
 			rc = st_ls(r, f);

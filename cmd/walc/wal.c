@@ -60,9 +60,9 @@ int cmd_wal_push(const config *cfg, const args *a)
 	repo *r = NULL;
 	if (cfg->wal_push_timeout_ms > 0)
 		start_deadline(cfg->wal_push_timeout_ms);
-	err_code rc = repo_open_use(cfg, REPO_WRITE, target_storage(cfg, a), &r);
+	err_code rc = config_repo_open(cfg, REPO_WRITE, target_storage(cfg, a), &r);
 	if (rc == E_OK)
-		rc = wal_push(r, cfg, a->pos[0], report_backlog, (void *)(uintptr_t)cfg);
+		rc = wal_push(r, &cfg->wal, a->pos[0], report_backlog, (void *)(uintptr_t)cfg);
 	repo_close(r);
 	return command_fail(rc);
 }
@@ -72,9 +72,9 @@ int cmd_wal_fetch(const config *cfg, const args *a)
 	repo *r = NULL;
 	bool prefetch = false;
 	const char *target = target_storage(cfg, a);
-	err_code rc = repo_open_use(cfg, REPO_READ, target, &r);
+	err_code rc = config_repo_open(cfg, REPO_READ, target, &r);
 	if (rc == E_OK)
-		rc = wal_fetch(r, cfg, a->pos[0], a->pos[1], &prefetch);
+		rc = wal_fetch(r, &cfg->wal, a->pos[0], a->pos[1], &prefetch);
 	repo_close(r);
 	if (rc == E_OK && prefetch)
 		spawn_prefetch(a->pos[0], a->pos[1], target);
@@ -115,9 +115,9 @@ void spawn_prefetch(const char *name, const char *dest, const char *target)
 int cmd_wal_prefetch(const config *cfg, const args *a)
 {
 	repo *r = NULL;
-	err_code rc = repo_open_use(cfg, REPO_READ, target_storage(cfg, a), &r);
+	err_code rc = config_repo_open(cfg, REPO_READ, target_storage(cfg, a), &r);
 	if (rc == E_OK)
-		wal_prefetch(r, cfg, a->pos[0], a->pos[1]);
+		wal_prefetch(r, &cfg->wal, a->pos[0], a->pos[1]);
 	repo_close(r);
 	return command_fail(rc);
 }
@@ -125,11 +125,11 @@ int cmd_wal_prefetch(const config *cfg, const args *a)
 int cmd_wal_show(const config *cfg, const args *a)
 {
 	repo *r = NULL;
-	err_code rc = repo_open(cfg, &r);
+	err_code rc = config_repo_open(cfg, REPO_READ, NULL, &r);
 	if (rc == E_OK && arg_set(a, "restore-points"))
-		rc = wal_show_restore_points(r, cfg, arg_set(a, "detailed-json"), stdout);
+		rc = wal_show_restore_points(r, &cfg->wal, arg_set(a, "detailed-json"), stdout);
 	else if (rc == E_OK)
-		rc = wal_show(r, cfg, arg_set(a, "detailed-json"), arg_set(a, "without-backups"),
+		rc = wal_show(r, &cfg->wal, arg_set(a, "detailed-json"), arg_set(a, "without-backups"),
 					  stdout);
 	repo_close(r);
 	return command_fail(rc);
@@ -167,9 +167,9 @@ int cmd_wal_verify(const config *cfg, const args *a)
 	}
 	bool failed = false;
 	repo *r = NULL;
-	err_code rc = repo_open(cfg, &r);
+	err_code rc = config_repo_open(cfg, REPO_READ, NULL, &r);
 	if (rc == E_OK)
-		rc = wal_verify(r, cfg, &o, &failed, stdout);
+		rc = wal_verify(r, &cfg->wal, &o, &failed, stdout);
 	repo_close(r);
 	if (rc == E_OK && failed) {
 		log_error("wal-verify: a check reported FAILURE");
@@ -181,9 +181,9 @@ int cmd_wal_verify(const config *cfg, const args *a)
 int cmd_wal_restore(const config *cfg, const args *a)
 {
 	repo *r = NULL;
-	err_code rc = repo_open(cfg, &r);
+	err_code rc = config_repo_open(cfg, REPO_READ, NULL, &r);
 	if (rc == E_OK)
-		rc = wal_restore(r, cfg, a->pos[0], a->pos[1]);
+		rc = wal_restore(r, &cfg->wal, a->pos[0], a->pos[1]);
 	repo_close(r);
 	return command_fail(rc);
 }

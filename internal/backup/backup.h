@@ -12,6 +12,27 @@
 #include "internal/repo/repo.h"
 #include "internal/wal/wal.h"
 
+/* What backup reads of the settings; WAL's, and through them the cluster's, are wal's. */
+typedef struct backup_settings {
+	const wal_settings *wal;		/* the backup's own WAL, PGDATA, WALG_PG_WAL_SIZE */
+	long upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
+	long tar_size_threshold;		/* WALG_TAR_SIZE_THRESHOLD, bytes */
+	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */
+	long stop_backup_timeout_ms;	/* WALG_STOP_BACKUP_TIMEOUT, 0 = wait */
+	char *sentinel_user_data;		/* WALG_SENTINEL_USER_DATA, JSON text */
+	long delta_max_steps;			/* WALG_DELTA_MAX_STEPS, 0 = full backups only */
+	char *delta_origin;				/* WALG_DELTA_ORIGIN: LATEST or LATEST_FULL */
+	bool delta_origin_full;			/* ... it is LATEST_FULL */
+	char *delta_from_name;			/* WALG_DELTA_FROM_NAME */
+	char *delta_from_user_data;		/* WALG_DELTA_FROM_USER_DATA */
+	bool without_files_metadata;	/* WALG_WITHOUT_FILES_METADATA */
+	bool disable_partial_restore;	/* WALG_DISABLE_PARTIAL_RESTORE */
+	bool verify_page_checksums;		/* WALG_VERIFY_PAGE_CHECKSUMS */
+	bool store_all_corrupt_blocks;	/* WALG_STORE_ALL_CORRUPT_BLOCKS */
+	long disk_rate_limit;			/* WALG_DISK_RATE_LIMIT, bytes/s, 0 = none */
+	char *remote_compression;		/* WALG_REMOTE_COMPRESSION (walc extension), NULL = none */
+} backup_settings;
+
 /* backup-push */
 typedef struct push_options {
 	const char *pgdata;	   /* data directory; NULL = remote mode */
@@ -31,7 +52,7 @@ typedef struct push_options {
 	bool catchup;
 	uint64_t catchup_from_lsn;
 } push_options;
-err_code backup_push(repo *r, const config *cfg, const push_options *opt);
+err_code backup_push(repo *r, const backup_settings *cfg, const push_options *opt);
 
 /* backup-fetch */
 typedef struct fetch_options {
@@ -48,7 +69,7 @@ typedef struct fetch_options {
 	bool force;	 /* delta restore onto another cluster's directory (or a crashed server's) */
 	/* Point-in-time recovery: the target (name is then NULL), with what recovery needs. */
 	recovery_target *target; /* its timeline is set to the one the archive proves */
-	const config *cfg;
+	const backup_settings *cfg;
 	const char *restore_command; /* the command, as postgresql.conf takes it */
 	const char *target_action;	 /* recovery_target_action */
 	bool keep_archiving;		 /* with a target: leave the backup's archiving settings */
@@ -62,7 +83,7 @@ err_code backup_fetch(repo *r, const fetch_options *opt);
  * before the target, its parent's WAL past it) and t->timeline does not choose. Sets
  * t->timeline to the timeline the proof followed.
  */
-err_code backup_pick_for_target(repo *r, const config *cfg, recovery_target *t, char **name,
+err_code backup_pick_for_target(repo *r, const backup_settings *cfg, recovery_target *t, char **name,
 								target_reach *reach);
 /*
  * Appends restore_command and the target to dest's postgresql.auto.conf, with archiving
@@ -146,7 +167,7 @@ typedef struct delete_options {
  * Lists (dry run) or deletes what the mode selects; one line per object on out. retain with
  * buckets or a window prints its plan first: each backup, kept or not and why, its WAL.
  */
-err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE *out);
+err_code backup_delete(repo *r, const backup_settings *cfg, const delete_options *o, FILE *out);
 
 /* rekey (walc only) */
 typedef struct rekey_options {
@@ -178,7 +199,7 @@ typedef struct list_options {
 	 * whole along the newest timeline's history: asked for, never by default).
 	 */
 	bool windows;
-	const config *cfg;
+	const backup_settings *cfg;
 } list_options;
 err_code backup_list(repo *r, const list_options *opt, FILE *out);
 

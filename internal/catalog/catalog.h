@@ -216,13 +216,16 @@ void file_table_free(file_table *t);
  * One cluster per repository: the system identifier of the cluster whose WAL and backups the
  * repository holds, recorded by the first walc writer in a root object WAL-G ignores (before
  * that, the newest sentinel's). A writer of another cluster gets E_CONFIG naming both
- * identifiers, unless allow_change (WALG_ALLOW_SYSTEM_ID_CHANGE), which records the new one.
+ * identifiers, unless s->allow_system_id_change, which records the new one.
  * what names the caller in the message ("wal-push 000000010000000000000003"). The marker also
  * records the encryption method (never key material) of the first writer that encrypts: a
  * writer without a key is then refused (E_CONFIG, naming the method and its variables).
  */
 #define CATALOG_CLUSTER_MARKER "walc_cluster.json"
-err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const char *what);
+typedef struct catalog_settings {
+	bool allow_system_id_change; /* WALG_ALLOW_SYSTEM_ID_CHANGE (walc extension) */
+} catalog_settings;
+err_code catalog_check_cluster(repo *r, uint64_t sysid, const catalog_settings *s, const char *what);
 /* The marker's encryption rule alone, for writers of objects that name no cluster. */
 err_code catalog_check_encryption(repo *r, const char *what);
 /*

@@ -158,7 +158,7 @@ static err_code sentinel_cluster(repo *r, bool *found, uint64_t *sysid, char **n
 	return rc;
 }
 
-err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const char *what)
+err_code catalog_check_cluster(repo *r, uint64_t sysid, const catalog_settings *s, const char *what)
 {
 	if (verified(r, sysid))
 		return E_OK;
@@ -180,7 +180,7 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 				rc = check_encryption(r, what, enc);
 			const char *keep = enc != NULL ? enc : our_encryption(r);
 			if (rc == E_OK && theirs != sysid) {
-				if (allow_change) {
+				if (s->allow_system_id_change) {
 					log_warn("%s: the repository held cluster %llu; it now holds cluster %llu "
 							 "(WALG_ALLOW_SYSTEM_ID_CHANGE)",
 							 what, (unsigned long long)theirs, (unsigned long long)sysid);
@@ -208,7 +208,7 @@ err_code catalog_check_cluster(repo *r, uint64_t sysid, bool allow_change, const
 		uint64_t theirs = 0;
 		char *name = NULL;
 		TRY(sentinel_cluster(r, &found, &theirs, &name));
-		if (found && theirs != sysid && !allow_change) {
+		if (found && theirs != sysid && !s->allow_system_id_change) {
 			char *source = xasprintf("its newest backup %s", name);
 			rc = mismatch(r, what, sysid, theirs, source);
 			free(source);

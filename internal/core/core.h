@@ -1,5 +1,6 @@
 /*
- * core: errors, logging, the sink (stream) interface, configuration and small string helpers.
+ * core: errors, logging, the sink (stream) interface, name/value pairs of settings and small
+ * string helpers.
  * Everything else in walc builds on this header; it depends on libc only.
  */
 #ifndef WALC_INTERNAL_CORE_CORE_H
@@ -209,270 +210,24 @@ err_code chunker_write(chunker *c, const void *data, size_t len);
 err_code chunker_flush(chunker *c);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Configuration: one table of every setting (configvars.c), read once into this struct.      */
+/* Settings: each module's header defines its own part; cmd reads them all from one table.   */
 /* ------------------------------------------------------------------------------------------ */
 
-/* S3 settings (each also read as WALG_NAME and WALE_NAME, as WAL-G does). */
-typedef struct s3_settings {
-	char *endpoint;				/* AWS_ENDPOINT, else from WALE_S3_ENDPOINT */
-	char *wale_endpoint;		/* WALE_S3_ENDPOINT as given, when it is the endpoint */
-	char *region;				/* AWS_REGION, NULL = us-east-1 or detected on AWS */
-	bool force_path_style;		/* AWS_S3_FORCE_PATH_STYLE */
-	char *sse;					/* S3_SSE: AES256 or aws:kms */
-	char *sse_kms_id;			/* S3_SSE_KMS_ID */
-	char *sse_c;				/* S3_SSE_C, 32 bytes */
-	char *storage_class;		/* S3_STORAGE_CLASS */
-	long retention_period;		/* S3_RETENTION_PERIOD: Object Lock seconds, -1 = off */
-	char *retention_mode;		/* S3_RETENTION_MODE: GOVERNANCE or COMPLIANCE */
-	char *ca_cert_file;			/* S3_CA_CERT_FILE */
-	long max_part_size;			/* S3_MAX_PART_SIZE */
-	long max_retries;			/* S3_MAX_RETRIES */
-	long connect_timeout;		/* S3_CONNECT_TIMEOUT, seconds */
-	long low_speed_timeout;		/* S3_LOW_SPEED_TIMEOUT, seconds */
-	long delete_batch_size;		/* S3_DELETE_BATCH_SIZE: keys per DeleteObjects request */
-	/* credentials, as the AWS SDK reads them (no WALG_ forms) */
-	char *access_key;			/* AWS_ACCESS_KEY_ID or AWS_ACCESS_KEY */
-	char *secret_key;			/* AWS_SECRET_ACCESS_KEY or AWS_SECRET_KEY */
-	char *session_token;		/* AWS_SESSION_TOKEN */
-	char *web_identity_token_file; /* AWS_WEB_IDENTITY_TOKEN_FILE */
-	char *role_arn;				/* AWS_ROLE_ARN */
-	char *role_session_name;	/* AWS_ROLE_SESSION_NAME */
-	char *sts_endpoint;			/* AWS_STS_ENDPOINT */
-	char *shared_credentials_file; /* AWS_SHARED_CREDENTIALS_FILE */
-	char *profile;				/* AWS_PROFILE or AWS_DEFAULT_PROFILE */
-	char *container_relative_uri; /* AWS_CONTAINER_CREDENTIALS_RELATIVE_URI */
-	char *container_full_uri;	/* AWS_CONTAINER_CREDENTIALS_FULL_URI */
-	char *container_token;		/* AWS_CONTAINER_AUTHORIZATION_TOKEN */
-	char *container_token_file; /* AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, re-read each time */
-	bool ec2_metadata_disabled; /* AWS_EC2_METADATA_DISABLED */
-	char *ec2_metadata_endpoint; /* AWS_EC2_METADATA_SERVICE_ENDPOINT */
-	char *ec2_metadata_mode;	/* AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE: IPv4 or IPv6 */
-	char *home;					/* HOME, for ~/.aws/credentials */
-} s3_settings;
-
-/* Azure Blob Storage settings (the AZURE_STORAGE_* and buffer ones also as WALG_, WALE_). */
-typedef struct az_settings {
-	char *account;				/* AZURE_STORAGE_ACCOUNT */
-	char *access_key;			/* AZURE_STORAGE_ACCESS_KEY (Shared Key) */
-	char *sas_token;			/* AZURE_STORAGE_SAS_TOKEN */
-	char *endpoint_suffix;		/* AZURE_ENDPOINT_SUFFIX, e.g. core.windows.net */
-	char *environment_name;		/* AZURE_ENVIRONMENT_NAME */
-	long buffer_size;			/* AZURE_BUFFER_SIZE: block size, bytes */
-	long max_buffers;			/* AZURE_MAX_BUFFERS: blocks in flight */
-	long try_timeout;			/* AZURE_TRY_TIMEOUT: minutes per attempt */
-	char *api_version;			/* AZURE_BLOB_STORE_API_VERSION (x-ms-version) */
-	long max_retries;			/* AZURE_MAX_RETRIES (walc) */
-	char *ca_cert_file;			/* AZURE_CA_CERT_FILE (walc) */
-	/* Azure AD, as the Azure SDK reads them */
-	char *client_id;			/* AZURE_CLIENT_ID */
-	char *tenant_id;			/* AZURE_TENANT_ID */
-	char *client_secret;		/* AZURE_CLIENT_SECRET */
-	char *federated_token_file; /* AZURE_FEDERATED_TOKEN_FILE (AKS workload identity) */
-	char *authority_host;		/* AZURE_AUTHORITY_HOST */
-	char *imds_endpoint;		/* AZURE_IMDS_ENDPOINT (walc): managed identity endpoint */
-} az_settings;
-
-/* Google Cloud Storage settings (GCS_* also as WALG_GCS_*, WALE_GCS_*). */
-typedef struct gcs_settings {
-	char *credentials_file;		/* GOOGLE_APPLICATION_CREDENTIALS: service-account JSON */
-	long context_timeout;		/* GCS_CONTEXT_TIMEOUT, seconds */
-	bool normalize_prefix;		/* GCS_NORMALIZE_PREFIX */
-	char *encryption_key;		/* GCS_ENCRYPTION_KEY: base64 of a 32-byte key */
-	long max_chunk_size;		/* GCS_MAX_CHUNK_SIZE, bytes */
-	long max_retries;			/* GCS_MAX_RETRIES */
-	char *emulator_host;		/* STORAGE_EMULATOR_HOST: host:port, plain HTTP, no auth */
-	char *metadata_host;		/* GCE_METADATA_HOST (default metadata.google.internal) */
-	char *endpoint;				/* GCS_ENDPOINT (walc): base URL, authenticated */
-} gcs_settings;
-
-/* SFTP storage settings (also as WALG_SSH_*, WALE_SSH_*). */
-typedef struct ssh_settings {
-	long port;					/* SSH_PORT */
-	char *username;				/* SSH_USERNAME, NULL: the OS user's name */
-	char *password;				/* SSH_PASSWORD */
-	char *private_key_path;		/* SSH_PRIVATE_KEY_PATH */
-	char *key_passphrase;		/* SSH_PRIVATE_KEY_PASSPHRASE (walc) */
-	char *known_hosts;			/* SSH_KNOWN_HOSTS (walc): the host key must match, NULL: any */
-	long max_retries;			/* SSH_MAX_RETRIES (walc) */
-} ssh_settings;
-
-/* Trust for HTTPS as Go programs such as WAL-G take it (crypto/x509 on Linux). */
-typedef struct tls_settings {
-	char *cert_file; /* SSL_CERT_FILE: a CA bundle in place of the system's */
-	char *cert_dir;	 /* SSL_CERT_DIR: ':'-separated directories in place of the system's */
-} tls_settings;
-
-/* Where a repository is and how its stores are reached: all that storage_open reads. */
-typedef struct storage_settings {
-	char *file_prefix;		/* WALG_FILE_PREFIX, normalised to an absolute path */
-	char *s3_prefix;		/* WALG_S3_PREFIX */
-	char *gs_prefix;		/* WALG_GS_PREFIX */
-	char *az_prefix;		/* WALG_AZ_PREFIX */
-	char *ssh_prefix;		/* WALG_SSH_PREFIX */
-	char *storage_prefix;	/* WALG_STORAGE_PREFIX */
-	char *failover_storages; /* WALG_FAILOVER_STORAGES: JSON, parsed by storage */
-	bool failover_check;	/* WALG_FAILOVER_STORAGES_CHECK */
-	long failover_check_timeout_ms; /* WALG_FAILOVER_STORAGES_CHECK_TIMEOUT */
-	char *failover_check_size;		/* WALG_FAILOVER_STORAGES_CHECK_SIZE, as given */
-	uint64_t failover_check_bytes;	/* ... in bytes */
-	long failover_cache_lifetime_ms; /* WALG_FAILOVER_STORAGES_CACHE_LIFETIME */
-	char *target_storage;	/* WALG_TARGET_STORAGE, NULL: none */
-	long upload_concurrency;	/* WALG_UPLOAD_CONCURRENCY */
-	long download_concurrency;	/* WALG_DOWNLOAD_CONCURRENCY */
-	s3_settings s3;
-	az_settings az;
-	gcs_settings gcs;
-	ssh_settings ssh;
-	tls_settings tls;
-} storage_settings;
-
-/* The keys, as named: all that crypter_load reads (crypt reads and derives the material). */
-typedef struct crypt_settings {
-	char *libsodium_key;			/* WALG_LIBSODIUM_KEY */
-	char *libsodium_key_path;		/* WALG_LIBSODIUM_KEY_PATH */
-	char *libsodium_key_transform;	/* WALG_LIBSODIUM_KEY_TRANSFORM */
-	char *pgp_key;					/* WALG_PGP_KEY */
-	char *pgp_key_path;				/* WALG_PGP_KEY_PATH */
-	char *pgp_key_passphrase;		/* WALG_PGP_KEY_PASSPHRASE */
-	char *old_key_paths;			/* WALG_OLD_KEY_PATHS (walc extension): the key ring's older keys */
-	char *old_pgp_key_passphrase;	/* WALG_OLD_PGP_KEY_PASSPHRASE (walc extension) */
-} crypt_settings;
-
-/* Every setting: each module's part, and what the modules above repo read. */
-typedef struct config {
-	storage_settings storage;
-	crypt_settings crypt;
-	/* compression */
-	char *compression;		/* WALG_COMPRESSION_METHOD */
-	long compression_level; /* WALG_COMPRESSION_LEVEL (walc extension) or WALG_ZSTD_LEVEL */
-	char *zstd_level;		/* WALG_ZSTD_LEVEL: fastest, default, better or best */
-	/* behaviour */
-	bool prevent_wal_overwrite;
-	bool tar_disable_fsync;	/* WALG_TAR_DISABLE_FSYNC */
-	bool delta_restore;			/* WALG_DELTA_RESTORE: backup-fetch --delta */
-	long total_bg_uploaded_limit;	/* TOTAL_BG_UPLOADED_LIMIT */
-	bool pg_ready_rename;			/* PG_READY_RENAME */
-	long wal_push_timeout_ms;		/* WALG_WAL_PUSH_TIMEOUT, 0 = none */
-	char *wal_backlog_max;			/* WALG_WAL_BACKLOG_MAX (walc extension), as given */
-	uint64_t wal_backlog_max_bytes;	/* ... in bytes, 0 = no limit */
-	char *prefetch_dir;				/* WALG_PREFETCH_DIR */
-	long integrity_max_delayed_wals; /* WALG_INTEGRITY_MAX_DELAYED_WALS */
-	char *metrics_address;			/* WALG_METRICS_ADDRESS, host:port for the daemon */
-	char *pushgateway_url;			/* WALG_PUSHGATEWAY_URL, for backup-push and delete */
-	char *slot_name;				/* WALG_SLOTNAME, wal-receive's replication slot */
-	char *upload_wal_metadata;		/* WALG_UPLOAD_WAL_METADATA: NOMETADATA, INDIVIDUAL or BULK */
-	long upload_disk_concurrency;	/* WALG_UPLOAD_DISK_CONCURRENCY */
-	long tar_size_threshold;		/* WALG_TAR_SIZE_THRESHOLD, bytes */
-	long alive_check_ms;			/* WALG_ALIVE_CHECK_INTERVAL, 0 = off */
-	long stop_backup_timeout_ms;	/* WALG_STOP_BACKUP_TIMEOUT, 0 = wait */
-	char *sentinel_user_data;		/* WALG_SENTINEL_USER_DATA, JSON text */
-	long delta_max_steps;			/* WALG_DELTA_MAX_STEPS, 0 = full backups only */
-	char *delta_origin;				/* WALG_DELTA_ORIGIN: LATEST or LATEST_FULL */
-	bool delta_origin_full;			/* ... it is LATEST_FULL */
-	char *delta_from_name;			/* WALG_DELTA_FROM_NAME */
-	char *delta_from_user_data;		/* WALG_DELTA_FROM_USER_DATA */
-	char *fetch_target_user_data;	/* WALG_FETCH_TARGET_USER_DATA */
-	bool without_files_metadata;	/* WALG_WITHOUT_FILES_METADATA */
-	bool disable_partial_restore;	/* WALG_DISABLE_PARTIAL_RESTORE */
-	bool verify_page_checksums;		/* WALG_VERIFY_PAGE_CHECKSUMS */
-	bool store_all_corrupt_blocks;	/* WALG_STORE_ALL_CORRUPT_BLOCKS */
-	long disk_rate_limit;			/* WALG_DISK_RATE_LIMIT, bytes/s, 0 = none */
-	char *remote_compression;		/* WALG_REMOTE_COMPRESSION (walc extension), NULL = none */
-	long network_rate_limit;		/* WALG_NETWORK_RATE_LIMIT, bytes/s, 0 = none */
-	long pg_wal_size_mb;			/* WALG_PG_WAL_SIZE */
-	bool allow_system_id_change;	/* WALG_ALLOW_SYSTEM_ID_CHANGE (walc extension) */
-	/* logging */
-	char *log_level_name;	/* WALG_LOG_LEVEL */
-	log_level log_level;
-	char *log_format;		/* WALG_LOG_FORMAT */
-	bool log_json;
-	char *log_destination;	/* WALG_LOG_DESTINATION, NULL = stderr */
-	bool logging_loaded;	/* the four above are valid even when config_load failed later */
-	/* postgres */
-	char *pgdata;			/* PGDATA */
-	char *pg_appname;		/* PGAPPNAME */
-} config;
-
-/*
- * Where settings come from besides the environment, as in WAL-G: command-line flags
- * (--walg-s3-prefix=..., highest precedence), then the environment, then a configuration
- * file's entries. The caller (cmd) parses both; config only reads the name/value pairs.
- */
+/* A setting's name and value as written (a flag, a file's entry, a failover storage's). */
 typedef struct config_pair {
 	const char *name;
 	const char *value;
 } config_pair;
 
-typedef struct config_sources {
-	const config_pair *flags;
-	size_t nflags;
-	const config_pair *file;
-	size_t nfile;
-	const char *file_name; /* for messages, or NULL */
-} config_sources;
-
-/*
- * Reads and validates every setting. On a bad value returns E_CONFIG with a message naming
- * the setting (and the file it came from) and what is accepted; a WAL-G setting walc does not
- * implement that would change what is stored or how it is protected is an error too.
- * need_storage: fail when no storage prefix is set (checked last). src may be NULL.
- */
-err_code config_load_from(config *out, bool need_storage, const config_sources *src);
-/* config_load_from with the environment only. */
-err_code config_load(config *out, bool need_storage);
-/*
- * Every setting at the table's default, whatever the environment: the configuration tests
- * build on (modules keep no fallbacks of their own for an unset setting). config_free it.
- */
-err_code config_defaults(config *out);
-void config_free(config *c);
-/*
- * The storage settings of another storage (a WALG_FAILOVER_STORAGES entry, a copy --from/--to
- * file): base's, with each storage setting that pairs sets in place of base's, as WAL-G takes
- * them; no failover storages or target of its own. Where the storage is (WALG_FILE_PREFIX,
- * WALG_S3_PREFIX, ...; with CFS_FILE WALG_STORAGE_PREFIX too) comes from pairs only. A
- * refused setting in pairs is an error; any other that is not a storage setting is ignored,
- * with a warning unless CFS_FILE (a whole configuration file). Errors start with what.
- */
-#define CFS_FILE 1u
-err_code config_for_storage(const storage_settings *base, const char *what,
-							const config_pair *pairs, size_t n, unsigned flags,
-							storage_settings *out);
-/* A copy of src that owns its own strings; config_storage_free it. */
-void config_storage_copy(const storage_settings *src, storage_settings *dst);
-void config_storage_free(storage_settings *s);
-/* One value, for modules with settings of their own: a message names `name` on error. */
-err_code config_parse_bool(const char *name, const char *value, bool def, bool *out);
-err_code config_parse_long(const char *name, const char *value, long def, long min, long max,
-						   long *out);
-/* A Go duration ("500ms", "1m30s"; a bare number is seconds) in milliseconds. */
-err_code config_parse_duration(const char *name, const char *value, long *ms);
-/*
- * The setting a flag name sets ("walg-s3-prefix" or "pghost" -> "WALG_S3_PREFIX",
- * "PGHOST"), as WAL-G exposes every setting as a hidden flag; NULL when none does. *is_bool
- * tells whether the flag may stand without a value.
- */
-const char *config_flag_setting(const char *flag, bool *is_bool);
-/* Whether name is a setting of the table (any class), so a file's key is not unknown. */
-bool config_known(const char *name);
-/*
- * Calls fn for every setting walc implements that is set (from a flag, the environment or
- * the configuration file), with the name it was set under and its value. Settings libpq
- * reads itself are left out.
- */
-void config_each_set(void (*fn)(const char *name, const char *value, bool secret, void *arg),
-					 void *arg);
-/* Prints every setting walc reads: value (secrets masked) and its source, default, meaning. */
-void config_print_env(FILE *out);
-/* At DEVEL level, logs each setting that is set (secrets masked). */
-void config_log_env(void);
-/*
- * Warns about WALG_* variables (and file entries) walc does not know or does not implement,
- * notes no-op ones at DEVEL level. per_segment: the command runs once a WAL segment
- * (wal-push, wal-fetch), whose log would repeat the warnings with every segment: they are
- * DEVEL lines there too.
- */
-void config_warn_unknown(bool per_segment);
+/* How the log looks: what cmd's main gives log_setup, read before any other setting. */
+typedef struct log_settings {
+	char *level_name;	/* WALG_LOG_LEVEL */
+	log_level level;
+	char *format;		/* WALG_LOG_FORMAT */
+	bool json;
+	char *destination;	/* WALG_LOG_DESTINATION, NULL = stderr */
+	bool loaded;		/* the four above are valid even when loading failed later */
+} log_settings;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Checksums: XXH3-128 of file content, as "xxh3-128:<32 hex digits>"                        */

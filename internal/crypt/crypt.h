@@ -10,6 +10,18 @@
 
 #include "internal/core/core.h"
 
+/* The keys, as named: all that crypter_load reads (crypt reads and derives the material). */
+typedef struct crypt_settings {
+	char *libsodium_key;			/* WALG_LIBSODIUM_KEY */
+	char *libsodium_key_path;		/* WALG_LIBSODIUM_KEY_PATH */
+	char *libsodium_key_transform;	/* WALG_LIBSODIUM_KEY_TRANSFORM */
+	char *pgp_key;					/* WALG_PGP_KEY */
+	char *pgp_key_path;				/* WALG_PGP_KEY_PATH */
+	char *pgp_key_passphrase;		/* WALG_PGP_KEY_PASSPHRASE */
+	char *old_key_paths;			/* WALG_OLD_KEY_PATHS (walc extension): the key ring's older keys */
+	char *old_pgp_key_passphrase;	/* WALG_OLD_PGP_KEY_PASSPHRASE (walc extension) */
+} crypt_settings;
+
 #define CRYPT_KEY_BYTES 32
 #define CRYPT_CHUNK 8192
 

@@ -95,12 +95,12 @@ typedef struct conn {
 	int fd;
 	repo *push;	 /* the first alive storage, with failover storages */
 	repo *fetch; /* every alive one */
-	const config *cfg;
+	const wal_settings *cfg;
 } conn;
 
 static char answer_push(conn *c, const daemon_request *q)
 {
-	char *path = xasprintf("%s/pg_wal/%s", c->cfg->pgdata, q->name);
+	char *path = xasprintf("%s/pg_wal/%s", c->cfg->pg->pgdata, q->name);
 	struct timespec t0, t1;
 	struct stat sb;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -162,10 +162,10 @@ char *daemon_fetch_path(const char *pgdata, const char *dest)
 
 static char answer_fetch(conn *c, const daemon_request *q, char **prefetch_dest)
 {
-	char *dest = daemon_fetch_path(c->cfg->pgdata, q->dest);
+	char *dest = daemon_fetch_path(c->cfg->pg->pgdata, q->dest);
 	if (dest == NULL) {
 		log_error("daemon: refusing destination %s: only a file in %s/pg_wal is written",
-				  q->dest, c->cfg->pgdata);
+				  q->dest, c->cfg->pg->pgdata);
 		return DAEMON_ERROR;
 	}
 	bool prefetch = false;
@@ -290,15 +290,15 @@ static bool peer_allowed(int fd, uid_t server_uid)
 	return false;
 }
 
-err_code daemon_run(repo *push, repo *fetch, const config *cfg, const char *socket_path,
+err_code daemon_run(repo *push, repo *fetch, const wal_settings *cfg, const char *socket_path,
 					const char *metrics_addr)
 {
-	if (cfg->pgdata == NULL)
+	if (cfg->pg->pgdata == NULL)
 		return err_set(E_CONFIG, "daemon: PGDATA must be set (the files to archive are in "
 								 "$PGDATA/pg_wal)");
 	struct stat dsb;
-	if (stat(cfg->pgdata, &dsb) != 0)
-		return err_errno(E_CONFIG, errno, "daemon: PGDATA %s", cfg->pgdata);
+	if (stat(cfg->pg->pgdata, &dsb) != 0)
+		return err_errno(E_CONFIG, errno, "daemon: PGDATA %s", cfg->pg->pgdata);
 	int lfd = -1;
 	TRY(listen_on(socket_path, dsb.st_uid, &lfd));
 	if (metrics_addr != NULL) {

@@ -24,7 +24,7 @@
  * all of them). metrics_addr ("host:port" or NULL) serves /metrics and /healthz. Requests are
  * served concurrently; one failing never stops the daemon.
  */
-err_code daemon_run(repo *push, repo *fetch, const config *cfg, const char *socket_path,
+err_code daemon_run(repo *push, repo *fetch, const wal_settings *cfg, const char *socket_path,
 					const char *metrics_addr);
 
 /* A command's own gauges, pushed with its run's (metrics_run_text). */

@@ -30,7 +30,7 @@ static time_t m_last_time;
 static int m_fd = -1;
 static pthread_t m_thread;
 static repo *m_repo;
-static const config *m_cfg;
+static const wal_settings *m_cfg;
 static char *m_wal_dir;
 static time_t m_backup_checked;
 static double m_backup_time, m_backup_bytes, m_verified_time;
@@ -253,7 +253,7 @@ static void *serve_http(void *arg)
 	return NULL;
 }
 
-err_code metrics_start(repo *r, const config *cfg, const char *addr)
+err_code metrics_start(repo *r, const wal_settings *cfg, const char *addr)
 {
 	char host[256];
 	const char *colon = strrchr(addr, ':');
@@ -281,7 +281,7 @@ err_code metrics_start(repo *r, const config *cfg, const char *addr)
 	m_repo = r;
 	m_cfg = cfg;
 	free(m_wal_dir);
-	m_wal_dir = xasprintf("%s/pg_wal", cfg->pgdata);
+	m_wal_dir = xasprintf("%s/pg_wal", cfg->pg->pgdata);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, PIPE_THREAD_STACK);

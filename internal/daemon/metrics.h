@@ -9,9 +9,9 @@ void metrics_failed(void);
 void metrics_fetched(bool found);
 /*
  * Serves /metrics and /healthz on addr ("host:port") from a thread of its own; the backlog is
- * that of cfg->pgdata's pg_wal (both borrowed until metrics_stop).
+ * that of cfg->pg->pgdata's pg_wal (both borrowed until metrics_stop).
  */
-err_code metrics_start(repo *r, const config *cfg, const char *addr);
+err_code metrics_start(repo *r, const wal_settings *cfg, const char *addr);
 void metrics_stop(void);
 
 #endif

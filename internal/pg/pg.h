@@ -9,6 +9,13 @@
 
 #define WAL_NAME_LEN 24
 
+/* The cluster walc works on, as the modules above pg read it (wal, backup, daemon). */
+typedef struct pg_settings {
+	char *pgdata;			/* PGDATA */
+	long pg_wal_size_mb;	/* WALG_PG_WAL_SIZE */
+	bool pg_wal_size_set;	/* ... was given, not defaulted: it then overrides pg_control's */
+} pg_settings;
+
 /* 24 upper-case hex digits: timeline, then the segment as two 8-digit halves. */
 bool wal_is_segment_name(const char *name);
 /*

@@ -6,7 +6,7 @@
 
 #include "internal/repo/repo_impl.h"
 
-static err_code check_codec(const config *cfg, repo *r)
+static err_code check_codec(const repo_settings *cfg, repo *r)
 {
 	r->codec = codec_by_name(cfg->compression);
 	if (r->codec == NULL)
@@ -23,19 +23,22 @@ static err_code check_codec(const config *cfg, repo *r)
 	return E_OK;
 }
 
-err_code repo_open_use(const config *cfg, repo_use use, const char *target, repo **out)
+err_code repo_open_use(const storage_settings *st, const crypt_settings *keys,
+					   const repo_settings *rs, repo_use use, const char *target, repo **out)
 {
 	static const storage_use uses[] = { [REPO_WRITE] = STORAGE_WRITE,
 										[REPO_READ] = STORAGE_READ,
 										[REPO_EVERY] = STORAGE_EVERY };
 	repo *r = xcalloc(1, sizeof(*r));
-	err_code rc = check_codec(cfg, r);
+	r->upload_concurrency = st->upload_concurrency;
+	r->download_concurrency = st->download_concurrency;
+	err_code rc = check_codec(rs, r);
 	if (rc == E_OK)
 		rc = crypt_init();
 	if (rc == E_OK)
-		rc = crypter_load(&cfg->crypt, &r->crypt);
+		rc = crypter_load(keys, &r->crypt);
 	if (rc == E_OK)
-		rc = storage_open_use(&cfg->storage, uses[use], target, &r->st);
+		rc = storage_open_use(st, uses[use], target, &r->st);
 	if (rc != E_OK) {
 		repo_close(r);
 		r = NULL;
@@ -44,9 +47,20 @@ err_code repo_open_use(const config *cfg, repo_use use, const char *target, repo
 	return rc;
 }
 
-err_code repo_open(const config *cfg, repo **out)
+err_code repo_open(const storage_settings *st, const crypt_settings *keys, const repo_settings *rs,
+				   repo **out)
 {
-	return repo_open_use(cfg, REPO_READ, NULL, out);
+	return repo_open_use(st, keys, rs, REPO_READ, NULL, out);
+}
+
+long repo_upload_concurrency(const repo *r)
+{
+	return r->upload_concurrency;
+}
+
+long repo_download_concurrency(const repo *r)
+{
+	return r->download_concurrency;
 }
 
 void repo_limit_network(repo *r, uint64_t bytes_per_sec)

@@ -42,14 +42,33 @@ void repo_objs_free(repo_objs *l);
  */
 typedef enum repo_use { REPO_WRITE, REPO_READ, REPO_EVERY } repo_use;
 
+/* How objects are compressed: the codec and level of every object written. */
+typedef struct repo_settings {
+	char *compression;		/* WALG_COMPRESSION_METHOD */
+	long compression_level; /* WALG_COMPRESSION_LEVEL (walc extension) or WALG_ZSTD_LEVEL */
+	char *zstd_level;		/* WALG_ZSTD_LEVEL: fastest, default, better or best */
+} repo_settings;
+
 /*
- * Validates the codec, level and encryption the configuration names and opens its storage:
- * with failover storages, as use says, or only target (a storage's name; NULL for none).
- * Errors name the variable at fault; *out is then NULL.
+ * Where the repository is and which keys open it: storage's and crypt's settings, which the
+ * layers above repo pass along without reading (their headers are repo's to include).
  */
-err_code repo_open_use(const config *cfg, repo_use use, const char *target, repo **out);
+struct storage_settings;
+struct crypt_settings;
+
+/*
+ * Validates the codec, level and encryption the settings name and opens the storage: with
+ * failover storages, as use says, or only target (a storage's name; NULL for none). Errors
+ * name the variable at fault; *out is then NULL.
+ */
+err_code repo_open_use(const struct storage_settings *st, const struct crypt_settings *keys,
+					   const repo_settings *rs, repo_use use, const char *target, repo **out);
 /* repo_open_use for a reader. */
-err_code repo_open(const config *cfg, repo **out);
+err_code repo_open(const struct storage_settings *st, const struct crypt_settings *keys,
+				   const repo_settings *rs, repo **out);
+/* WALG_UPLOAD_CONCURRENCY and WALG_DOWNLOAD_CONCURRENCY of the storage r was opened on. */
+long repo_upload_concurrency(const repo *r);
+long repo_download_concurrency(const repo *r);
 void repo_close(repo *r); /* NULL is a no-op */
 /* Backup commands pace storage traffic; WAL commands never do (WAL-G's rule). */
 void repo_limit_network(repo *r, uint64_t bytes_per_sec);

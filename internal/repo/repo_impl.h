@@ -15,6 +15,7 @@ struct repo {
 	crypter *crypt; /* libsodium or OpenPGP, NULL when objects are stored in the clear */
 	rate *net; /* paces bytes to and from storage (WALG_NETWORK_RATE_LIMIT), or NULL */
 	const char *backups; /* the folder of the backups this handle reads and writes; NULL: REPO_BACKUP_DIR */
+	long upload_concurrency, download_concurrency; /* the storage settings' */
 };
 
 /* The codec for a key's extension (none when it has no known one). */

@@ -52,16 +52,10 @@ typedef struct failover {
 } failover;
 
 /* ------------------------------------------------------------------------------------------ */
-/* Configuration: WALG_FAILOVER_STORAGES parsed into one configuration per storage            */
+/* Configuration: WALG_FAILOVER_STORAGES parsed into its entries, as written                  */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef struct entry {
-	char *name;
-	config_pair *pairs;
-	size_t n;
-} entry;
-
-static void entries_free(entry *e, size_t n)
+void storage_entries_free(storage_entry *e, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		for (size_t k = 0; k < e[i].n; k++) {
@@ -77,7 +71,7 @@ static void entries_free(entry *e, size_t n)
 /* WAL-G orders failovers by "NAME#HASH", which is the order of "NAME#". */
 static int entry_cmp(const void *a, const void *b)
 {
-	const char *x = ((const entry *)a)->name, *y = ((const entry *)b)->name;
+	const char *x = ((const storage_entry *)a)->name, *y = ((const storage_entry *)b)->name;
 	for (;; x++, y++) {
 		unsigned char cx = *x ? (unsigned char)*x : '#', cy = *y ? (unsigned char)*y : '#';
 		if (cx != cy || (*x == '\0' && *y == '\0'))
@@ -104,7 +98,7 @@ static err_code entry_value(const char *where, const char *key, const json_t *v,
 }
 
 /* WALG_FAILOVER_STORAGES, a JSON object of named objects of settings, in WAL-G's order. */
-static err_code parse_entries(const char *text, entry **out, size_t *n)
+static err_code parse_entries(const char *text, storage_entry **out, size_t *n)
 {
 	*out = NULL;
 	*n = 0;
@@ -120,7 +114,7 @@ static err_code parse_entries(const char *text, entry **out, size_t *n)
 		json_decref(doc);
 		return err_set(E_CONFIG, "WALG_FAILOVER_STORAGES: at most %d storages", MAX_MEMBERS - 1);
 	}
-	entry *e = xcalloc(json_object_size(doc) + 1, sizeof(*e));
+	storage_entry *e = xcalloc(json_object_size(doc) + 1, sizeof(*e));
 	size_t k = 0;
 	err_code rc = E_OK;
 	const char *name;
@@ -160,7 +154,7 @@ static err_code parse_entries(const char *text, entry **out, size_t *n)
 	}
 	json_decref(doc);
 	if (rc != E_OK) {
-		entries_free(e, k);
+		storage_entries_free(e, k);
 		return rc;
 	}
 	xqsort(e, k, sizeof(*e), entry_cmp);
@@ -198,29 +192,19 @@ static bool member_free(member *m)
 /* Opens every storage, the main one first: n members into *out. */
 static err_code open_members(const storage_settings *cfg, member **out, size_t *n)
 {
-	entry *e;
-	size_t ne;
+	const storage_failover *fo = cfg->failovers;
 	*out = NULL;
 	*n = 0;
-	TRY(parse_entries(cfg->failover_storages, &e, &ne));
-	member *m = xcalloc(ne + 1, sizeof(*m));
+	member *m = xcalloc(cfg->nfailovers + 1, sizeof(*m));
 	m[0].name = xstrdup(DEFAULT_NAME);
 	err_code rc = open_member(cfg, &m[0]);
 	size_t k = 1;
-	for (size_t i = 0; rc == E_OK && i < ne; i++, k++) {
-		storage_settings own;
-		char *where = xasprintf("WALG_FAILOVER_STORAGES \"%s\"", e[i].name);
-		m[k].name = xstrdup(e[i].name);
-		rc = config_for_storage(cfg, where, e[i].pairs, e[i].n, 0, &own);
-		if (rc == E_OK) {
-			rc = open_member(&own, &m[k]);
-			if (rc != E_OK)
-				err_wrap(rc, "%s", where);
-		}
-		config_storage_free(&own);
-		free(where);
+	for (size_t i = 0; rc == E_OK && i < cfg->nfailovers; i++, k++) {
+		m[k].name = xstrdup(fo[i].name);
+		rc = open_member(&fo[i].settings, &m[k]);
+		if (rc != E_OK)
+			err_wrap(rc, "WALG_FAILOVER_STORAGES \"%s\"", fo[i].name);
 	}
-	entries_free(e, ne);
 	if (rc != E_OK) {
 		for (size_t i = 0; i < k; i++)
 			member_free(&m[i]);
@@ -237,18 +221,24 @@ bool storage_has_failovers(const storage_settings *cfg)
 	return cfg->failover_storages != NULL && cfg->failover_storages[0] != '\0';
 }
 
+err_code storage_entries(const storage_settings *s, storage_entry **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	return storage_has_failovers(s) ? parse_entries(s->failover_storages, out, n) : E_OK;
+}
+
 err_code storage_names(const storage_settings *cfg, char ***names, size_t *n)
 {
-	entry *e = NULL;
-	size_t ne = 0;
-	if (storage_has_failovers(cfg))
-		TRY(parse_entries(cfg->failover_storages, &e, &ne));
+	storage_entry *e;
+	size_t ne;
+	TRY(storage_entries(cfg, &e, &ne));
 	*names = xcalloc(ne + 1, sizeof(**names));
 	(*names)[0] = xstrdup(DEFAULT_NAME);
 	for (size_t i = 0; i < ne; i++)
 		(*names)[i + 1] = xstrdup(e[i].name);
 	*n = ne + 1;
-	entries_free(e, ne);
+	storage_entries_free(e, ne);
 	return E_OK;
 }
 

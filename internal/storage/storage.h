@@ -12,6 +12,142 @@
 
 typedef struct storage storage;
 
+/* S3 settings (each also read as WALG_NAME and WALE_NAME, as WAL-G does). */
+typedef struct s3_settings {
+	char *endpoint;				/* AWS_ENDPOINT, else from WALE_S3_ENDPOINT */
+	char *wale_endpoint;		/* WALE_S3_ENDPOINT as given, when it is the endpoint */
+	char *region;				/* AWS_REGION, NULL = us-east-1 or detected on AWS */
+	bool force_path_style;		/* AWS_S3_FORCE_PATH_STYLE */
+	char *sse;					/* S3_SSE: AES256 or aws:kms */
+	char *sse_kms_id;			/* S3_SSE_KMS_ID */
+	char *sse_c;				/* S3_SSE_C, 32 bytes */
+	char *storage_class;		/* S3_STORAGE_CLASS */
+	long retention_period;		/* S3_RETENTION_PERIOD: Object Lock seconds, -1 = off */
+	char *retention_mode;		/* S3_RETENTION_MODE: GOVERNANCE or COMPLIANCE */
+	char *ca_cert_file;			/* S3_CA_CERT_FILE */
+	long max_part_size;			/* S3_MAX_PART_SIZE */
+	long max_retries;			/* S3_MAX_RETRIES */
+	long connect_timeout;		/* S3_CONNECT_TIMEOUT, seconds */
+	long low_speed_timeout;		/* S3_LOW_SPEED_TIMEOUT, seconds */
+	long delete_batch_size;		/* S3_DELETE_BATCH_SIZE: keys per DeleteObjects request */
+	/* credentials, as the AWS SDK reads them (no WALG_ forms) */
+	char *access_key;			/* AWS_ACCESS_KEY_ID or AWS_ACCESS_KEY */
+	char *secret_key;			/* AWS_SECRET_ACCESS_KEY or AWS_SECRET_KEY */
+	char *session_token;		/* AWS_SESSION_TOKEN */
+	char *web_identity_token_file; /* AWS_WEB_IDENTITY_TOKEN_FILE */
+	char *role_arn;				/* AWS_ROLE_ARN */
+	char *role_session_name;	/* AWS_ROLE_SESSION_NAME */
+	char *sts_endpoint;			/* AWS_STS_ENDPOINT */
+	char *shared_credentials_file; /* AWS_SHARED_CREDENTIALS_FILE */
+	char *profile;				/* AWS_PROFILE or AWS_DEFAULT_PROFILE */
+	char *container_relative_uri; /* AWS_CONTAINER_CREDENTIALS_RELATIVE_URI */
+	char *container_full_uri;	/* AWS_CONTAINER_CREDENTIALS_FULL_URI */
+	char *container_token;		/* AWS_CONTAINER_AUTHORIZATION_TOKEN */
+	char *container_token_file; /* AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, re-read each time */
+	bool ec2_metadata_disabled; /* AWS_EC2_METADATA_DISABLED */
+	char *ec2_metadata_endpoint; /* AWS_EC2_METADATA_SERVICE_ENDPOINT */
+	char *ec2_metadata_mode;	/* AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE: IPv4 or IPv6 */
+	char *home;					/* HOME, for ~/.aws/credentials */
+} s3_settings;
+
+/* Azure Blob Storage settings (the AZURE_STORAGE_* and buffer ones also as WALG_, WALE_). */
+typedef struct az_settings {
+	char *account;				/* AZURE_STORAGE_ACCOUNT */
+	char *access_key;			/* AZURE_STORAGE_ACCESS_KEY (Shared Key) */
+	char *sas_token;			/* AZURE_STORAGE_SAS_TOKEN */
+	char *endpoint_suffix;		/* AZURE_ENDPOINT_SUFFIX, e.g. core.windows.net */
+	char *environment_name;		/* AZURE_ENVIRONMENT_NAME */
+	long buffer_size;			/* AZURE_BUFFER_SIZE: block size, bytes */
+	long max_buffers;			/* AZURE_MAX_BUFFERS: blocks in flight */
+	long try_timeout;			/* AZURE_TRY_TIMEOUT: minutes per attempt */
+	char *api_version;			/* AZURE_BLOB_STORE_API_VERSION (x-ms-version) */
+	long max_retries;			/* AZURE_MAX_RETRIES (walc) */
+	char *ca_cert_file;			/* AZURE_CA_CERT_FILE (walc) */
+	/* Azure AD, as the Azure SDK reads them */
+	char *client_id;			/* AZURE_CLIENT_ID */
+	char *tenant_id;			/* AZURE_TENANT_ID */
+	char *client_secret;		/* AZURE_CLIENT_SECRET */
+	char *federated_token_file; /* AZURE_FEDERATED_TOKEN_FILE (AKS workload identity) */
+	char *authority_host;		/* AZURE_AUTHORITY_HOST */
+	char *imds_endpoint;		/* AZURE_IMDS_ENDPOINT (walc): managed identity endpoint */
+} az_settings;
+
+/* Google Cloud Storage settings (GCS_* also as WALG_GCS_*, WALE_GCS_*). */
+typedef struct gcs_settings {
+	char *credentials_file;		/* GOOGLE_APPLICATION_CREDENTIALS: service-account JSON */
+	long context_timeout;		/* GCS_CONTEXT_TIMEOUT, seconds */
+	bool normalize_prefix;		/* GCS_NORMALIZE_PREFIX */
+	char *encryption_key;		/* GCS_ENCRYPTION_KEY: base64 of a 32-byte key */
+	long max_chunk_size;		/* GCS_MAX_CHUNK_SIZE, bytes */
+	long max_retries;			/* GCS_MAX_RETRIES */
+	char *emulator_host;		/* STORAGE_EMULATOR_HOST: host:port, plain HTTP, no auth */
+	char *metadata_host;		/* GCE_METADATA_HOST (default metadata.google.internal) */
+	char *endpoint;				/* GCS_ENDPOINT (walc): base URL, authenticated */
+} gcs_settings;
+
+/* SFTP storage settings (also as WALG_SSH_*, WALE_SSH_*). */
+typedef struct ssh_settings {
+	long port;					/* SSH_PORT */
+	char *username;				/* SSH_USERNAME, NULL: the OS user's name */
+	char *password;				/* SSH_PASSWORD */
+	char *private_key_path;		/* SSH_PRIVATE_KEY_PATH */
+	char *key_passphrase;		/* SSH_PRIVATE_KEY_PASSPHRASE (walc) */
+	char *known_hosts;			/* SSH_KNOWN_HOSTS (walc): the host key must match, NULL: any */
+	long max_retries;			/* SSH_MAX_RETRIES (walc) */
+} ssh_settings;
+
+/* Trust for HTTPS as Go programs such as WAL-G take it (crypto/x509 on Linux). */
+typedef struct tls_settings {
+	char *cert_file; /* SSL_CERT_FILE: a CA bundle in place of the system's */
+	char *cert_dir;	 /* SSL_CERT_DIR: ':'-separated directories in place of the system's */
+} tls_settings;
+
+/* Where a repository is and how its stores are reached: all that storage_open reads. */
+typedef struct storage_settings {
+	char *file_prefix;		/* WALG_FILE_PREFIX, normalised to an absolute path */
+	char *s3_prefix;		/* WALG_S3_PREFIX */
+	char *gs_prefix;		/* WALG_GS_PREFIX */
+	char *az_prefix;		/* WALG_AZ_PREFIX */
+	char *ssh_prefix;		/* WALG_SSH_PREFIX */
+	char *storage_prefix;	/* WALG_STORAGE_PREFIX */
+	char *failover_storages; /* WALG_FAILOVER_STORAGES: JSON, parsed by storage */
+	bool failover_check;	/* WALG_FAILOVER_STORAGES_CHECK */
+	long failover_check_timeout_ms; /* WALG_FAILOVER_STORAGES_CHECK_TIMEOUT */
+	char *failover_check_size;		/* WALG_FAILOVER_STORAGES_CHECK_SIZE, as given */
+	uint64_t failover_check_bytes;	/* ... in bytes */
+	long failover_cache_lifetime_ms; /* WALG_FAILOVER_STORAGES_CACHE_LIFETIME */
+	char *target_storage;	/* WALG_TARGET_STORAGE, NULL: none */
+	/* WALG_FAILOVER_STORAGES' entries with their settings, which the caller resolves */
+	struct storage_failover *failovers;
+	size_t nfailovers;
+	long upload_concurrency;	/* WALG_UPLOAD_CONCURRENCY */
+	long download_concurrency;	/* WALG_DOWNLOAD_CONCURRENCY */
+	s3_settings s3;
+	az_settings az;
+	gcs_settings gcs;
+	ssh_settings ssh;
+	tls_settings tls;
+} storage_settings;
+
+/* A failover storage: its name and its own settings (storage_entries' entry, resolved). */
+typedef struct storage_failover {
+	char *name;
+	storage_settings settings;
+} storage_failover;
+
+/*
+ * WALG_FAILOVER_STORAGES as written: each entry's name and its settings' names (upper case)
+ * and values, in WAL-G's order. The caller turns each into a storage_failover (storage does
+ * not know how a setting is parsed). None when it is unset. storage_entries_free them.
+ */
+typedef struct storage_entry {
+	char *name;
+	config_pair *pairs;
+	size_t n;
+} storage_entry;
+err_code storage_entries(const storage_settings *s, storage_entry **out, size_t *n);
+void storage_entries_free(storage_entry *e, size_t n);
+
 
 typedef struct obj_info {
 	char *key;		/* relative to the listed prefix's root (full key) */
@@ -129,7 +265,8 @@ typedef enum storage_use {
 } storage_use;
 /*
  * The storage a command uses: as storage_open when there are no failover storages, else as
- * use says. target (else WALG_TARGET_STORAGE; NULL or "" for none) names the one storage to
+ * use says, the failover storages being cfg->failovers (storage_entries resolved by the
+ * caller). target (else WALG_TARGET_STORAGE; NULL or "" for none) names the one storage to
  * use alone ("default": the main one), which must be alive. Errors name the setting at fault.
  */
 err_code storage_open_use(const storage_settings *cfg, storage_use use, const char *target, storage **out);

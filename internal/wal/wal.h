@@ -9,6 +9,23 @@
 #include "internal/pg/pg.h"
 #include "internal/repo/repo.h"
 
+struct catalog_settings;
+
+/* What wal reads of the settings; the cluster's and the repository's rule are shared. */
+typedef struct wal_settings {
+	const pg_settings *pg;						/* PGDATA, WALG_PG_WAL_SIZE */
+	const struct catalog_settings *catalog;	/* WALG_ALLOW_SYSTEM_ID_CHANGE (catalog's) */
+	bool prevent_wal_overwrite;			/* WALG_PREVENT_WAL_OVERWRITE */
+	long total_bg_uploaded_limit;		/* TOTAL_BG_UPLOADED_LIMIT */
+	bool pg_ready_rename;				/* PG_READY_RENAME */
+	char *wal_backlog_max;				/* WALG_WAL_BACKLOG_MAX (walc extension), as given */
+	uint64_t wal_backlog_max_bytes;		/* ... in bytes, 0 = no limit */
+	char *prefetch_dir;					/* WALG_PREFETCH_DIR */
+	long integrity_max_delayed_wals;	/* WALG_INTEGRITY_MAX_DELAYED_WALS */
+	char *slot_name;					/* WALG_SLOTNAME, wal-receive's replication slot */
+	char *upload_wal_metadata;			/* WALG_UPLOAD_WAL_METADATA: NOMETADATA, INDIVIDUAL or BULK */
+} wal_settings;
+
 /*
  * The WAL waiting for archiving in a pg_wal: the files PostgreSQL marked .ready that no
  * wal-push has uploaded yet (a background upload's marker says one has), or for wal-receive
@@ -28,7 +45,7 @@ typedef struct wal_backlog {
  */
 typedef void (*wal_backlog_fn)(void *arg, const wal_backlog *b);
 /* The backlog of the pg_wal at wal_dir, for metrics read at any time. */
-err_code wal_backlog_read(const config *cfg, const char *wal_dir, wal_backlog *out);
+err_code wal_backlog_read(const wal_settings *cfg, const char *wal_dir, wal_backlog *out);
 
 /*
  * archive_command: stores the file at path as wal_005/<name>.<ext>, and meanwhile uploads
@@ -40,12 +57,12 @@ err_code wal_backlog_read(const config *cfg, const char *wal_dir, wal_backlog *o
  * or always for .history) an existing object with identical content is success without an
  * upload and different content is E_EXISTS, leaving the stored object as it was.
  */
-err_code wal_push(repo *r, const config *cfg, const char *path, wal_backlog_fn report,
+err_code wal_push(repo *r, const wal_settings *cfg, const char *path, wal_backlog_fn report,
 				  void *arg);
 /* The upload of one file alone, without markers or background uploads. */
-err_code wal_push_one(repo *r, const config *cfg, const char *path);
+err_code wal_push_one(repo *r, const wal_settings *cfg, const char *path);
 /* The same upload of len bytes in memory as WAL file name (a segment, .partial or .history). */
-err_code wal_push_mem(repo *r, const config *cfg, const char *name, const void *buf, size_t len);
+err_code wal_push_mem(repo *r, const wal_settings *cfg, const char *name, const void *buf, size_t len);
 /*
  * PostgreSQL has archived pgdata's WAL file name: its .done exists, or neither the file nor
  * its .ready is left.
@@ -55,7 +72,7 @@ bool wal_archived(const char *pgdata, const char *name);
  * Uploads pgdata's WAL file name if PostgreSQL marked it .ready (*pushed), without a marker
  * and without touching archive_status: backup-push's own WAL, ahead of a slow archiver.
  */
-err_code wal_push_if_ready(repo *r, const config *cfg, const char *pgdata, const char *name,
+err_code wal_push_if_ready(repo *r, const wal_settings *cfg, const char *pgdata, const char *name,
 						   bool *pushed);
 /*
  * Restores WAL file name into dest atomically, whatever extension it was stored with.
@@ -63,7 +80,7 @@ err_code wal_push_if_ready(repo *r, const config *cfg, const char *pgdata, const
  * is not created. *prefetch says whether the segments after name should be prefetched now
  * (wal_prefetch, which the caller runs where it fits: a child process, or a thread).
  */
-err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest,
+err_code wal_fetch(repo *r, const wal_settings *cfg, const char *name, const char *dest,
 				   bool *prefetch);
 
 /*
@@ -73,7 +90,7 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
  * point to its end, and their history files. Refuses clusters that are running, not shut down
  * cleanly, of different systems, or not diverged.
  */
-err_code wal_restore(repo *r, const config *cfg, const char *target, const char *source);
+err_code wal_restore(repo *r, const wal_settings *cfg, const char *target, const char *source);
 
 /*
  * Timeline tli's history (its parents and switch points, oldest first; *e to free): from the
@@ -92,7 +109,7 @@ err_code wal_history_load(repo *r, uint32_t tli, const char *path, pg_history_en
  * The journal of drops is <PGDATA>/pg_wal/walc_data, or /tmp/walc_data without PGDATA.
  * Returns E_OK once asked to stop (cancel_requested), an error when streaming cannot go on.
  */
-err_code wal_receive(repo *r, const config *cfg, wal_backlog_fn report, void *arg);
+err_code wal_receive(repo *r, const wal_settings *cfg, wal_backlog_fn report, void *arg);
 
 /*
  * WAL recorded lost: gaps in the archive that walc knows of (wal-receive's invalidated slot,
@@ -121,7 +138,7 @@ char *wal_lost_describe(const wal_lost_gap *g, uint64_t seg_size);
 void wal_lost_free(wal_lost *l);
 
 /* wal-show: timelines, ranges and gaps in wal_005/, as a table or detailed JSON. */
-err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_backups,
+err_code wal_show(repo *r, const wal_settings *cfg, bool detailed_json, bool without_backups,
 				  FILE *out);
 /* wal-verify's checks and WAL-G's options for them. */
 typedef struct verify_options {
@@ -136,7 +153,7 @@ typedef struct verify_options {
  * wal-verify. The earliest backup is the oldest non-permanent one on a timeline the current
  * one descends from (WAL-G's rule). *failed when a check says FAILURE.
  */
-err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *failed,
+err_code wal_verify(repo *r, const wal_settings *cfg, const verify_options *o, bool *failed,
 					FILE *out);
 
 /* A recovery target, as PostgreSQL's recovery_target_time, _lsn, _name and _xid name one. */
@@ -169,7 +186,7 @@ typedef struct wal_path {
  * take it read WAL through the repository it was opened on.
  */
 typedef struct wal_archive wal_archive;
-err_code wal_archive_open(repo *r, const config *cfg, wal_archive **out);
+err_code wal_archive_open(repo *r, const wal_settings *cfg, wal_archive **out);
 void wal_archive_close(wal_archive *a);
 const wal_path *wal_archive_path(const wal_archive *a);
 /* Follows timeline tli's history from now on, not the newest's; E_NOTFOUND if it has no WAL. */
@@ -233,7 +250,7 @@ typedef struct wal_windows {
 err_code wal_read_windows(wal_archive *a, wal_windows *out);
 void wal_windows_free(wal_windows *w);
 /* wal-show --restore-points: name, time, LSN and timeline of each, as a table or JSON. */
-err_code wal_show_restore_points(repo *r, const config *cfg, bool json, FILE *out);
+err_code wal_show_restore_points(repo *r, const wal_settings *cfg, bool json, FILE *out);
 /* The run holding lsn, or NULL. */
 const wal_run *wal_windows_run_at(const wal_windows *w, uint64_t lsn);
 /*
@@ -257,12 +274,12 @@ err_code wal_newest_upto(repo *r, uint64_t seg_size, uint32_t tli, uint32_t *tli
 						 uint64_t *segno, bool *found);
 
 /* The prefetch directory for a destination: <WALG_PREFETCH_DIR or dest's dir>/.wal-g/prefetch. */
-char *prefetch_dir(const config *cfg, const char *dest);
+char *prefetch_dir(const wal_settings *cfg, const char *dest);
 /* Serves name from the prefetch directory if a complete copy is there (*taken). */
-err_code prefetch_take(const config *cfg, const char *name, const char *dest, bool *taken);
+err_code prefetch_take(const wal_settings *cfg, const char *name, const char *dest, bool *taken);
 /* Whether fetching name should be followed by prefetching (WALG_DOWNLOAD_CONCURRENCY > 1). */
-bool wal_prefetch_wanted(const config *cfg, const char *name);
+bool wal_prefetch_wanted(const repo *r, const char *name);
 /* Fetches the WALG_DOWNLOAD_CONCURRENCY segments after name into the prefetch directory. */
-void wal_prefetch(repo *r, const config *cfg, const char *name, const char *dest);
+void wal_prefetch(repo *r, const wal_settings *cfg, const char *name, const char *dest);
 
 #endif

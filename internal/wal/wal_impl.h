@@ -36,7 +36,7 @@ typedef struct wal_index {
  */
 bool wal_object_is_segment(const char *base);
 /* Lists wal_005/ (and with backups, counts each timeline's backups); timelines sorted by id. */
-err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix);
+err_code wal_index_build(repo *r, const wal_settings *cfg, bool backups, wal_index *ix);
 void wal_index_free(wal_index *ix);
 bool wal_index_has(const wal_index *ix, uint32_t tli, uint64_t segno);
 /* The timeline that holds segment s on the way to timeline cur, from cur's history. */
@@ -66,12 +66,12 @@ size_t wal_file_head_need(const char *name);
  * cluster being recovered there, whose pg_control is beside it); a history file that parses
  * for its timeline; a backup history file that starts as PostgreSQL writes one.
  */
-err_code wal_file_check(repo *r, const config *cfg, const char *name, const unsigned char *buf,
+err_code wal_file_check(repo *r, const wal_settings *cfg, const char *name, const unsigned char *buf,
 						size_t len, uint64_t size, const char *dest);
 /* The first WAL_LONG_HEADER_LEN bytes of object key, decoded: how many there were. */
 size_t wal_object_head(repo *r, const char *key, unsigned char *head);
 /* The segment size WALG_PG_WAL_SIZE sets, 0 when it is not set. */
-uint64_t wal_configured_seg_size(const config *cfg);
+uint64_t wal_configured_seg_size(const wal_settings *cfg);
 /*
  * *ok when sysid is the cluster's the repository's marker names (*ours; 0 when there is no
  * marker, and any is), or the cluster's being recovered where wal-fetch writes dest (NULL:
@@ -84,7 +84,7 @@ err_code wal_marker_sysid(repo *r, uint64_t *sysid);
  * The file a fetch writes at path (file_sink_new: durable or not), made only once what passed
  * is what name says (wal_file_check, for dest).
  */
-err_code wal_checked_file_new(repo *r, const config *cfg, const char *name, const char *dest,
+err_code wal_checked_file_new(repo *r, const wal_settings *cfg, const char *name, const char *dest,
 							  const char *path, bool durable, sink **out);
 /* Archived WAL file name (a segment), decoded, fed to rd. E_NOTFOUND when not archived. */
 err_code wal_feed_archived(repo *r, const char *name, wal_reader *rd);
@@ -96,9 +96,9 @@ err_code wal_read_json(repo *r, const char *key, json_t **doc);
  * PGDATA): wal-push's markers of files uploaded in the background, and BULK WAL metadata
  * waiting for its group.
  */
-char *wal_marker_dir(const config *cfg);
+char *wal_marker_dir(const wal_settings *cfg);
 /* A background upload's marker says WAL file name is already stored. */
-bool wal_marked(const config *cfg, const char *name);
+bool wal_marked(const wal_settings *cfg, const char *name);
 
 /*
  * The bound on the WAL waiting for archiving (backlog.c). Its state (a journal of drops, the
@@ -138,7 +138,7 @@ err_code wal_dropped_flush(repo *r, const char *state_dir);
  * uploads at once, the oldest for a minute, or over half the bound), the INFO when it has caught
  * up, and report when either happened or segments were dropped. where names the pg_wal.
  */
-void wal_backlog_note(const char *state_dir, const config *cfg, const wal_backlog *b,
+void wal_backlog_note(const char *state_dir, const repo *r, const wal_backlog *b,
 					  bool dropped, const char *where, wal_backlog_fn report, void *arg);
 /*
  * An archiving call's watch of its pg_wal (wal_dir), for the file name it archives: a first
@@ -148,7 +148,7 @@ void wal_backlog_note(const char *state_dir, const config *cfg, const wal_backlo
  * wal_dir is not a pg_wal (no archive_status).
  */
 typedef struct wal_watch wal_watch;
-wal_watch *wal_watch_begin(repo *r, const config *cfg, const char *wal_dir, const char *name,
+wal_watch *wal_watch_begin(repo *r, const wal_settings *cfg, const char *wal_dir, const char *name,
 						   wal_backlog_fn report, void *arg, bool *self_dropped);
 void wal_watch_claims(wal_watch *w, bool (*claim)(void *arg, const char *name), void *arg);
 void wal_watch_tick(wal_watch *w);
@@ -159,7 +159,7 @@ void wal_watch_end(wal_watch *w);
  * wal_005/<name>.json for INDIVIDUAL; for BULK the entry is staged in the marker folder and
  * the group's object stored with the segment whose name ends in F.
  */
-err_code wal_metadata_store(repo *r, const config *cfg, const char *name, time_t sec, long nsec);
+err_code wal_metadata_store(repo *r, const wal_settings *cfg, const char *name, time_t sec, long nsec);
 
 /*
  * WAL known lost (wal-receive's invalidated slot): runs of segments recorded in a root object

@@ -15,19 +15,9 @@
 #include "internal/catalog/catalog.h"
 #include "internal/pg/pg.h"
 
-static void seen_size(const char *name, const char *value, bool secret, void *arg)
+uint64_t wal_configured_seg_size(const wal_settings *cfg)
 {
-	(void)value;
-	(void)secret;
-	if (strcmp(name, "WALG_PG_WAL_SIZE") == 0)
-		*(bool *)arg = true;
-}
-
-uint64_t wal_configured_seg_size(const config *cfg)
-{
-	bool set = false;
-	config_each_set(seen_size, &set);
-	return set ? (uint64_t)cfg->pg_wal_size_mb << 20 : 0;
+	return cfg->pg->pg_wal_size_set ? (uint64_t)cfg->pg->pg_wal_size_mb << 20 : 0;
 }
 
 /*
@@ -163,7 +153,7 @@ err_code wal_cluster_ok(repo *r, uint64_t sysid, const char *dest, bool *ok, uin
 	return E_OK;
 }
 
-err_code wal_file_check(repo *r, const config *cfg, const char *name, const unsigned char *buf,
+err_code wal_file_check(repo *r, const wal_settings *cfg, const char *name, const unsigned char *buf,
 						size_t len, uint64_t size, const char *dest)
 {
 	char why[128] = "";
@@ -208,7 +198,7 @@ typedef struct check_sink {
 	sink base;
 	sink *next;
 	repo *r;
-	const config *cfg;
+	const wal_settings *cfg;
 	char *name, *dest;
 	unsigned char *head;
 	size_t need, have;
@@ -246,7 +236,7 @@ static void ck_free(sink *s)
 
 static const sink_ops check_sink_ops = { ck_write, ck_finish, ck_free };
 
-static sink *check_sink_new(repo *r, const config *cfg, const char *name, const char *dest,
+static sink *check_sink_new(repo *r, const wal_settings *cfg, const char *name, const char *dest,
 							sink *next)
 {
 	check_sink *c = xcalloc(1, sizeof(*c));
@@ -261,7 +251,7 @@ static sink *check_sink_new(repo *r, const config *cfg, const char *name, const 
 	return &c->base;
 }
 
-err_code wal_checked_file_new(repo *r, const config *cfg, const char *name, const char *dest,
+err_code wal_checked_file_new(repo *r, const wal_settings *cfg, const char *name, const char *dest,
 							  const char *path, bool durable, sink **out)
 {
 	sink *file;

@@ -170,11 +170,11 @@ bool wal_object_is_segment(const char *base)
 		(rest[0] == '\0' || (rest[0] == '.' && repo_is_codec_ext(rest + 1)));
 }
 
-err_code wal_index_build(repo *r, const config *cfg, bool backups, wal_index *ix)
+err_code wal_index_build(repo *r, const wal_settings *cfg, bool backups, wal_index *ix)
 {
 	repo_objs l;
 	memset(ix, 0, sizeof(*ix));
-	ix->segsize = (uint64_t)cfg->pg_wal_size_mb << 20;
+	ix->segsize = (uint64_t)cfg->pg->pg_wal_size_mb << 20;
 	TRY(repo_list(r, REPO_WAL_DIR, false, &l));
 	err_code rc = E_OK;
 	for (size_t i = 0; rc == E_OK && i < l.len; i++) {

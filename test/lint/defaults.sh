@@ -14,8 +14,8 @@
 set -euo pipefail
 
 # The table, and the loop that applies it (the only code that may name a default).
-TABLE=internal/core/configvars.c
-LOOP=internal/core/config.c
+TABLE=cmd/walc/settings/configvars.c
+LOOP=cmd/walc/settings/config.c
 
 # FIELD<TAB>DEFAULT<TAB>NAME for each row of the table that has a default.
 defaults() { # ROOT

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # docs/SETTINGS.md lists every setting walc reads, and only those: each name the configuration
-# table (internal/core/configvars.c) reads has its row, and each row names a setting of the
+# table (cmd/walc/settings/configvars.c) reads has its row, and each row names a setting of the
 # table. WAL-G settings walc refuses, warns about or ignores belong to DIFFERENCES.md instead.
 # Prints each name out of place and exits 1 when there is one. --self-test plants a setting
 # without a row and a row without a setting and checks that both are caught.
 set -euo pipefail
 
-TABLE=internal/core/configvars.c
+TABLE=cmd/walc/settings/configvars.c
 DOC=docs/SETTINGS.md
 
 check() { # ROOT
@@ -34,7 +34,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 if [ "${1:-}" = --self-test ]; then
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
-	mkdir -p "$tmp/internal/core" "$tmp/docs"
+	mkdir -p "$tmp/$(dirname "$TABLE")" "$tmp/docs"
 	cp "$here/$TABLE" "$tmp/$TABLE"
 	cp "$here/$DOC" "$tmp/$DOC"
 	check "$tmp" >/dev/null || { echo "settings-doc self-test: the tree itself fails"; exit 1; }

@@ -222,29 +222,31 @@ static void test_lost_to_takeover(void **state)
 	assert_true(exists("basebackups_005/" NAME "/walc_claim_002.json"));
 }
 
+static const catalog_settings keep_cluster = { false }, change_cluster = { true };
+
 static void test_cluster_marker(void **state)
 {
 	(void)state;
-	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push X"), E_OK);
+	assert_int_equal(catalog_check_cluster(&r, 111, &keep_cluster, "wal-push X"), E_OK);
 	assert_true(exists(CATALOG_CLUSTER_MARKER));
-	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push X"), E_OK);
-	assert_int_equal(catalog_check_cluster(&r, 222, false, "wal-push Y"), E_CONFIG);
+	assert_int_equal(catalog_check_cluster(&r, 111, &keep_cluster, "wal-push X"), E_OK);
+	assert_int_equal(catalog_check_cluster(&r, 222, &keep_cluster, "wal-push Y"), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "system identifier is 222"));
 	assert_non_null(strstr(err_msg(), "cluster 111"));
-	assert_int_equal(catalog_check_cluster(&r, 222, true, "wal-push Y"), E_OK);
-	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push X"), E_CONFIG);
+	assert_int_equal(catalog_check_cluster(&r, 222, &change_cluster, "wal-push Y"), E_OK);
+	assert_int_equal(catalog_check_cluster(&r, 111, &keep_cluster, "wal-push X"), E_CONFIG);
 	/* Without a marker, the newest sentinel's identifier counts. */
 	assert_int_equal(storage_remove(r.st, CATALOG_CLUSTER_MARKER), E_OK);
 	put("basebackups_005/" NAME "_backup_stop_sentinel.json",
 		"{\"LSN\": 1, \"FinishLSN\": 2, \"SystemIdentifier\": 333}");
-	assert_int_equal(catalog_check_cluster(&r, 444, false, "backup-push"), E_CONFIG);
+	assert_int_equal(catalog_check_cluster(&r, 444, &keep_cluster, "backup-push"), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "its newest backup " NAME));
 	assert_false(exists(CATALOG_CLUSTER_MARKER));
-	assert_int_equal(catalog_check_cluster(&r, 333, false, "backup-push"), E_OK);
+	assert_int_equal(catalog_check_cluster(&r, 333, &keep_cluster, "backup-push"), E_OK);
 	assert_true(exists(CATALOG_CLUSTER_MARKER));
 	/* A marker that is not ours to read is an error, not a pass. */
 	put(CATALOG_CLUSTER_MARKER, "{\"system_identifier\": \"x\"}");
-	assert_int_equal(catalog_check_cluster(&r, 555, false, "backup-push"), E_CORRUPT);
+	assert_int_equal(catalog_check_cluster(&r, 555, &keep_cluster, "backup-push"), E_CORRUPT);
 }
 
 /* The first writer that encrypts records the method; a writer without a key is refused then. */
@@ -259,10 +261,10 @@ static void test_marker_encryption(void **state)
 	assert_int_equal(crypt_init(), E_OK);
 	assert_int_equal(crypter_load(&cfg.crypt, &c), E_OK);
 	config_free(&cfg);
-	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push A"), E_OK);
+	assert_int_equal(catalog_check_cluster(&r, 111, &keep_cluster, "wal-push A"), E_OK);
 	assert_int_equal(catalog_check_encryption(&r, "wal-push 00000002.history"), E_OK);
 	r.crypt = c;
-	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push B"), E_OK);
+	assert_int_equal(catalog_check_cluster(&r, 111, &keep_cluster, "wal-push B"), E_OK);
 	char *path = xasprintf("%s/" CATALOG_CLUSTER_MARKER, root);
 	size_t len;
 	unsigned char *bytes = read_all(path, &len);
@@ -272,16 +274,16 @@ static void test_marker_encryption(void **state)
 	free(text);
 	free(bytes);
 	r.crypt = NULL;
-	assert_int_equal(catalog_check_cluster(&r, 111, false, "wal-push C"), E_CONFIG);
+	assert_int_equal(catalog_check_cluster(&r, 111, &keep_cluster, "wal-push C"), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "wal-push C: "));
 	assert_non_null(strstr(err_msg(), "encrypted with libsodium"));
 	assert_non_null(strstr(err_msg(), "WALG_LIBSODIUM_KEY"));
 	assert_int_equal(catalog_check_encryption(&r, "wal-push 00000002.history"), E_CONFIG);
 	/* A change of cluster keeps the record. */
 	r.crypt = c;
-	assert_int_equal(catalog_check_cluster(&r, 222, true, "backup-push"), E_OK);
+	assert_int_equal(catalog_check_cluster(&r, 222, &change_cluster, "backup-push"), E_OK);
 	r.crypt = NULL;
-	assert_int_equal(catalog_check_cluster(&r, 222, false, "backup-push"), E_CONFIG);
+	assert_int_equal(catalog_check_cluster(&r, 222, &keep_cluster, "backup-push"), E_CONFIG);
 	err_clear();
 	free(path);
 	crypter_free(c);

@@ -46,12 +46,12 @@ static void test_config_defaults(void **state)
 	setenv("WALG_FILE_PREFIX", "/tmp/repo/", 1);
 	assert_int_equal(config_load(&c, true), E_OK);
 	assert_string_equal(c.storage.file_prefix, "/tmp/repo");
-	assert_string_equal(c.compression, "lz4");
+	assert_string_equal(c.repo.compression, "lz4");
 	assert_int_equal(c.storage.upload_concurrency, 16);
 	assert_int_equal(c.storage.download_concurrency, 10);
-	assert_int_equal(c.pg_wal_size_mb, 16);
-	assert_false(c.prevent_wal_overwrite);
-	assert_int_equal(c.log_level, LOG_INFO);
+	assert_int_equal(c.pg.pg_wal_size_mb, 16);
+	assert_false(c.wal.prevent_wal_overwrite);
+	assert_int_equal(c.log.level, LOG_INFO);
 	config_free(&c);
 }
 
@@ -109,7 +109,7 @@ static void test_config_bools(void **state)
 	for (size_t i = 0; yes[i]; i++) {
 		setenv("WALG_PREVENT_WAL_OVERWRITE", yes[i], 1);
 		assert_int_equal(config_load(&c, true), E_OK);
-		assert_true(c.prevent_wal_overwrite);
+		assert_true(c.wal.prevent_wal_overwrite);
 		config_free(&c);
 	}
 }
@@ -127,7 +127,7 @@ static void test_config_sources(void **state)
 	setenv("WALG_COMPRESSION_METHOD", "brotli", 1);
 	assert_int_equal(config_load_from(&c, true, &src), E_OK);
 	assert_string_equal(c.storage.file_prefix, "/from/file");
-	assert_string_equal(c.compression, "brotli");
+	assert_string_equal(c.repo.compression, "brotli");
 	assert_int_equal(c.storage.upload_concurrency, 3);
 	config_free(&c);
 	unsetenv("WALG_COMPRESSION_METHOD");
@@ -180,10 +180,10 @@ static void test_config_refused_and_choices(void **state)
 	setenv("WALG_ZSTD_LEVEL", "Best", 1);
 	setenv("WALG_ALIVE_CHECK_INTERVAL", "1m30s", 1);
 	assert_int_equal(config_load(&c, true), E_OK);
-	assert_int_equal(c.log_level, LOG_DEBUG);
-	assert_string_equal(c.compression, "zstd");
-	assert_int_equal(c.compression_level, 11);
-	assert_int_equal(c.alive_check_ms, 90000);
+	assert_int_equal(c.log.level, LOG_DEBUG);
+	assert_string_equal(c.repo.compression, "zstd");
+	assert_int_equal(c.repo.compression_level, 11);
+	assert_int_equal(c.backup.alive_check_ms, 90000);
 	config_free(&c);
 	setenv("WALG_COMPRESSION_METHOD", "lz4", 1);
 	assert_int_equal(config_load(&c, true), E_CONFIG);

@@ -212,8 +212,10 @@ static void test_run_refused(void **state)
 	config cfg;
 	repo *r = NULL;
 	unit_cluster_open(&cfg, &r, prefetching, 1);
-	config none = cfg;
-	none.pgdata = NULL;
+	pg_settings no_pgdata = cfg.pg;
+	no_pgdata.pgdata = NULL;
+	wal_settings none = cfg.wal;
+	none.pg = &no_pgdata;
 	assert_int_equal(daemon_run(r, r, &none, "/tmp/x.sock", NULL), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "daemon: PGDATA must be set"));
 	err_clear();
@@ -221,19 +223,19 @@ static void test_run_refused(void **state)
 	memset(longpath, 'a', sizeof(longpath) - 1);
 	longpath[0] = '/';
 	longpath[sizeof(longpath) - 1] = '\0';
-	assert_int_equal(daemon_run(r, r, &cfg, longpath, NULL), E_CONFIG);
+	assert_int_equal(daemon_run(r, r, &cfg.wal, longpath, NULL), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "is too long"));
 	err_clear();
 	char *file = xasprintf("%s/not-a-socket", unit_dir);
 	FILE *f = fopen(file, "w");
 	assert_non_null(f);
 	fclose(f);
-	assert_int_equal(daemon_run(r, r, &cfg, file, NULL), E_CONFIG);
+	assert_int_equal(daemon_run(r, r, &cfg.wal, file, NULL), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "exists and is not a socket"));
 	err_clear();
 	/* a metrics address that is none: refused before any port is taken */
 	char *sock = xasprintf("%s/walc.sock", unit_dir);
-	assert_int_equal(daemon_run(r, r, &cfg, sock, "no-port"), E_CONFIG);
+	assert_int_equal(daemon_run(r, r, &cfg.wal, sock, "no-port"), E_CONFIG);
 	assert_string_equal(err_msg(), "WALG_METRICS_ADDRESS: expected host:port, got \"no-port\"");
 	err_clear();
 	free(sock);
@@ -279,7 +281,7 @@ static void test_push_texts(void **state)
 
 typedef struct served {
 	repo *r;
-	const config *cfg;
+	const wal_settings *cfg;
 	const char *sock;
 	err_code rc;
 } served;
@@ -312,7 +314,7 @@ static void test_serve(void **state)
 	repo *r = NULL;
 	unit_cluster_open(&cfg, &r, prefetching, 1);
 	char *sock = xasprintf("%s/walc.sock", unit_dir);
-	served s = { r, &cfg, sock, E_FAIL };
+	served s = { r, &cfg.wal, sock, E_FAIL };
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, run_daemon, &s), 0);
 	char answer = 0;

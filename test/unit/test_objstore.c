@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cmd/walc/settings/config.h"
 #include "internal/storage/azure/azure.h"
 #include "internal/storage/gcs/gcs.h"
 

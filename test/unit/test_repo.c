@@ -42,7 +42,7 @@ static err_code open_repo_in(const char *dir, const char *method, const char *le
 	config cfg;
 	err_code rc = config_load_from(&cfg, true, &src);
 	if (rc == E_OK)
-		rc = repo_open(&cfg, r);
+		rc = config_repo_open(&cfg, REPO_READ, NULL, r);
 	config_free(&cfg);
 	return rc;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmd/walc/settings/config.h"
 #include "internal/storage/s3/s3.h"
 
 /* ------------------------------------------------------------------------------------------ */

@@ -191,6 +191,11 @@ static void failover_config(config *c)
 	setenv("WALG_FAILOVER_STORAGES", json, 1);
 	setenv("WALG_FAILOVER_STORAGES_CHECK_SIZE", "100", 1);
 	assert_int_equal(config_load(c, true), E_OK);
+	/* resolved as cmd resolves them before opening (config_free frees them) */
+	storage_settings resolved;
+	assert_int_equal(config_failovers(&c->storage, &resolved), E_OK);
+	c->storage.failovers = resolved.failovers;
+	c->storage.nfailovers = resolved.nfailovers;
 	unsetenv("WALG_FILE_PREFIX");
 	unsetenv("WALG_FAILOVER_STORAGES");
 	unsetenv("WALG_FAILOVER_STORAGES_CHECK_SIZE");

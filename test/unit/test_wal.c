@@ -135,7 +135,7 @@ static void test_watch_drops(void **state)
 	setup_pg_wal(&cfg, &r, "2mb");
 	char *wal_dir = xasprintf("%s/pgdata/pg_wal", unit_dir);
 	wal_backlog b;
-	assert_int_equal(wal_backlog_read(&cfg, wal_dir, &b), E_OK);
+	assert_int_equal(wal_backlog_read(&cfg.wal, wal_dir, &b), E_OK);
 	assert_int_equal(b.files, 6);
 	assert_int_equal(b.bytes, 6 * MIB);
 	assert_int_equal(b.limit, 2 * MIB);
@@ -143,7 +143,7 @@ static void test_watch_drops(void **state)
 
 	reports = 0;
 	bool self = false;
-	wal_watch *w = wal_watch_begin(r, &cfg, wal_dir, SEGS[0], on_report, NULL, &self);
+	wal_watch *w = wal_watch_begin(r, &cfg.wal, wal_dir, SEGS[0], on_report, NULL, &self);
 	assert_non_null(w);
 	assert_true(self);
 	wal_watch_end(w);
@@ -204,7 +204,7 @@ static void test_watch_drops(void **state)
 	/* a later drop of the next segment is a new gap: the first was recorded as it was */
 	make_file("pgdata/pg_wal/000000010000000000000009", MIB);
 	make_file("pgdata/pg_wal/archive_status/000000010000000000000009.ready", 0);
-	w = wal_watch_begin(r, &cfg, wal_dir, "000000010000000000000009", NULL, NULL, &self);
+	w = wal_watch_begin(r, &cfg.wal, wal_dir, "000000010000000000000009", NULL, NULL, &self);
 	assert_false(self); /* 7 is older */
 	wal_watch_end(w);
 	assert_true(exists("pgdata/pg_wal/archive_status", SEGS[4], ".done"));
@@ -212,7 +212,7 @@ static void test_watch_drops(void **state)
 	assert_int_equal(lost.n, 3); /* the repository's one, the journal's two */
 	assert_non_null(wal_lost_at(&lost, 1, 7));
 	wal_lost_free(&lost);
-	assert_int_equal(wal_backlog_read(&cfg, wal_dir, &b), E_OK);
+	assert_int_equal(wal_backlog_read(&cfg.wal, wal_dir, &b), E_OK);
 	assert_int_equal(b.dropped, 5);
 	assert_int_equal(b.files, 2); /* 8 and 9 */
 
@@ -239,7 +239,7 @@ static void test_watch_unbounded(void **state)
 	reports = 0;
 	bool self = true;
 	for (int i = 0; i < 3; i++) {
-		wal_watch *w = wal_watch_begin(r, &cfg, wal_dir, SEGS[0], on_report, NULL, &self);
+		wal_watch *w = wal_watch_begin(r, &cfg.wal, wal_dir, SEGS[0], on_report, NULL, &self);
 		assert_false(self);
 		wal_watch_tick(w);
 		wal_watch_end(w);
@@ -253,7 +253,7 @@ static void test_watch_unbounded(void **state)
 	assert_false(exists("repo", "walc_wal_lost.json", ""));
 	/* not a pg_wal: no watch */
 	bool none;
-	assert_null(wal_watch_begin(r, &cfg, unit_dir, SEGS[0], NULL, NULL, &none));
+	assert_null(wal_watch_begin(r, &cfg.wal, unit_dir, SEGS[0], NULL, NULL, &none));
 	free(wal_dir);
 	unit_cluster_close(&cfg, r);
 }
@@ -309,7 +309,7 @@ static char *stored(repo *r, const char *name)
 }
 
 /* Fetches name into unit_dir/got/name and compares it with the file at want. */
-static void fetch_equal(repo *r, const config *cfg, const char *name, const char *want)
+static void fetch_equal(repo *r, const wal_settings *cfg, const char *name, const char *want)
 {
 	char *dir = xasprintf("%s/got", unit_dir);
 	assert_int_equal(mkdir_p(dir, 0700), E_OK);
@@ -345,14 +345,14 @@ static void test_push_fetch(void **state)
 		char *path = pg_wal_segment(3 + m, NULL);
 		char name[WAL_NAME_LEN + 1];
 		wal_name_format(name, 1, 3 + m, MIB);
-		assert_int_equal(wal_push_one(r, &cfg, path), E_OK);
+		assert_int_equal(wal_push_one(r, &cfg.wal, path), E_OK);
 		char *key = stored(r, name);
 		assert_non_null(key);
 		char *want = xasprintf("wal_005/%s.%s", name, codec_ext(codec_by_name(methods[m])));
 		assert_string_equal(key, want);
 		free(want);
 		free(key);
-		fetch_equal(r, &cfg, name, path);
+		fetch_equal(r, &cfg.wal, name, path);
 		free(path);
 		unit_cluster_close(&cfg, r);
 		assert_int_equal(unit_rmtree(unit_dir), 0);
@@ -377,32 +377,32 @@ static void test_push_checks(void **state)
 	unit_cluster_open(&cfg, &r, more, 1);
 	char *path = pg_wal_segment(3, NULL);
 	char *name = seg_name(3);
-	assert_int_equal(wal_push_one(r, &cfg, path), E_OK);
-	assert_int_equal(wal_push_one(r, &cfg, path), E_OK); /* the same bytes again: done */
+	assert_int_equal(wal_push_one(r, &cfg.wal, path), E_OK);
+	assert_int_equal(wal_push_one(r, &cfg.wal, path), E_OK); /* the same bytes again: done */
 	unsigned char *other = unit_wal_segment(1, 3, MIB, SYSID, 99);
 	char *rel = xasprintf("pgdata/pg_wal/%s", name);
 	write_file(rel, other, MIB);
-	assert_int_equal(wal_push_one(r, &cfg, path), E_EXISTS);
+	assert_int_equal(wal_push_one(r, &cfg.wal, path), E_EXISTS);
 	err_clear();
 	free(other);
 	other = unit_wal_segment(1, 3, MIB, SYSID, 3);
 	write_file(rel, other, MIB);
-	fetch_equal(r, &cfg, name, path); /* still the first */
+	fetch_equal(r, &cfg.wal, name, path); /* still the first */
 
 	/* not a segment: a header of another segment, a short file, no header */
 	free(other);
 	other = unit_wal_segment(1, 4, MIB, SYSID, 3);
 	write_file(rel, other, MIB);
-	assert_int_equal(wal_push_one(r, &cfg, path), E_CORRUPT);
+	assert_int_equal(wal_push_one(r, &cfg.wal, path), E_CORRUPT);
 	assert_non_null(strstr(err_msg(), "not a WAL segment: its page address 0/400000 is not its name's"));
 	err_clear();
 	write_file(rel, other, MIB / 2);
-	assert_int_equal(wal_push_one(r, &cfg, path), E_CORRUPT);
+	assert_int_equal(wal_push_one(r, &cfg.wal, path), E_CORRUPT);
 	assert_non_null(strstr(err_msg(), "is 524288 bytes, not a 1048576-byte segment"));
 	err_clear();
 	memset(other, 0, 64);
 	write_file(rel, other, MIB);
-	assert_int_equal(wal_push_one(r, &cfg, path), E_CORRUPT);
+	assert_int_equal(wal_push_one(r, &cfg.wal, path), E_CORRUPT);
 	assert_non_null(strstr(err_msg(), "does not start with a WAL page header"));
 	err_clear();
 
@@ -410,7 +410,7 @@ static void test_push_checks(void **state)
 	const char *hist = "1\t0/3000000\tno recovery target specified\n";
 	write_file("pgdata/pg_wal/00000002.history", hist, strlen(hist));
 	char *hpath = xasprintf("%s/pgdata/pg_wal/00000002.history", unit_dir);
-	assert_int_equal(wal_push_one(r, &cfg, hpath), E_OK);
+	assert_int_equal(wal_push_one(r, &cfg.wal, hpath), E_OK);
 	pg_history_entry *e;
 	size_t n;
 	assert_int_equal(wal_history_load(r, 2, NULL, &e, &n), E_OK);
@@ -424,14 +424,14 @@ static void test_push_checks(void **state)
 	write_file("pgdata/pg_wal/00000003.history", "garbage\n", 8);
 	free(hpath);
 	hpath = xasprintf("%s/pgdata/pg_wal/00000003.history", unit_dir);
-	assert_int_equal(wal_push_one(r, &cfg, hpath), E_CORRUPT);
+	assert_int_equal(wal_push_one(r, &cfg.wal, hpath), E_CORRUPT);
 	assert_non_null(strstr(err_msg(), "not a timeline history file for timeline 3"));
 	err_clear();
 
 	/* a segment that is not archived: WAL-G's words, and nothing written */
 	char *dest = xasprintf("%s/missing", unit_dir);
 	bool prefetch;
-	assert_int_equal(wal_fetch(r, &cfg, "000000010000000000000009", dest, &prefetch), E_NOTFOUND);
+	assert_int_equal(wal_fetch(r, &cfg.wal, "000000010000000000000009", dest, &prefetch), E_NOTFOUND);
 	assert_string_equal(err_msg(), "Archive '000000010000000000000009' does not exist.");
 	err_clear();
 	assert_int_equal(access(dest, F_OK), -1);
@@ -462,17 +462,17 @@ static void test_push_background(void **state)
 		paths[i] = pg_wal_segment(3 + (uint64_t)i, "ready");
 		names[i] = seg_name(3 + (uint64_t)i);
 	}
-	assert_int_equal(wal_push(r, &cfg, paths[0], NULL, NULL), E_OK);
+	assert_int_equal(wal_push(r, &cfg.wal, paths[0], NULL, NULL), E_OK);
 	/* what went in the background is stored and marked, nothing else is marked */
 	for (int i = 1; i < 5; i++) {
 		char *key = stored(r, names[i]);
-		assert_int_equal(key != NULL, wal_marked(&cfg, names[i]));
+		assert_int_equal(key != NULL, wal_marked(&cfg.wal, names[i]));
 		free(key);
 	}
 	/* PostgreSQL's calls for the rest, in order: each stored, every marker used */
 	for (int i = 1; i < 4; i++) {
-		assert_int_equal(wal_push(r, &cfg, paths[i], NULL, NULL), E_OK);
-		assert_false(wal_marked(&cfg, names[i]));
+		assert_int_equal(wal_push(r, &cfg.wal, paths[i], NULL, NULL), E_OK);
+		assert_false(wal_marked(&cfg.wal, names[i]));
 		char *key = stored(r, names[i]);
 		assert_non_null(key);
 		free(key);
@@ -482,14 +482,14 @@ static void test_push_background(void **state)
 	if (key7 != NULL)
 		assert_int_equal(storage_remove(r->st, key7), E_OK);
 	free(key7);
-	char *markers = wal_marker_dir(&cfg);
+	char *markers = wal_marker_dir(&cfg.wal);
 	assert_int_equal(mkdir_p(markers, 0700), E_OK);
 	char *mark = xasprintf("%s/%s", markers, names[4]);
 	FILE *f = fopen(mark, "w");
 	assert_non_null(f);
 	fclose(f);
-	assert_int_equal(wal_push(r, &cfg, paths[4], NULL, NULL), E_OK);
-	assert_false(wal_marked(&cfg, names[4]));
+	assert_int_equal(wal_push(r, &cfg.wal, paths[4], NULL, NULL), E_OK);
+	assert_false(wal_marked(&cfg.wal, names[4]));
 	assert_null(stored(r, names[4]));
 
 	/* PostgreSQL's view: archived once .done, or once neither the file nor .ready is left */
@@ -501,9 +501,9 @@ static void test_push_background(void **state)
 
 	/* backup-push's own WAL: pushed when .ready, left alone when done */
 	bool pushed;
-	assert_int_equal(wal_push_if_ready(r, &cfg, unit_pgdata, names[1], &pushed), E_OK);
+	assert_int_equal(wal_push_if_ready(r, &cfg.wal, unit_pgdata, names[1], &pushed), E_OK);
 	assert_false(pushed);
-	assert_int_equal(wal_push_if_ready(r, &cfg, unit_pgdata, names[4], &pushed), E_OK);
+	assert_int_equal(wal_push_if_ready(r, &cfg.wal, unit_pgdata, names[4], &pushed), E_OK);
 	assert_true(pushed);
 	key7 = stored(r, names[4]);
 	assert_non_null(key7);
@@ -521,8 +521,8 @@ static void test_push_background(void **state)
 }
 
 /* What a function prints to a stream, as a string to free. */
-typedef err_code (*print_fn)(repo *r, const config *cfg, const void *arg, FILE *out);
-static char *printed(print_fn fn, repo *r, const config *cfg, const void *arg)
+typedef err_code (*print_fn)(repo *r, const wal_settings *cfg, const void *arg, FILE *out);
+static char *printed(print_fn fn, repo *r, const wal_settings *cfg, const void *arg)
 {
 	char *out = NULL;
 	size_t len = 0;
@@ -533,13 +533,13 @@ static char *printed(print_fn fn, repo *r, const config *cfg, const void *arg)
 	return out;
 }
 
-static err_code show_table(repo *r, const config *cfg, const void *arg, FILE *out)
+static err_code show_table(repo *r, const wal_settings *cfg, const void *arg, FILE *out)
 {
 	return wal_show(r, cfg, arg != NULL, true, out);
 }
 
 static bool verify_failed;
-static err_code verify(repo *r, const config *cfg, const void *arg, FILE *out)
+static err_code verify(repo *r, const wal_settings *cfg, const void *arg, FILE *out)
 {
 	return wal_verify(r, cfg, arg, &verify_failed, out);
 }
@@ -558,15 +558,15 @@ static void test_show_verify(void **state)
 		if (segno == 6)
 			continue;
 		char *path = pg_wal_segment(segno, NULL);
-		assert_int_equal(wal_push_one(r, &cfg, path), E_OK);
+		assert_int_equal(wal_push_one(r, &cfg.wal, path), E_OK);
 		free(path);
 	}
-	char *out = printed(show_table, r, &cfg, NULL);
+	char *out = printed(show_table, r, &cfg.wal, NULL);
 	assert_non_null(strstr(out, "|   1 |          0 |             0/0 | 000000010000000000000003 | "
 								"000000010000000000000008 |             6 |              5 | "
 								"LOST_SEGMENTS |"));
 	free(out);
-	out = printed(show_table, r, &cfg, "json");
+	out = printed(show_table, r, &cfg.wal, "json");
 	json_t *doc = json_loads(out, 0, NULL);
 	assert_non_null(doc);
 	json_t *tl = json_array_get(doc, 0);
@@ -581,7 +581,7 @@ static void test_show_verify(void **state)
 	verify_options o = { .integrity = true, .timeline = true, .at_timeline = 1,
 						 .at_lsn = 9 * MIB + 100 };
 	verify_failed = false;
-	out = printed(verify, r, &cfg, &o);
+	out = printed(verify, r, &cfg.wal, &o);
 	assert_true(verify_failed);
 	assert_non_null(strstr(out, "[wal-verify] integrity check status: FAILURE\n"));
 	assert_non_null(strstr(out, "| 000000010000000000000006 | 000000010000000000000006 |"
@@ -589,7 +589,7 @@ static void test_show_verify(void **state)
 	assert_non_null(strstr(out, "[wal-verify] timeline check status: OK\n"));
 	free(out);
 	o.json = true;
-	out = printed(verify, r, &cfg, &o);
+	out = printed(verify, r, &cfg.wal, &o);
 	doc = json_loads(out, 0, NULL);
 	assert_non_null(doc);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "integrity"),
@@ -600,10 +600,10 @@ static void test_show_verify(void **state)
 
 	/* once 6 is there, only what is on its way is missing */
 	char *path = pg_wal_segment(6, NULL);
-	assert_int_equal(wal_push_one(r, &cfg, path), E_OK);
+	assert_int_equal(wal_push_one(r, &cfg.wal, path), E_OK);
 	free(path);
 	o.json = false;
-	out = printed(verify, r, &cfg, &o);
+	out = printed(verify, r, &cfg.wal, &o);
 	assert_false(verify_failed);
 	assert_non_null(strstr(out, "| 000000010000000000000003 | 000000010000000000000008 |"
 								"              6 | FOUND"));
@@ -626,21 +626,21 @@ static void test_prefetch(void **state)
 	char *paths[5];
 	for (int i = 0; i < 5; i++) {
 		paths[i] = pg_wal_segment(3 + (uint64_t)i, NULL);
-		assert_int_equal(wal_push_one(r, &cfg, paths[i]), E_OK);
+		assert_int_equal(wal_push_one(r, &cfg.wal, paths[i]), E_OK);
 	}
 	char *name3 = seg_name(3), *name4 = seg_name(4), *name5 = seg_name(5);
 	char *dest = xasprintf("%s/pgdata/pg_wal/RECOVERYXLOG", unit_dir);
 	bool prefetch;
-	assert_int_equal(wal_fetch(r, &cfg, name3, dest, &prefetch), E_OK);
+	assert_int_equal(wal_fetch(r, &cfg.wal, name3, dest, &prefetch), E_OK);
 	assert_true(prefetch);
-	wal_prefetch(r, &cfg, name3, dest);
+	wal_prefetch(r, &cfg.wal, name3, dest);
 	for (uint64_t segno = 4; segno <= 6; segno++) {
 		char *name = seg_name(segno);
 		assert_true(exists("pgdata/pg_wal/.wal-g/prefetch", name, ""));
 		free(name);
 	}
 	bool taken;
-	assert_int_equal(prefetch_take(&cfg, name4, dest, &taken), E_OK);
+	assert_int_equal(prefetch_take(&cfg.wal, name4, dest, &taken), E_OK);
 	assert_true(taken);
 	assert_false(exists("pgdata/pg_wal/.wal-g/prefetch", name4, ""));
 	size_t a, b;
@@ -652,11 +652,11 @@ static void test_prefetch(void **state)
 	/* cut short on disk: not handed over, and gone */
 	char *cut = path_in("pgdata/pg_wal/.wal-g/prefetch", name5, "");
 	assert_int_equal(truncate(cut, 4096), 0);
-	assert_int_equal(prefetch_take(&cfg, name5, dest, &taken), E_OK);
+	assert_int_equal(prefetch_take(&cfg.wal, name5, dest, &taken), E_OK);
 	assert_false(taken);
 	assert_int_equal(access(cut, F_OK), -1);
 	/* a history file is never prefetched */
-	assert_false(wal_prefetch_wanted(&cfg, "00000002.history"));
+	assert_false(wal_prefetch_wanted(r, "00000002.history"));
 	free(cut);
 	free(dest);
 	free(name3);
@@ -668,7 +668,7 @@ static void test_prefetch(void **state)
 }
 
 /* Pushes a file of len bytes written as pg_wal/name. */
-static void push_bytes(repo *r, const config *cfg, const char *name, const void *buf, size_t len)
+static void push_bytes(repo *r, const wal_settings *cfg, const char *name, const void *buf, size_t len)
 {
 	char *rel = xasprintf("pgdata/pg_wal/%s", name);
 	write_file(rel, buf, len);
@@ -689,17 +689,17 @@ static void test_fetch_history(void **state)
 	repo *r = NULL;
 	unit_cluster_open(&cfg, &r, NULL, 0);
 	const char *hist = "1\t0/3000000\tno recovery target specified\n";
-	push_bytes(r, &cfg, "00000002.history", hist, strlen(hist));
+	push_bytes(r, &cfg.wal, "00000002.history", hist, strlen(hist));
 	char *dest = xasprintf("%s/pgdata/pg_wal/RECOVERYHISTORY", unit_dir);
 	bool prefetch;
-	assert_int_equal(wal_fetch(r, &cfg, "00000002.history", dest, &prefetch), E_NOTFOUND);
+	assert_int_equal(wal_fetch(r, &cfg.wal, "00000002.history", dest, &prefetch), E_NOTFOUND);
 	err_clear();
 	assert_int_equal(access(dest, F_OK), -1);
 	/* the segment where timeline 2 begins (0/3000000: segment 0x30 of 1 MiB) */
 	unsigned char *seg = unit_wal_segment(2, 0x30, MIB, SYSID, 1);
-	push_bytes(r, &cfg, "000000020000000000000030", seg, MIB);
+	push_bytes(r, &cfg.wal, "000000020000000000000030", seg, MIB);
 	free(seg);
-	assert_int_equal(wal_fetch(r, &cfg, "00000002.history", dest, &prefetch), E_OK);
+	assert_int_equal(wal_fetch(r, &cfg.wal, "00000002.history", dest, &prefetch), E_OK);
 	assert_false(prefetch);
 	size_t len;
 	unsigned char *got = read_all(dest, &len);
@@ -722,7 +722,7 @@ static void test_wal_metadata(void **state)
 		unit_cluster_open(&cfg, &r, more, 1);
 		for (uint64_t segno = 0xE; segno <= 0xF; segno++) {
 			char *path = pg_wal_segment(segno, NULL);
-			assert_int_equal(wal_push(r, &cfg, path, NULL, NULL), E_OK);
+			assert_int_equal(wal_push(r, &cfg.wal, path, NULL, NULL), E_OK);
 			free(path);
 		}
 		const char *key = l == 0 ? "wal_005/00000001000000000000000E.json"
@@ -762,7 +762,7 @@ static void test_check_range(void **state)
 	unit_cluster_open(&cfg, &r, NULL, 0);
 	/* 3 archived (its pages past the first are not WAL), 4 missing */
 	unsigned char *seg = unit_wal_segment(1, 3, MIB, SYSID, 3);
-	push_bytes(r, &cfg, "000000010000000000000003", seg, MIB);
+	push_bytes(r, &cfg.wal, "000000010000000000000003", seg, MIB);
 	free(seg);
 	problems p = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	uint64_t checked = 0;
@@ -925,7 +925,7 @@ static void test_receive(void **state)
 	add(&sc, (pq_step){ .kind = PQ_COPY, .copy_len = -1 });
 	add(&sc, (pq_step){ .kind = PQ_RESULT, .status = PGRES_COMMAND_OK });
 	pq_script(sc.steps, sc.n, 150000, "15.0");
-	assert_int_equal(wal_receive(r, &cfg, NULL, NULL), E_IO);
+	assert_int_equal(wal_receive(r, &cfg.wal, NULL, NULL), E_IO);
 	assert_string_equal(err_msg(), "wal-receive: the server ended replication (shutting down?); "
 								   "the slot keeps the WAL from 0/3200000");
 	err_clear();
@@ -952,7 +952,7 @@ static void test_receive(void **state)
 	assert_int_equal(mkdir_p(dir, 0700), E_OK);
 	char *dest = xasprintf("%s/000000020000000000000031", dir);
 	bool prefetch;
-	assert_int_equal(wal_fetch(r, &cfg, "000000020000000000000031", dest, &prefetch), E_OK);
+	assert_int_equal(wal_fetch(r, &cfg.wal, "000000020000000000000031", dest, &prefetch), E_OK);
 	size_t n;
 	unsigned char *got = read_all(dest, &n);
 	assert_int_equal(n, MIB);
@@ -964,7 +964,7 @@ static void test_receive(void **state)
 	add_slot(&lost, "1", NULL, "lost");
 	add_replication(&lost, "2", "0/3500000");
 	pq_script(lost.steps, lost.n, 150000, "15.0");
-	assert_int_equal(wal_receive(r, &cfg, NULL, NULL), E_NOTFOUND);
+	assert_int_equal(wal_receive(r, &cfg.wal, NULL, NULL), E_NOTFOUND);
 	assert_non_null(strstr(err_msg(), "wal-receive: replication slot \"walc\" was invalidated"));
 	assert_non_null(strstr(err_msg(), "the archive misses the WAL from 000000020000000000000032 "
 									  "to 000000020000000000000034 at most"));
@@ -982,7 +982,7 @@ static void test_receive(void **state)
 	config_pair bad[] = { { "WALG_SLOTNAME", "Walc;" } };
 	unit_cluster_close(&cfg, r);
 	unit_cluster_open(&cfg, &r, bad, 1);
-	assert_int_equal(wal_receive(r, &cfg, NULL, NULL), E_CONFIG);
+	assert_int_equal(wal_receive(r, &cfg.wal, NULL, NULL), E_CONFIG);
 	assert_non_null(strstr(err_msg(), "WALG_SLOTNAME: expected 1 to 63 lower-case letters"));
 	err_clear();
 

@@ -6,6 +6,7 @@
 #ifndef WALC_TEST_UNIT_UNIT_H
 #define WALC_TEST_UNIT_UNIT_H
 
+#include "cmd/walc/settings/config.h"
 #include "internal/core/core.h"
 
 #include <fcntl.h>
@@ -246,7 +247,7 @@ static inline void unit_cluster_open(config *cfg, repo **r, const config_pair *m
 		unit_settings[3 + i] = more[i];
 	config_sources src = { NULL, 0, unit_settings, 3 + nmore, "test" };
 	assert_int_equal(config_load_from(cfg, true, &src), E_OK);
-	assert_int_equal(repo_open(cfg, r), E_OK);
+	assert_int_equal(config_repo_open(cfg, REPO_READ, NULL, r), E_OK);
 }
 
 static inline void unit_cluster_close(config *cfg, repo *r)

@@ -145,7 +145,7 @@ static json_t *window_of(const wal_archive *a, const wal_windows *w, const backu
 static void read_windows(repo *r, const list_options *opt, row *rows, size_t n)
 {
 	wal_archive *a;
-	err_code rc = wal_archive_open(r, opt->cfg, &a);
+	err_code rc = wal_archive_open(r, opt->cfg->wal, &a);
 	if (rc == E_OK) {
 		wal_windows w;
 		rc = wal_read_windows(a, &w);

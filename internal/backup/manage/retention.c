@@ -119,13 +119,13 @@ static err_code load_one(repo *r, retain_set *st, const backup_ref *ref, bool ha
 	return E_OK;
 }
 
-static err_code load(repo *r, const config *cfg, bool use_start_time, retain_set *st)
+static err_code load(repo *r, const backup_settings *cfg, bool use_start_time, retain_set *st)
 {
 	backup_refs refs;
 	claim_list claims;
 	memset(st, 0, sizeof(*st));
 	st->use_start_time = use_start_time;
-	st->segsize = (uint64_t)cfg->pg_wal_size_mb << 20;
+	st->segsize = (uint64_t)cfg->wal->pg->pg_wal_size_mb << 20;
 	/* Claims before backups: a push that finishes in between is seen as running. */
 	TRY(catalog_claims(r, &claims));
 	bool have_sysid;
@@ -281,12 +281,12 @@ static err_code spare_locked(repo *r, retain_plan *p, FILE *out)
  * delete --verify: the proof retention keeps is made now, before anything goes: backups are
  * verified newest first until one passes (each outcome recorded with its backup).
  */
-static err_code verify_newest(repo *r, const config *cfg, retain_set *st, FILE *out)
+static err_code verify_newest(repo *r, retain_set *st, FILE *out)
 {
 	for (size_t i = st->n; i-- > 0;) {
 		retain_backup *b = &st->b[i];
 		backup_verify_options vo = { .name = b->name,
-									 .concurrency = (int)cfg->storage.download_concurrency,
+									 .concurrency = (int)repo_download_concurrency(r),
 									 .seg_size = st->segsize,
 									 .record = true };
 		uint64_t problems = 0;
@@ -470,13 +470,13 @@ static err_code plan_and_run(repo *r, retain_set *st, const retain_scope *sc,
 	return rc;
 }
 
-err_code backup_delete(repo *r, const config *cfg, const delete_options *o, FILE *out)
+err_code backup_delete(repo *r, const backup_settings *cfg, const delete_options *o, FILE *out)
 {
 	retain_set st;
 	retain_scope sc;
 	err_code rc = load(r, cfg, o->use_sentinel_time, &st);
 	if (rc == E_OK && o->verify)
-		rc = verify_newest(r, cfg, &st, out);
+		rc = verify_newest(r, &st, out);
 	if (rc == E_OK)
 		rc = retain_select(&st, o, time(NULL), &sc);
 	if (rc == E_OK && sc.act)

@@ -75,7 +75,7 @@ static void doubt(void *arg, const char *object, const char *what)
 		snprintf(bd->first, sizeof(bd->first), "%s: %s", object, what);
 }
 
-err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d)
+err_code delta_choose(repo *r, const backup_settings *cfg, const push_options *opt, delta_base *d)
 {
 	char *cand = NULL;
 	backup_sentinel cs = { 0 };
@@ -132,7 +132,7 @@ err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta
 	/* A base whose start LSN is wrong would make this delta leave changed pages out. */
 	base_doubt bd = { 0, "" };
 	char *locked = NULL;
-	rc = backup_crosscheck(r, cand, &cs, (uint64_t)cfg->pg_wal_size_mb << 20, doubt, &bd,
+	rc = backup_crosscheck(r, cand, &cs, (uint64_t)cfg->wal->pg->pg_wal_size_mb << 20, doubt, &bd,
 						   &locked);
 	if (rc != E_OK)
 		goto out;

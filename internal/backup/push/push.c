@@ -130,11 +130,11 @@ static err_code check_server(const pg_server_info *si, push_state *st)
 					 st->pgdata, si->data_dir);
 	free(real);
 	TRY(rc);
-	if (si->wal_segsize != (uint64_t)st->cfg->pg_wal_size_mb << 20)
+	if (si->wal_segsize != (uint64_t)st->cfg->wal->pg->pg_wal_size_mb << 20)
 		return err_set(E_CONFIG,
 					   "WALG_PG_WAL_SIZE: the server's WAL segments are %llu MiB, the setting says "
 					   "%ld",
-					   (unsigned long long)(si->wal_segsize >> 20), st->cfg->pg_wal_size_mb);
+					   (unsigned long long)(si->wal_segsize >> 20), st->cfg->wal->pg->pg_wal_size_mb);
 	return E_OK;
 }
 
@@ -164,7 +164,7 @@ static err_code backup_name_for(pg_session *s, const push_state *st,
 	uint32_t tli;
 	TRY(pg_checkpoint_timeline(s, &tli));
 	char seg[WAL_NAME_LEN + 1];
-	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
+	uint64_t segsize = (uint64_t)st->cfg->wal->pg->pg_wal_size_mb << 20;
 	wal_name_format(seg, tli, (bs->lsn - 1) / segsize, segsize);
 	*name = xasprintf("base_%s", seg);
 	return E_OK;
@@ -316,7 +316,7 @@ err_code push_store_control(push_state *st, const char *control, size_t len)
  */
 static err_code check_wal_gaps(push_state *st, const backup_sentinel *sen)
 {
-	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
+	uint64_t segsize = (uint64_t)st->cfg->wal->pg->pg_wal_size_mb << 20;
 	uint64_t first = sen->lsn / segsize;
 	uint64_t last = sen->finish_lsn > sen->lsn ? (sen->finish_lsn - 1) / segsize : first;
 	char *wal_dir = st->pgdata ? xasprintf("%s/pg_wal", st->pgdata) : NULL;
@@ -356,7 +356,7 @@ static void say_first_after_gap(push_state *st)
 {
 	if (st->gap_before == NULL)
 		return;
-	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
+	uint64_t segsize = (uint64_t)st->cfg->wal->pg->pg_wal_size_mb << 20;
 	backup_refs refs;
 	if (catalog_backups(st->r, &refs) != E_OK) {
 		err_clear();
@@ -454,7 +454,7 @@ static err_code wait_archived(pg_session *s, push_state *st, const backup_sentin
 		log_warn("archive_command is failing (last failure: %s); waiting for it to archive the "
 				 "backup's WAL",
 				 failing);
-	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
+	uint64_t segsize = (uint64_t)st->cfg->wal->pg->pg_wal_size_mb << 20;
 	uint64_t first = sen->lsn / segsize, last = (sen->finish_lsn - 1) / segsize;
 	size_t n = (size_t)(last - first) + 2;
 	char **names = xcalloc(n, sizeof *names);
@@ -475,7 +475,7 @@ static err_code wait_archived(pg_session *s, push_state *st, const backup_sentin
 				continue;
 			if (!push_failed) {
 				bool pushed;
-				if (wal_push_if_ready(st->r, st->cfg, st->pgdata, names[i], &pushed) != E_OK) {
+				if (wal_push_if_ready(st->r, st->cfg->wal, st->pgdata, names[i], &pushed) != E_OK) {
 					log_warn("uploading %s: %s; waiting for archive_command instead", names[i],
 							 err_msg());
 					push_failed = true;
@@ -548,7 +548,7 @@ static err_code wal_stored(push_state *st, const char *name, bool *stored)
 
 err_code push_wait_stored(push_state *st, uint64_t start_lsn, uint64_t end_lsn, uint32_t tli)
 {
-	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
+	uint64_t segsize = (uint64_t)st->cfg->wal->pg->pg_wal_size_mb << 20;
 	uint64_t seg = start_lsn / segsize, last = (end_lsn > 0 ? end_lsn - 1 : 0) / segsize;
 	long limit = st->cfg->stop_backup_timeout_ms, started = now_ms(), said = 0;
 	char name[WAL_NAME_LEN + 1], last_name[WAL_NAME_LEN + 1];
@@ -614,7 +614,7 @@ static err_code finish_local(pg_session *s, push_state *st, backup_sentinel *sen
 	return rc;
 }
 
-static err_code push_local(const config *cfg, const push_options *opt,
+static err_code push_local(const backup_settings *cfg, const push_options *opt,
 						   push_state *st, backup_sentinel *sen, pg_session **sp)
 {
 	char *probe;
@@ -651,7 +651,7 @@ static err_code push_local(const config *cfg, const push_options *opt,
 	pg_server_info_free(&si);
 	TRY(rc);
 	sen->have_system_id = true;
-	TRY(catalog_check_cluster(st->r, sen->system_id, cfg->allow_system_id_change, "backup-push"));
+	TRY(catalog_check_cluster(st->r, sen->system_id, cfg->wal->catalog, "backup-push"));
 	sen->pg_version = pg_server_version(s);
 
 	sen->start_time = time_now_rfc3339();
@@ -693,7 +693,7 @@ static err_code push_local(const config *cfg, const push_options *opt,
 	return finish_local(s, st, sen);
 }
 
-err_code backup_push(repo *r, const config *cfg, const push_options *opt)
+err_code backup_push(repo *r, const backup_settings *cfg, const push_options *opt)
 {
 	push_state st = { .r = r, .cfg = cfg };
 	backup_sentinel sen = { 0 };

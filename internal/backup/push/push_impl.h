@@ -39,7 +39,7 @@ typedef enum delta_kind { DELTA_WHOLE, DELTA_INCREMENT, DELTA_SKIP } delta_kind;
 /* Seconds a file must predate its base backup's start before an equal mtime skips it. */
 #define DELTA_MTIME_MARGIN 10
 
-err_code delta_choose(repo *r, const config *cfg, const push_options *opt, delta_base *d);
+err_code delta_choose(repo *r, const backup_settings *cfg, const push_options *opt, delta_base *d);
 /* catchup-push's base: the pages changed since from_lsn, of every relation file. */
 void delta_catchup(uint64_t from_lsn, delta_base *d);
 err_code delta_check(const delta_base *d, uint64_t system_id, uint64_t start_lsn);
@@ -117,7 +117,7 @@ typedef struct fmeta fmeta;
 
 typedef struct push_state {
 	repo *r;
-	const config *cfg;
+	const backup_settings *cfg;
 	char *pgdata; /* absolute, symlinks resolved */
 	char *name;	  /* backup name */
 	const char *remote_data_dir; /* the server's, in remote mode (borrowed) */
@@ -235,7 +235,7 @@ err_code push_store_tail(push_state *st, backup_sentinel *sen, const char *label
 err_code push_parse_user_data(const char *text, json_t **out);
 
 /* backup-push over a replication connection (BASE_BACKUP), into the same layout. */
-err_code push_remote_all(const config *cfg, const push_options *opt, push_state *st,
+err_code push_remote_all(const backup_settings *cfg, const push_options *opt, push_state *st,
 						 backup_sentinel *sen);
 
 /*

@@ -160,7 +160,7 @@ static err_code bb_started(void *ctx, uint64_t start, uint32_t tli)
 {
 	remote *rm = ctx;
 	push_state *st = rm->st;
-	uint64_t segsize = (uint64_t)st->cfg->pg_wal_size_mb << 20;
+	uint64_t segsize = (uint64_t)st->cfg->wal->pg->pg_wal_size_mb << 20;
 	char seg[WAL_NAME_LEN + 1], lsn[32];
 	wal_name_format(seg, tli, start / segsize, segsize);
 	rm->sen->lsn = start;
@@ -299,7 +299,7 @@ static err_code run_remote(const push_options *opt, push_state *st, backup_senti
 							   "PostgreSQL 15 or later (this server is %d.%d)",
 					 si.version / 10000, si.version % 10000);
 	if (rc == E_OK)
-		rc = catalog_check_cluster(st->r, si.system_id, st->cfg->allow_system_id_change,
+		rc = catalog_check_cluster(st->r, si.system_id, st->cfg->wal->catalog,
 								   "backup-push");
 	if (rc == E_OK) {
 		sen->system_id = si.system_id;
@@ -363,7 +363,7 @@ static err_code run_remote(const push_options *opt, push_state *st, backup_senti
 }
 
 /* BASE_BACKUP handed over pg_control, backup_label and tablespace_map: stored as locally. */
-err_code push_remote_all(const config *cfg, const push_options *opt, push_state *st,
+err_code push_remote_all(const backup_settings *cfg, const push_options *opt, push_state *st,
 						 backup_sentinel *sen)
 {
 	remote rm = { .st = st, .sen = sen };

@@ -194,7 +194,7 @@ err_code remote_manifest_open(push_state *st, sink **out)
 err_code remote_delta_choose(push_state *st, const push_options *opt, const pg_server_info *si,
 							 membuf *manifest)
 {
-	const config *cfg = st->cfg;
+	const backup_settings *cfg = st->cfg;
 	bool explicit_base = opt->delta_from_name || opt->delta_from_user_data ||
 		cfg->delta_from_name || cfg->delta_from_user_data;
 	if (opt->full || (cfg->delta_max_steps <= 0 && !explicit_base))

@@ -228,11 +228,11 @@ static bool before_window(const recovery_target *t, uint64_t lsn, const retentio
 }
 
 /* backup_pick_for_target, once the window w (NULL: none) cannot refuse the target. */
-static err_code pick(repo *r, const config *cfg, recovery_target *t, char **name,
+static err_code pick(repo *r, const backup_settings *cfg, recovery_target *t, char **name,
 					 target_reach *reach, const retention_window *w)
 {
 	wal_archive *a;
-	TRY(wal_archive_open(r, cfg, &a));
+	TRY(wal_archive_open(r, cfg->wal, &a));
 	err_code rc = t->timeline != 0 ? wal_archive_follow(a, t->timeline) : E_OK;
 	if (rc != E_OK) {
 		wal_archive_close(a);
@@ -310,7 +310,7 @@ static err_code pick(repo *r, const config *cfg, recovery_target *t, char **name
 	return rc;
 }
 
-err_code backup_pick_for_target(repo *r, const config *cfg, recovery_target *t, char **name,
+err_code backup_pick_for_target(repo *r, const backup_settings *cfg, recovery_target *t, char **name,
 								target_reach *reach)
 {
 	*name = NULL;

@@ -92,7 +92,7 @@ static json_t *recorded_lost(const timeline *tl, const wal_lost *lost, uint64_t 
 	return a;
 }
 
-err_code wal_show(repo *r, const config *cfg, bool detailed_json, bool without_backups,
+err_code wal_show(repo *r, const wal_settings *cfg, bool detailed_json, bool without_backups,
 				  FILE *out)
 {
 	wal_index ix;
@@ -170,15 +170,15 @@ typedef struct run {
 	const char *status;
 } run;
 
-static const char *seg_status(const wal_index *ix, const wal_lost *lost, const config *cfg,
-							  uint32_t tli, uint64_t s, uint64_t last)
+static const char *seg_status(const wal_index *ix, const wal_lost *lost, const wal_settings *cfg,
+							  long uploads, uint32_t tli, uint64_t s, uint64_t last)
 {
 	if (wal_index_has(ix, tli, s))
 		return "FOUND";
 	if (wal_lost_has(lost, tli, s))
 		return "MISSING_LOST"; /* wal-receive found it gone from the server */
 	uint64_t behind = last - s;
-	if (behind < (uint64_t)cfg->storage.upload_concurrency)
+	if (behind < (uint64_t)uploads)
 		return "MISSING_UPLOADING";
 	if (behind < (uint64_t)cfg->integrity_max_delayed_wals)
 		return "MISSING_DELAYED";
@@ -205,8 +205,8 @@ static void add_run(json_t *details, const run *r, uint64_t segsize)
  * in WAL-G, what is missing before the first segment found is only a warning: the archive
  * may simply begin later.
  */
-static json_t *integrity(const wal_index *ix, const wal_lost *gone, const config *cfg,
-						 uint32_t cur_tli, uint64_t first, uint64_t last, bool no_backup,
+static json_t *integrity(const wal_index *ix, const wal_lost *gone, const wal_settings *cfg,
+						 long uploads, uint32_t cur_tli, uint64_t first, uint64_t last, bool no_backup,
 						 const char **overall)
 {
 	json_t *details = json_array();
@@ -214,7 +214,7 @@ static json_t *integrity(const wal_index *ix, const wal_lost *gone, const config
 	bool have = false, lost = false, missing = false, found = false;
 	for (uint64_t s = first; first <= last && s <= last; s++) {
 		uint32_t tli = wal_index_tli_for(ix, cur_tli, s);
-		const char *st = seg_status(ix, gone, cfg, tli, s, last);
+		const char *st = seg_status(ix, gone, cfg, uploads, tli, s, last);
 		found |= strcmp(st, "FOUND") == 0;
 		lost |= strcmp(st, "MISSING_LOST") == 0 && (found || !no_backup);
 		missing |= strcmp(st, "FOUND") != 0;
@@ -364,13 +364,13 @@ static err_code integrity_start(repo *r, wal_index *ix, const verify_options *o,
 	return rc;
 }
 
-err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *failed,
+err_code wal_verify(repo *r, const wal_settings *cfg, const verify_options *o, bool *failed,
 					FILE *out)
 {
 	wal_index ix;
 	uint32_t cur_tli = 0;
 	uint64_t cur_seg = 0;
-	uint64_t segsize = (uint64_t)cfg->pg_wal_size_mb << 20;
+	uint64_t segsize = (uint64_t)cfg->pg->pg_wal_size_mb << 20;
 	*failed = false;
 	if (o->at_timeline != 0) {
 		cur_tli = o->at_timeline;
@@ -408,7 +408,7 @@ err_code wal_verify(repo *r, const config *cfg, const verify_options *o, bool *f
 			wal_name_format(b, lost.gaps[i].tli, lost.gaps[i].last, segsize);
 			log_info("wal-verify: %s to %s are recorded lost in " WAL_LOST_OBJECT, a, b);
 		}
-		json_t *details = integrity(&ix, &lost, cfg, cur_tli, first, cur_seg, no_backup, &overall);
+		json_t *details = integrity(&ix, &lost, cfg, repo_upload_concurrency(r), cur_tli, first, cur_seg, no_backup, &overall);
 		wal_lost_free(&lost);
 		json_t *o = json_object();
 		json_object_set_new(o, "status", json_string(overall));

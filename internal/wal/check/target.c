@@ -131,7 +131,7 @@ static void path_to(const wal_index *ix, uint32_t id, wal_path *out)
 	out->n = n;
 }
 
-err_code wal_archive_open(repo *r, const config *cfg, wal_archive **out)
+err_code wal_archive_open(repo *r, const wal_settings *cfg, wal_archive **out)
 {
 	wal_archive *a = xcalloc(1, sizeof(*a));
 	a->r = r;
@@ -331,7 +331,7 @@ const wal_run *wal_windows_run_at(const wal_windows *w, uint64_t lsn)
 	return NULL;
 }
 
-err_code wal_show_restore_points(repo *r, const config *cfg, bool json, FILE *out)
+err_code wal_show_restore_points(repo *r, const wal_settings *cfg, bool json, FILE *out)
 {
 	wal_archive *a;
 	TRY(wal_archive_open(r, cfg, &a));

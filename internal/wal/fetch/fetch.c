@@ -10,7 +10,7 @@
 
 typedef struct fetch_dest {
 	repo *r;
-	const config *cfg;
+	const wal_settings *cfg;
 	const char *name, *dest;
 } fetch_dest;
 
@@ -39,10 +39,10 @@ static err_code open_mem(void *arg, sink **out)
  * request), else any (a listing: a lone history file, or a segment size walc was not told).
  * *key NULL when there is none.
  */
-static err_code timeline_segment(repo *r, const config *cfg, uint32_t tli, uint64_t begin,
+static err_code timeline_segment(repo *r, const wal_settings *cfg, uint32_t tli, uint64_t begin,
 								 char **key)
 {
-	uint64_t seg_size = (uint64_t)cfg->pg_wal_size_mb << 20;
+	uint64_t seg_size = (uint64_t)cfg->pg->pg_wal_size_mb << 20;
 	char seg[WAL_NAME_LEN + 1], prefix[16];
 	wal_name_format(seg, tli, begin / seg_size, seg_size);
 	char *base = xasprintf(REPO_WAL_DIR "%s", seg);
@@ -71,7 +71,7 @@ static err_code timeline_segment(repo *r, const config *cfg, uint32_t tli, uint6
  * cluster's, or a promotion's whose WAL has not come yet) would lead recovery off the WAL
  * that is there.
  */
-static err_code history_backed(repo *r, const config *cfg, const char *name, const char *dest,
+static err_code history_backed(repo *r, const wal_settings *cfg, const char *name, const char *dest,
 							   const membuf *mb, bool *backed)
 {
 	unsigned tli = 0;
@@ -106,7 +106,7 @@ static err_code history_backed(repo *r, const config *cfg, const char *name, con
 	return rc;
 }
 
-static err_code fetch_history(repo *r, const config *cfg, const char *name, const char *dest)
+static err_code fetch_history(repo *r, const wal_settings *cfg, const char *name, const char *dest)
 {
 	char *base = xasprintf(REPO_WAL_DIR "%s", name), *key = NULL;
 	membuf mb = { 0 };
@@ -139,11 +139,11 @@ static err_code fetch_history(repo *r, const config *cfg, const char *name, cons
  * A segment recorded lost ends recovery here while later WAL exists: PostgreSQL only hears
  * "not found" and, without a target, promotes as if the archive ended. Its log must say why.
  */
-static void warn_if_lost(repo *r, const config *cfg, const char *name)
+static void warn_if_lost(repo *r, const wal_settings *cfg, const char *name)
 {
 	wal_lost lost;
 	uint32_t tli;
-	uint64_t seg, seg_size = (uint64_t)cfg->pg_wal_size_mb << 20;
+	uint64_t seg, seg_size = (uint64_t)cfg->pg->pg_wal_size_mb << 20;
 	if (wal_lost_read(r, seg_size, &lost) != E_OK ||
 		wal_name_parse(name, seg_size, &tli, &seg) != E_OK) {
 		err_clear();
@@ -160,7 +160,7 @@ static void warn_if_lost(repo *r, const config *cfg, const char *name)
 	wal_lost_free(&lost);
 }
 
-err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *dest,
+err_code wal_fetch(repo *r, const wal_settings *cfg, const char *name, const char *dest,
 				   bool *prefetch)
 {
 	*prefetch = false;
@@ -171,7 +171,7 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 	if (segment)
 		TRY(prefetch_take(cfg, name, dest, &taken));
 	if (taken) {
-		*prefetch = wal_prefetch_wanted(cfg, name);
+		*prefetch = wal_prefetch_wanted(r, name);
 		return E_OK;
 	}
 
@@ -193,7 +193,7 @@ err_code wal_fetch(repo *r, const config *cfg, const char *name, const char *des
 	if (rc == E_OK) {
 		log_fields(LOG_DEBUG, "restored WAL file", "file", name, "object", key, "dest", dest,
 				   (const char *)NULL);
-		*prefetch = wal_prefetch_wanted(cfg, name);
+		*prefetch = wal_prefetch_wanted(r, name);
 	} else if (rc != E_CANCELLED) {
 		err_wrap(rc, "wal-fetch %s: nothing written to %s", name, dest);
 	}

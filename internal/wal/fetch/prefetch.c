@@ -24,7 +24,7 @@
 #define WAIT_RUNNING_MS 2000
 #define POLL_MS 5
 
-char *prefetch_dir(const config *cfg, const char *dest)
+char *prefetch_dir(const wal_settings *cfg, const char *dest)
 {
 	if (cfg->prefetch_dir != NULL) {
 		size_t n = strlen(cfg->prefetch_dir);
@@ -38,13 +38,13 @@ char *prefetch_dir(const config *cfg, const char *dest)
 	return xasprintf("%.*s/.wal-g/prefetch", (int)(slash - dest), dest);
 }
 
-static uint64_t seg_size(const config *cfg)
+static uint64_t seg_size(const wal_settings *cfg)
 {
-	return (uint64_t)cfg->pg_wal_size_mb << 20;
+	return (uint64_t)cfg->pg->pg_wal_size_mb << 20;
 }
 
 /* A file there may be left from another configuration, or be damaged on disk since. */
-static bool looks_complete(const config *cfg, const char *name, const char *path)
+static bool looks_complete(const wal_settings *cfg, const char *name, const char *path)
 {
 	struct stat sb;
 	unsigned char head[WAL_LONG_HEADER_LEN];
@@ -90,7 +90,7 @@ static err_code hand_over(const char *from, const char *dest)
 	return rc;
 }
 
-err_code prefetch_take(const config *cfg, const char *name, const char *dest, bool *taken)
+err_code prefetch_take(const wal_settings *cfg, const char *name, const char *dest, bool *taken)
 {
 	*taken = false;
 	if (!wal_is_segment_name(name))
@@ -127,7 +127,7 @@ err_code prefetch_take(const config *cfg, const char *name, const char *dest, bo
 
 typedef struct job {
 	repo *r;
-	const config *cfg;
+	const wal_settings *cfg;
 	char *dir;
 	const char *dest; /* where wal-fetch put the segment asked for */
 	chan *names;
@@ -236,7 +236,7 @@ static void clean_older(const char *dir, uint32_t tli, uint64_t segno, uint64_t 
 	closedir(d);
 }
 
-void wal_prefetch(repo *r, const config *cfg, const char *name, const char *dest)
+void wal_prefetch(repo *r, const wal_settings *cfg, const char *name, const char *dest)
 {
 	uint32_t tli;
 	uint64_t segno, segsize = seg_size(cfg);
@@ -251,7 +251,7 @@ void wal_prefetch(repo *r, const config *cfg, const char *name, const char *dest
 	}
 	clean_older(j.dir, tli, segno, segsize);
 	clean_older(running, tli, segno, segsize);
-	int n = cfg->storage.download_concurrency;
+	int n = (int)repo_download_concurrency(r);
 	j.names = chan_new((size_t)n);
 	group *g = group_new();
 	for (int i = 0; i < n; i++)
@@ -270,7 +270,7 @@ void wal_prefetch(repo *r, const config *cfg, const char *name, const char *dest
 	free(j.dir);
 }
 
-bool wal_prefetch_wanted(const config *cfg, const char *name)
+bool wal_prefetch_wanted(const repo *r, const char *name)
 {
-	return cfg->storage.download_concurrency > 1 && wal_is_segment_name(name);
+	return repo_download_concurrency(r) > 1 && wal_is_segment_name(name);
 }

@@ -55,7 +55,7 @@ static bool present(const side *s, const char *name)
 }
 
 /* name into the side's pg_wal from the archive, unless it is there; *got when fetched. */
-static err_code supply(repo *r, const config *cfg, const side *s, const char *name, bool *got)
+static err_code supply(repo *r, const wal_settings *cfg, const side *s, const char *name, bool *got)
 {
 	*got = false;
 	if (present(s, name))
@@ -114,7 +114,7 @@ static err_code open_side(const char *dir, const char *what, side *s)
  * The side's timeline path, from its history file: pg_rewind reads it from the data directory,
  * so one that is missing there is restored first.
  */
-static err_code read_path(repo *r, const config *cfg, side *s)
+static err_code read_path(repo *r, const wal_settings *cfg, side *s)
 {
 	uint32_t tli = s->ctl.timeline;
 	s->path.n = 1;
@@ -295,7 +295,7 @@ static err_code last_checkpoint(repo *r, const side *t, uint64_t diverged, ckpt_
 }
 
 /* Segments from_lsn's to to_lsn's of the side's path into its pg_wal; *got counts them. */
-static err_code supply_range(repo *r, const config *cfg, const side *s, uint64_t from_lsn,
+static err_code supply_range(repo *r, const wal_settings *cfg, const side *s, uint64_t from_lsn,
 							 uint64_t to_lsn, size_t *got)
 {
 	for (uint64_t seg = from_lsn / s->ctl.seg_size; seg <= to_lsn / s->ctl.seg_size; seg++) {
@@ -308,7 +308,7 @@ static err_code supply_range(repo *r, const config *cfg, const side *s, uint64_t
 	return E_OK;
 }
 
-err_code wal_restore(repo *r, const config *cfg, const char *target, const char *source)
+err_code wal_restore(repo *r, const wal_settings *cfg, const char *target, const char *source)
 {
 	side t, s;
 	err_code rc = open_side(target, "TARGET", &t);

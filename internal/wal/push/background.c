@@ -23,15 +23,15 @@
 #define SCAN_EVERY_MS 100
 
 /* WAL-G's marker folder: shared by every configuration on one data directory. */
-char *wal_marker_dir(const config *cfg)
+char *wal_marker_dir(const wal_settings *cfg)
 {
-	if (cfg->pgdata != NULL)
-		return xasprintf("%s/pg_wal/walg_data/walg_archive_status", cfg->pgdata);
+	if (cfg->pg->pgdata != NULL)
+		return xasprintf("%s/pg_wal/walg_data/walg_archive_status", cfg->pg->pgdata);
 	return xstrdup("/tmp/walg_data/walg_archive_status");
 }
 
 /* Markers are keyed by the name without its last extension, as WAL-G does. */
-static char *marker_path(const config *cfg, const char *name)
+static char *marker_path(const wal_settings *cfg, const char *name)
 {
 	char *dir = wal_marker_dir(cfg);
 	const char *dot = strrchr(name, '.');
@@ -42,7 +42,7 @@ static char *marker_path(const config *cfg, const char *name)
 }
 
 /* A background upload's marker: the file is stored, PostgreSQL's call for it returns at once. */
-bool wal_marked(const config *cfg, const char *name)
+bool wal_marked(const wal_settings *cfg, const char *name)
 {
 	char *marker = marker_path(cfg, name);
 	bool marked = access(marker, F_OK) == 0;
@@ -63,7 +63,7 @@ typedef struct taken_file {
 
 typedef struct bg {
 	repo *r;
-	const config *cfg;
+	const wal_settings *cfg;
 	char *wal_dir;		 /* where the files are: the pushed path's directory */
 	const char *main_name;
 	chan *names;
@@ -312,7 +312,7 @@ static err_code upload(void *arg)
  * WAL-G stores a file's metadata when PostgreSQL archives it, never from a background upload:
  * the time is the file's last change.
  */
-static err_code push_metadata(repo *r, const config *cfg, const char *path, const char *name)
+static err_code push_metadata(repo *r, const wal_settings *cfg, const char *path, const char *name)
 {
 	struct stat sb;
 	if (cfg->upload_wal_metadata == NULL || strcmp(cfg->upload_wal_metadata, "NOMETADATA") == 0)
@@ -327,7 +327,7 @@ static err_code push_metadata(repo *r, const config *cfg, const char *path, cons
  * file: *done), and the gaps dropped earlier recorded in the repository, so that nothing after
  * a gap is stored before the gap is known. *watch: the backlog's watch, or NULL outside pg_wal.
  */
-static err_code before_upload(repo *r, const config *cfg, const char *wal_dir, const char *name,
+static err_code before_upload(repo *r, const wal_settings *cfg, const char *wal_dir, const char *name,
 							  wal_backlog_fn report, void *arg, wal_watch **watch, bool *done)
 {
 	*watch = NULL;
@@ -347,7 +347,7 @@ static err_code before_upload(repo *r, const config *cfg, const char *wal_dir, c
 	return rc == E_OK ? E_OK : err_wrap(rc, "wal-push %s", name);
 }
 
-err_code wal_push(repo *r, const config *cfg, const char *path, wal_backlog_fn report,
+err_code wal_push(repo *r, const wal_settings *cfg, const char *path, wal_backlog_fn report,
 				  void *arg)
 {
 	const char *slash = strrchr(path, '/');
@@ -376,7 +376,7 @@ err_code wal_push(repo *r, const config *cfg, const char *path, wal_backlog_fn r
 		free(wal_dir);
 		return prc;
 	}
-	int workers = cfg->storage.upload_concurrency - 1;
+	int workers = (int)repo_upload_concurrency(r) - 1;
 	int budget = cfg->total_bg_uploaded_limit - 1;
 	if (workers <= 0 || budget <= 0)
 		workers = budget = 0;

@@ -149,7 +149,7 @@ static int by_name(const struct dirent **a, const struct dirent **b)
 }
 
 /* The files of wal_dir marked .ready and not yet uploaded, by name (oldest first). */
-static err_code list_waiting(const config *cfg, const char *wal_dir, waitlist *out)
+static err_code list_waiting(const wal_settings *cfg, const char *wal_dir, waitlist *out)
 {
 	memset(out, 0, sizeof(*out));
 	char *status = xasprintf("%s/archive_status", wal_dir);
@@ -203,7 +203,7 @@ size_t wal_backlog_pick(const wal_waiting *w, size_t n, uint64_t bytes, uint64_t
 	return picked;
 }
 
-static void fill_backlog(const config *cfg, const waitlist *l, json_t *state, wal_backlog *b)
+static void fill_backlog(const wal_settings *cfg, const waitlist *l, json_t *state, wal_backlog *b)
 {
 	time_t now = time(NULL);
 	b->bytes = l->bytes;
@@ -213,7 +213,7 @@ static void fill_backlog(const config *cfg, const waitlist *l, json_t *state, wa
 	b->limit = cfg->wal_backlog_max_bytes;
 }
 
-err_code wal_backlog_read(const config *cfg, const char *wal_dir, wal_backlog *out)
+err_code wal_backlog_read(const wal_settings *cfg, const char *wal_dir, wal_backlog *out)
 {
 	memset(out, 0, sizeof(*out));
 	waitlist l;
@@ -463,16 +463,16 @@ err_code wal_lost_read_local(repo *r, const char *wal_dir, uint64_t seg_size, wa
  * burst of segments that archiving drains at once is not), one has waited a minute, or the
  * backlog is over half the bound.
  */
-static bool behind(const config *cfg, const wal_backlog *b)
+static bool behind(const repo *r, const wal_backlog *b)
 {
-	return (b->files > (uint64_t)cfg->storage.upload_concurrency && b->oldest_s >= BEHIND_BURST_S) ||
+	return (b->files > (uint64_t)repo_upload_concurrency(r) && b->oldest_s >= BEHIND_BURST_S) ||
 		b->oldest_s >= BEHIND_AGE_S || (b->limit > 0 && b->bytes > b->limit / 2);
 }
 
-void wal_backlog_note(const char *state_dir, const config *cfg, const wal_backlog *b,
+void wal_backlog_note(const char *state_dir, const repo *r, const wal_backlog *b,
 					  bool dropped, const char *where, wal_backlog_fn report, void *arg)
 {
-	bool late = behind(cfg, b);
+	bool late = behind(r, b);
 	json_t *state = state_read(state_dir);
 	time_t now = time(NULL);
 	bool warn = late && now - (time_t)state_int(state, "warned") >= WARN_EVERY_S;
@@ -525,7 +525,8 @@ void wal_backlog_note(const char *state_dir, const config *cfg, const wal_backlo
 /* ------------------------------------------------------------------------------------------ */
 
 struct wal_watch {
-	const config *cfg;
+	const repo *r;
+	const wal_settings *cfg;
 	char *wal_dir, *state_dir, *storage;
 	const char *name; /* the file this call archives */
 	wal_backlog_fn report;
@@ -620,11 +621,11 @@ static void look(wal_watch *w, bool *self)
 	json_t *state = state_read(w->state_dir);
 	fill_backlog(w->cfg, &l, state, &b);
 	json_decref(state);
-	wal_backlog_note(w->state_dir, w->cfg, &b, dropped, w->wal_dir, w->report, w->arg);
+	wal_backlog_note(w->state_dir, w->r, &b, dropped, w->wal_dir, w->report, w->arg);
 	free(l.w);
 }
 
-wal_watch *wal_watch_begin(repo *r, const config *cfg, const char *wal_dir, const char *name,
+wal_watch *wal_watch_begin(repo *r, const wal_settings *cfg, const char *wal_dir, const char *name,
 						   wal_backlog_fn report, void *arg, bool *self_dropped)
 {
 	*self_dropped = false;
@@ -635,6 +636,7 @@ wal_watch *wal_watch_begin(repo *r, const config *cfg, const char *wal_dir, cons
 	if (!pg_wal)
 		return NULL;
 	wal_watch *w = xcalloc(1, sizeof(*w));
+	w->r = r;
 	w->cfg = cfg;
 	w->wal_dir = xstrdup(wal_dir);
 	w->state_dir = wal_state_dir(wal_dir);

@@ -73,7 +73,7 @@ static err_code check_overwrite(repo *r, const wal_src *src, bool *done)
 }
 
 /* A segment's long header names its cluster: it must be the repository's. */
-static err_code check_segment_cluster(repo *r, const config *cfg, const wal_src *src,
+static err_code check_segment_cluster(repo *r, const wal_settings *cfg, const wal_src *src,
 									  const char *what)
 {
 	unsigned char head[WAL_LONG_HEADER_LEN];
@@ -92,12 +92,12 @@ static err_code check_segment_cluster(repo *r, const config *cfg, const wal_src 
 	uint64_t sysid;
 	/* Not a WAL header (a test file, a damaged segment): no cluster to compare. */
 	if (n != (ssize_t)sizeof(head) ||
-		!wal_header_sysid(head, sizeof(head), (uint64_t)cfg->pg_wal_size_mb << 20, &sysid))
+		!wal_header_sysid(head, sizeof(head), (uint64_t)cfg->pg->pg_wal_size_mb << 20, &sysid))
 		return catalog_check_encryption(r, what);
-	return catalog_check_cluster(r, sysid, cfg->allow_system_id_change, what);
+	return catalog_check_cluster(r, sysid, cfg->catalog, what);
 }
 
-static err_code check_cluster(repo *r, const config *cfg, const wal_src *src)
+static err_code check_cluster(repo *r, const wal_settings *cfg, const wal_src *src)
 {
 	char *what = xasprintf("wal-push %s", src->name);
 	err_code rc = (!wal_is_segment_name(src->name) && !str_has_suffix(src->name, ".partial"))
@@ -107,7 +107,7 @@ static err_code check_cluster(repo *r, const config *cfg, const wal_src *src)
 	return rc;
 }
 
-static err_code push_src(repo *r, const config *cfg, const wal_src *src, long long size)
+static err_code push_src(repo *r, const wal_settings *cfg, const wal_src *src, long long size)
 {
 	TRY(check_cluster(r, cfg, src));
 
@@ -162,7 +162,7 @@ static err_code push_src(repo *r, const config *cfg, const wal_src *src, long lo
  * A file named as a WAL file must be one before anything is stored: PostgreSQL would be handed
  * it at restore. The first bytes the check needs are read from the file, or taken from memory.
  */
-static err_code check_content(const config *cfg, const wal_src *src, uint64_t size)
+static err_code check_content(const wal_settings *cfg, const wal_src *src, uint64_t size)
 {
 	size_t need = wal_file_head_need(src->name);
 	if (need == 0)
@@ -197,7 +197,7 @@ static err_code check_content(const config *cfg, const wal_src *src, uint64_t si
 	return rc;
 }
 
-err_code wal_push_one(repo *r, const config *cfg, const char *path)
+err_code wal_push_one(repo *r, const wal_settings *cfg, const char *path)
 {
 	const char *name = base_name(path);
 	struct stat sb;
@@ -213,7 +213,7 @@ err_code wal_push_one(repo *r, const config *cfg, const char *path)
 	return push_src(r, cfg, &src, (long long)sb.st_size);
 }
 
-err_code wal_push_mem(repo *r, const config *cfg, const char *name, const void *buf, size_t len)
+err_code wal_push_mem(repo *r, const wal_settings *cfg, const char *name, const void *buf, size_t len)
 {
 	if (!wal_is_archive_name(name))
 		return err_set(E_CONFIG, "wal-push: \"%s\" is not a WAL file name", name);
@@ -234,7 +234,7 @@ bool wal_archived(const char *pgdata, const char *name)
 	return !busy;
 }
 
-err_code wal_push_if_ready(repo *r, const config *cfg, const char *pgdata, const char *name,
+err_code wal_push_if_ready(repo *r, const wal_settings *cfg, const char *pgdata, const char *name,
 						   bool *pushed)
 {
 	char *ready = xasprintf("%s/pg_wal/archive_status/%s.ready", pgdata, name);

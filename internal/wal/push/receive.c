@@ -24,7 +24,7 @@
 
 typedef struct receiver {
 	repo *r;
-	const config *cfg;
+	const wal_settings *cfg;
 	pg_session *s;
 	uint64_t seg_size;
 	uint32_t tli;
@@ -162,7 +162,7 @@ static err_code complete_segment(receiver *v)
 		TRY(wal_dropped_flush(v->r, v->state_dir));
 		TRY(store_segment(v, false));
 	}
-	wal_backlog_note(v->state_dir, v->cfg, &b, dropped, "the server's pg_wal (for the slot)",
+	wal_backlog_note(v->state_dir, v->r, &b, dropped, "the server's pg_wal (for the slot)",
 					 v->report, v->report_arg);
 	return E_OK;
 }
@@ -301,7 +301,7 @@ static err_code read_slot(const char *slot, pg_slot_info *info)
 	return rc;
 }
 
-err_code wal_receive(repo *r, const config *cfg, wal_backlog_fn report, void *arg)
+err_code wal_receive(repo *r, const wal_settings *cfg, wal_backlog_fn report, void *arg)
 {
 	const char *slot = cfg->slot_name;
 	pg_slot_info si;
@@ -313,7 +313,7 @@ err_code wal_receive(repo *r, const config *cfg, wal_backlog_fn report, void *ar
 
 	receiver v = { .r = r, .slot = slot, .report = report, .report_arg = arg };
 	{
-		char *wal_dir = cfg->pgdata ? xasprintf("%s/pg_wal", cfg->pgdata) : xstrdup("/tmp");
+		char *wal_dir = cfg->pg->pgdata ? xasprintf("%s/pg_wal", cfg->pg->pgdata) : xstrdup("/tmp");
 		v.state_dir = wal_state_dir(wal_dir);
 		free(wal_dir);
 	}
@@ -327,10 +327,12 @@ err_code wal_receive(repo *r, const config *cfg, wal_backlog_fn report, void *ar
 		rc = err_set(E_CORRUPT, "wal-receive: the server's WAL segment size (SHOW "
 								"wal_segment_size) is unreadable or not 1 MiB to 1 GiB");
 	if (rc == E_OK)
-		rc = catalog_check_cluster(r, ri.system_id, cfg->allow_system_id_change, "wal-receive");
+		rc = catalog_check_cluster(r, ri.system_id, cfg->catalog, "wal-receive");
 	/* wal-push's header check reads segments of this size */
-	config own = *cfg;
-	own.pg_wal_size_mb = (long)(seg_size >> 20);
+	pg_settings pg = *cfg->pg;
+	pg.pg_wal_size_mb = (long)(seg_size >> 20);
+	wal_settings own = *cfg;
+	own.pg = &pg;
 	v.cfg = &own;
 	v.seg_size = seg_size;
 	v.server_lsn = ri.xlogpos;

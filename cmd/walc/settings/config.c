@@ -4,7 +4,7 @@
  * the config struct and reports a bad one naming the setting; then the rules that involve
  * more than one setting. The same table prints `walc env` and drives the warnings.
  */
-#include "internal/core/config_impl.h"
+#include "cmd/walc/settings/config_impl.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -297,7 +297,7 @@ static err_code normalise_file_prefix(storage_settings *c)
 }
 
 /* WAL-G's names for zstd levels are its encoder's speed classes, as libzstd levels. */
-static err_code zstd_level(config *c)
+static err_code zstd_level(repo_settings *c)
 {
 	static const struct {
 		const char *name;
@@ -416,15 +416,16 @@ static err_code finish(config *c, bool need_storage)
 		s3->ec2_metadata_endpoint = xstrdup("http://[fd00:ec2::254]");
 	}
 	TRY(check_storage(&c->storage));
-	TRY(zstd_level(c));
+	TRY(zstd_level(&c->repo));
 	TRY(parse_size("WALG_FAILOVER_STORAGES_CHECK_SIZE", c->storage.failover_check_size,
 				   &c->storage.failover_check_bytes));
-	TRY(parse_size("WALG_WAL_BACKLOG_MAX", c->wal_backlog_max, &c->wal_backlog_max_bytes));
-	if ((c->pg_wal_size_mb & (c->pg_wal_size_mb - 1)) != 0)
+	TRY(parse_size("WALG_WAL_BACKLOG_MAX", c->wal.wal_backlog_max, &c->wal.wal_backlog_max_bytes));
+	if ((c->pg.pg_wal_size_mb & (c->pg.pg_wal_size_mb - 1)) != 0)
 		return err_set(E_CONFIG, "WALG_PG_WAL_SIZE: expected a power of two from 1 to 1024 "
 								 "(MiB), got %ld",
-					   c->pg_wal_size_mb);
-	c->delta_origin_full = strcmp(c->delta_origin, "LATEST_FULL") == 0;
+					   c->pg.pg_wal_size_mb);
+	c->pg.pg_wal_size_set = is_set("WALG_PG_WAL_SIZE");
+	c->backup.delta_origin_full = strcmp(c->backup.delta_origin, "LATEST_FULL") == 0;
 	/* Last, so that a bad value is reported even when no storage is configured. */
 	if (need_storage && !has_storage(&c->storage))
 		return err_set(E_CONFIG, "no storage configured: set WALG_FILE_PREFIX (an absolute "
@@ -479,21 +480,26 @@ static err_code load_logging(config *c)
 					TRY(parse_var(&config_vars[i], &f, c));
 				}
 			}
-	c->log_level = strcmp(c->log_level_name, "DEVEL") == 0 ? LOG_DEBUG
-		: strcmp(c->log_level_name, "ERROR") == 0		   ? LOG_ERROR
-														   : LOG_INFO;
-	c->log_json = strcmp(c->log_format, "json") == 0;
-	if (c->log_destination != NULL && strcmp(c->log_destination, "stderr") == 0) {
-		free(c->log_destination);
-		c->log_destination = NULL;
+	log_settings *l = &c->log;
+	l->level = strcmp(l->level_name, "DEVEL") == 0 ? LOG_DEBUG
+		: strcmp(l->level_name, "ERROR") == 0		? LOG_ERROR
+													: LOG_INFO;
+	l->json = strcmp(l->format, "json") == 0;
+	if (l->destination != NULL && strcmp(l->destination, "stderr") == 0) {
+		free(l->destination);
+		l->destination = NULL;
 	}
-	c->logging_loaded = true;
+	l->loaded = true;
 	return E_OK;
 }
 
 err_code config_load_from(config *c, bool need_storage, const config_sources *src)
 {
 	memset(c, 0, sizeof(*c));
+	/* the modules that read another's settings read this config's */
+	c->wal.pg = &c->pg;
+	c->wal.catalog = &c->catalog;
+	c->backup.wal = &c->wal;
 	memset(&sources, 0, sizeof(sources));
 	if (src != NULL)
 		sources = *src;
@@ -562,6 +568,7 @@ static void free_strings(void *s, size_t base, size_t size)
 
 void config_free(config *c)
 {
+	config_failovers_free(&c->storage);
 	free_strings(c, 0, sizeof(*c));
 }
 
@@ -755,6 +762,9 @@ static void clear_store_var(const config_var *v, storage_settings *s)
 void config_storage_copy(const storage_settings *src, storage_settings *dst)
 {
 	*dst = *src;
+	/* another storage's settings have no failover storages of their own */
+	dst->failovers = NULL;
+	dst->nfailovers = 0;
 	for (size_t i = 0; i < config_nvars; i++) {
 		char **p = store_string(&config_vars[i], dst);
 		if (p != NULL && *p != NULL)
@@ -829,4 +839,50 @@ err_code config_for_storage(const storage_settings *base, const char *what,
 		rc = err_set(E_CONFIG, "no storage prefix: set WALG_FILE_PREFIX, WALG_S3_PREFIX, "
 							   "WALG_GS_PREFIX, WALG_AZ_PREFIX or WALG_SSH_PREFIX");
 	return rc != E_OK ? err_wrap(rc, "%s", what) : E_OK;
+}
+
+err_code config_failovers(const storage_settings *base, storage_settings *out)
+{
+	storage_entry *e;
+	size_t n;
+	*out = *base;
+	out->failovers = NULL;
+	out->nfailovers = 0;
+	TRY(storage_entries(base, &e, &n));
+	storage_failover *fo = xcalloc(n + 1, sizeof(*fo));
+	err_code rc = E_OK;
+	size_t k = 0;
+	for (; rc == E_OK && k < n; k++) {
+		char *where = xasprintf("WALG_FAILOVER_STORAGES \"%s\"", e[k].name);
+		fo[k].name = xstrdup(e[k].name);
+		rc = config_for_storage(base, where, e[k].pairs, e[k].n, 0, &fo[k].settings);
+		free(where);
+	}
+	storage_entries_free(e, n);
+	out->failovers = fo;
+	out->nfailovers = k;
+	if (rc != E_OK)
+		config_failovers_free(out);
+	return rc;
+}
+
+void config_failovers_free(storage_settings *s)
+{
+	for (size_t i = 0; i < s->nfailovers; i++) {
+		free(s->failovers[i].name);
+		config_storage_free(&s->failovers[i].settings);
+	}
+	free(s->failovers);
+	s->failovers = NULL;
+	s->nfailovers = 0;
+}
+
+err_code config_repo_open(const config *cfg, repo_use use, const char *target, repo **out)
+{
+	storage_settings st;
+	*out = NULL;
+	TRY(config_failovers(&cfg->storage, &st));
+	err_code rc = repo_open_use(&st, &cfg->crypt, &cfg->repo, use, target, out);
+	config_failovers_free(&st);
+	return rc;
 }

@@ -1,10 +1,10 @@
-/* core-internal: the table of settings (configvars.c) that config.c reads, checks and prints. */
-#ifndef WALC_INTERNAL_CORE_CONFIG_IMPL_H
-#define WALC_INTERNAL_CORE_CONFIG_IMPL_H
+/* settings-internal: the table of settings (configvars.c) that config.c reads, checks and prints. */
+#ifndef WALC_CMD_WALC_SETTINGS_CONFIG_IMPL_H
+#define WALC_CMD_WALC_SETTINGS_CONFIG_IMPL_H
 
 #include <stddef.h>
 
-#include "internal/core/core.h"
+#include "cmd/walc/settings/config.h"
 
 typedef enum var_kind {
 	V_TEXT,		/* a string (printable unless F_RAW) */
