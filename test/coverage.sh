@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints line and branch coverage per module of internal/ from the raw profiles that a build
+# Prints line and branch coverage per module of internal/ (and of cmd's settings table) from the raw profiles that a build
 # with clang's source-based coverage (make coverage) left in BUILD_DIR/prof, then the total;
 # fails when a module's line figure is under its floor (FLOORS, below) or the total's under MIN.
 # Usage: test/coverage.sh BUILD_DIR MIN
@@ -31,7 +31,8 @@ wal 85.7
 DEFAULT_FLOOR=80
 
 # verdict SUMMARY_JSON MIN ROOT: prints the table of llvm-cov's summary for the files below ROOT
-# (a module is a folder of ROOT); exits 1 when a module is under its floor or the total under MIN.
+# (a module is a folder of ROOT/internal; ROOT/cmd/walc/settings, the table and its loader, is
+# "settings"); exits 1 when a module is under its floor or the total under MIN.
 # MIN "-": the unit programs' table, no verdict.
 verdict() {
 	python3 - "$1" "$2" "$3" "$FLOORS" "$DEFAULT_FLOOR" <<'PY'
@@ -44,14 +45,18 @@ floors = {name: float(pct) for name, pct in (row.split() for row in sys.argv[4].
 default = float(sys.argv[5])
 mods = collections.defaultdict(lambda: [0, 0, 0, 0])
 for f in data["data"][0]["files"]:
-    if not f["filename"].startswith(root):
+    name = f["filename"]
+    if name.startswith(root + "internal/"):
+        m = mods[name[len(root + "internal/"):].split("/")[0]]
+    elif name.startswith(root + "cmd/walc/settings/"):
+        m = mods["settings"]
+    else:
         continue
     s = f["summary"]
-    m = mods[f["filename"][len(root):].split("/")[0]]
     m[0] += s["lines"]["covered"]; m[1] += s["lines"]["count"]
     m[2] += s["branches"]["covered"]; m[3] += s["branches"]["count"]
 pct = lambda a, b: 100.0 * a / b if b else 100.0
-print(f"coverage of internal/ ({'unit + integration tests' if judge else 'unit tests alone'}):")
+print(f"coverage of internal/ and cmd/walc/settings/ ({'unit + integration tests' if judge else 'unit tests alone'}):")
 print(f"  {'module':10} {'lines':>16} {'floor' if judge else '':>6}  {'branches':>18}")
 shown = lambda floor: f"{floor:5.1f}%" if judge else ""
 failures = []
@@ -75,9 +80,11 @@ PY
 
 # fake_summary NAME=COVERED...: llvm-cov's summary of one 1000-line file per module, below /r/.
 fake_summary() {
-	local files="" sep="" kv
+	local files="" sep="" kv dir
 	for kv in "$@"; do
-		files+="$sep{\"filename\": \"/r/${kv%%=*}/a.c\", \"summary\": {\"lines\": {\"covered\": ${kv#*=}, \"count\": 1000}, \"branches\": {\"covered\": 1, \"count\": 2}}}"
+		dir=internal/${kv%%=*}
+		[ "${kv%%=*}" != settings ] || dir=cmd/walc/settings
+		files+="$sep{\"filename\": \"/r/$dir/a.c\", \"summary\": {\"lines\": {\"covered\": ${kv#*=}, \"count\": 1000}, \"branches\": {\"covered\": 1, \"count\": 2}}}"
 		sep=,
 	done
 	printf '{"data": [{"files": [%s]}]}\n' "$files"
@@ -103,11 +110,13 @@ if [ "${1:-}" = --self-test ]; then
 	fi
 	fake_summary newmod=799 pipe=999 tar=999 >"$tmp/rowless-module-under-80.json"
 	expect_fail "$tmp/rowless-module-under-80.json" 89 'coverage: newmod covers 79.9% of its lines, under its floor of 80%'
+	fake_summary settings=799 pipe=999 >"$tmp/settings-under-80.json"
+	expect_fail "$tmp/settings-under-80.json" 89 'coverage: settings covers 79.9% of its lines, under its floor of 80%'
 	fake_summary pg=900 wal=900 >"$tmp/total-under-min.json"
 	expect_fail "$tmp/total-under-min.json" 91 'coverage: 90.0% of lines is under the 91% reached before'
 	verdict "$tmp/total-under-min.json" 89 /r/ >"$tmp/out" ||
 		{ echo "coverage self-test: figures over every floor failed:"; cat "$tmp/out"; exit 1; }
-	echo "coverage self-test: a module under its floor, one without a row under 80% and a low total fail"
+	echo "coverage self-test: a module under its floor, one without a row under 80% (cmd's settings too) and a low total fail"
 	exit 0
 fi
 
@@ -150,4 +159,4 @@ objects=()
 for t in "$build"/test/test_*; do [ -x "$t" ] && objects+=(-object "$t"); done
 llvm-cov export -summary-only -instr-profile "$tmp/all.profdata" "$build/walc" "${objects[@]}" \
 	>"$tmp/summary.json" || { echo "coverage: llvm-cov export failed on $build"; exit 1; }
-verdict "$tmp/summary.json" "$min" "$PWD/internal/"
+verdict "$tmp/summary.json" "$min" "$PWD/"
