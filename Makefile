@@ -156,10 +156,10 @@ asan-run: $(SAN_BIN) $(UNIT_BIN)
 
 # Coverage is measured on the ASan+UBSan run (every unit and integration test) built with
 # clang's source-based coverage: one run proves both. Lines and branches per module of
-# internal/ and of cmd/walc/settings/, each against its floor (test/coverage.sh), then the total against COVERAGE_MIN
-# (the figure reached so far, less a point for run-to-run variation: 89.9% of lines on
-# 2026-12-05, counted by llvm-cov, which counts lines its own way (gcov counted 91.1% of the
-# same tests the day before); ratcheted upward).
+# internal/ and of cmd/walc/settings/, each against its floor (test/coverage.sh), then the
+# total against COVERAGE_MIN (the figure reached so far, less a point for run-to-run
+# variation: 89.9% of lines on 2026-12-05, counted by llvm-cov, which counts lines its own way
+# (gcov counted 91.1% of the same tests the day before); ratcheted upward).
 # Source-based, not gcov: a --coverage process merged its counts into one .gcda file per
 # object at exit, about 25 ms of CPU (55 ms for a wal-fetch, whose prefetcher exits too), and
 # the suite runs about 12,000 walc processes; make test in a CI rehearsal took 2,121 s with
