@@ -195,6 +195,16 @@ static err_code open_members(const storage_settings *cfg, member **out, size_t *
 	const storage_failover *fo = cfg->failovers;
 	*out = NULL;
 	*n = 0;
+	if (cfg->failovers == NULL) {
+		/* Entries nobody resolved would be left out in silence: reads would miss their objects. */
+		storage_entry *e;
+		size_t ne;
+		TRY(storage_entries(cfg, &e, &ne));
+		storage_entries_free(e, ne);
+		if (ne > 0)
+			return err_set(E_CONFIG, "WALG_FAILOVER_STORAGES: its %zu storage(s) were not "
+									 "resolved before opening", ne);
+	}
 	member *m = xcalloc(cfg->nfailovers + 1, sizeof(*m));
 	m[0].name = xstrdup(DEFAULT_NAME);
 	err_code rc = open_member(cfg, &m[0]);

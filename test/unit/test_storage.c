@@ -252,6 +252,25 @@ static void test_failover_names(void **state)
 	config_free(&c);
 }
 
+/* Entries never resolved are an error, not storages left out of every read in silence. */
+static void test_failover_unresolved(void **state)
+{
+	(void)state;
+	config c;
+	failover_config(&c);
+	storage_failover *fo = c.storage.failovers;
+	size_t n = c.storage.nfailovers;
+	c.storage.failovers = NULL;
+	c.storage.nfailovers = 0;
+	storage *st = NULL;
+	assert_int_equal(storage_open_use(&c.storage, STORAGE_READ, NULL, &st), E_CONFIG);
+	assert_null(st);
+	assert_non_null(strstr(err_msg(), "WALG_FAILOVER_STORAGES: its 2 storage(s) were not resolved"));
+	c.storage.failovers = fo;
+	c.storage.nfailovers = n;
+	config_free(&c);
+}
+
 /* Readers: an object from the first storage that holds it; listings the union, each key once. */
 static void test_failover_read(void **state)
 {
@@ -506,6 +525,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_keys_refused, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test(test_wal_names),
 		cmocka_unit_test_setup_teardown(test_failover_names, unit_dir_setup, unit_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_failover_unresolved, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_failover_read, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_failover_write, unit_dir_setup, unit_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_failover_recheck, unit_dir_setup, unit_dir_teardown),
