@@ -20,9 +20,9 @@ def section(meta, samples):
     def side(settings):
         return "server" if "server" in settings else "client"
 
+    # the same side's compression: WAL-G compresses on the client only
     def peer(op, tool, settings):
-        return next((k for k in groups if k[1] == op and k[2] == tool and
-                     (tool != "pg_basebackup" or side(k[4]) == side(settings))), None)
+        return next((k for k in groups if k[1] == op and k[2] == tool and side(k[4]) == side(settings)), None)
 
     rows = []
     order = {"walc": 0, "pg_basebackup": 1, "wal-g": 2}
@@ -43,7 +43,8 @@ def section(meta, samples):
              "Client CPU and peak RSS: the client's processes; server CPU: the postmaster and its children "
              "during the run. Wire: walc's count, pg_basebackup's archive (decompressed for client-zstd) plus "
              "its manifest; WAL-G gives none. Restores: backup-fetch; pg_basebackup's archive through zstd -d | "
-             "tar -x, then syncfs. walc/peer: pg_basebackup with the same side's compression.")
+             "tar -x, then syncfs. walc/peer: the peer with the same side's compression (WAL-G's is the "
+             "client's).")
     L.append("")
     L.append("| operation | tool | settings | wall s | client CPU s | server CPU s | peak RSS MiB | wire MiB | "
              "stored MiB | wall walc/pg_basebackup | wall walc/WAL-G |")
