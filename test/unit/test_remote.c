@@ -41,7 +41,8 @@ static void test_command_per_major(void **state)
 	assert_int_equal(pg_bb_compression_parse("V", "zstd:level=5,workers=2", &o), E_OK);
 	assert_int_equal(pg_bb_command(170012, &o, cmd, sizeof(cmd)), E_OK);
 	assert_string_equal(cmd, "BASE_BACKUP (LABEL 'walc', CHECKPOINT 'fast', TABLESPACE_MAP, "
-							 "WAIT true, MANIFEST 'yes', INCREMENTAL, MAX_RATE 1048576, "
+							 "WAIT true, MANIFEST 'yes', MANIFEST_CHECKSUMS 'NONE', INCREMENTAL, "
+							 "MAX_RATE 1048576, "
 							 "COMPRESSION 'zstd', COMPRESSION_DETAIL 'level=5,workers=2')");
 	/* what an older major cannot do is refused, never silently dropped */
 	assert_int_equal(pg_bb_command(160000, &o, cmd, sizeof(cmd)), E_CONFIG);

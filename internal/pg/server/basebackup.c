@@ -70,10 +70,16 @@ err_code pg_bb_command(int version, const pg_bb_options *o, char *out, size_t ca
 		return err_set(E_CONFIG, o->incremental
 									 ? "incremental backups need PostgreSQL 17 or later"
 									 : "walc asks for backup manifests from PostgreSQL 17 on");
+	/*
+	 * The manifest only asks for the next INCREMENTAL, which reads its file list and WAL range:
+	 * a CRC-32C of every file would be the server's CPU spent for nothing (walc hashes and
+	 * records every file itself), on the process that also compresses the stream.
+	 */
 	TRY(appendf(out, cap, &len,
 				"BASE_BACKUP (LABEL '%s', CHECKPOINT 'fast', TABLESPACE_MAP, WAIT true, "
-				"MANIFEST '%s'",
-				label, o->manifest ? "yes" : "no"));
+				"MANIFEST '%s'%s",
+				label, o->manifest ? "yes" : "no",
+				o->manifest ? ", MANIFEST_CHECKSUMS 'NONE'" : ""));
 	if (o->incremental)
 		TRY(appendf(out, cap, &len, ", INCREMENTAL"));
 	if (kb > 0)
