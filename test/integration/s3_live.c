@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd/walc/settings/config.h"
 #include "internal/storage/s3/s3.h"
 #include "internal/storage/storage.h"
 
@@ -97,7 +98,7 @@ int main(int argc, char **argv)
 	config cfg;
 	if (config_load(&cfg, true) != E_OK)
 		return fail("config");
-	log_setup(cfg.log_level, false, "s3_live");
+	log_setup(cfg.log.level, false, "s3_live");
 	storage *st;
 	if (storage_open(&cfg.storage, &st) != E_OK)
 		return fail("open");

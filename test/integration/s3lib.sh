@@ -64,22 +64,24 @@ s3_build_helpers() {
 	pkgs=$(sed -n 's/^PKGS *:= *//p' "$ROOT/Makefile") # the libraries walc links, as the Makefile lists them
 	local warn="-Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -Wvla -Wwrite-strings -Wcast-qual -Werror"
 	# tests may run side by side (INTEGRATION_JOBS): one make at a time in a build directory
+	# the settings table and its loader, cmd's, which both programs read their settings through
+	local settings=("$build/cmd/walc/settings/config.o" "$build/cmd/walc/settings/configvars.o")
 	mkdir -p "$build"
 	(
 		flock 9
-		plain_make -s -C "$ROOT" BUILD="$build" "$build/libwalc.a"
+		plain_make -s -C "$ROOT" BUILD="$build" "$build/libwalc.a" "${settings[@]}"
 	) 9>"$build/.make.lock" >"$T/log/build.log" 2>&1 ||
 		{ cat "$T/log/build.log" >&2; fail "building libwalc.a"; }
 	S3_LIVE=$T/bin/s3_live
 	S3_UNIT=$T/bin/test_s3
 	# shellcheck disable=SC2046,SC2086
 	cc -D_GNU_SOURCE $(pkg-config --cflags $pkgs) -O2 -g -std=gnu11 $warn -pthread -I"$ROOT" \
-		-o "$S3_LIVE" "$ROOT/test/integration/s3_live.c" "$build/libwalc.a" \
+		-o "$S3_LIVE" "$ROOT/test/integration/s3_live.c" "${settings[@]}" "$build/libwalc.a" \
 		$(pkg-config --libs $pkgs) -pthread >>"$T/log/build.log" 2>&1 ||
 		{ cat "$T/log/build.log" >&2; fail "building s3_live"; }
 	# shellcheck disable=SC2046,SC2086
 	cc -D_GNU_SOURCE $(pkg-config --cflags $pkgs) -O2 -g -std=gnu11 $warn -pthread -I"$ROOT" \
-		-o "$S3_UNIT" "$ROOT/test/unit/test_s3.c" "$build/libwalc.a" -lcmocka \
+		-o "$S3_UNIT" "$ROOT/test/unit/test_s3.c" "${settings[@]}" "$build/libwalc.a" -lcmocka \
 		$(pkg-config --libs $pkgs) -pthread >>"$T/log/build.log" 2>&1 ||
 		{ cat "$T/log/build.log" >&2; fail "building test_s3"; }
 }
