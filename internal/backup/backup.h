@@ -83,8 +83,8 @@ err_code backup_fetch(repo *r, const fetch_options *opt);
  * before the target, its parent's WAL past it) and t->timeline does not choose. Sets
  * t->timeline to the timeline the proof followed.
  */
-err_code backup_pick_for_target(repo *r, const backup_settings *cfg, recovery_target *t, char **name,
-								target_reach *reach);
+err_code backup_pick_for_target(repo *r, const backup_settings *cfg, recovery_target *t,
+								char **name, target_reach *reach);
 /*
  * Appends restore_command and the target to dest's postgresql.auto.conf, with archiving
  * turned off unless keep_archiving (said in one line); recovery.signal.

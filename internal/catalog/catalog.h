@@ -225,7 +225,8 @@ void file_table_free(file_table *t);
 typedef struct catalog_settings {
 	bool allow_system_id_change; /* WALG_ALLOW_SYSTEM_ID_CHANGE (walc extension) */
 } catalog_settings;
-err_code catalog_check_cluster(repo *r, uint64_t sysid, const catalog_settings *s, const char *what);
+err_code catalog_check_cluster(repo *r, uint64_t sysid, const catalog_settings *s,
+							   const char *what);
 /* The marker's encryption rule alone, for writers of objects that name no cluster. */
 err_code catalog_check_encryption(repo *r, const char *what);
 /*

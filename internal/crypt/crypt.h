@@ -18,7 +18,7 @@ typedef struct crypt_settings {
 	char *pgp_key;					/* WALG_PGP_KEY */
 	char *pgp_key_path;				/* WALG_PGP_KEY_PATH */
 	char *pgp_key_passphrase;		/* WALG_PGP_KEY_PASSPHRASE */
-	char *old_key_paths;			/* WALG_OLD_KEY_PATHS (walc extension): the key ring's older keys */
+	char *old_key_paths;			/* WALG_OLD_KEY_PATHS (walc extension): older keys */
 	char *old_pgp_key_passphrase;	/* WALG_OLD_PGP_KEY_PASSPHRASE (walc extension) */
 } crypt_settings;
 

@@ -23,7 +23,7 @@ typedef struct wal_settings {
 	char *prefetch_dir;					/* WALG_PREFETCH_DIR */
 	long integrity_max_delayed_wals;	/* WALG_INTEGRITY_MAX_DELAYED_WALS */
 	char *slot_name;					/* WALG_SLOTNAME, wal-receive's replication slot */
-	char *upload_wal_metadata;			/* WALG_UPLOAD_WAL_METADATA: NOMETADATA, INDIVIDUAL or BULK */
+	char *upload_wal_metadata;			/* WALG_UPLOAD_WAL_METADATA: NOMETADATA, INDIVIDUAL, BULK */
 } wal_settings;
 
 /*
@@ -62,7 +62,8 @@ err_code wal_push(repo *r, const wal_settings *cfg, const char *path, wal_backlo
 /* The upload of one file alone, without markers or background uploads. */
 err_code wal_push_one(repo *r, const wal_settings *cfg, const char *path);
 /* The same upload of len bytes in memory as WAL file name (a segment, .partial or .history). */
-err_code wal_push_mem(repo *r, const wal_settings *cfg, const char *name, const void *buf, size_t len);
+err_code wal_push_mem(repo *r, const wal_settings *cfg, const char *name, const void *buf,
+					  size_t len);
 /*
  * PostgreSQL has archived pgdata's WAL file name: its .done exists, or neither the file nor
  * its .ready is left.

@@ -66,8 +66,8 @@ size_t wal_file_head_need(const char *name);
  * cluster being recovered there, whose pg_control is beside it); a history file that parses
  * for its timeline; a backup history file that starts as PostgreSQL writes one.
  */
-err_code wal_file_check(repo *r, const wal_settings *cfg, const char *name, const unsigned char *buf,
-						size_t len, uint64_t size, const char *dest);
+err_code wal_file_check(repo *r, const wal_settings *cfg, const char *name,
+						const unsigned char *buf, size_t len, uint64_t size, const char *dest);
 /* The first WAL_LONG_HEADER_LEN bytes of object key, decoded: how many there were. */
 size_t wal_object_head(repo *r, const char *key, unsigned char *head);
 /* The segment size WALG_PG_WAL_SIZE sets, 0 when it is not set. */
@@ -159,7 +159,8 @@ void wal_watch_end(wal_watch *w);
  * wal_005/<name>.json for INDIVIDUAL; for BULK the entry is staged in the marker folder and
  * the group's object stored with the segment whose name ends in F.
  */
-err_code wal_metadata_store(repo *r, const wal_settings *cfg, const char *name, time_t sec, long nsec);
+err_code wal_metadata_store(repo *r, const wal_settings *cfg, const char *name, time_t sec,
+							 long nsec);
 
 /*
  * WAL known lost (wal-receive's invalidated slot): runs of segments recorded in a root object

@@ -153,8 +153,8 @@ err_code wal_cluster_ok(repo *r, uint64_t sysid, const char *dest, bool *ok, uin
 	return E_OK;
 }
 
-err_code wal_file_check(repo *r, const wal_settings *cfg, const char *name, const unsigned char *buf,
-						size_t len, uint64_t size, const char *dest)
+err_code wal_file_check(repo *r, const wal_settings *cfg, const char *name,
+						const unsigned char *buf, size_t len, uint64_t size, const char *dest)
 {
 	char why[128] = "";
 	switch (wal_file_kind_of(name)) {

@@ -130,11 +130,12 @@ static err_code check_server(const pg_server_info *si, push_state *st)
 					 st->pgdata, si->data_dir);
 	free(real);
 	TRY(rc);
-	if (si->wal_segsize != (uint64_t)st->cfg->wal->pg->pg_wal_size_mb << 20)
+	long mb = st->cfg->wal->pg->pg_wal_size_mb;
+	if (si->wal_segsize != (uint64_t)mb << 20)
 		return err_set(E_CONFIG,
 					   "WALG_PG_WAL_SIZE: the server's WAL segments are %llu MiB, the setting says "
 					   "%ld",
-					   (unsigned long long)(si->wal_segsize >> 20), st->cfg->wal->pg->pg_wal_size_mb);
+					   (unsigned long long)(si->wal_segsize >> 20), mb);
 	return E_OK;
 }
 

@@ -310,8 +310,8 @@ static err_code pick(repo *r, const backup_settings *cfg, recovery_target *t, ch
 	return rc;
 }
 
-err_code backup_pick_for_target(repo *r, const backup_settings *cfg, recovery_target *t, char **name,
-								target_reach *reach)
+err_code backup_pick_for_target(repo *r, const backup_settings *cfg, recovery_target *t,
+								char **name, target_reach *reach)
 {
 	*name = NULL;
 	retention_window w;

@@ -206,8 +206,8 @@ static void add_run(json_t *details, const run *r, uint64_t segsize)
  * may simply begin later.
  */
 static json_t *integrity(const wal_index *ix, const wal_lost *gone, const wal_settings *cfg,
-						 long uploads, uint32_t cur_tli, uint64_t first, uint64_t last, bool no_backup,
-						 const char **overall)
+						 long uploads, uint32_t cur_tli, uint64_t first, uint64_t last,
+						 bool no_backup, const char **overall)
 {
 	json_t *details = json_array();
 	run cur = { 0 };
@@ -408,7 +408,8 @@ err_code wal_verify(repo *r, const wal_settings *cfg, const verify_options *o, b
 			wal_name_format(b, lost.gaps[i].tli, lost.gaps[i].last, segsize);
 			log_info("wal-verify: %s to %s are recorded lost in " WAL_LOST_OBJECT, a, b);
 		}
-		json_t *details = integrity(&ix, &lost, cfg, repo_upload_concurrency(r), cur_tli, first, cur_seg, no_backup, &overall);
+		json_t *details = integrity(&ix, &lost, cfg, repo_upload_concurrency(r), cur_tli, first,
+									cur_seg, no_backup, &overall);
 		wal_lost_free(&lost);
 		json_t *o = json_object();
 		json_object_set_new(o, "status", json_string(overall));

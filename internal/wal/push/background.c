@@ -327,8 +327,9 @@ static err_code push_metadata(repo *r, const wal_settings *cfg, const char *path
  * file: *done), and the gaps dropped earlier recorded in the repository, so that nothing after
  * a gap is stored before the gap is known. *watch: the backlog's watch, or NULL outside pg_wal.
  */
-static err_code before_upload(repo *r, const wal_settings *cfg, const char *wal_dir, const char *name,
-							  wal_backlog_fn report, void *arg, wal_watch **watch, bool *done)
+static err_code before_upload(repo *r, const wal_settings *cfg, const char *wal_dir,
+							  const char *name, wal_backlog_fn report, void *arg, wal_watch **watch,
+							  bool *done)
 {
 	*watch = NULL;
 	*done = false;

@@ -213,7 +213,8 @@ err_code wal_push_one(repo *r, const wal_settings *cfg, const char *path)
 	return push_src(r, cfg, &src, (long long)sb.st_size);
 }
 
-err_code wal_push_mem(repo *r, const wal_settings *cfg, const char *name, const void *buf, size_t len)
+err_code wal_push_mem(repo *r, const wal_settings *cfg, const char *name, const void *buf,
+					  size_t len)
 {
 	if (!wal_is_archive_name(name))
 		return err_set(E_CONFIG, "wal-push: \"%s\" is not a WAL file name", name);

@@ -92,7 +92,8 @@ static err_code store_group(repo *r, const char *dir, const char *prefix)
 	return rc;
 }
 
-err_code wal_metadata_store(repo *r, const wal_settings *cfg, const char *name, time_t sec, long nsec)
+err_code wal_metadata_store(repo *r, const wal_settings *cfg, const char *name, time_t sec,
+							 long nsec)
 {
 	const char *level = cfg->upload_wal_metadata;
 	if (level == NULL || strcmp(level, "NOMETADATA") == 0)
